@@ -1,0 +1,178 @@
+package llama
+
+/*
+#include <stdlib.h>
+#include "llama.h"
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+)
+
+// ContextParams configures NewContext.
+type ContextParams struct {
+	NCtx    int // total cells shared by every sequence
+	NBatch  int // most tokens one Decode may carry
+	NSeqMax int // most sequences alive at once (≤ 256)
+	// NThreads defaults to the number of CPUs.
+	NThreads int
+}
+
+// MaxSeq is llama.cpp's compile-time limit on sequence ids.
+const MaxSeq = 256
+
+// Context is one llama.cpp context with a unified KV cache: all sequences share
+// the full NCtx cells, and copying a sequence shares cells instead of copying.
+type Context struct {
+	c      *C.struct_llama_context
+	mem    C.llama_memory_t
+	batch  C.struct_llama_batch
+	model  *Model
+	nCtx   int
+	nBatch int
+	nSeq   int
+	// outputs mirrors the logits flags of the last successful Decode.
+	outputs []int8
+}
+
+// NewContext creates a context over m.
+func NewContext(m *Model, p ContextParams) (*Context, error) {
+	if p.NCtx <= 0 {
+		return nil, fmt.Errorf("new context: n_ctx must be positive, got %d", p.NCtx)
+	}
+	if p.NSeqMax <= 0 || p.NSeqMax > MaxSeq {
+		return nil, fmt.Errorf("new context: n_seq_max must be in 1..%d, got %d", MaxSeq, p.NSeqMax)
+	}
+	if p.NBatch <= 0 {
+		p.NBatch = 512
+	}
+	if p.NThreads <= 0 {
+		p.NThreads = runtime.NumCPU()
+	}
+	cp := C.llama_context_default_params()
+	cp.n_ctx = C.uint32_t(p.NCtx)
+	cp.n_batch = C.uint32_t(p.NBatch)
+	cp.n_ubatch = C.uint32_t(p.NBatch)
+	cp.n_seq_max = C.uint32_t(p.NSeqMax)
+	cp.n_threads = C.int32_t(p.NThreads)
+	cp.n_threads_batch = C.int32_t(p.NThreads)
+	cp.kv_unified = true
+	cp.no_perf = true
+	takeLog()
+	c := C.llama_init_from_model(m.m, cp)
+	if c == nil {
+		return nil, fmt.Errorf("new context (n_ctx %d, n_seq_max %d): %s", p.NCtx, p.NSeqMax, takeLog())
+	}
+	ctx := &Context{
+		c:      c,
+		mem:    C.llama_get_memory(c),
+		batch:  C.llama_batch_init(C.int32_t(p.NBatch), 0, 1),
+		model:  m,
+		nCtx:   int(C.llama_n_ctx(c)),
+		nBatch: p.NBatch,
+		nSeq:   p.NSeqMax,
+	}
+	return ctx, nil
+}
+
+// Close frees the context.
+func (c *Context) Close() {
+	if c != nil && c.c != nil {
+		C.llama_batch_free(c.batch)
+		C.llama_free(c.c)
+		c.c = nil
+	}
+}
+
+// Model is the model the context runs.
+func (c *Context) Model() *Model { return c.model }
+
+// NCtx is the number of KV cells (llama.cpp may round the request up).
+func (c *Context) NCtx() int { return c.nCtx }
+
+// NBatch is the most tokens one Decode may carry.
+func (c *Context) NBatch() int { return c.nBatch }
+
+// NSeqMax is the number of sequence ids available.
+func (c *Context) NSeqMax() int { return c.nSeq }
+
+// Decode runs one llama_decode over the given tokens. tokens, pos, seqs and
+// logits have one entry per token; logits[i] != 0 asks for that token's
+// output row, readable with Logits(j) where j counts requested rows in order.
+// On ErrNoKVSlot the cache is unchanged.
+func (c *Context) Decode(tokens []Token, pos []int32, seqs []int32, logits []int8) error {
+	n := len(tokens)
+	if n == 0 {
+		return nil
+	}
+	if n > c.nBatch {
+		return fmt.Errorf("decode: %d tokens exceed n_batch %d", n, c.nBatch)
+	}
+	if len(pos) != n || len(seqs) != n || len(logits) != n {
+		return errors.New("decode: tokens, pos, seqs and logits must have the same length")
+	}
+	C.lloyal_batch_fill(&c.batch, C.int32_t(n),
+		(*C.llama_token)(unsafe.Pointer(&tokens[0])),
+		(*C.llama_pos)(unsafe.Pointer(&pos[0])),
+		(*C.llama_seq_id)(unsafe.Pointer(&seqs[0])),
+		(*C.int8_t)(unsafe.Pointer(&logits[0])))
+	c.outputs = append(c.outputs[:0], logits...)
+	rc := C.llama_decode(c.c, c.batch)
+	if rc != 0 {
+		c.outputs = c.outputs[:0]
+	}
+	switch {
+	case rc == 0:
+		return nil
+	case rc == 1:
+		takeLog()
+		return ErrNoKVSlot
+	default:
+		return &DecodeError{Code: int(rc), Log: takeLog()}
+	}
+}
+
+// Logits is the output row of token i of the last Decode, or nil when that
+// token did not ask for one. The slice aliases llama.cpp's buffer: copy it
+// before the next Decode.
+func (c *Context) Logits(i int) []float32 {
+	// llama.cpp aborts the process on an index without output; check here.
+	if i < 0 || i >= len(c.outputs) || c.outputs[i] == 0 {
+		return nil
+	}
+	p := C.llama_get_logits_ith(c.c, C.int32_t(i))
+	if p == nil {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(p)), c.model.nVocab)
+}
+
+// SeqCopy makes dst share src's cells in positions [p0, p1) (p < 0: open
+// end). In a unified cache this is bookkeeping, not a copy.
+func (c *Context) SeqCopy(src, dst int32, p0, p1 int32) {
+	C.llama_memory_seq_cp(c.mem, C.llama_seq_id(src), C.llama_seq_id(dst), C.llama_pos(p0), C.llama_pos(p1))
+}
+
+// SeqRemove drops seq from cells in [p0, p1); a cell no other sequence uses
+// becomes free.
+func (c *Context) SeqRemove(seq int32, p0, p1 int32) bool {
+	return bool(C.llama_memory_seq_rm(c.mem, C.llama_seq_id(seq), C.llama_pos(p0), C.llama_pos(p1)))
+}
+
+// SeqPosMax is the largest position seq holds, or -1 when it holds none.
+func (c *Context) SeqPosMax(seq int32) int32 {
+	return int32(C.llama_memory_seq_pos_max(c.mem, C.llama_seq_id(seq)))
+}
+
+// SeqPosMin is the smallest position seq holds, or -1 when it holds none.
+func (c *Context) SeqPosMin(seq int32) int32 {
+	return int32(C.llama_memory_seq_pos_min(c.mem, C.llama_seq_id(seq)))
+}
+
+// Clear empties the whole cache.
+func (c *Context) Clear() { C.llama_memory_clear(c.mem, true) }

@@ -1,0 +1,175 @@
+package llama
+
+/*
+#include <stdlib.h>
+#include "llama.h"
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"unsafe"
+)
+
+// Grammar constrains sampling with GBNF.
+type Grammar struct {
+	GBNF string
+	Root string // default "root"
+	// Lazy leaves sampling free until a trigger appears in the output; from
+	// the trigger on, the grammar (which must match the trigger text itself)
+	// constrains every token.
+	Lazy bool
+	// TriggerWords are literal texts that start the grammar.
+	TriggerWords []string
+	// TriggerPatterns are regular expressions matched against the output so
+	// far; the grammar is fed from the first capture group.
+	TriggerPatterns []string
+	// TriggerTokens start the grammar when sampled.
+	TriggerTokens []Token
+}
+
+// SamplerParams configures a sampler chain. Temperature ≤ 0 samples greedily.
+type SamplerParams struct {
+	Temperature float32
+	TopK        int
+	TopP        float32
+	MinP        float32
+	Seed        uint32
+	Grammar     *Grammar
+}
+
+// Sampler is a llama.cpp sampler chain with its own scratch space.
+type Sampler struct {
+	chain   *C.struct_llama_sampler
+	scratch *C.llama_token_data
+	nVocab  int
+}
+
+// ErrGrammarDeadEnd means the grammar admits no token from here.
+var ErrGrammarDeadEnd = errors.New("sampler: the grammar admits no token")
+
+// NewSampler builds a chain: grammar (if any), then top-k, top-p, min-p,
+// temperature and a seeded draw — or greedy selection.
+func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
+	ensureInit()
+	chain := C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
+	if p.Grammar != nil && p.Grammar.GBNF != "" {
+		g, err := newGrammarSampler(m, p.Grammar)
+		if err != nil {
+			C.llama_sampler_free(chain)
+			return nil, err
+		}
+		C.llama_sampler_chain_add(chain, g)
+	}
+	if p.Temperature <= 0 {
+		C.llama_sampler_chain_add(chain, C.llama_sampler_init_greedy())
+	} else {
+		if p.TopK > 0 {
+			C.llama_sampler_chain_add(chain, C.llama_sampler_init_top_k(C.int32_t(p.TopK)))
+		}
+		if p.TopP > 0 && p.TopP < 1 {
+			C.llama_sampler_chain_add(chain, C.llama_sampler_init_top_p(C.float(p.TopP), 1))
+		}
+		if p.MinP > 0 {
+			C.llama_sampler_chain_add(chain, C.llama_sampler_init_min_p(C.float(p.MinP), 1))
+		}
+		C.llama_sampler_chain_add(chain, C.llama_sampler_init_temp(C.float(p.Temperature)))
+		C.llama_sampler_chain_add(chain, C.llama_sampler_init_dist(C.uint32_t(p.Seed)))
+	}
+	s := &Sampler{chain: chain, nVocab: m.nVocab}
+	s.scratch = (*C.llama_token_data)(C.malloc(C.size_t(m.nVocab) * C.size_t(unsafe.Sizeof(C.llama_token_data{}))))
+	return s, nil
+}
+
+func newGrammarSampler(m *Model, g *Grammar) (*C.struct_llama_sampler, error) {
+	root := g.Root
+	if root == "" {
+		root = "root"
+	}
+	cg := C.CString(g.GBNF)
+	defer C.free(unsafe.Pointer(cg))
+	cr := C.CString(root)
+	defer C.free(unsafe.Pointer(cr))
+	takeLog()
+	var s *C.struct_llama_sampler
+	if !g.Lazy {
+		s = C.llama_sampler_init_grammar(m.vocab, cg, cr)
+	} else {
+		pats := append([]string(nil), g.TriggerPatterns...)
+		for _, w := range g.TriggerWords {
+			// Feed the grammar from the first occurrence of the word on, the way
+			// llama.cpp's own tooling turns words into patterns.
+			pats = append(pats, `[\s\S]*?(`+regexp.QuoteMeta(w)+`)[\s\S]*`)
+		}
+		cpats := make([]*C.char, len(pats))
+		for i, p := range pats {
+			cpats[i] = C.CString(p)
+			defer C.free(unsafe.Pointer(cpats[i]))
+		}
+		var pp **C.char
+		if len(cpats) > 0 {
+			pp = (**C.char)(C.malloc(C.size_t(len(cpats)) * C.size_t(unsafe.Sizeof(uintptr(0)))))
+			defer C.free(unsafe.Pointer(pp))
+			copy(unsafe.Slice(pp, len(cpats)), cpats)
+		}
+		var tp *C.llama_token
+		if len(g.TriggerTokens) > 0 {
+			tp = (*C.llama_token)(unsafe.Pointer(&g.TriggerTokens[0]))
+		}
+		s = C.llama_sampler_init_grammar_lazy_patterns(m.vocab, cg, cr, pp, C.size_t(len(cpats)), tp, C.size_t(len(g.TriggerTokens)))
+	}
+	if s == nil {
+		why := takeLog()
+		if why == "" {
+			why = "llama.cpp rejected it"
+		}
+		return nil, fmt.Errorf("grammar: %s", why)
+	}
+	return s, nil
+}
+
+// Sample picks the next token from a logits row. It does not advance the
+// grammar: call Accept with the token that is actually kept.
+func (s *Sampler) Sample(logits []float32) (Token, error) {
+	if len(logits) < s.nVocab {
+		return -1, fmt.Errorf("sample: logits row has %d entries, vocabulary has %d", len(logits), s.nVocab)
+	}
+	t := C.lloyal_sample(s.chain, (*C.float)(unsafe.Pointer(&logits[0])), C.int32_t(s.nVocab), s.scratch)
+	if t < 0 {
+		return -1, ErrGrammarDeadEnd
+	}
+	return Token(t), nil
+}
+
+// Accept advances the chain's state (grammar, repetition history) by t.
+func (s *Sampler) Accept(t Token) { C.llama_sampler_accept(s.chain, C.llama_token(t)) }
+
+// Close frees the sampler.
+func (s *Sampler) Close() {
+	if s != nil && s.chain != nil {
+		C.llama_sampler_free(s.chain)
+		C.free(unsafe.Pointer(s.scratch))
+		s.chain = nil
+	}
+}
+
+// SchemaToGrammar converts a JSON Schema to GBNF with llama.cpp's converter.
+// The grammar's start rule is "root".
+func SchemaToGrammar(schemaJSON []byte) (string, error) {
+	cs := C.CString(string(schemaJSON))
+	defer C.free(unsafe.Pointer(cs))
+	var out *C.char
+	rc := C.lloyal_schema_to_grammar(cs, &out)
+	defer C.free(unsafe.Pointer(out))
+	if out == nil {
+		return "", errors.New("schema to grammar: out of memory")
+	}
+	s := C.GoString(out)
+	if rc != 0 {
+		return "", fmt.Errorf("schema to grammar: %s", s)
+	}
+	return s, nil
+}

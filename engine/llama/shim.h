@@ -1,0 +1,40 @@
+// shim.h: the few C helpers lloyal needs beside llama.h. They exist to keep
+// per-token work on the C side of the cgo boundary (one call per batch, not
+// one per token) and to capture llama.cpp's log so errors can name the cause.
+#ifndef LLOYAL_SHIM_H
+#define LLOYAL_SHIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "llama.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Installs a log callback on llama.cpp and ggml that keeps the most recent
+// warning/error lines and forwards everything to stderr only when verbose.
+void lloyal_log_install(bool verbose);
+// Copies the captured warnings/errors (newest last) into buf and clears them.
+size_t lloyal_log_take(char *buf, size_t len);
+
+// Fills batch with n tokens; seqs gives one sequence id per token.
+void lloyal_batch_fill(struct llama_batch *batch, int32_t n, const llama_token *tokens,
+                       const llama_pos *pos, const llama_seq_id *seqs, const int8_t *logits);
+
+// Runs the sampler chain over a caller-owned logits row and returns the
+// selected token (or -1 when the chain selected nothing, e.g. a grammar that
+// admits no token). scratch must hold n_vocab entries.
+llama_token lloyal_sample(struct llama_sampler *chain, const float *logits, int32_t n_vocab,
+                          llama_token_data *scratch);
+
+// json_schema_to_grammar from llama.cpp's common library. On success *out is
+// a malloc'd GBNF string and 0 is returned; on failure *out is a malloc'd
+// error message and 1 is returned. The caller frees *out.
+int lloyal_schema_to_grammar(const char *schema_json, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Prints the cgo environment every build of lloyal uses, as `export` lines.
+#
+# The flags must be byte-identical between builds: Go's build cache keys the
+# llama.cpp objects (≈8 minutes to compile on 2 cores) on them, so any change
+# rebuilds all of llama.cpp. Everything here is derived from the machine and the
+# module cache, never from the caller's environment, for that reason.
+#
+#   LLOYAL_MARCH=native  builds with -march=native instead of the haswell set
+#                        (AVX2/FMA/F16C) — for the engine benchmark only.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ollama="$(cd "$root" && go list -m -f '{{.Dir}}' github.com/ollama/ollama)"
+if [ -z "$ollama" ] || [ ! -d "$ollama" ]; then
+  (cd "$root" && go mod download github.com/ollama/ollama) >&2
+  ollama="$(cd "$root" && go list -m -f '{{.Dir}}' github.com/ollama/ollama)"
+fi
+
+simd=""
+if [ "${LLOYAL_MARCH:-}" = "native" ]; then
+  simd="-march=native"
+elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then
+  # What ollama's release "haswell" CPU build enables. Without it ggml's CPU
+  # kernels are compiled for SSE2 only and prefill is ~10x slower.
+  simd="-mavx2 -mfma -mf16c"
+fi
+
+cppflags="-I$root/engine/llama/include"
+cppflags+=" -I$ollama/llama/llama.cpp/include"
+cppflags+=" -I$ollama/llama/llama.cpp/common"
+cppflags+=" -I$ollama/ml/backend/ggml/ggml/include"
+
+echo "export CGO_ENABLED=1"
+echo "export CGO_CPPFLAGS='$cppflags'"
+echo "export CGO_CFLAGS='-O2 $simd'"
+echo "export CGO_CXXFLAGS='-O2 $simd'"
+echo "export LLOYAL_SIMD_FLAGS='${simd:-none (baseline x86-64)}'"
