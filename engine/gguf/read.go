@@ -191,7 +191,7 @@ func (p *parser) file(size int64) (*File, error) {
 	// Each KV takes at least 12 bytes and each tensor info at least 24, so
 	// counts larger than the file can hold are lies; reject before allocating.
 	if nKV > p.remaining()/12 {
-		return nil, p.fail("header claims %d metadata entries, more than the file can hold", nKV)
+		return nil, p.fail("the file is truncated or corrupt: its header claims %d metadata entries but only %d bytes follow", nKV, p.remaining())
 	}
 	f := &File{Version: version, Size: size, Alignment: DefaultAlignment, index: map[string]int{}}
 	f.KV = make([]KV, 0, nKV)
@@ -206,7 +206,12 @@ func (p *parser) file(size int64) (*File, error) {
 		}
 		v, err := p.value(ValueType(t), 0)
 		if err != nil {
-			return nil, fmt.Errorf("metadata %q: %w", key, err)
+			var fe *FormatError
+			if errors.As(err, &fe) {
+				fe.Reason = fmt.Sprintf("metadata %q: %s", key, fe.Reason)
+				return nil, fe
+			}
+			return nil, err
 		}
 		f.index[key] = len(f.KV)
 		f.KV = append(f.KV, KV{Key: key, Value: v})
@@ -218,7 +223,7 @@ func (p *parser) file(size int64) (*File, error) {
 		f.Alignment = a
 	}
 	if nTensors > p.remaining()/24 {
-		return nil, p.fail("header claims %d tensors, more than the file can hold", nTensors)
+		return nil, p.fail("the file is truncated or corrupt: its header claims %d tensors but only %d bytes follow", nTensors, p.remaining())
 	}
 	f.Tensors = make([]TensorInfo, 0, nTensors)
 	for i := uint64(0); i < nTensors; i++ {
@@ -345,7 +350,7 @@ func (p *parser) value(t ValueType, depth int) (any, error) {
 		}
 		// Every element takes at least one byte (strings at least eight).
 		if n > p.remaining() {
-			return nil, p.fail("array of %d elements is longer than the rest of the file", n)
+			return nil, p.fail("the file is truncated or corrupt: an array of %d elements is longer than the rest of the file", n)
 		}
 		return p.array(ValueType(et), n, depth)
 	default:
@@ -357,7 +362,7 @@ func (p *parser) array(et ValueType, n uint64, depth int) (any, error) {
 	switch et {
 	case TypeString:
 		if n > p.remaining()/8 {
-			return nil, p.fail("array of %d strings is longer than the rest of the file", n)
+			return nil, p.fail("the file is truncated or corrupt: an array of %d strings is longer than the rest of the file", n)
 		}
 		out := make([]string, n)
 		for i := range out {

@@ -39,10 +39,16 @@ func Tiny() Options {
 	return Options{Layers: 2, Embd: 64, FF: 128, Heads: 4, KVHeads: 2, CtxTrain: 4096, Seed: 1, Type: gguf.F32, Vocab: BuiltinVocab(), Name: "lloyal-tiny"}
 }
 
+// Small is a few-million-parameter model: fast, but with enough work per
+// token that timings mean something (spawn benchmarks).
+func Small() Options {
+	return Options{Layers: 4, Embd: 256, FF: 704, Heads: 4, KVHeads: 2, CtxTrain: 65536, Seed: 1, Type: gguf.F32, Vocab: BuiltinVocab(), Name: "lloyal-small"}
+}
+
 // Bench is a model of realistic shape (~0.5B parameters with the built-in
 // vocabulary) for decode benchmarks.
 func Bench() Options {
-	return Options{Layers: 24, Embd: 1280, FF: 3584, Heads: 20, KVHeads: 4, CtxTrain: 8192, Seed: 1, Type: gguf.F16, Vocab: BuiltinVocab(), Name: "lloyal-bench-0.5b"}
+	return Options{Layers: 28, Embd: 1280, FF: 3584, Heads: 20, KVHeads: 4, CtxTrain: 8192, Seed: 1, Type: gguf.F16, Vocab: BuiltinVocab(), Name: "lloyal-bench-0.5b"}
 }
 
 // Params is the number of weights the options describe.

@@ -1,0 +1,45 @@
+# lloyal's build. Every target evaluates scripts/cgo-env.sh, so the cgo flags
+# are byte-identical between targets and llama.cpp (compiled by cgo through
+# the ollama module) is built once and then served from Go's build cache.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+CGO := eval "$$(scripts/cgo-env.sh)"
+LDFLAGS = -X 'github.com/lloyal-ai/lloyal/cli.SIMDFlags=$$LLOYAL_SIMD_FLAGS' -X 'github.com/lloyal-ai/lloyal/cli.Version=$(shell git describe --always --dirty 2>/dev/null || echo dev)'
+GOTEST_FLAGS ?=
+
+.PHONY: all deps build test run bench bench-native flags fuzz
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+flags: deps
+	@$(CGO); echo "CGO_CFLAGS=$$CGO_CFLAGS"; echo "CGO_CXXFLAGS=$$CGO_CXXFLAGS"; echo "CGO_CPPFLAGS=$$CGO_CPPFLAGS"
+
+build: deps
+	@$(CGO); echo "building bin/lloyal (llama.cpp SIMD: $$LLOYAL_SIMD_FLAGS)"; \
+	go build -ldflags "$(LDFLAGS)" -o bin/lloyal .
+
+# The main job. Until `lloyal run` lands it is the engine benchmark, which
+# generates its models on first use and prints what the engine does.
+run: build
+	bin/lloyal bench engine
+
+test: deps
+	@$(CGO); echo "llama.cpp SIMD: $$LLOYAL_SIMD_FLAGS"; \
+	go vet ./... && go test -race $(GOTEST_FLAGS) ./...
+
+bench: build
+	bin/lloyal bench engine
+
+# The same benchmark with llama.cpp compiled for this exact CPU
+# (-march=native). Uses a separate binary; the first run rebuilds llama.cpp.
+bench-native: deps
+	@eval "$$(LLOYAL_MARCH=native scripts/cgo-env.sh)"; \
+	go build -ldflags "$(LDFLAGS)" -o bin/lloyal-native . && bin/lloyal-native bench engine
+
+FUZZTIME ?= 60s
+fuzz:
+	go test ./engine/chat -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	go test ./engine/gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)

@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lloyal-ai/lloyal/engine/kv"
+	"github.com/lloyal-ai/lloyal/engine/llama"
+	"github.com/lloyal-ai/lloyal/engine/model"
+	"github.com/lloyal-ai/lloyal/engine/modelgen"
+)
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Measure lloyal's speed and memory"}
+	cmd.AddCommand(newBenchEngineCmd())
+	return cmd
+}
+
+type engineBench struct {
+	spawnModel, decodeModel string
+	spine, suffix, steps    int
+	agents                  []int
+	threads                 int
+}
+
+func newBenchEngineCmd() *cobra.Command {
+	var b engineBench
+	var agents string
+	cmd := &cobra.Command{
+		Use:   "engine",
+		Short: "Spawn cost with a shared spine vs re-prefill, and batched decode throughput",
+		Long: `Two tables:
+
+spawn   N agents from a --spine-token spine, each with a --suffix-token task:
+        fork-sharing (agents fork the spine, only suffixes are prefilled)
+        against re-prefilling the spine for every agent.
+decode  aggregate tokens/s of N branches decoded together, one llama_decode
+        per step, on a ~0.5B-parameter generated model (or --decode-model).
+
+Models default to generated ones cached under the user cache dir.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, s := range strings.Split(agents, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(s))
+				if err != nil || n < 1 || n > llama.MaxSeq-1 {
+					return fmt.Errorf("--agents %q: a comma-separated list of counts 1..%d", agents, llama.MaxSeq-1)
+				}
+				b.agents = append(b.agents, n)
+			}
+			return b.run(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&b.spawnModel, "spawn-model", "", "model for the spawn table (default: generated small model)")
+	f.StringVar(&b.decodeModel, "decode-model", "", "model for the decode table (default: generated ~0.5B model)")
+	f.IntVar(&b.spine, "spine", 1000, "spine tokens")
+	f.IntVar(&b.suffix, "suffix", 32, "tokens of each agent's own task")
+	f.IntVar(&b.steps, "steps", 16, "decode steps measured per row")
+	f.IntVar(&b.threads, "threads", 0, "CPU threads (default: all)")
+	f.StringVar(&agents, "agents", "1,8,32", "agent counts")
+	return cmd
+}
+
+func (b *engineBench) run(w io.Writer) error {
+	fmt.Fprintf(w, "llama.cpp SIMD flags: %s\n\n", SIMDFlags)
+	if err := b.spawn(w); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return b.decode(w)
+}
+
+func benchModel(ref, name string, o modelgen.Options) (*model.Model, error) {
+	if ref == "" {
+		p, err := cachedModel(name, o)
+		if err != nil {
+			return nil, err
+		}
+		ref = p
+	}
+	return model.Open(ref, model.Options{})
+}
+
+func syntheticTokens(m *model.Model, n, salt int) []llama.Token {
+	// Ordinary tokens only: specials would be fine for timing but make the
+	// prompt unlike any real one.
+	var out []llama.Token
+	for i := 0; len(out) < n; i++ {
+		t := llama.Token((i*31 + salt*97) % m.NVocab())
+		if m.TokenAttr(t)&(llama.AttrControl|llama.AttrUserDefined) == 0 && !m.IsEOG(t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (b *engineBench) spawn(w io.Writer) error {
+	m, err := benchModel(b.spawnModel, "small", modelgen.Small())
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	fmt.Fprintf(w, "spawn: %s (%.1fM params), spine %d tokens, suffix %d tokens per agent\n", m.Info.Name, float64(m.Info.NParams)/1e6, b.spine, b.suffix)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "N\tshared: prefilled\tper own suffix\ttime\tre-prefill: prefilled\ttime\tfewer tokens\tfaster\t")
+	for _, n := range b.agents {
+		shared, sharedT, err := b.spawnOnce(m, n, true)
+		if err != nil {
+			return err
+		}
+		re, reT, err := b.spawnOnce(m, n, false)
+		if err != nil {
+			return err
+		}
+		own := n * b.suffix
+		fmt.Fprintf(tw, "%d\t%d\t%.2f×\t%s\t%d\t%s\t%.1f×\t%.1f×\t\n", n, shared, float64(shared)/float64(own), sharedT.Round(time.Millisecond),
+			re, reT.Round(time.Millisecond), float64(re)/float64(shared), float64(reT)/float64(sharedT))
+	}
+	return tw.Flush()
+}
+
+// spawnOnce measures spawning n agents: with shared, they fork a prefilled
+// spine; without, each gets a fresh branch with the spine and its suffix.
+func (b *engineBench) spawnOnce(m *model.Model, n int, shared bool) (int, time.Duration, error) {
+	nCtx := b.spine + n*b.suffix + 64
+	if !shared {
+		nCtx = n*(b.spine+b.suffix) + 64
+	}
+	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: nCtx, NBatch: 512, NSeqMax: n + 1, NThreads: b.threads})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	s := kv.New(c)
+	spineToks := syntheticTokens(m, b.spine, 0)
+	var spine *kv.Branch
+	if shared {
+		if spine, err = s.Create(); err != nil {
+			return 0, 0, err
+		}
+		if err := s.Prefill([]kv.Span{{Branch: spine, Tokens: spineToks}}); err != nil {
+			return 0, 0, err
+		}
+	}
+	before := s.Prefilled()
+	start := time.Now()
+	var spans []kv.Span
+	for i := 0; i < n; i++ {
+		suffix := syntheticTokens(m, b.suffix, i+1)
+		var br *kv.Branch
+		if shared {
+			br, err = s.Fork(spine)
+		} else {
+			br, err = s.Create()
+			suffix = append(append([]llama.Token(nil), spineToks...), suffix...)
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		spans = append(spans, kv.Span{Branch: br, Tokens: suffix})
+	}
+	if err := s.Prefill(spans); err != nil {
+		return 0, 0, err
+	}
+	return s.Prefilled() - before, time.Since(start), nil
+}
+
+func (b *engineBench) decode(w io.Writer) error {
+	m, err := benchModel(b.decodeModel, "bench", modelgen.Bench())
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	fmt.Fprintf(w, "decode: %s (%.0fM params, %.0f MiB), %d steps per row, greedy\n", m.Info.Name, float64(m.Info.NParams)/1e6, float64(m.Size())/(1<<20), b.steps)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "N\ttokens/s (all agents)\tper agent\tms per step\tvs N=1\t")
+	var base float64
+	for _, n := range b.agents {
+		tps, step, err := b.decodeOnce(m, n)
+		if err != nil {
+			return err
+		}
+		if base == 0 {
+			base = tps
+		}
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.2f×\t\n", n, tps, tps/float64(n), float64(step.Microseconds())/1000, tps/base)
+	}
+	return tw.Flush()
+}
+
+func (b *engineBench) decodeOnce(m *model.Model, n int) (float64, time.Duration, error) {
+	const spineLen, suffix, warm = 64, 8, 2
+	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: spineLen + n*(suffix+b.steps+warm) + 64, NBatch: 512, NSeqMax: n + 1, NThreads: b.threads})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	s := kv.New(c)
+	spine, err := s.Create()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := s.Prefill([]kv.Span{{Branch: spine, Tokens: syntheticTokens(m, spineLen, 0)}}); err != nil {
+		return 0, 0, err
+	}
+	var branches []*kv.Branch
+	var spans []kv.Span
+	for i := 0; i < n; i++ {
+		br, err := s.Fork(spine)
+		if err != nil {
+			return 0, 0, err
+		}
+		branches = append(branches, br)
+		spans = append(spans, kv.Span{Branch: br, Tokens: syntheticTokens(m, suffix, i+1)})
+	}
+	if err := s.Prefill(spans); err != nil {
+		return 0, 0, err
+	}
+	step := func() error {
+		steps := make([]kv.Step, len(branches))
+		for i, br := range branches {
+			t, err := s.Sample(br)
+			if err != nil {
+				return err
+			}
+			steps[i] = kv.Step{Branch: br, Token: t}
+		}
+		return s.DecodeEach(steps)
+	}
+	for i := 0; i < warm; i++ {
+		if err := step(); err != nil {
+			return 0, 0, err
+		}
+	}
+	start := time.Now()
+	for i := 0; i < b.steps; i++ {
+		if err := step(); err != nil {
+			return 0, 0, err
+		}
+	}
+	el := time.Since(start)
+	return float64(n*b.steps) / el.Seconds(), el / time.Duration(b.steps), nil
+}

@@ -1,0 +1,51 @@
+// Package cli holds lloyal's command line: one cobra command per subcommand.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// Set at link time by the Makefile (-ldflags -X).
+var (
+	// Version is the program version.
+	Version = "dev"
+	// SIMDFlags are the CPU flags llama.cpp was compiled with.
+	SIMDFlags = "unknown (built without the Makefile)"
+)
+
+// Execute runs the command line and returns the process exit code.
+func Execute(ctx context.Context, args []string) int {
+	root := newRoot()
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "lloyal:", err)
+		return 1
+	}
+	return 0
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "lloyal",
+		Short:         "Run many LLM agents on one local llama.cpp model, and watch them live",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       versionString(),
+	}
+	root.AddCommand(newModelCmd(), newBenchCmd())
+	return root
+}
+
+func versionString() string {
+	v := Version
+	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	return fmt.Sprintf("%s (%s, llama.cpp SIMD: %s)", v, runtime.Version(), SIMDFlags)
+}

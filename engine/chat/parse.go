@@ -1,0 +1,147 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// ToolCall is a call the model wrote.
+type ToolCall struct {
+	Name      string
+	Arguments json.RawMessage // always a JSON object
+}
+
+// Output is a parsed assistant turn.
+type Output struct {
+	Content   string // visible text, calls removed
+	Reasoning string // text inside <think>…</think>
+	Calls     []ToolCall
+}
+
+// ParseError says what is wrong with a tool call the model wrote, in words the
+// model can act on when it is sent back.
+type ParseError struct {
+	Raw    string
+	Reason string
+}
+
+func (e *ParseError) Error() string { return "malformed tool call: " + e.Reason }
+
+// Parse splits a finished turn into reasoning, content and tool calls. Calls
+// that are malformed are reported as a *ParseError together with everything
+// that did parse.
+func (f Format) Parse(raw string) (Output, error) {
+	var out Output
+	rest := raw
+	if f.Thinking {
+		rest, out.Reasoning = splitThinking(rest)
+	}
+	open := strings.TrimRight(f.CallOpen, "\n")
+	close := strings.TrimLeft(f.CallClose, "\n")
+	if open == "" {
+		trimmed := strings.TrimSpace(rest)
+		if strings.HasPrefix(trimmed, "{") {
+			call, err := f.decodeCall(trimmed)
+			if err != nil {
+				return out, err
+			}
+			out.Calls = append(out.Calls, call)
+			return out, nil
+		}
+		out.Content = trimmed
+		return out, nil
+	}
+	var content strings.Builder
+	var firstErr error
+	for {
+		i := strings.Index(rest, open)
+		if i < 0 {
+			content.WriteString(rest)
+			break
+		}
+		content.WriteString(rest[:i])
+		rest = rest[i+len(open):]
+		j := strings.Index(rest, close)
+		body := rest
+		if j < 0 {
+			rest = ""
+		} else {
+			body = rest[:j]
+			rest = rest[j+len(close):]
+		}
+		call, err := f.decodeCall(strings.TrimSpace(body))
+		if err == nil && j < 0 {
+			err = &ParseError{Raw: body, Reason: fmt.Sprintf("the call is not closed with %s", close)}
+		}
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		out.Calls = append(out.Calls, call)
+	}
+	out.Content = strings.TrimSpace(content.String())
+	return out, firstErr
+}
+
+// splitThinking removes a leading <think>…</think> block (an unclosed one
+// holds the whole turn).
+func splitThinking(s string) (rest, reasoning string) {
+	t := strings.TrimLeft(s, " \n")
+	if !strings.HasPrefix(t, "<think>") {
+		if i := strings.Index(s, "</think>"); i >= 0 && !strings.Contains(s[:i], "<tool_call>") {
+			// The generation prompt opened the block; only its end is in the output.
+			return s[i+len("</think>"):], strings.TrimSpace(s[:i])
+		}
+		return s, ""
+	}
+	t = t[len("<think>"):]
+	i := strings.Index(t, "</think>")
+	if i < 0 {
+		return "", strings.TrimSpace(t)
+	}
+	return t[i+len("</think>"):], strings.TrimSpace(t[:i])
+}
+
+func (f Format) decodeCall(body string) (ToolCall, error) {
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(strings.NewReader(body))
+	if err := dec.Decode(&raw); err != nil {
+		return ToolCall{}, &ParseError{Raw: body, Reason: "the call is not a JSON object: " + err.Error()}
+	}
+	if dec.More() {
+		return ToolCall{}, &ParseError{Raw: body, Reason: "text follows the call's JSON object"}
+	}
+	var name string
+	if err := json.Unmarshal(raw["name"], &name); err != nil || name == "" {
+		return ToolCall{}, &ParseError{Raw: body, Reason: `the call has no "name" string`}
+	}
+	args, ok := raw[f.ArgsKey]
+	if !ok {
+		// Accept the other common key: models trained on one style drift.
+		for _, k := range []string{"arguments", "parameters"} {
+			if a, found := raw[k]; found {
+				args, ok = a, true
+				break
+			}
+		}
+	}
+	if !ok {
+		args = json.RawMessage(`{}`)
+	}
+	args = bytes.TrimSpace(args)
+	// Some models send arguments as a JSON string holding the object.
+	if len(args) > 0 && args[0] == '"' {
+		var inner string
+		if json.Unmarshal(args, &inner) == nil {
+			args = json.RawMessage(strings.TrimSpace(inner))
+		}
+	}
+	if len(args) == 0 || args[0] != '{' || !json.Valid(args) {
+		return ToolCall{}, &ParseError{Raw: body, Reason: fmt.Sprintf("the %q of %s must be a JSON object", f.ArgsKey, name)}
+	}
+	return ToolCall{Name: name, Arguments: args}, nil
+}
