@@ -228,3 +228,32 @@ func (f Format) Separator() Prompt {
 	}
 	return p
 }
+
+// Exchange renders a finished user/assistant exchange (used to extend a
+// spine with an earlier step's finding so later agents fork from it).
+func (f Format) Exchange(user, assistant string) Prompt {
+	var p Prompt
+	switch f.Kind {
+	case ChatML:
+		p.special("<|im_start|>user\n")
+		p.text(user)
+		p.special("<|im_end|>\n<|im_start|>assistant\n")
+		p.text(assistant)
+		p.special("<|im_end|>\n")
+	case Llama3:
+		p.special("<|start_header_id|>user<|end_header_id|>\n\n")
+		p.text(user)
+		p.special("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+		p.text(assistant)
+		p.special("<|eot_id|>")
+	case Phi3:
+		p.special("<|user|>\n")
+		p.text(user)
+		p.special("<|end|>\n<|assistant|>\n")
+		p.text(assistant)
+		p.special("<|end|>\n")
+	default:
+		p.text("User:\n" + user + "\n\nAssistant:\n" + assistant + "\n\n")
+	}
+	return p
+}

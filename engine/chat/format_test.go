@@ -153,9 +153,9 @@ func TestChatMLTurn(t *testing.T) {
 		contents       []string
 	}{
 		{
-			name: "user",
-			msg:  Message{Role: User, Content: "What is 2+2?"},
-			want: "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+			name:     "user",
+			msg:      Message{Role: User, Content: "What is 2+2?"},
+			want:     "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
 			contents: []string{"What is 2+2?"},
 		},
 		{

@@ -41,8 +41,8 @@ func (e *FormatError) Error() string {
 
 // Limits keep a hostile header from making the reader allocate without bound.
 const (
-	maxStringLen = 1 << 24 // 16 MiB: chat templates and merges are far smaller
-	maxDims      = 8
+	maxStringLen  = 1 << 24 // 16 MiB: chat templates and merges are far smaller
+	maxDims       = 8
 	maxArrayDepth = 4
 )
 
@@ -160,7 +160,10 @@ func (p *parser) str() (string, error) {
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(p.r, b); err != nil {
-		return "", p.fail("%s", errTruncated)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return "", p.fail("%s", errTruncated)
+		}
+		return "", err
 	}
 	return string(b), nil
 }
@@ -267,12 +270,18 @@ func (p *parser) file(size int64) (*File, error) {
 		if t.Offset%f.Alignment != 0 {
 			return nil, &FormatError{Offset: p.r.n, Reason: fmt.Sprintf("tensor %q data offset %d is not aligned to %d", t.Name, t.Offset, f.Alignment)}
 		}
-		start := f.DataOffset + t.Offset
 		n, ok := t.Type.DataSize(t.Elements())
 		if !ok {
+			if _, known := blockInfo[t.Type]; known {
+				return nil, &FormatError{Offset: p.r.n, Reason: fmt.Sprintf(
+					"tensor %q: %d elements of %s are not a whole number of blocks or too many bytes",
+					t.Name, t.Elements(), t.Type)}
+			}
 			n = 1 // unknown type: at least its first byte must be in the file
 		}
-		if start > uint64(size) || n > uint64(size)-start {
+		// Check the offset on its own first: DataOffset+Offset may wrap around.
+		start := f.DataOffset + t.Offset
+		if t.Offset > uint64(size) || start > uint64(size) || n > uint64(size)-start {
 			return nil, &FormatError{Offset: size, Reason: fmt.Sprintf(
 				"tensor %q needs bytes %d..%d but the file has %d bytes: the file is truncated (re-download or regenerate it)",
 				t.Name, start, start+n, size)}

@@ -15,7 +15,7 @@ func newStore(t *testing.T, nCtx, nSeq int) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := llama.NewContext(m, llama.ContextParams{NCtx: nCtx, NBatch: 64, NSeqMax: nSeq, NThreads: 2})
+	c, err := llama.NewContext(m, llama.ContextParams{NCtx: nCtx, NBatch: 64, NSeqMax: nSeq, NThreads: 1})
 	if err != nil {
 		m.Close()
 		t.Fatal(err)
@@ -262,4 +262,18 @@ func TestSeqSlotsRunOut(t *testing.T) {
 	if _, err := s.Fork(a); !errors.Is(err, ErrNoSeq) {
 		t.Fatalf("third branch with n_seq_max 2: %v, want ErrNoSeq", err)
 	}
+}
+
+func TestUnknownTokenIsATypedError(t *testing.T) {
+	s := newStore(t, 256, 2)
+	b, _ := s.Create()
+	err := s.Prefill([]Span{{b, []Token{300, 99999}}})
+	var ute *llama.UnknownTokenError
+	if !errors.As(err, &ute) || ute.Token != 99999 {
+		t.Fatalf("got %v, want *llama.UnknownTokenError for 99999", err)
+	}
+	if b.Pos() != 0 || s.CellsUsed() != 0 {
+		t.Fatalf("a rejected batch wrote cells: pos %d, used %d", b.Pos(), s.CellsUsed())
+	}
+	must(t, s.Prefill([]Span{{b, []Token{300, 301}}}))
 }

@@ -116,6 +116,11 @@ func (c *Context) Decode(tokens []Token, pos []int32, seqs []int32, logits []int
 	if len(pos) != n || len(seqs) != n || len(logits) != n {
 		return errors.New("decode: tokens, pos, seqs and logits must have the same length")
 	}
+	for _, t := range tokens {
+		if t < 0 || int(t) >= c.model.nVocab {
+			return &UnknownTokenError{Token: t, NVocab: c.model.nVocab}
+		}
+	}
 	C.lloyal_batch_fill(&c.batch, C.int32_t(n),
 		(*C.llama_token)(unsafe.Pointer(&tokens[0])),
 		(*C.llama_pos)(unsafe.Pointer(&pos[0])),

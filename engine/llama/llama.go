@@ -262,3 +262,13 @@ func (e *DecodeError) Error() string {
 	}
 	return s
 }
+
+// UnknownTokenError is a token id outside the vocabulary. Nothing was decoded.
+type UnknownTokenError struct {
+	Token  Token
+	NVocab int
+}
+
+func (e *UnknownTokenError) Error() string {
+	return fmt.Sprintf("token %d is not in the vocabulary (0..%d)", e.Token, e.NVocab-1)
+}

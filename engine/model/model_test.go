@@ -29,7 +29,7 @@ func openTiny(t *testing.T) *Model {
 
 func newStore(t *testing.T, m *Model, nCtx int) *kv.Store {
 	t.Helper()
-	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: nCtx, NBatch: 128, NSeqMax: 8, NThreads: 2})
+	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: nCtx, NBatch: 128, NSeqMax: 8, NThreads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

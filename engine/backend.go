@@ -1,0 +1,65 @@
+// Package engine is lloyal's agent runtime: tools, pools of agents forked
+// from a shared spine, the tick loop that decodes one token for every active
+// agent in one batch, orchestrators, and the event stream that feeds both the
+// trace file and the terminal UI.
+//
+// The runtime talks to the model through Backend. engine/llamabackend is the
+// real one (llama.cpp through engine/kv); tests of the scheduler use a scripted
+// double (engine/enginetest). Every Backend call is made by the goroutine
+// running a pool's tick loop, never concurrently.
+package engine
+
+import (
+	"github.com/lloyal-ai/lloyal/engine/chat"
+)
+
+// Token is a vocabulary id.
+type Token = int32
+
+// BranchID names a branch in a Backend.
+type BranchID int32
+
+// Span is tokens to append to a branch.
+type Span struct {
+	Branch BranchID
+	Tokens []Token
+}
+
+// Step is one token to append to a branch.
+type Step struct {
+	Branch BranchID
+	Token  Token
+}
+
+// Sampling configures a branch's sampler.
+type Sampling struct {
+	Temperature float32
+	TopK        int
+	TopP, MinP  float32
+	Seed        uint32
+	Grammar     *chat.Grammar
+}
+
+// Backend is what the runtime needs from a model and its context.
+type Backend interface {
+	Format() chat.Format
+	// Tokenize tokenizes a prompt (markers special, content never).
+	Tokenize(p chat.Prompt) ([]Token, error)
+	Piece(t Token) []byte
+	IsStop(t Token) bool
+	// SchemaToGrammar converts JSON Schema to GBNF.
+	SchemaToGrammar(schema []byte) (string, error)
+
+	NCtx() int
+	NBatch() int
+	CellsUsed() int
+	Unique(b BranchID) int
+
+	Create() (BranchID, error)
+	Fork(parent BranchID) (BranchID, error)
+	Prune(b BranchID) error
+	SetSampling(b BranchID, s Sampling) error
+	Prefill(spans []Span) error
+	Sample(b BranchID) (Token, error)
+	DecodeEach(steps []Step) error
+}

@@ -1,0 +1,96 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"",
+		"plain text",
+		"<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}\n</tool_call>",
+		"<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>",
+		"<tool_call>{\"name\": \"f\", \"arguments\": \" {\\\"a\\\": 1} \"}</tool_call>",
+		"<tool_call>{\"name\": \"f\", \"arguments\": \"{\"}</tool_call>",
+		"<tool_call>{\"name\": \"f\"",
+		"<tool_call><tool_call></tool_call></tool_call>",
+		"<think>x</think><tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call><tool_call>{\"name\":\"b\",\"parameters\":{}}</tool_call>",
+		"</think><tool_call>null</tool_call>",
+		"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+		"{\"name\": 1, \"parameters\": {}}",
+		"{\"name\": \"x\", \"parameters\": {}} trailing",
+		"{",
+		"\xff<tool_call>\x00</tool_call>",
+	} {
+		f.Add(s)
+	}
+	kinds := []Kind{ChatML, Llama3, Generic}
+	f.Fuzz(func(t *testing.T, raw string) {
+		for _, k := range kinds {
+			out, err := FormatOf(k).Parse(raw)
+			for i, c := range out.Calls {
+				if c.Name == "" {
+					t.Errorf("%s: call %d has an empty name", k, i)
+				}
+				if !json.Valid(c.Arguments) || len(c.Arguments) == 0 || c.Arguments[0] != '{' {
+					t.Errorf("%s: call %d arguments %q are not a JSON object", k, i, c.Arguments)
+				}
+			}
+			if err != nil {
+				var pe *ParseError
+				if !errors.As(err, &pe) {
+					t.Fatalf("%s: error %v (%T) is not a *ParseError", k, err, err)
+				}
+				if pe.Reason == "" {
+					t.Errorf("%s: ParseError with an empty Reason", k)
+				}
+			}
+			// Text that holds no call comes back whole, as content.
+			if noCall := (k == Llama3 && !strings.HasPrefix(strings.TrimSpace(raw), "{")) ||
+				(k == Generic && !strings.Contains(raw, "<tool_call>")); noCall {
+				if err != nil || len(out.Calls) != 0 || out.Content != strings.TrimSpace(raw) || out.Reasoning != "" {
+					t.Errorf("%s: Parse(%q) = %+v, %v; want the trimmed text as content", k, raw, out, err)
+				}
+			}
+		}
+	})
+}
+
+func FuzzDecoder(f *testing.F) {
+	f.Add([]byte(detokInput), uint64(0x0123456789abcdef))
+	f.Add([]byte("a\xffb\xe6\x9d"), uint64(1))
+	f.Add([]byte("\xf0\x9f\x99\x82\xf0\x9f"), uint64(0xffffffffffffffff))
+	f.Add([]byte("\xed\xa0\x80\xc0\xaf\xef\xbf\xbd"), uint64(7))
+	f.Fuzz(func(t *testing.T, in []byte, cuts uint64) {
+		// Each 3 bits of cuts is the next chunk's length (0..7).
+		var chunks [][]byte
+		for rest := in; len(rest) > 0; cuts = cuts>>3 | cuts<<61 {
+			k := min(int(cuts&7), len(rest))
+			chunks = append(chunks, rest[:k])
+			rest = rest[k:]
+			if k == 0 && cuts == 0 {
+				chunks = append(chunks, rest)
+				break
+			}
+		}
+		got := decodeChunks(t, chunks)
+		if utf8.Valid(in) {
+			if got != string(in) {
+				t.Fatalf("valid input %q decoded as %q", in, got)
+			}
+			return
+		}
+		// Invalid bytes become U+FFFD; every valid character survives in order.
+		strip := func(s string) string { return strings.ReplaceAll(s, "\uFFFD", "") }
+		if want := strip(strings.ToValidUTF8(string(in), "\uFFFD")); strip(got) != want {
+			t.Fatalf("input %q decoded as %q, want the characters of %q", in, got, want)
+		}
+		if !strings.Contains(got, "\uFFFD") {
+			t.Fatalf("invalid input %q decoded as %q without U+FFFD", in, got)
+		}
+	})
+}

@@ -1,0 +1,403 @@
+// Package enginetest holds a scripted model double for testing the runtime's
+// scheduler without llama.cpp: each agent's turns are scripted text, the
+// tokenizer is a chunker (one token per ≤4 bytes), cells are counted like the
+// real store's, and every backend call is checked for overlap.
+package enginetest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
+)
+
+// Stop is the end-of-turn token.
+const Stop engine.Token = 1
+
+// Scripted is a Backend whose agents say what their script says.
+type Scripted struct {
+	// Delay is slept inside every backend call, to widen the window in which
+	// an overlapping call would be caught.
+	Delay time.Duration
+	// FailDecode, when set, is asked before each DecodeEach; an error fails it.
+	FailDecode func(steps []engine.Step) error
+
+	mu       sync.Mutex
+	nCtx     int
+	format   chat.Format
+	vocab    map[string]engine.Token
+	pieces   []string
+	branches map[engine.BranchID]*branch
+	nextID   engine.BranchID
+	cells    int
+	scripts  []script
+
+	inflight atomic.Int32
+	overlaps atomic.Int32
+	calls    []Call
+}
+
+type script struct {
+	key   string
+	turns []string
+}
+
+type branch struct {
+	id       engine.BranchID
+	parent   *branch
+	children int
+	forkHead int
+	pos      int
+	text     strings.Builder
+	queue    []engine.Token
+	turn     int
+	sampling engine.Sampling
+}
+
+// Call is one backend call, for assertions about batching and ordering.
+type Call struct {
+	Op       string // prefill, decode, sample, fork, prune, create, sampling
+	Branches []engine.BranchID
+	Tokens   int
+	Start    time.Time
+	End      time.Time
+	Grammar  string // for sampling: "", "lazy" or "eager"
+}
+
+// New makes a double with nCtx cells and ChatML formatting.
+func New(nCtx int) *Scripted {
+	s := &Scripted{nCtx: nCtx, format: chat.FormatOf(chat.ChatML), vocab: map[string]engine.Token{}, branches: map[engine.BranchID]*branch{}}
+	s.pieces = []string{"<unk>", "<|im_end|>"}
+	s.vocab["<|im_end|>"] = Stop
+	return s
+}
+
+// Script gives the agent whose task contains key its turns, in order. An
+// agent that runs out of turns answers with an empty turn.
+func (s *Scripted) Script(key string, turns ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scripts = append(s.scripts, script{key: key, turns: turns})
+}
+
+// ToolCall writes a ChatML tool call.
+func ToolCall(name, args string) string {
+	return "<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": " + args + "}\n</tool_call>"
+}
+
+// Overlaps is how many backend calls started while another was running.
+func (s *Scripted) Overlaps() int { return int(s.overlaps.Load()) }
+
+// Calls is the log of backend calls.
+func (s *Scripted) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// Transcript is everything in a branch's context, as text.
+func (s *Scripted) Transcript(b engine.BranchID) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if br, ok := s.branches[b]; ok {
+		return br.text.String()
+	}
+	return ""
+}
+
+// Branches is the number of live branches.
+func (s *Scripted) Branches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.branches)
+}
+
+func (s *Scripted) enter(op string, branches []engine.BranchID, tokens int) func(extra ...string) {
+	if s.inflight.Add(1) > 1 {
+		s.overlaps.Add(1)
+	}
+	start := time.Now()
+	if s.Delay > 0 {
+		time.Sleep(s.Delay)
+	}
+	return func(extra ...string) {
+		c := Call{Op: op, Branches: branches, Tokens: tokens, Start: start, End: time.Now()}
+		if len(extra) > 0 {
+			c.Grammar = extra[0]
+		}
+		s.mu.Lock()
+		s.calls = append(s.calls, c)
+		s.mu.Unlock()
+		s.inflight.Add(-1)
+	}
+}
+
+func (s *Scripted) token(piece string) engine.Token {
+	if t, ok := s.vocab[piece]; ok {
+		return t
+	}
+	t := engine.Token(len(s.pieces))
+	s.pieces = append(s.pieces, piece)
+	s.vocab[piece] = t
+	return t
+}
+
+// chunk splits text into pieces of at most 4 bytes, never inside a rune.
+func (s *Scripted) chunk(text string) []engine.Token {
+	var out []engine.Token
+	for len(text) > 0 {
+		n := 0
+		for _, r := range text {
+			size := utf8.RuneLen(r)
+			if size < 0 {
+				size = 1
+			}
+			if n > 0 && n+size > 4 {
+				break
+			}
+			n += size
+		}
+		n = min(n, len(text))
+		out = append(out, s.token(text[:n]))
+		text = text[n:]
+	}
+	return out
+}
+
+func (s *Scripted) Format() chat.Format { return s.format }
+
+func (s *Scripted) Tokenize(p chat.Prompt) ([]engine.Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []engine.Token
+	for _, seg := range p {
+		out = append(out, s.chunk(seg.Text)...)
+	}
+	return out, nil
+}
+
+func (s *Scripted) Piece(t engine.Token) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(t) < len(s.pieces) {
+		return []byte(s.pieces[t])
+	}
+	return nil
+}
+
+func (s *Scripted) IsStop(t engine.Token) bool { return t == Stop }
+
+// SchemaToGrammar returns a placeholder grammar: the double never enforces it.
+func (s *Scripted) SchemaToGrammar(schema []byte) (string, error) {
+	return "root ::= \"{}\"\n", nil
+}
+
+func (s *Scripted) NCtx() int   { return s.nCtx }
+func (s *Scripted) NBatch() int { return 512 }
+
+func (s *Scripted) CellsUsed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cells
+}
+
+func (s *Scripted) Unique(b engine.BranchID) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if br, ok := s.branches[b]; ok {
+		return br.pos - br.forkHead
+	}
+	return 0
+}
+
+func (s *Scripted) Create() (engine.BranchID, error) {
+	done := s.enter("create", nil, 0)
+	defer done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	b := &branch{id: s.nextID}
+	s.branches[b.id] = b
+	return b.id, nil
+}
+
+func (s *Scripted) Fork(parent engine.BranchID) (engine.BranchID, error) {
+	done := s.enter("fork", []engine.BranchID{parent}, 0)
+	defer done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.branches[parent]
+	if !ok {
+		return 0, fmt.Errorf("fork %d: %w", parent, ErrPruned)
+	}
+	s.nextID++
+	b := &branch{id: s.nextID, parent: p, forkHead: p.pos, pos: p.pos}
+	b.text.WriteString(p.text.String())
+	p.children++
+	s.branches[b.id] = b
+	return b.id, nil
+}
+
+func (s *Scripted) Prune(id engine.BranchID) error {
+	done := s.enter("prune", []engine.BranchID{id}, 0)
+	defer done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.branches[id]
+	if !ok {
+		return fmt.Errorf("prune %d: %w", id, ErrPruned)
+	}
+	if b.children > 0 {
+		return fmt.Errorf("prune %d: %w", id, ErrHasChildren)
+	}
+	s.cells -= b.pos - b.forkHead
+	if b.parent != nil {
+		b.parent.children--
+	}
+	delete(s.branches, id)
+	return nil
+}
+
+func (s *Scripted) SetSampling(id engine.BranchID, smp engine.Sampling) error {
+	g := ""
+	if smp.Grammar != nil {
+		g = "eager"
+		if smp.Grammar.Lazy {
+			g = "lazy"
+		}
+	}
+	done := s.enter("sampling", []engine.BranchID{id}, 0)
+	defer done(g)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.branches[id]
+	if !ok {
+		return ErrPruned
+	}
+	b.sampling = smp
+	return nil
+}
+
+func (s *Scripted) Prefill(spans []engine.Span) error {
+	ids := make([]engine.BranchID, 0, len(spans))
+	n := 0
+	for _, sp := range spans {
+		ids = append(ids, sp.Branch)
+		n += len(sp.Tokens)
+	}
+	done := s.enter("prefill", ids, n)
+	defer done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cells+n > s.nCtx {
+		return fmt.Errorf("prefill: %w", ErrKVFull)
+	}
+	for _, sp := range spans {
+		b, ok := s.branches[sp.Branch]
+		if !ok {
+			return ErrPruned
+		}
+		for _, t := range sp.Tokens {
+			b.text.WriteString(s.pieces[t])
+		}
+		b.pos += len(sp.Tokens)
+		s.cells += len(sp.Tokens)
+	}
+	return nil
+}
+
+// scriptFor picks the script whose key appears latest in the branch's
+// transcript as a user turn: the agent's own task, even in a sub-agent whose
+// context also holds its caller's.
+func (s *Scripted) scriptFor(b *branch) *script {
+	text := b.text.String()
+	best, at := -1, -1
+	for i, sc := range s.scripts {
+		if j := strings.LastIndex(text, "<|im_start|>user\n"+sc.key); j > at {
+			best, at = i, j
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	return &s.scripts[best]
+}
+
+func (s *Scripted) Sample(id engine.BranchID) (engine.Token, error) {
+	done := s.enter("sample", []engine.BranchID{id}, 0)
+	defer done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.branches[id]
+	if !ok {
+		return -1, ErrPruned
+	}
+	if len(b.queue) == 0 {
+		sc := s.scriptFor(b)
+		turn := ""
+		if sc != nil && b.turn < len(sc.turns) {
+			turn = sc.turns[b.turn]
+		}
+		b.turn++
+		b.queue = append(s.chunk(turn), Stop)
+	}
+	t := b.queue[0]
+	b.queue = b.queue[1:]
+	return t, nil
+}
+
+// Errors the double returns, shaped like the real store's.
+var (
+	ErrPruned      = errors.New("branch was pruned")
+	ErrHasChildren = errors.New("branch has live children")
+	ErrKVFull      = errors.New("KV cache full: no free cells for the batch")
+)
+
+// ErrInjected is what FailDecode helpers return.
+var ErrInjected = errors.New("injected decode failure")
+
+func (s *Scripted) DecodeEach(steps []engine.Step) error {
+	ids := make([]engine.BranchID, 0, len(steps))
+	for _, st := range steps {
+		ids = append(ids, st.Branch)
+	}
+	done := s.enter("decode", ids, len(steps))
+	defer done()
+	if s.FailDecode != nil {
+		if err := s.FailDecode(steps); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cells+len(steps) > s.nCtx {
+		return fmt.Errorf("decode: %w", ErrKVFull)
+	}
+	for _, st := range steps {
+		b, ok := s.branches[st.Branch]
+		if !ok {
+			return ErrPruned
+		}
+		b.text.WriteString(s.pieces[st.Token])
+		b.pos++
+		s.cells++
+	}
+	return nil
+}
+
+// Sampling reports the branch's current sampling settings.
+func (s *Scripted) Sampling(id engine.BranchID) (engine.Sampling, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.branches[id]
+	if !ok {
+		return engine.Sampling{}, false
+	}
+	return b.sampling, true
+}

@@ -1,0 +1,163 @@
+// Package llamabackend runs the agent runtime on llama.cpp: an engine.Backend
+// over one context with a unified KV cache (engine/kv).
+package llamabackend
+
+import (
+	"fmt"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/kv"
+	"github.com/lloyal-ai/lloyal/engine/llama"
+	"github.com/lloyal-ai/lloyal/engine/model"
+)
+
+// Backend runs a model on one llama.cpp context with a unified KV cache.
+type Backend struct {
+	m        *model.Model
+	ctx      *llama.Context
+	store    *kv.Store
+	branches map[engine.BranchID]*kv.Branch
+}
+
+// ContextOptions size a Backend's context.
+type ContextOptions struct {
+	NCtx     int // cells shared by every agent (default 4096)
+	NBatch   int // default 512
+	NSeqMax  int // most live branches (default 64)
+	NThreads int // default: all CPUs
+}
+
+// New creates a context over m.
+func New(m *model.Model, o ContextOptions) (*Backend, error) {
+	if o.NCtx == 0 {
+		o.NCtx = 4096
+	}
+	if o.NBatch == 0 {
+		o.NBatch = 512
+	}
+	if o.NSeqMax == 0 {
+		o.NSeqMax = 64
+	}
+	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads})
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{m: m, ctx: c, store: kv.New(c), branches: map[engine.BranchID]*kv.Branch{}}, nil
+}
+
+// Close frees the context (not the model).
+func (l *Backend) Close() {
+	l.store.Reset()
+	l.ctx.Close()
+}
+
+// Model is the loaded model.
+func (l *Backend) Model() *model.Model { return l.m }
+
+// Store is the branch store (for inspection in tests and benchmarks).
+func (l *Backend) Store() *kv.Store { return l.store }
+
+func (l *Backend) branch(b engine.BranchID) (*kv.Branch, error) {
+	br, ok := l.branches[b]
+	if !ok {
+		return nil, fmt.Errorf("branch %d: %w", b, kv.ErrPruned)
+	}
+	return br, nil
+}
+
+func (l *Backend) Format() chat.Format                            { return l.m.Format }
+func (l *Backend) Tokenize(p chat.Prompt) ([]engine.Token, error) { return l.m.TokenizePrompt(p) }
+func (l *Backend) Piece(t engine.Token) []byte                    { return l.m.Piece(t) }
+func (l *Backend) IsStop(t engine.Token) bool                     { return l.m.IsStop(t) }
+func (l *Backend) SchemaToGrammar(s []byte) (string, error)       { return llama.SchemaToGrammar(s) }
+func (l *Backend) NCtx() int                                      { return l.store.NCtx() }
+func (l *Backend) NBatch() int                                    { return l.ctx.NBatch() }
+func (l *Backend) CellsUsed() int                                 { return l.store.CellsUsed() }
+
+func (l *Backend) Unique(b engine.BranchID) int {
+	if br, ok := l.branches[b]; ok {
+		return br.Unique()
+	}
+	return 0
+}
+
+func (l *Backend) Create() (engine.BranchID, error) {
+	br, err := l.store.Create()
+	if err != nil {
+		return 0, err
+	}
+	id := engine.BranchID(br.Seq())
+	l.branches[id] = br
+	return id, nil
+}
+
+func (l *Backend) Fork(parent engine.BranchID) (engine.BranchID, error) {
+	p, err := l.branch(parent)
+	if err != nil {
+		return 0, err
+	}
+	br, err := l.store.Fork(p)
+	if err != nil {
+		return 0, err
+	}
+	id := engine.BranchID(br.Seq())
+	l.branches[id] = br
+	return id, nil
+}
+
+func (l *Backend) Prune(b engine.BranchID) error {
+	br, err := l.branch(b)
+	if err != nil {
+		return err
+	}
+	if err := l.store.Prune(br); err != nil {
+		return err
+	}
+	delete(l.branches, b)
+	return nil
+}
+
+func (l *Backend) SetSampling(b engine.BranchID, s engine.Sampling) error {
+	br, err := l.branch(b)
+	if err != nil {
+		return err
+	}
+	var g *llama.Grammar
+	if s.Grammar != nil {
+		g = model.Grammar(*s.Grammar)
+	}
+	return l.store.SetSampler(br, llama.SamplerParams{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, Seed: s.Seed, Grammar: g})
+}
+
+func (l *Backend) Prefill(spans []engine.Span) error {
+	ks := make([]kv.Span, 0, len(spans))
+	for _, sp := range spans {
+		br, err := l.branch(sp.Branch)
+		if err != nil {
+			return err
+		}
+		ks = append(ks, kv.Span{Branch: br, Tokens: sp.Tokens})
+	}
+	return l.store.Prefill(ks)
+}
+
+func (l *Backend) Sample(b engine.BranchID) (engine.Token, error) {
+	br, err := l.branch(b)
+	if err != nil {
+		return -1, err
+	}
+	return l.store.Sample(br)
+}
+
+func (l *Backend) DecodeEach(steps []engine.Step) error {
+	ks := make([]kv.Step, 0, len(steps))
+	for _, st := range steps {
+		br, err := l.branch(st.Branch)
+		if err != nil {
+			return err
+		}
+		ks = append(ks, kv.Step{Branch: br, Token: st.Token})
+	}
+	return l.store.DecodeEach(ks)
+}

@@ -1,0 +1,307 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// AgentSpec is one agent to spawn.
+type AgentSpec struct {
+	Task string
+	// Seed overrides the pool's per-agent seed.
+	Seed *uint32
+}
+
+// Orchestrator decides which agents a pool runs and when. It runs on its own
+// goroutine and talks to the tick loop through the PoolContext.
+type Orchestrator func(ctx context.Context, pc *PoolContext) error
+
+// PoolContext is an orchestrator's handle on its pool.
+type PoolContext struct {
+	p *pool
+}
+
+// Spawn queues an agent; it forks from the spine in the next tick. It fails
+// when the agent's task does not fit in the context.
+func (pc *PoolContext) Spawn(ctx context.Context, s AgentSpec) (*Agent, error) {
+	as, errs, err := pc.SpawnAll(ctx, []AgentSpec{s})
+	if err != nil {
+		return nil, err
+	}
+	return as[0], errs[0]
+}
+
+// SpawnAll queues several agents at once: they are prefilled together, in
+// one native call. errs[i] says why agent i was refused (agents[i] is nil).
+func (pc *PoolContext) SpawnAll(ctx context.Context, specs []AgentSpec) (agents []*Agent, errs []error, err error) {
+	reply := make(chan reqReply, 1)
+	select {
+	case pc.p.reqs <- request{spawn: specs, reply: reply}:
+	case <-pc.p.closed:
+		return nil, nil, ErrPoolClosed
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	r := <-reply
+	return r.agents, r.errs, nil
+}
+
+// Wait blocks until the agent has an outcome.
+func (pc *PoolContext) Wait(ctx context.Context, a *Agent) (AgentResult, error) {
+	select {
+	case <-a.done:
+		return a.Result(), nil
+	case <-ctx.Done():
+		return a.Result(), ctx.Err()
+	}
+}
+
+// ExtendSpine appends a finished exchange (user, assistant) to the spine, so
+// agents spawned afterwards fork from a prefix that contains it.
+func (pc *PoolContext) ExtendSpine(ctx context.Context, user, assistant string) error {
+	reply := make(chan reqReply, 1)
+	select {
+	case pc.p.reqs <- request{user: user, ans: assistant, reply: reply}:
+	case <-pc.p.closed:
+		return ErrPoolClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case r := <-reply:
+		return r.err
+	case <-pc.p.closed:
+		return ErrPoolClosed
+	}
+}
+
+// Emit writes an orchestrator event into the pool's stream.
+func (pc *PoolContext) Emit(typ EventType, reason string) {
+	pc.p.rt.em.emit(Event{Type: typ, Parent: pc.p.scope, Pool: pc.p.scope, Reason: reason})
+}
+
+// Parallel spawns every task at once and waits for all.
+func Parallel(specs ...AgentSpec) Orchestrator {
+	return func(ctx context.Context, pc *PoolContext) error {
+		spawned, spawnErrs, err := pc.SpawnAll(ctx, specs)
+		if err != nil {
+			return err
+		}
+		var agents []*Agent
+		var errs []error
+		for i, a := range spawned {
+			if spawnErrs[i] != nil {
+				errs = append(errs, fmt.Errorf("spawn %q: %w", truncate(specs[i].Task, 40), spawnErrs[i]))
+				continue
+			}
+			agents = append(agents, a)
+		}
+		for _, a := range agents {
+			if _, err := pc.Wait(ctx, a); err != nil {
+				return err
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// Chain runs agents one after another. Each returned result extends the
+// spine (as an exchange: the step's label, then the result), so the next
+// agent forks from a prefix holding every earlier finding. next builds step
+// i's spec from the previous result (zero AgentResult for the first);
+// returning ok=false ends the chain.
+func Chain(next func(i int, prev AgentResult) (spec AgentSpec, label string, ok bool)) Orchestrator {
+	return func(ctx context.Context, pc *PoolContext) error {
+		prev := AgentResult{}
+		for i := 0; ; i++ {
+			s, label, ok := next(i, prev)
+			if !ok {
+				return nil
+			}
+			a, err := pc.Spawn(ctx, s)
+			if err != nil {
+				return fmt.Errorf("chain step %d: %w", i, err)
+			}
+			if prev, err = pc.Wait(ctx, a); err != nil {
+				return err
+			}
+			if !prev.Ok() {
+				continue
+			}
+			if label == "" {
+				label = s.Task
+			}
+			if err := pc.ExtendSpine(ctx, label, prev.Text()); err != nil {
+				return fmt.Errorf("chain step %d: %w", i, err)
+			}
+		}
+	}
+}
+
+// FanOut runs one agent first (e.g. surveying the landscape); its result
+// extends the spine; then every follow-up runs in parallel, forked from it.
+func FanOut(first AgentSpec, then func(first AgentResult) []AgentSpec) Orchestrator {
+	return func(ctx context.Context, pc *PoolContext) error {
+		a, err := pc.Spawn(ctx, first)
+		if err != nil {
+			return fmt.Errorf("fan-out first agent: %w", err)
+		}
+		r, err := pc.Wait(ctx, a)
+		if err != nil {
+			return err
+		}
+		if r.Ok() {
+			if err := pc.ExtendSpine(ctx, first.Task, r.Text()); err != nil {
+				return err
+			}
+		}
+		return Parallel(then(r)...)(ctx, pc)
+	}
+}
+
+// Node is one step of a DAG.
+type Node struct {
+	ID   string
+	Deps []string
+	// Spec builds the node's agent from its dependencies' results.
+	Spec func(deps map[string]AgentResult) AgentSpec
+}
+
+// ValidateDAG checks ids are unique, dependencies exist and there is no cycle.
+func ValidateDAG(nodes []Node) error {
+	ids := map[string]int{}
+	for i, n := range nodes {
+		if n.ID == "" {
+			return fmt.Errorf("dag: node %d has no id", i)
+		}
+		if _, dup := ids[n.ID]; dup {
+			return fmt.Errorf("dag: node id %q is used twice", n.ID)
+		}
+		ids[n.ID] = i
+	}
+	for _, n := range nodes {
+		for _, d := range n.Deps {
+			if _, ok := ids[d]; !ok {
+				return fmt.Errorf("dag: node %q depends on unknown node %q", n.ID, d)
+			}
+		}
+	}
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int, len(nodes))
+	var path []string
+	var visit func(i int) error
+	visit = func(i int) error {
+		color[i] = grey
+		path = append(path, nodes[i].ID)
+		for _, d := range nodes[i].Deps {
+			j := ids[d]
+			switch color[j] {
+			case grey:
+				return fmt.Errorf("dag: cycle %s → %s", strings.Join(path, " → "), d)
+			case white:
+				if err := visit(j); err != nil {
+					return err
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		color[i] = black
+		return nil
+	}
+	for i := range nodes {
+		if color[i] == white {
+			if err := visit(i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DAG runs nodes as their dependencies finish; independent nodes run in
+// parallel. A node whose dependency failed is not run (nor are its
+// dependants); each skip is reported in the error.
+func DAG(nodes []Node) Orchestrator {
+	return func(ctx context.Context, pc *PoolContext) error {
+		if err := ValidateDAG(nodes); err != nil {
+			return err
+		}
+		type state struct {
+			done chan struct{}
+			res  AgentResult
+			ok   bool
+		}
+		st := map[string]*state{}
+		for _, n := range nodes {
+			st[n.ID] = &state{done: make(chan struct{})}
+		}
+		var mu sync.Mutex
+		var skipped []string
+		var wg sync.WaitGroup
+		for _, n := range nodes {
+			wg.Add(1)
+			go func(n Node) {
+				defer wg.Done()
+				me := st[n.ID]
+				defer close(me.done)
+				deps := map[string]AgentResult{}
+				for _, d := range n.Deps {
+					select {
+					case <-st[d].done:
+					case <-ctx.Done():
+						return
+					}
+					if !st[d].ok {
+						mu.Lock()
+						skipped = append(skipped, fmt.Sprintf("%s (dependency %s failed)", n.ID, d))
+						mu.Unlock()
+						pc.Emit("dag:skip", fmt.Sprintf("%s: dependency %s failed", n.ID, d))
+						return
+					}
+					deps[d] = st[d].res
+				}
+				a, err := pc.Spawn(ctx, n.Spec(deps))
+				if err != nil {
+					mu.Lock()
+					skipped = append(skipped, fmt.Sprintf("%s (%v)", n.ID, err))
+					mu.Unlock()
+					return
+				}
+				r, err := pc.Wait(ctx, a)
+				if err != nil {
+					return
+				}
+				me.res, me.ok = r, r.Ok()
+			}(n)
+		}
+		wg.Wait()
+		if len(skipped) > 0 {
+			sort.Strings(skipped)
+			return &DAGSkipError{Skipped: skipped}
+		}
+		return nil
+	}
+}
+
+// DAGSkipError lists nodes that did not run because a dependency failed.
+type DAGSkipError struct{ Skipped []string }
+
+func (e *DAGSkipError) Error() string {
+	return "dag: not run: " + strings.Join(e.Skipped, ", ")
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Tool is something an agent can call. Its name, description and parameters
+// are rendered into the model's context word for word: they are prompts.
+//
+// Execute's return value is JSON-serialised into the calling agent's context
+// as a tool turn. A domain failure is a result, not an error: return
+// map[string]any{"error": "what went wrong and what to do instead"}. A
+// transient failure is Retry(after, err): the agent waits at no cost and the
+// call runs again. Any other error (or a panic) ends the calling agent with
+// that error as its outcome; the process and the other agents carry on.
+type Tool interface {
+	Spec() ToolSpec
+	Execute(ctx context.Context, args json.RawMessage) (any, error)
+}
+
+// ToolSpec describes a tool.
+type ToolSpec struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments (an object schema).
+	Parameters json.RawMessage
+	// Protected tools are refused unless a grant allows them.
+	Protected bool
+	// Fanout tools run on their own goroutine beside other agents' work. They
+	// must not touch the model (no sub-agents): only inline tools, which run
+	// on the loop while it waits, may.
+	Fanout bool
+	// BeforeDispatch is a guard: a non-empty answer refuses the call and is
+	// what the model reads instead of a result.
+	BeforeDispatch func(ctx context.Context, call Call) (refusal string)
+	// BeforeAdmit sees the serialised result before it enters the agent's
+	// context (for logging, metrics or assertions; it cannot change it).
+	BeforeAdmit func(ctx context.Context, call Call, result json.RawMessage)
+}
+
+// Call is one tool call an agent made.
+type Call struct {
+	ID    string
+	Tool  string
+	Args  json.RawMessage
+	Agent int
+}
+
+// RetryError is a transient failure: run the same call again after Delay.
+type RetryError struct {
+	Err   error
+	Delay time.Duration
+}
+
+func (e *RetryError) Error() string {
+	return fmt.Sprintf("transient failure (retry in %s): %v", e.Delay, e.Err)
+}
+
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// Retry wraps err as transient, to be retried after delay.
+func Retry(delay time.Duration, err error) error { return &RetryError{Err: err, Delay: delay} }
+
+// ErrorResult is the conventional domain-failure result.
+func ErrorResult(format string, args ...any) map[string]any {
+	return map[string]any{"error": fmt.Sprintf(format, args...)}
+}
+
+// Func is a tool defined by a spec and a function.
+type Func struct {
+	S  ToolSpec
+	Fn func(ctx context.Context, args json.RawMessage) (any, error)
+}
+
+// Spec returns the tool's spec.
+func (f Func) Spec() ToolSpec { return f.S }
+
+// Execute runs the function.
+func (f Func) Execute(ctx context.Context, args json.RawMessage) (any, error) { return f.Fn(ctx, args) }
+
+// Typed makes a tool whose function takes its arguments decoded into A (they
+// have already been validated against spec.Parameters).
+func Typed[A any](spec ToolSpec, fn func(ctx context.Context, args A) (any, error)) Tool {
+	return Func{S: spec, Fn: func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var a A
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return ErrorResult("arguments for %s do not fit: %v; fix them and call again", spec.Name, err), nil
+		}
+		return fn(ctx, a)
+	}}
+}
+
+// Terminal marks the tool that ends an agent: calling it makes its validated
+// arguments the agent's result (Execute is not run). Use with PoolSpec.Terminal.
+func Terminal(name, description string, parameters json.RawMessage) Tool {
+	return Func{S: ToolSpec{Name: name, Description: description, Parameters: parameters},
+		Fn: func(context.Context, json.RawMessage) (any, error) {
+			return nil, errors.New("the terminal tool is handled by the runtime, not executed")
+		}}
+}
+
+// ReportSchema is the parameters of the conventional terminal tool: an
+// answer and the sources it rests on.
+var ReportSchema = json.RawMessage(`{"type":"object","properties":{"result":{"type":"string","description":"the answer, complete and self-contained"},"sources":{"type":"array","items":{"type":"string"},"description":"where the answer comes from"}},"required":["result"]}`)
+
+// --- what a running tool can see (ambient, through its context) ---
+
+type ctxKey int
+
+const (
+	keyCall ctxKey = iota
+	keyRuntime
+)
+
+// callInfo is what the runtime puts in a tool's context.
+type callInfo struct {
+	agent      *Agent
+	call       Call
+	dispatchID uint64
+	pressure   int
+	explore    bool
+	scorer     any
+	progress   func(filled, total int)
+	emit       func(Event)
+	attach     []Attachment
+	inline     bool
+}
+
+func info(ctx context.Context) *callInfo {
+	ci, _ := ctx.Value(keyCall).(*callInfo)
+	return ci
+}
+
+// OnProgress reports a running tool's progress (drawn as a progress bar).
+// Outside a tool call it does nothing.
+func OnProgress(ctx context.Context, filled, total int) {
+	if ci := info(ctx); ci != nil && ci.progress != nil {
+		ci.progress(filled, total)
+	}
+}
+
+// Explore reports whether the calling agent should explore (broaden) rather
+// than exploit (narrow to what it has). True outside a tool call.
+func Explore(ctx context.Context) bool {
+	if ci := info(ctx); ci != nil {
+		return ci.explore
+	}
+	return true
+}
+
+// Scorer is the pool's relevance scorer (whatever PoolSpec.Scorer holds).
+func Scorer(ctx context.Context) any {
+	if ci := info(ctx); ci != nil {
+		return ci.scorer
+	}
+	return nil
+}
+
+// PressurePercentAvailable is the percent of the context free when the call
+// was dispatched (100 outside a tool call).
+func PressurePercentAvailable(ctx context.Context) int {
+	if ci := info(ctx); ci != nil {
+		return ci.pressure
+	}
+	return 100
+}
+
+// Attachment is a file (e.g. an image) available to the run.
+type Attachment struct {
+	Name     string `json:"name"`
+	MIMEType string `json:"mimeType"`
+	Data     []byte `json:"-"`
+}
+
+// Attachments are the run's attachments: those given to the pool plus every
+// one a tool result delivered so far.
+func Attachments(ctx context.Context) []Attachment {
+	if ci := info(ctx); ci != nil {
+		return ci.attach
+	}
+	return nil
+}
+
+// CallingAgent is the agent whose call is running, or nil outside a call.
+func CallingAgent(ctx context.Context) *Agent {
+	if ci := info(ctx); ci != nil {
+		return ci.agent
+	}
+	return nil
+}
+
+// CurrentCall is the call being executed.
+func CurrentCall(ctx context.Context) (Call, bool) {
+	if ci := info(ctx); ci != nil {
+		return ci.call, true
+	}
+	return Call{}, false
+}
+
+// TraceEvent writes an event from inside a tool. It is stamped with the
+// calling agent, the call id and the dispatch it belongs to, and reaches the
+// trace file and the UI like every runtime event.
+func TraceEvent(ctx context.Context, typ string, data any) {
+	ci := info(ctx)
+	if ci == nil || ci.emit == nil {
+		return
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		raw, _ = json.Marshal(map[string]string{"marshalError": err.Error()})
+	}
+	ci.emit(Event{Type: EventType(typ), Agent: ci.agent.ID, CallID: ci.call.ID, Tool: ci.call.Tool, Parent: ci.dispatchID, Data: raw})
+}
