@@ -22,9 +22,9 @@ func newModelCmd() *cobra.Command {
 
 func newModelTinyCmd() *cobra.Command {
 	var (
-		out, preset, vocab, wtype                  string
+		out, preset, vocab, wtype                   string
 		layers, width, ff, heads, kvHeads, ctxTrain int
-		seed                                       uint64
+		seed                                        uint64
 	)
 	cmd := &cobra.Command{
 		Use:   "tiny -o FILE",

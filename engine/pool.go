@@ -517,10 +517,10 @@ func (p *pool) prefill() {
 		r.reply <- reqReply{}
 	}
 	for _, a := range spawned {
-		p.emit(Event{Type: AgentSpawn, Agent: a.ID, ParentAgent: a.ParentID, Branch: int(a.branch), Text: a.Task, Tokens: len(a.suffix)})
-		p.emit(Event{Type: BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
 		a.activeAt = time.Now()
 		p.activate(a)
+		p.emit(Event{Type: AgentSpawn, Agent: a.ID, ParentAgent: a.ParentID, Branch: int(a.branch), Text: a.Task, Tokens: len(a.suffix)})
+		p.emit(Event{Type: BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
 	}
 	for _, it := range settled {
 		p.emit(Event{Type: BranchPrefill, Agent: it.agent.ID, Role: it.role, Tokens: len(it.tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(it.agent.branch)})
@@ -615,9 +615,14 @@ func (p *pool) endTurn(a *Agent) {
 	a.turns++
 	p.emit(Event{Type: AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Data: mustJSON(map[string]any{"turn": a.turns, "content": out.Content, "reasoning": out.Reasoning, "calls": len(out.Calls)})})
 	if len(out.Calls) == 0 {
+		var pe *chat.ParseError
+		if errors.As(perr, &pe) && pe.Unclosed && out.Content != "" {
+			// Prose that trails off into the start of a call: keep the prose.
+			perr = nil
+		}
 		if perr != nil {
 			p.refuse(a, Call{ID: p.newCallID(), Tool: "(malformed)", Agent: a.ID}, "malformed",
-				fmt.Sprintf("Your tool call could not be read: %s. Write it again as %s{\"name\": ..., %q: {...}}%s.", perr.(*chat.ParseError).Reason, strings.TrimSpace(f.CallOpen), f.ArgsKey, strings.TrimSpace(f.CallClose)))
+				fmt.Sprintf("Your tool call could not be read: %s. Write it again as %s{\"name\": ..., %q: {...}}%s.", parseReason(perr), strings.TrimSpace(f.CallOpen), f.ArgsKey, strings.TrimSpace(f.CallClose)))
 			return
 		}
 		text := stripDanglingCall(out.Content, f)
@@ -1012,6 +1017,14 @@ func mustJSON(v any) json.RawMessage {
 func errString(err error) string {
 	if err == nil {
 		return ""
+	}
+	return err.Error()
+}
+
+func parseReason(err error) string {
+	var pe *chat.ParseError
+	if errors.As(err, &pe) {
+		return pe.Reason
 	}
 	return err.Error()
 }

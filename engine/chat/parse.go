@@ -25,6 +25,8 @@ type Output struct {
 type ParseError struct {
 	Raw    string
 	Reason string
+	// Unclosed: the turn ended inside a call (a dangling fragment).
+	Unclosed bool
 }
 
 func (e *ParseError) Error() string { return "malformed tool call: " + e.Reason }
@@ -72,8 +74,11 @@ func (f Format) Parse(raw string) (Output, error) {
 			rest = rest[j+len(close):]
 		}
 		call, err := f.decodeCall(strings.TrimSpace(body))
+		if pe, ok := err.(*ParseError); ok && j < 0 {
+			pe.Unclosed = true
+		}
 		if err == nil && j < 0 {
-			err = &ParseError{Raw: body, Reason: fmt.Sprintf("the call is not closed with %s", close)}
+			err = &ParseError{Raw: body, Reason: fmt.Sprintf("the call is not closed with %s", close), Unclosed: true}
 		}
 		if err != nil {
 			if firstErr == nil {

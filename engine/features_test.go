@@ -1,0 +1,386 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+func TestInvalidArgumentsNeverReachExecute(t *testing.T) {
+	var n atomic.Int32
+	h := newHarness(t, 4096, engine.Options{})
+	h.be.Script("sloppy", call("lookup", `{"term":"nonsense"}`), call("lookup", `{}`), reportCall("gave up"))
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "sloppy"})})
+	if n.Load() != 0 {
+		t.Fatalf("Execute ran %d times on invalid arguments", n.Load())
+	}
+	nudges := h.rec.Of(engine.AgentNudge)
+	if len(nudges) != 2 {
+		t.Fatalf("nudges %+v", nudges)
+	}
+	if m := string(nudges[0].Result); !strings.Contains(m, "field term") || !strings.Contains(m, "enum") {
+		t.Fatalf("the enum refusal does not name the field and rule: %s", m)
+	}
+	if m := string(nudges[1].Result); !strings.Contains(m, "required") {
+		t.Fatalf("the missing-field refusal does not name the rule: %s", m)
+	}
+	if res.Agents[0].Outcome != engine.Returned {
+		t.Fatalf("%+v", res.Agents[0])
+	}
+	// Refused calls are not results the agent read.
+	if h.rec.Of(engine.ToolResult) != nil {
+		t.Fatal("a refused call produced a tool result")
+	}
+}
+
+func TestResultShapes(t *testing.T) {
+	tool := engine.Func{S: engine.ToolSpec{Name: "shape", Description: "Shapes.", Parameters: json.RawMessage(`{"type":"object","properties":{"k":{"type":"string"}},"required":["k"]}`)},
+		Fn: func(ctx context.Context, args json.RawMessage) (any, error) {
+			var a struct{ K string }
+			_ = json.Unmarshal(args, &a)
+			switch a.K {
+			case "array":
+				return []int{1, 2}, nil
+			case "string":
+				return "plain", nil
+			case "image":
+				return map[string]any{"caption": "a cat", "_attachments": []map[string]any{{"name": "cat.png", "mimeType": "image/png", "data": []byte{0x89, 'P', 'N', 'G'}}}}, nil
+			}
+			return map[string]any{"error": "no such shape; use array, string or image"}, nil
+		}}
+	h := newHarness(t, 4096, engine.Options{})
+	h.be.Script("shapes", call("shape", `{"k":"array"}`), call("shape", `{"k":"string"}`), call("shape", `{"k":"image"}`), call("shape", `{"k":"x"}`), reportCall("seen"))
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{tool}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "shapes"})})
+	r := h.rec.Of(engine.ToolResult)
+	if len(r) != 4 {
+		t.Fatalf("%d results", len(r))
+	}
+	if string(r[0].Result) != "[1,2]" || string(r[1].Result) != `"plain"` {
+		t.Fatalf("non-objects were changed: %s %s", r[0].Result, r[1].Result)
+	}
+	img := string(r[2].Result)
+	if strings.Contains(img, "_attachments") || strings.Contains(img, "iVBO") || !strings.Contains(img, "_imageError") || !strings.Contains(img, "_contextAvailablePercent") {
+		t.Fatalf("image result %s", img)
+	}
+	if len(res.Attachments) != 1 || res.Attachments[0].Name != "cat.png" || string(res.Attachments[0].Data[1:]) != "PNG" {
+		t.Fatalf("attachments %+v", res.Attachments)
+	}
+	if !strings.Contains(string(r[3].Result), `"error":"no such shape`) || res.Agents[0].Outcome != engine.Returned {
+		t.Fatalf("an {error} result is a normal result: %s, %+v", r[3].Result, res.Agents[0])
+	}
+}
+
+func TestToolContext(t *testing.T) {
+	type seen struct {
+		agent    int
+		pressure int
+		explore  bool
+		scorer   any
+		attended int
+	}
+	var got []seen
+	tool := engine.Func{S: engine.ToolSpec{Name: "probe", Description: "Probe.", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`)},
+		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) {
+			a := engine.CallingAgent(ctx)
+			for i := 1; i <= 4; i++ {
+				engine.OnProgress(ctx, i, 4)
+			}
+			engine.TraceEvent(ctx, "probe:note", map[string]string{"hello": "trace"})
+			got = append(got, seen{a.ID, engine.PressurePercentAvailable(ctx), engine.Explore(ctx), engine.Scorer(ctx), len(a.AttendedResults("probe"))})
+			return map[string]string{"ok": "yes"}, nil
+		}}
+	h := newHarness(t, 4096, engine.Options{})
+	// The second call is refused (invalid), so only the first and third count
+	// as attended.
+	h.be.Script("prober", call("probe", `{"q":"a"}`), call("probe", `{}`), call("probe", `{"q":"b"}`), reportCall("done"))
+	h.run(engine.PoolSpec{Tools: []engine.Tool{tool}, Terminal: report, Scorer: "my-scorer", Orchestrate: engine.Parallel(engine.AgentSpec{Task: "prober"})})
+	if len(got) != 2 || got[0].attended != 0 || got[1].attended != 1 {
+		t.Fatalf("attended results: %+v", got)
+	}
+	if got[0].pressure <= 0 || got[0].pressure > 100 || !got[0].explore || got[0].scorer != "my-scorer" || got[0].agent == 0 {
+		t.Fatalf("context: %+v", got[0])
+	}
+	prog := h.rec.Of(engine.ToolProgress)
+	if len(prog) != 8 || prog[3].Filled != 4 || prog[3].Total != 4 || prog[0].CallID == "" {
+		t.Fatalf("progress %+v", prog)
+	}
+	notes := h.rec.Of("probe:note")
+	dispatch := h.rec.Of(engine.ToolDispatch)[0]
+	if len(notes) != 2 || notes[0].Agent != got[0].agent || notes[0].CallID != dispatch.CallID || notes[0].Parent != dispatch.ID {
+		t.Fatalf("tool trace writes are not stamped: %+v (dispatch %+v)", notes, dispatch)
+	}
+}
+
+// delegate starts sub-agents forked from the caller's branch.
+func delegate(fanout bool) engine.Tool {
+	return engine.Typed(engine.ToolSpec{Name: "delegate", Description: "Delegate sub-tasks.", Fanout: fanout,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string"}}},"required":["tasks"]}`)},
+		func(ctx context.Context, a struct{ Tasks []string }) (any, error) {
+			var specs []engine.AgentSpec
+			for _, task := range a.Tasks {
+				specs = append(specs, engine.AgentSpec{Task: task})
+			}
+			res, err := engine.RunPool(ctx, engine.PoolSpec{Terminal: report, Orchestrate: engine.Parallel(specs...)})
+			if err != nil {
+				return engine.ErrorResult("delegation failed: %v", err), nil
+			}
+			var out []string
+			for _, r := range res.Agents {
+				out = append(out, r.Text())
+			}
+			return map[string]any{"results": out}, nil
+		})
+}
+
+func TestToolsStartSubAgentsForkedFromTheCaller(t *testing.T) {
+	h := newHarness(t, 8192, engine.Options{})
+	h.be.Script("lead task", call("delegate", `{"tasks":["sub one","sub two"]}`), reportCall("lead merged"))
+	h.be.Script("sub one", reportCall("one says hi"))
+	h.be.Script("sub two", reportCall("two says hi"))
+	var subBranches []engine.Event
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
+		if e.Type == engine.AgentSpawn && e.ParentAgent != 0 {
+			subBranches = append(subBranches, e)
+			// The sub-agent's context holds the lead's task: it forked from the lead.
+			if tr := h.be.Transcript(engine.BranchID(e.Branch)); !strings.Contains(tr, "lead task") {
+				t.Errorf("sub-agent context lacks its caller's prefix: %q", tr)
+			}
+		}
+	})}})
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{delegate(false)}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "lead task"})})
+	if len(subBranches) != 2 || res.Agents[0].Text() != "lead merged" {
+		t.Fatalf("subs %+v, lead %+v", subBranches, res.Agents[0])
+	}
+	r := h.rec.Of(engine.ToolResult)
+	if len(r) != 1 || !strings.Contains(string(r[0].Result), "one says hi") || !strings.Contains(string(r[0].Result), "two says hi") {
+		t.Fatalf("delegate result %+v", r)
+	}
+	// The nested pool is scoped under the dispatch that started it.
+	var nested engine.Event
+	for _, e := range h.rec.Of(engine.PoolOpen) {
+		if e.Agent != 0 {
+			nested = e
+		}
+	}
+	if nested.Parent != h.rec.Of(engine.ToolDispatch)[0].ID {
+		t.Fatalf("nested pool parent %d, want the dispatch %d", nested.Parent, h.rec.Of(engine.ToolDispatch)[0].ID)
+	}
+	if h.be.CellsUsed() != 0 || h.be.Branches() != 0 {
+		t.Fatalf("leaked %d cells, %d branches", h.be.CellsUsed(), h.be.Branches())
+	}
+
+	// A fanout tool may not start agents: it would race the loop.
+	h2 := newHarness(t, 8192, engine.Options{})
+	h2.be.Script("lead task", call("delegate", `{"tasks":["sub one"]}`), reportCall("alone"))
+	h2.run(engine.PoolSpec{Tools: []engine.Tool{delegate(true)}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "lead task"})})
+	if r := h2.rec.Of(engine.ToolResult); len(r) != 1 || !strings.Contains(string(r[0].Result), "cannot start agents") {
+		t.Fatalf("fanout delegate: %+v", r)
+	}
+}
+
+func TestTerminalToolIsValidatedStructuredOutput(t *testing.T) {
+	strict := engine.Terminal("answer", "Give the verdict.", json.RawMessage(`{"type":"object","properties":{"verdict":{"enum":["yes","no"]}},"required":["verdict"]}`))
+	h := newHarness(t, 4096, engine.Options{})
+	h.be.Script("judge", call("answer", `{"verdict":"maybe"}`), call("answer", `{"verdict":"no"}`))
+	res := h.run(engine.PoolSpec{Terminal: strict, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "judge"})})
+	if string(res.Agents[0].Result) != `{"verdict":"no"}` || res.Agents[0].Source != "voluntary_return" {
+		t.Fatalf("%+v", res.Agents[0])
+	}
+	// A pool whose only tool is the terminal one forces it from the first token.
+	for _, c := range h.be.Calls() {
+		if c.Op == "sampling" && c.Grammar != "eager" {
+			t.Fatalf("structured-output agent armed with %q grammar", c.Grammar)
+		}
+	}
+}
+
+func TestMaxTurnsForcesTheReport(t *testing.T) {
+	var n atomic.Int32
+	h := newHarness(t, 4096, engine.Options{})
+	// After the refusal the report grammar is forced; the script says what
+	// that grammar would make the model write.
+	h.be.Script("looper", call("lookup", `{"term":"spine"}`), call("lookup", `{"term":"tick"}`), reportCall("forced"))
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, MaxTurns: 2, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "looper"})})
+	if res.Agents[0].Text() != "forced" || n.Load() != 1 {
+		t.Fatalf("%+v after %d lookups", res.Agents[0], n.Load())
+	}
+	var grammars []string
+	for _, c := range h.be.Calls() {
+		if c.Op == "sampling" {
+			grammars = append(grammars, c.Grammar)
+		}
+	}
+	if grammars[len(grammars)-1] != "eager" {
+		t.Fatalf("after the turn limit the report grammar was not forced: %v", grammars)
+	}
+}
+
+func TestChainAndFanOutExtendTheSpine(t *testing.T) {
+	h := newHarness(t, 8192, engine.Options{})
+	h.be.Script("step one", reportCall("fact one"))
+	h.be.Script("step two", reportCall("fact two"))
+	var secondBranch engine.BranchID
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
+		if e.Type == engine.AgentSpawn && e.Text == "step two" {
+			secondBranch = engine.BranchID(e.Branch)
+			if !strings.Contains(h.be.Transcript(secondBranch), "fact one") {
+				t.Error("step two does not see step one's finding")
+			}
+		}
+	})}})
+	steps := []string{"step one", "step two"}
+	res := h.run(engine.PoolSpec{Terminal: report, Orchestrate: engine.Chain(func(i int, prev engine.AgentResult) (engine.AgentSpec, string, bool) {
+		if i >= len(steps) {
+			return engine.AgentSpec{}, "", false
+		}
+		return engine.AgentSpec{Task: steps[i]}, "", true
+	})})
+	if len(res.Agents) != 2 || len(h.rec.Of(engine.SpineExtend)) != 2 || secondBranch == 0 {
+		t.Fatalf("chain: %+v", res.Agents)
+	}
+
+	h2 := newHarness(t, 8192, engine.Options{})
+	h2.be.Script("survey", reportCall("landscape: a, b"))
+	h2.be.Script("dig a", reportCall("a done"))
+	h2.be.Script("dig b", reportCall("b done"))
+	res = h2.run(engine.PoolSpec{Terminal: report, Orchestrate: engine.FanOut(engine.AgentSpec{Task: "survey"}, func(r engine.AgentResult) []engine.AgentSpec {
+		if r.Text() != "landscape: a, b" {
+			t.Errorf("fan-out got %q", r.Text())
+		}
+		return []engine.AgentSpec{{Task: "dig a"}, {Task: "dig b"}}
+	})})
+	if len(res.Agents) != 3 || byTask(res, "dig b").Text() != "b done" {
+		t.Fatalf("fan-out: %+v", res.Agents)
+	}
+}
+
+func TestDAG(t *testing.T) {
+	spec := func(task string) func(map[string]engine.AgentResult) engine.AgentSpec {
+		return func(map[string]engine.AgentResult) engine.AgentSpec { return engine.AgentSpec{Task: task} }
+	}
+	if err := engine.ValidateDAG([]engine.Node{{ID: "a", Deps: []string{"b"}}, {ID: "b", Deps: []string{"a"}}}); err == nil || !strings.Contains(err.Error(), "cycle") {
+		t.Fatalf("cycle: %v", err)
+	}
+	if err := engine.ValidateDAG([]engine.Node{{ID: "a", Deps: []string{"zz"}}}); err == nil {
+		t.Fatal("unknown dependency accepted")
+	}
+	bad := engine.Func{S: engine.ToolSpec{Name: "bad", Description: "Breaks.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("broken") }}
+	h := newHarness(t, 8192, engine.Options{})
+	h.be.Script("root", reportCall("root ok"))
+	h.be.Script("breaks", call("bad", `{}`))
+	h.be.Script("after root", reportCall("ok"))
+	h.be.Script("after breaks", reportCall("should not run"))
+	h.be.Script("after after", reportCall("should not run either"))
+	nodes := []engine.Node{
+		{ID: "root", Spec: spec("root")},
+		{ID: "breaks", Deps: []string{"root"}, Spec: spec("breaks")},
+		{ID: "fine", Deps: []string{"root"}, Spec: func(d map[string]engine.AgentResult) engine.AgentSpec {
+			if d["root"].Text() != "root ok" {
+				t.Errorf("dependency result %+v", d)
+			}
+			return engine.AgentSpec{Task: "after root"}
+		}},
+		{ID: "dependant", Deps: []string{"breaks"}, Spec: spec("after breaks")},
+		{ID: "transitive", Deps: []string{"dependant", "fine"}, Spec: spec("after after")},
+	}
+	ctx := context.Background()
+	res, err := h.rt.Run(ctx, engine.PoolSpec{Tools: []engine.Tool{bad}, Terminal: report, Orchestrate: engine.DAG(nodes)})
+	var skip *engine.DAGSkipError
+	if !errors.As(err, &skip) || len(skip.Skipped) != 2 {
+		t.Fatalf("err %v", err)
+	}
+	if len(res.Agents) != 3 {
+		t.Fatalf("ran %d agents, want root, breaks, fine", len(res.Agents))
+	}
+	for _, a := range res.Agents {
+		if strings.HasPrefix(a.Task, "after b") || a.Task == "after after" {
+			t.Fatalf("a dependant of a failed node ran: %+v", a)
+		}
+	}
+}
+
+func TestCancelAndInterrupt(t *testing.T) {
+	release := make(chan struct{})
+	stuck := engine.Func{S: engine.ToolSpec{Name: "wait", Description: "Waits.", Fanout: true, Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-release:
+				return "late", nil
+			}
+		}}
+	h := newHarness(t, 4096, engine.Options{})
+	h.be.Script("victim", call("wait", `{}`), reportCall("never"))
+	h.be.Script("bystander", reportCall("fine"))
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
+		if e.Type == engine.ToolDispatch && e.Tool == "wait" {
+			go h.rt.Cancel(e.Agent)
+		}
+	})}})
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{stuck}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "victim"}, engine.AgentSpec{Task: "bystander"})})
+	close(release)
+	v := byTask(res, "victim")
+	if v.Outcome != engine.Cancelled || len(v.Result) != 0 || len(h.rec.Of(engine.AgentCancelled)) != 1 {
+		t.Fatalf("victim %+v", v)
+	}
+	if byTask(res, "bystander").Outcome != engine.Returned {
+		t.Fatal("bystander did not finish")
+	}
+
+	// Cancelling the run's context ends every agent and returns what there is.
+	h2 := newHarness(t, 4096, engine.Options{})
+	h2.be.Script("long", strings.Repeat("word ", 2000))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	h2.be.Delay = time.Millisecond
+	res, err := h2.rt.Run(ctx, engine.PoolSpec{MaxTurnTokens: 100000, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "long"})})
+	if !errors.Is(err, context.DeadlineExceeded) || len(res.Agents) != 1 || res.Agents[0].Outcome != engine.Cancelled {
+		t.Fatalf("interrupted run: %v %+v", err, res)
+	}
+	if h2.be.Branches() != 0 || len(h2.rec.Of(engine.PoolClose)) != 1 {
+		t.Fatalf("after interrupt: %d branches, %d pool:close", h2.be.Branches(), len(h2.rec.Of(engine.PoolClose)))
+	}
+}
+
+func TestProtectedToolsFailClosed(t *testing.T) {
+	var ran atomic.Int32
+	danger := engine.Func{S: engine.ToolSpec{Name: "write", Description: "Writes a file.", Protected: true, Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(context.Context, json.RawMessage) (any, error) { ran.Add(1); return "written", nil }}
+	for _, allow := range []bool{false, true} {
+		h := newHarness(t, 4096, engine.Options{Allow: func(string) bool { return allow }})
+		h.be.Script("writer", call("write", `{}`), reportCall("ok"))
+		h.run(engine.PoolSpec{Tools: []engine.Tool{danger}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "writer"})})
+		n := h.rec.Of(engine.AgentNudge)
+		if !allow && (ran.Load() != 0 || len(n) != 1 || n[0].Reason != "protected") {
+			t.Fatalf("without a grant: ran %d, nudges %+v", ran.Load(), n)
+		}
+		if allow && ran.Load() != 1 {
+			t.Fatalf("with a grant: ran %d", ran.Load())
+		}
+	}
+}
+
+func TestSiblingsGetDistinctSeeds(t *testing.T) {
+	h := newHarness(t, 4096, engine.Options{})
+	h.be.Script("x", reportCall("1"))
+	h.be.Script("y", reportCall("2"))
+	seeds := map[uint32]bool{}
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
+		if e.Type == engine.AgentSpawn {
+			s, _ := h.be.Sampling(engine.BranchID(e.Branch))
+			seeds[s.Seed] = true
+		}
+	})}})
+	h.run(engine.PoolSpec{Terminal: report, Sampling: engine.Sampling{Temperature: 0.8, Seed: 10}, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "x"}, engine.AgentSpec{Task: "y"})})
+	if len(seeds) != 2 {
+		t.Fatalf("seeds %v: siblings would sample identically", seeds)
+	}
+}

@@ -1,0 +1,109 @@
+package llamabackend
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kaptinlin/jsonschema"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/engine/internal/testmodel"
+	"github.com/lloyal-ai/lloyal/engine/model"
+)
+
+func open(t testing.TB, nCtx int) *Backend {
+	t.Helper()
+	m, err := model.Open(testmodel.Tiny(t), model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := New(m, ContextOptions{NCtx: nCtx, NBatch: 256, NSeqMax: 32, NThreads: 1})
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close(); m.Close() })
+	return be
+}
+
+// A tiny random model writes noise, so every schema here is bounded: the
+// grammar closes every string and array.
+var (
+	reportSchema = json.RawMessage(`{"type":"object","properties":{"result":{"type":"string","maxLength":24},"sources":{"type":"array","items":{"enum":["a.md","b.md"]},"maxItems":2}},"required":["result"]}`)
+	glossSchema  = json.RawMessage(`{"type":"object","properties":{"term":{"enum":["spine","branch","tick"]}},"required":["term"]}`)
+	countSchema  = json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":9}},"required":["n"]}`)
+)
+
+func TestPoolEndToEndOnLlama(t *testing.T) {
+	be := open(t, 8192)
+	guard := enginetest.Guard(be)
+	rec := &engine.Recorder{}
+	rt := engine.New(guard, engine.Options{Sinks: []engine.Sink{rec}})
+	var glossCalls, countCalls atomic.Int32
+	gloss := engine.Typed(engine.ToolSpec{Name: "glossary", Description: "Define a term.", Parameters: glossSchema},
+		func(ctx context.Context, a struct{ Term string }) (any, error) {
+			glossCalls.Add(1)
+			return map[string]string{"term": a.Term, "meaning": "part of lloyal"}, nil
+		})
+	count := engine.Typed(engine.ToolSpec{Name: "count", Description: "Count to n.", Parameters: countSchema, Fanout: true},
+		func(ctx context.Context, a struct{ N int }) (any, error) {
+			countCalls.Add(1)
+			for i := 0; i <= a.N; i++ {
+				engine.OnProgress(ctx, i, a.N)
+			}
+			return map[string]int{"counted": a.N}, nil
+		})
+	report := engine.Terminal("report", "Report what you found.", reportSchema)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	spine, err := rt.NewSpine(ctx, "You are a research agent. Use the tools, then report.", []engine.Tool{gloss, count}, report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spine.Close()
+	var specs []engine.AgentSpec
+	for i := 0; i < 4; i++ {
+		specs = append(specs, engine.AgentSpec{Task: fmt.Sprintf("Question %d: what is a spine?", i)})
+	}
+	res, err := rt.Run(ctx, engine.PoolSpec{Spine: spine, ToolChoice: engine.ToolRequired, MaxTurns: 3, MaxTurnTokens: 256,
+		Sampling: engine.Sampling{Temperature: 0.8, Seed: 42}, Orchestrate: engine.Parallel(specs...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := jsonschema.NewCompiler().Compile(reportSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range res.Agents {
+		if a.Outcome != engine.Returned {
+			t.Fatalf("agent %d did not return: %+v", a.ID, a)
+		}
+		var v any
+		if err := json.Unmarshal(a.Result, &v); err != nil || !sch.Validate(v).IsValid() {
+			t.Fatalf("agent %d report %s does not validate", a.ID, a.Result)
+		}
+	}
+	if guard.Overlaps() != 0 {
+		t.Fatalf("%d native calls overlapped", guard.Overlaps())
+	}
+	if got := be.CellsUsed(); got != spine.Tokens {
+		t.Fatalf("after the pool %d cells are used, want the spine's %d", got, spine.Tokens)
+	}
+	if res.Steps == 0 || res.TotalTokens == 0 {
+		t.Fatalf("no decoding happened: %+v", res)
+	}
+	// Batching: a tick decodes every thinking agent at once.
+	maxBatch := 0
+	for _, e := range rec.Of(engine.PoolTick) {
+		maxBatch = max(maxBatch, e.Tokens)
+	}
+	if maxBatch != 4 {
+		t.Fatalf("largest batch %d tokens, want 4 (one per agent)", maxBatch)
+	}
+	t.Logf("%d steps, %d tokens, %d tool calls (glossary %d, count %d)", res.Steps, res.TotalTokens, res.TotalToolCalls, glossCalls.Load(), countCalls.Load())
+}
