@@ -41,5 +41,6 @@ bench-native: deps
 
 FUZZTIME ?= 60s
 fuzz:
-	go test ./engine/chat -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	go test ./engine/chat -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	go test ./engine/chat -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./engine/gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)

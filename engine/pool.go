@@ -26,6 +26,7 @@ type toolEntry struct {
 }
 
 type pendingCall struct {
+	approved   bool // a person allowed this call
 	agent      *Agent
 	call       Call
 	entry      *toolEntry
@@ -34,6 +35,12 @@ type pendingCall struct {
 	started    time.Time
 	dispatchID uint64
 	cancel     context.CancelFunc
+}
+
+type approvalAnswer struct {
+	pc    *pendingCall
+	d     Decision
+	asked time.Time
 }
 
 type completion struct {
@@ -87,6 +94,8 @@ type pool struct {
 	orchOver    bool
 	closed      chan struct{}
 	completions chan completion
+	answers     chan approvalAnswer
+	awaiting    int // agents waiting for an approval
 	fanRunning  int
 	fanWaiting  []*pendingCall
 	fanWG       sync.WaitGroup
@@ -122,7 +131,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	}
 	p := &pool{rt: rt, be: rt.be, spec: spec, ctx: ctx, parent: parent, byID: map[int]*Agent{},
 		reqs: make(chan request), orchDone: make(chan error, 1), closed: make(chan struct{}),
-		completions: make(chan completion, 64), attachments: append([]Attachment(nil), spec.Attachments...), start: time.Now()}
+		completions: make(chan completion, 64), answers: make(chan approvalAnswer, 16), attachments: append([]Attachment(nil), spec.Attachments...), start: time.Now()}
 	if ci := info(ctx); ci != nil {
 		p.attachments = append(p.attachments, ci.attach...)
 	}
@@ -167,6 +176,13 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	}()
 	loopErr := p.loop()
 	cancelOrch()
+	if p.awaiting > 0 && rt.opts.Approver != nil {
+		// Agents already have their outcome (interrupt); their requests are
+		// still pending with the approver: resolve every one.
+		for _, a := range p.agents {
+			rt.opts.Approver.Withdraw(a.ID, "the run ended before anyone answered")
+		}
+	}
 	close(p.closed)
 	if !p.orchOver {
 		p.orchErr = <-p.orchDone
@@ -281,7 +297,7 @@ func (p *pool) loop() error {
 }
 
 func (p *pool) finished() bool {
-	if !p.orchOver || len(p.spawnQ) > 0 || len(p.extendQ) > 0 || p.fanRunning > 0 || len(p.fanWaiting) > 0 {
+	if !p.orchOver || len(p.spawnQ) > 0 || len(p.extendQ) > 0 || p.fanRunning > 0 || len(p.fanWaiting) > 0 || p.awaiting > 0 {
 		return false
 	}
 	for _, a := range p.agents {
@@ -315,6 +331,8 @@ func (p *pool) wait() {
 		p.handleRequest(r)
 	case c := <-p.completions:
 		p.complete(c)
+	case ans := <-p.answers:
+		p.answered(ans)
 	case err := <-orch:
 		p.orchOver, p.orchErr = true, err
 	case <-p.rt.cmdWake:
@@ -414,6 +432,9 @@ func (p *pool) applyCommands() {
 			if a.call != nil && a.call.cancel != nil {
 				a.call.cancel()
 			}
+			if a.status == StatusApproval {
+				p.rt.opts.Approver.Withdraw(a.ID, "the agent was cancelled")
+			}
 			p.finish(a, Cancelled, "cancelled by the user", "")
 		}
 	}
@@ -424,6 +445,8 @@ func (p *pool) drainCompletions() {
 		select {
 		case c := <-p.completions:
 			p.complete(c)
+		case ans := <-p.answers:
+			p.answered(ans)
 		default:
 			return
 		}
@@ -767,25 +790,88 @@ func (p *pool) dispatch() {
 				continue
 			}
 		}
-		if pc.entry.spec.Protected && (p.rt.opts.Allow == nil || !p.rt.opts.Allow(pc.call.Tool)) {
-			a.call = nil
-			p.refuse(a, pc.call, "protected", fmt.Sprintf("%s is protected and this session has no permission to run it. Do not call it again; continue without it.", pc.call.Tool))
-			continue
-		}
-		a.status = StatusInTool
-		if pc.entry.spec.Fanout {
-			if p.fanRunning >= p.rt.opts.MaxConcurrentTools {
-				p.fanWaiting = append(p.fanWaiting, pc)
+		if pc.entry.spec.Protected && !pc.approved && !p.granted(pc.call.Tool) {
+			if p.rt.opts.Approver == nil {
+				a.call = nil
+				p.refuse(a, pc.call, "protected", fmt.Sprintf("%s is protected and this session has no permission to run it. Do not call it again; continue without it.", pc.call.Tool))
 				continue
 			}
-			p.startFanout(pc)
+			p.askApproval(pc)
 			continue
 		}
-		ctx := p.toolContext(pc, true)
-		v, err := runTool(ctx, pc)
-		pc.cancel()
-		p.complete(completion{pc: pc, value: v, err: err})
+		p.run(pc)
 	}
+}
+
+func (p *pool) granted(tool string) bool {
+	if p.rt.opts.Allow != nil && p.rt.opts.Allow(tool) {
+		return true
+	}
+	return p.rt.opts.Approver != nil && p.rt.opts.Approver.Allowed(tool)
+}
+
+// askApproval parks the agent until a person answers.
+func (p *pool) askApproval(pc *pendingCall) {
+	a := pc.agent
+	req := ApprovalRequest{CallID: pc.call.ID, Agent: a.ID, Task: a.Task, Tool: pc.call.Tool, Args: pc.call.Args, Why: pc.entry.spec.Description, Asked: time.Now()}
+	a.status = StatusApproval
+	p.awaiting++
+	p.emit(Event{Type: ApprovalRequested, Agent: a.ID, CallID: req.CallID, Tool: req.Tool, Args: req.Args, Text: req.Why})
+	ch := p.rt.opts.Approver.Request(req)
+	go func() {
+		var d Decision
+		select {
+		case d = <-ch:
+		case <-p.closed:
+			return
+		}
+		select {
+		case p.answers <- approvalAnswer{pc: pc, d: d, asked: req.Asked}:
+		case <-p.closed:
+		}
+	}()
+}
+
+func (p *pool) answered(ans approvalAnswer) {
+	p.awaiting--
+	pc, a := ans.pc, ans.pc.agent
+	waited := time.Since(ans.asked)
+	p.emit(Event{Type: ApprovalAnswered, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: ans.d.Reason, Duration: waited,
+		Data: mustJSON(map[string]string{"answer": string(ans.d.Answer), "by": ans.d.By})})
+	if a.outcome != Running {
+		return
+	}
+	if ans.d.Answer.Allows() {
+		pc.approved = true
+		a.status = StatusDispatch
+		p.dispatchQ = append(p.dispatchQ, a)
+		return
+	}
+	a.call = nil
+	msg := fmt.Sprintf("The user refused to let you run %s.", pc.call.Tool)
+	if ans.d.Reason != "" {
+		msg += " Their reason: " + ans.d.Reason
+	}
+	msg += " Do not call it again with these arguments; continue with what you can do without it, or report what you have."
+	p.refuse(a, pc.call, "denied", msg)
+}
+
+// run starts an allowed call: inline now (the loop waits), fanout on a
+// goroutine within the concurrency limit.
+func (p *pool) run(pc *pendingCall) {
+	pc.agent.status = StatusInTool
+	if pc.entry.spec.Fanout {
+		if p.fanRunning >= p.rt.opts.MaxConcurrentTools {
+			p.fanWaiting = append(p.fanWaiting, pc)
+			return
+		}
+		p.startFanout(pc)
+		return
+	}
+	ctx := p.toolContext(pc, true)
+	v, err := runTool(ctx, pc)
+	pc.cancel()
+	p.complete(completion{pc: pc, value: v, err: err})
 }
 
 func (p *pool) toolContext(pc *pendingCall, inline bool) context.Context {

@@ -17,9 +17,11 @@ type Options struct {
 	Sinks []Sink
 	// MaxConcurrentTools bounds fanout tools running at once (FIFO; default 8).
 	MaxConcurrentTools int
-	// Allow says whether a protected tool may run. Nil refuses every protected
-	// call: fail-closed.
+	// Allow says whether a protected tool may run without asking (a grant).
 	Allow func(tool string) bool
+	// Approver asks a person about protected calls that have no grant. With
+	// neither Allow nor Approver every protected call is refused: fail-closed.
+	Approver Approver
 }
 
 // Runtime runs pools of agents on one Backend. One pool (with the pools its
@@ -64,6 +66,10 @@ func (rt *Runtime) Cancel(agentID int) {
 	default:
 	}
 }
+
+// Emit stamps an event and sends it to every sink, for components beside the
+// runtime (approvals, the UI) that write into the same stream.
+func (rt *Runtime) Emit(e Event) Event { return rt.em.emit(e) }
 
 // takeCommands removes and returns the commands for agents in mine.
 func (rt *Runtime) takeCommands(mine func(agent int) bool) []command {

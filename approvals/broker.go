@@ -1,0 +1,160 @@
+package approvals
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// Policy answers a request without a person, or returns false to leave it
+// to one.
+type Policy func(req engine.ApprovalRequest) (engine.Decision, bool)
+
+// DenyAll is the policy of --deny-protected and of runs nobody watches.
+func DenyAll(reason string) Policy {
+	return func(engine.ApprovalRequest) (engine.Decision, bool) {
+		return engine.Decision{Answer: engine.Deny, Reason: reason, By: "policy"}, true
+	}
+}
+
+// Pending is a request waiting for its answer.
+type Pending struct {
+	engine.ApprovalRequest
+	ch    chan engine.Decision
+	timer *time.Timer
+}
+
+// Broker parks protected calls until they are answered. The first answer to
+// a request wins; later ones are ignored (and logged through OnDuplicate).
+type Broker struct {
+	Store *Store
+	// Timeout denies a request nobody answered in time (0: wait forever).
+	Timeout time.Duration
+	// Policy answers before anyone is asked (nil: always ask).
+	Policy Policy
+	// OnRequest is told of every request that waits for a person (the UI's
+	// prompt, a line prompter). It must not block.
+	OnRequest func(engine.ApprovalRequest)
+	// OnDuplicate is told of an answer that came after the first.
+	OnDuplicate func(callID string, d engine.Decision)
+
+	mu       sync.Mutex
+	pending  map[string]*Pending
+	order    []string
+	answered map[string]engine.Decision
+}
+
+// NewBroker makes a broker over a grant store.
+func NewBroker(s *Store) *Broker {
+	if s == nil {
+		s = Open("")
+	}
+	return &Broker{Store: s, pending: map[string]*Pending{}, answered: map[string]engine.Decision{}}
+}
+
+// Allowed reports whether a grant covers tool.
+func (b *Broker) Allowed(tool string) bool { return b.Store.Allowed(tool) }
+
+// Request registers a protected call and returns the channel its decision
+// arrives on (exactly once).
+func (b *Broker) Request(req engine.ApprovalRequest) <-chan engine.Decision {
+	ch := make(chan engine.Decision, 1)
+	if b.Policy != nil {
+		if d, ok := b.Policy(req); ok {
+			b.mu.Lock()
+			b.answered[req.CallID] = d
+			b.mu.Unlock()
+			ch <- d
+			return ch
+		}
+	}
+	p := &Pending{ApprovalRequest: req, ch: ch}
+	b.mu.Lock()
+	b.pending[req.CallID] = p
+	b.order = append(b.order, req.CallID)
+	if b.Timeout > 0 {
+		id := req.CallID
+		p.timer = time.AfterFunc(b.Timeout, func() {
+			_ = b.Answer(id, engine.Decision{Answer: engine.Deny, Reason: fmt.Sprintf("nobody answered within %s", b.Timeout), By: "timeout"})
+		})
+	}
+	b.mu.Unlock()
+	if b.OnRequest != nil {
+		b.OnRequest(req)
+	}
+	return ch
+}
+
+// Errors of Answer.
+var (
+	ErrAlreadyAnswered = errors.New("approval was already answered")
+	ErrUnknownRequest  = errors.New("no such approval request")
+)
+
+// Answer resolves a pending request. AllowSession and AllowAlways also grant
+// the tool (AllowAlways persists; if saving fails the call is still allowed
+// and the error is returned).
+func (b *Broker) Answer(callID string, d engine.Decision) error {
+	b.mu.Lock()
+	p, ok := b.pending[callID]
+	if !ok {
+		_, done := b.answered[callID]
+		b.mu.Unlock()
+		if done {
+			if b.OnDuplicate != nil {
+				b.OnDuplicate(callID, d)
+			}
+			return ErrAlreadyAnswered
+		}
+		return ErrUnknownRequest
+	}
+	delete(b.pending, callID)
+	for i, id := range b.order {
+		if id == callID {
+			b.order = append(b.order[:i], b.order[i+1:]...)
+			break
+		}
+	}
+	b.answered[callID] = d
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	b.mu.Unlock()
+	var err error
+	switch d.Answer {
+	case engine.AllowSession:
+		b.Store.GrantSession(p.Tool)
+	case engine.AllowAlways:
+		err = b.Store.GrantAlways(p.Tool)
+	}
+	if d.By == "" {
+		d.By = "user"
+	}
+	p.ch <- d
+	return err
+}
+
+// Withdraw denies the pending requests of an agent (agent 0: all).
+func (b *Broker) Withdraw(agent int, reason string) {
+	for _, p := range b.Pending() {
+		if agent == 0 || p.Agent == agent {
+			_ = b.Answer(p.CallID, engine.Decision{Answer: engine.Deny, Reason: reason, By: "cancel"})
+		}
+	}
+}
+
+// Pending lists waiting requests, oldest first.
+func (b *Broker) Pending() []engine.ApprovalRequest {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]engine.ApprovalRequest, 0, len(b.order))
+	for _, id := range b.order {
+		out = append(out, b.pending[id].ApprovalRequest)
+	}
+	return out
+}
+
+var _ engine.Approver = (*Broker)(nil)

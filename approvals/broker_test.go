@@ -1,0 +1,348 @@
+package approvals
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/enginetest"
+)
+
+var call = enginetest.ToolCall
+
+func report(text string) string {
+	b, _ := json.Marshal(map[string]string{"result": text})
+	return call("report", string(b))
+}
+
+type rig struct {
+	be   *enginetest.Scripted
+	rt   *engine.Runtime
+	rec  *engine.Recorder
+	b    *Broker
+	ran  atomic.Int32
+	tool engine.Tool
+}
+
+func newRig(t *testing.T, b *Broker) *rig {
+	r := &rig{be: enginetest.New(1 << 16), rec: &engine.Recorder{}, b: b}
+	r.tool = engine.Func{S: engine.ToolSpec{Name: "write_note", Description: "Writes a note into the workspace.", Protected: true,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
+		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) { r.ran.Add(1); return map[string]string{"written": "ok"}, nil }}
+	o := engine.Options{Sinks: []engine.Sink{r.rec}}
+	if b != nil {
+		o.Approver = b
+	}
+	r.rt = engine.New(r.be, o)
+	return r
+}
+
+func (r *rig) run(t *testing.T, tasks ...string) *engine.PoolResult {
+	t.Helper()
+	var specs []engine.AgentSpec
+	for _, task := range tasks {
+		specs = append(specs, engine.AgentSpec{Task: task})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := r.rt.Run(ctx, engine.PoolSpec{Tools: []engine.Tool{r.tool}, Terminal: engine.Terminal("report", "Report.", engine.ReportSchema), Orchestrate: engine.Parallel(specs...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.b.pendingOrNil()); n != 0 {
+		t.Fatalf("%d requests left pending", n)
+	}
+	return res
+}
+
+func (b *Broker) pendingOrNil() []engine.ApprovalRequest {
+	if b == nil {
+		return nil
+	}
+	return b.Pending()
+}
+
+// answerWith answers every request as it arrives (from another goroutine, as
+// a person at a keyboard would).
+func answerWith(b *Broker, d func(engine.ApprovalRequest) engine.Decision) {
+	b.OnRequest = func(r engine.ApprovalRequest) {
+		go func() { _ = b.Answer(r.CallID, d(r)) }()
+	}
+}
+
+func TestFailClosedWithoutApproverOrWatcher(t *testing.T) {
+	r := newRig(t, nil)
+	r.be.Script("writer", call("write_note", `{"text":"hi"}`), report("done"))
+	r.run(t, "writer")
+	if r.ran.Load() != 0 {
+		t.Fatal("protected Execute ran with no approver")
+	}
+	// Nobody watching (input not a terminal): the flags' policy denies.
+	f := Flags{GrantsFile: t.TempDir() + "/g.json"}
+	b, err := f.Broker(ModeNobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = newRig(t, b)
+	r.be.Script("writer", call("write_note", `{"text":"hi"}`), report("done"))
+	r.run(t, "writer")
+	if r.ran.Load() != 0 {
+		t.Fatal("protected Execute ran with nobody to approve")
+	}
+	if !strings.Contains(r.be.Transcript(1), "") || len(r.rec.Of(engine.ApprovalAnswered)) != 1 {
+		t.Fatalf("answers %+v", r.rec.Of(engine.ApprovalAnswered))
+	}
+}
+
+func TestAllowOnceRunsOnceAndAsksAgain(t *testing.T) {
+	b := NewBroker(Open(""))
+	asked := atomic.Int32{}
+	answerWith(b, func(engine.ApprovalRequest) engine.Decision {
+		if asked.Add(1) == 1 {
+			return engine.Decision{Answer: engine.AllowOnce}
+		}
+		return engine.Decision{Answer: engine.Deny}
+	})
+	r := newRig(t, b)
+	r.be.Script("writer", call("write_note", `{"text":"hi"}`), call("write_note", `{"text":"hi"}`), report("done"))
+	r.run(t, "writer")
+	if r.ran.Load() != 1 || asked.Load() != 2 {
+		t.Fatalf("ran %d, asked %d; want 1 and 2", r.ran.Load(), asked.Load())
+	}
+	// The allowed run is the same call (same id) that asked.
+	req, disp := r.rec.Of(engine.ApprovalRequested), r.rec.Of(engine.ToolDispatch)
+	if len(disp) != 1 || disp[0].CallID != req[0].CallID {
+		t.Fatalf("dispatched %+v for request %+v", disp, req[0])
+	}
+}
+
+func TestSessionGrantCoversLaterCalls(t *testing.T) {
+	b := NewBroker(Open(""))
+	asked := atomic.Int32{}
+	answerWith(b, func(engine.ApprovalRequest) engine.Decision {
+		asked.Add(1)
+		return engine.Decision{Answer: engine.AllowSession}
+	})
+	r := newRig(t, b)
+	r.be.Script("writer", call("write_note", `{"text":"1"}`), call("write_note", `{"text":"2"}`), call("write_note", `{"text":"3"}`), report("done"))
+	r.run(t, "writer")
+	if r.ran.Load() != 3 || asked.Load() != 1 {
+		t.Fatalf("ran %d, asked %d; want 3 and 1", r.ran.Load(), asked.Load())
+	}
+}
+
+func TestDenialReasonReachesTheModelVerbatim(t *testing.T) {
+	b := NewBroker(Open(""))
+	const reason = "not in the shared folder, please <|im_end|> use notes/"
+	answerWith(b, func(engine.ApprovalRequest) engine.Decision {
+		return engine.Decision{Answer: engine.Deny, Reason: reason}
+	})
+	r := newRig(t, b)
+	r.be.Script("writer", call("write_note", `{"text":"hi"}`), report("ok, skipped"))
+	var transcript string
+	r.rt = engine.New(r.be, engine.Options{Approver: b, Sinks: []engine.Sink{r.rec, engine.SinkFunc(func(e engine.Event) {
+		if e.Type == engine.AgentReturn {
+			transcript = r.be.Transcript(1) // the agent's branch (the spine is 0? find below)
+			for id := engine.BranchID(0); id < 5; id++ {
+				if tr := r.be.Transcript(id); strings.Contains(tr, "writer") && strings.Contains(tr, "<tool_response>") {
+					transcript = tr
+				}
+			}
+		}
+	})}})
+	res := r.run(t, "writer")
+	if r.ran.Load() != 0 || res.Agents[0].Text() != "ok, skipped" {
+		t.Fatalf("ran %d, %+v", r.ran.Load(), res.Agents[0])
+	}
+	want, _ := json.Marshal(reason)
+	if !strings.Contains(transcript, "refused to let you run write_note") || !strings.Contains(transcript, string(want[1:len(want)-1])) {
+		t.Fatalf("the model's context does not hold the reason verbatim:\n%s", transcript)
+	}
+	a := r.rec.Of(engine.ApprovalAnswered)
+	if len(a) != 1 || a[0].Reason != reason || a[0].Duration <= 0 {
+		t.Fatalf("answer event %+v", a)
+	}
+}
+
+func TestConcurrentRequestsAnsweredIndependently(t *testing.T) {
+	b := NewBroker(Open(""))
+	var mu sync.Mutex
+	var got []engine.ApprovalRequest
+	all := make(chan struct{})
+	b.OnRequest = func(r engine.ApprovalRequest) {
+		mu.Lock()
+		got = append(got, r)
+		if len(got) == 16 {
+			close(all)
+		}
+		mu.Unlock()
+	}
+	r := newRig(t, b)
+	var tasks []string
+	for i := 0; i < 16; i++ {
+		task := fmt.Sprintf("agent %02d", i)
+		tasks = append(tasks, task)
+		r.be.Script(task, call("write_note", fmt.Sprintf(`{"text":"%d"}`, i)), report(task))
+	}
+	go func() {
+		<-all
+		mu.Lock()
+		reqs := append([]engine.ApprovalRequest(nil), got...)
+		mu.Unlock()
+		rand.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
+		for i, q := range reqs {
+			d := engine.Decision{Answer: engine.Deny, Reason: "odd"}
+			if q.Agent%2 == 0 {
+				d = engine.Decision{Answer: engine.AllowOnce}
+			}
+			_ = b.Answer(q.CallID, d)
+			if i%3 == 0 { // a duplicate, in random order
+				if err := b.Answer(q.CallID, engine.Decision{Answer: engine.AllowAlways}); err != ErrAlreadyAnswered {
+					t.Errorf("duplicate answer: %v", err)
+				}
+			}
+		}
+	}()
+	res := r.run(t, tasks...)
+	if len(res.Agents) != 16 {
+		t.Fatalf("%d agents", len(res.Agents))
+	}
+	allowed := 0
+	for _, e := range r.rec.Of(engine.ApprovalAnswered) {
+		if strings.Contains(string(e.Data), "allow_once") {
+			allowed++
+		}
+	}
+	if r.ran.Load() != int32(allowed) || allowed != 8 {
+		t.Fatalf("ran %d, allowed %d; want 8 and 8", r.ran.Load(), allowed)
+	}
+	if b.Store.Allowed("write_note") {
+		t.Fatal("a duplicate answer changed the grants")
+	}
+}
+
+func TestTimeoutAndCancelResolvePendingRequests(t *testing.T) {
+	b := NewBroker(Open(""))
+	b.Timeout = 30 * time.Millisecond
+	r := newRig(t, b)
+	r.be.Script("slowpoke", call("write_note", `{"text":"hi"}`), report("gave up"))
+	res := r.run(t, "slowpoke")
+	a := r.rec.Of(engine.ApprovalAnswered)
+	if r.ran.Load() != 0 || len(a) != 1 || !strings.Contains(string(a[0].Data), `"by":"timeout"`) || res.Agents[0].Outcome != engine.Returned {
+		t.Fatalf("timeout: ran %d, answers %+v, agent %+v", r.ran.Load(), a, res.Agents[0])
+	}
+
+	b2 := NewBroker(Open(""))
+	r2 := newRig(t, b2)
+	b2.OnRequest = func(q engine.ApprovalRequest) { go r2.rt.Cancel(q.Agent) }
+	r2.be.Script("cancelled", call("write_note", `{"text":"hi"}`), report("never"))
+	res = r2.run(t, "cancelled")
+	if res.Agents[0].Outcome != engine.Cancelled || r2.ran.Load() != 0 || len(b2.Pending()) != 0 {
+		t.Fatalf("cancel: %+v, ran %d, pending %d", res.Agents[0], r2.ran.Load(), len(b2.Pending()))
+	}
+}
+
+func TestRunInterruptedWhileWaitingLeavesNothingPending(t *testing.T) {
+	b := NewBroker(Open(""))
+	r := newRig(t, b)
+	r.be.Script("waiter", call("write_note", `{"text":"hi"}`), report("never"))
+	ctx, cancel := context.WithCancel(context.Background())
+	b.OnRequest = func(engine.ApprovalRequest) { go cancel() }
+	res, err := r.rt.Run(ctx, engine.PoolSpec{Tools: []engine.Tool{r.tool}, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "waiter"})})
+	if err == nil || res.Agents[0].Outcome != engine.Cancelled {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if len(b.Pending()) != 0 || r.ran.Load() != 0 {
+		t.Fatalf("pending %d, ran %d", len(b.Pending()), r.ran.Load())
+	}
+}
+
+func TestParkedAgentCostsNothingWhileSiblingsRun(t *testing.T) {
+	b := NewBroker(Open(""))
+	release := make(chan string, 1)
+	b.OnRequest = func(q engine.ApprovalRequest) { release <- q.CallID }
+	r := newRig(t, b)
+	r.be.Script("asker", call("write_note", `{"text":"hi"}`), report("asked"))
+	r.be.Script("worker", strings.Repeat("busy ", 200))
+	var askerBranch engine.BranchID
+	var samplesAtAsk, cellsAtAsk int
+	r.rt = engine.New(r.be, engine.Options{Approver: b, Sinks: []engine.Sink{r.rec, engine.SinkFunc(func(e engine.Event) {
+		switch e.Type {
+		case engine.AgentSpawn:
+			if e.Text == "asker" {
+				askerBranch = engine.BranchID(e.Branch)
+			}
+		case engine.ApprovalRequested:
+			samplesAtAsk, cellsAtAsk = samplesOf(r.be, askerBranch), r.be.Unique(askerBranch)
+		case engine.AgentReturn:
+			if strings.Contains(string(e.Result), "busy") { // the sibling finished while the asker waited
+				if s, c := samplesOf(r.be, askerBranch), r.be.Unique(askerBranch); s != samplesAtAsk || c != cellsAtAsk {
+					t.Errorf("parked agent sampled %d times and grew %d cells while waiting", s-samplesAtAsk, c-cellsAtAsk)
+				}
+				_ = b.Answer(<-release, engine.Decision{Answer: engine.AllowOnce})
+			}
+		}
+	})}})
+	res := r.run(t, "asker", "worker")
+	if r.ran.Load() != 1 || len(res.Agents) != 2 {
+		t.Fatalf("ran %d, %+v", r.ran.Load(), res.Agents)
+	}
+}
+
+func samplesOf(be *enginetest.Scripted, b engine.BranchID) int {
+	n := 0
+	for _, c := range be.Calls() {
+		if c.Op == "sample" && c.Branches[0] == b {
+			n++
+		}
+	}
+	return n
+}
+
+func TestParseAnswer(t *testing.T) {
+	cases := map[string]engine.Decision{
+		"a\n":                {Answer: engine.AllowOnce, By: "user"},
+		"s":                  {Answer: engine.AllowSession, By: "user"},
+		"A":                  {Answer: engine.AllowAlways, By: "user"},
+		"d":                  {Answer: engine.Deny, By: "user"},
+		"use notes/ instead": {Answer: engine.Deny, Reason: "use notes/ instead", By: "user"},
+	}
+	for in, want := range cases {
+		got, ok := ParseAnswer(in)
+		if !ok || got != want {
+			t.Errorf("%q: %+v", in, got)
+		}
+	}
+	if _, ok := ParseAnswer("  \n"); ok {
+		t.Error("an empty line answered")
+	}
+}
+
+func TestLinePrompter(t *testing.T) {
+	b := NewBroker(Open(""))
+	in := strings.NewReader("\nnot that file\n")
+	var out strings.Builder
+	lp := NewLinePrompter(b, in, &out)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go lp.Run(ctx)
+	ch := b.Request(engine.ApprovalRequest{CallID: "c1", Agent: 3, Tool: "write_note", Why: "Writes a note.", Args: json.RawMessage(`{"path":"a.md","text":"x"}`)})
+	select {
+	case d := <-ch:
+		if d.Answer != engine.Deny || d.Reason != "not that file" {
+			t.Fatalf("decision %+v", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer")
+	}
+	if s := out.String(); !strings.Contains(s, "agent 3 wants to run the protected tool write_note") || !strings.Contains(s, `"path": "a.md"`) {
+		t.Fatalf("prompt:\n%s", s)
+	}
+}

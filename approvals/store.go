@@ -1,0 +1,200 @@
+// Package approvals holds grants and pending approvals for protected tools:
+// a grant store (per session in memory, "always" grants persisted under the
+// user's config dir) and a Broker that parks protected calls until a person,
+// a timeout or a policy answers them. The Broker implements engine.Approver.
+package approvals
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Grant is a persisted permission to run a protected tool without asking.
+type Grant struct {
+	Tool    string    `json:"tool"`
+	Granted time.Time `json:"granted"`
+}
+
+type grantsFile struct {
+	Version int     `json:"version"`
+	Grants  []Grant `json:"grants"`
+}
+
+// Store holds grants. It is safe for concurrent use.
+type Store struct {
+	mu      sync.Mutex
+	path    string
+	session map[string]bool
+	always  map[string]Grant
+	// corrupt is why the file could not be read: the store then holds no
+	// persisted grants (fail-closed) and refuses to overwrite the file.
+	corrupt error
+}
+
+// DefaultPath is $XDG_CONFIG_HOME/lloyal/grants.json (or the OS config dir).
+func DefaultPath() (string, error) {
+	dir := os.Getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		d, err := os.UserConfigDir()
+		if err != nil {
+			return "", fmt.Errorf("find the config dir for grants: %w", err)
+		}
+		dir = d
+	}
+	return filepath.Join(dir, "lloyal", "grants.json"), nil
+}
+
+// Open loads the grants file at path (a missing file is an empty store; an
+// empty path keeps grants in memory only). A corrupt file is not an error
+// here: the store treats it as empty, refuses to rewrite it, and reports it
+// through Problem, so the caller can tell the user.
+func Open(path string) *Store {
+	s := &Store{path: path, session: map[string]bool{}, always: map[string]Grant{}}
+	if path == "" {
+		return s
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return s
+	}
+	if err != nil {
+		s.corrupt = fmt.Errorf("grants file %s cannot be read (%v): protected tools will ask every time", path, err)
+		return s
+	}
+	var f grantsFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		s.corrupt = fmt.Errorf("grants file %s is corrupt (%v): no persisted grant applies and it will not be rewritten; fix or delete it", path, err)
+		return s
+	}
+	for _, g := range f.Grants {
+		if g.Tool != "" {
+			s.always[g.Tool] = g
+		}
+	}
+	return s
+}
+
+// Problem is why the grants file was ignored, or nil.
+func (s *Store) Problem() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.corrupt
+}
+
+// Path is the grants file.
+func (s *Store) Path() string { return s.path }
+
+// Allowed reports whether a session or persisted grant covers tool.
+func (s *Store) Allowed(tool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, always := s.always[tool]
+	return s.session[tool] || always
+}
+
+// GrantSession allows tool until the process ends.
+func (s *Store) GrantSession(tool string) {
+	s.mu.Lock()
+	s.session[tool] = true
+	s.mu.Unlock()
+}
+
+// GrantAlways allows tool now and in later runs (written to the file).
+func (s *Store) GrantAlways(tool string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.session[tool] = true
+	if s.corrupt != nil {
+		return fmt.Errorf("not saved: %w", s.corrupt)
+	}
+	prev, had := s.always[tool]
+	s.always[tool] = Grant{Tool: tool, Granted: time.Now().UTC().Truncate(time.Second)}
+	if err := s.save(); err != nil {
+		if had {
+			s.always[tool] = prev
+		} else {
+			delete(s.always, tool)
+		}
+		return err
+	}
+	return nil
+}
+
+// Revoke removes tool's persisted and session grants.
+func (s *Store) Revoke(tool string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.corrupt != nil {
+		return s.corrupt
+	}
+	_, had := s.always[tool]
+	delete(s.session, tool)
+	if !had {
+		return fmt.Errorf("no persisted grant for %q", tool)
+	}
+	delete(s.always, tool)
+	return s.save()
+}
+
+// List returns the persisted grants, by tool name.
+func (s *Store) List() []Grant {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Grant, 0, len(s.always))
+	for _, g := range s.always {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Tool < out[j].Tool })
+	return out
+}
+
+// save writes the file atomically (temp file in the same folder, fsync,
+// rename) with mode 0600. The caller holds mu.
+func (s *Store) save() error {
+	if s.path == "" {
+		return nil
+	}
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("save grants: %w", err)
+	}
+	f := grantsFile{Version: 1}
+	for _, g := range s.always {
+		f.Grants = append(f.Grants, g)
+	}
+	sort.Slice(f.Grants, func(i, j int) bool { return f.Grants[i].Tool < f.Grants[j].Tool })
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save grants: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".grants-*.json")
+	if err != nil {
+		return fmt.Errorf("save grants: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save grants: %w", err)
+	}
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save grants: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save grants: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("save grants: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), s.path); err != nil {
+		return fmt.Errorf("save grants: %w", err)
+	}
+	return nil
+}
