@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -53,6 +54,23 @@ func NewBroker(s *Store) *Broker {
 		s = Open("")
 	}
 	return &Broker{Store: s, pending: map[string]*Pending{}, answered: map[string]engine.Decision{}}
+}
+
+// ApprovalDuplicate is the event type of an ignored duplicate answer.
+const ApprovalDuplicate engine.EventType = "approval:duplicate"
+
+// LogTo sends ignored duplicate answers into the run's event stream (the
+// trace and the dev pane), e.g. b.LogTo(rt.Emit).
+func (b *Broker) LogTo(emit func(engine.Event) engine.Event) {
+	b.OnDuplicate = func(callID string, d engine.Decision) {
+		emit(engine.Event{Type: ApprovalDuplicate, CallID: callID, Reason: "ignored: the first answer already decided this call",
+			Data: mustJSON(d)})
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // Allowed reports whether a grant covers tool.

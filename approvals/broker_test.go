@@ -185,6 +185,7 @@ func TestConcurrentRequestsAnsweredIndependently(t *testing.T) {
 		mu.Unlock()
 	}
 	r := newRig(t, b)
+	b.LogTo(r.rt.Emit)
 	var tasks []string
 	for i := 0; i < 16; i++ {
 		task := fmt.Sprintf("agent %02d", i)
@@ -225,6 +226,9 @@ func TestConcurrentRequestsAnsweredIndependently(t *testing.T) {
 	}
 	if b.Store.Allowed("write_note") {
 		t.Fatal("a duplicate answer changed the grants")
+	}
+	if d := r.rec.Of(ApprovalDuplicate); len(d) != 6 {
+		t.Fatalf("%d duplicate answers logged, want 6", len(d))
 	}
 }
 

@@ -1,0 +1,251 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// dispatch runs this tick's calls: inline ones now (the loop waits), fanout
+// ones on goroutines, at most MaxConcurrentTools at once in FIFO order.
+func (p *pool) dispatch() {
+	q := p.dispatchQ
+	p.dispatchQ = nil
+	for _, a := range q {
+		if a.outcome != Running || a.call == nil {
+			continue
+		}
+		pc := a.call
+		if pc.entry.spec.BeforeDispatch != nil {
+			if msg := pc.entry.spec.BeforeDispatch(p.ctx, pc.call); msg != "" {
+				a.call = nil
+				p.refuse(a, pc.call, "guard", msg)
+				continue
+			}
+		}
+		if pc.entry.spec.Protected && !pc.approved && !p.granted(pc.call.Tool) {
+			if p.rt.opts.Approver == nil {
+				a.call = nil
+				p.refuse(a, pc.call, "protected", fmt.Sprintf("%s is protected and this session has no permission to run it. Do not call it again; continue without it.", pc.call.Tool))
+				continue
+			}
+			p.askApproval(pc)
+			continue
+		}
+		p.run(pc)
+	}
+}
+
+func (p *pool) granted(tool string) bool {
+	if p.rt.opts.Allow != nil && p.rt.opts.Allow(tool) {
+		return true
+	}
+	return p.rt.opts.Approver != nil && p.rt.opts.Approver.Allowed(tool)
+}
+
+// askApproval parks the agent until a person answers.
+func (p *pool) askApproval(pc *pendingCall) {
+	a := pc.agent
+	req := ApprovalRequest{CallID: pc.call.ID, Agent: a.ID, Task: a.Task, Tool: pc.call.Tool, Args: pc.call.Args, Why: pc.entry.spec.Description, Asked: time.Now()}
+	a.status = StatusApproval
+	p.awaiting++
+	p.emit(Event{Type: ApprovalRequested, Agent: a.ID, CallID: req.CallID, Tool: req.Tool, Args: req.Args, Text: req.Why})
+	ch := p.rt.opts.Approver.Request(req)
+	go func() {
+		var d Decision
+		select {
+		case d = <-ch:
+		case <-p.closed:
+			return
+		}
+		select {
+		case p.answers <- approvalAnswer{pc: pc, d: d, asked: req.Asked}:
+		case <-p.closed:
+		}
+	}()
+}
+
+func (p *pool) answered(ans approvalAnswer) {
+	p.awaiting--
+	pc, a := ans.pc, ans.pc.agent
+	waited := time.Since(ans.asked)
+	p.emit(Event{Type: ApprovalAnswered, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: ans.d.Reason, Duration: waited,
+		Data: mustJSON(map[string]string{"answer": string(ans.d.Answer), "by": ans.d.By})})
+	if a.outcome != Running {
+		return
+	}
+	if ans.d.Answer.Allows() {
+		pc.approved = true
+		a.status = StatusDispatch
+		p.dispatchQ = append(p.dispatchQ, a)
+		return
+	}
+	a.call = nil
+	msg := fmt.Sprintf("The user refused to let you run %s.", pc.call.Tool)
+	if ans.d.Reason != "" {
+		msg += " Their reason: " + ans.d.Reason
+	}
+	msg += " Do not call it again with these arguments; continue with what you can do without it, or report what you have."
+	p.refuse(a, pc.call, "denied", msg)
+}
+
+// run starts an allowed call: inline now (the loop waits), fanout on a
+// goroutine within the concurrency limit.
+func (p *pool) run(pc *pendingCall) {
+	pc.agent.status = StatusInTool
+	if pc.entry.spec.Fanout {
+		if p.fanRunning >= p.rt.opts.MaxConcurrentTools {
+			p.fanWaiting = append(p.fanWaiting, pc)
+			return
+		}
+		p.startFanout(pc)
+		return
+	}
+	ctx := p.toolContext(pc, true)
+	v, err := runTool(ctx, pc)
+	pc.cancel()
+	p.complete(completion{pc: pc, value: v, err: err})
+}
+
+func (p *pool) toolContext(pc *pendingCall, inline bool) context.Context {
+	d := p.emit(Event{Type: ToolDispatch, Agent: pc.agent.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Attempt: pc.attempt})
+	pc.dispatchID = d.ID
+	pc.started = time.Now()
+	pct := percentFree(p.be)
+	a := pc.agent
+	ci := &callInfo{agent: a, call: pc.call, dispatchID: d.ID, pressure: pct, explore: pct > 40, scorer: p.spec.Scorer,
+		attach: append([]Attachment(nil), p.attachments...), inline: inline,
+		emit: func(e Event) { p.rt.em.emit(e) },
+	}
+	ci.progress = func(filled, total int) {
+		p.rt.em.emit(Event{Type: ToolProgress, Parent: d.ID, Pool: p.scope, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Filled: filled, Total: total})
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(p.ctx, keyCall, ci))
+	pc.cancel = cancel
+	return ctx
+}
+
+func (p *pool) startFanout(pc *pendingCall) {
+	p.fanRunning++
+	ctx := p.toolContext(pc, false)
+	p.fanWG.Add(1)
+	go func() {
+		defer p.fanWG.Done()
+		v, err := runTool(ctx, pc)
+		pc.cancel()
+		select {
+		case p.completions <- completion{pc: pc, value: v, err: err}:
+		case <-p.closed:
+		}
+	}()
+}
+
+// runTool runs Execute, turning a panic into an error.
+func runTool(ctx context.Context, pc *pendingCall) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s panicked: %v", pc.call.Tool, r)
+		}
+	}()
+	return pc.entry.tool.Execute(ctx, pc.call.Args)
+}
+
+func percentFree(be Backend) int {
+	n := be.NCtx()
+	if n <= 0 {
+		return 100
+	}
+	return (n - be.CellsUsed()) * 100 / n
+}
+
+// complete handles a finished tool call on the loop.
+func (p *pool) complete(c completion) {
+	pc := c.pc
+	a := pc.agent
+	if pc.entry.spec.Fanout {
+		p.fanRunning--
+		for len(p.fanWaiting) > 0 && p.fanRunning < p.rt.opts.MaxConcurrentTools {
+			next := p.fanWaiting[0]
+			p.fanWaiting = p.fanWaiting[1:]
+			if next.agent.outcome == Running {
+				p.startFanout(next)
+			}
+		}
+	}
+	if a.outcome != Running {
+		return // cancelled while the tool ran: its result is discarded
+	}
+	var retry *RetryError
+	switch {
+	case errors.As(c.err, &retry):
+		if pc.attempt <= p.spec.MaxRetries {
+			pc.attempt++
+			pc.notBefore = time.Now().Add(retry.Delay)
+			a.status = StatusParked
+			a.call = pc
+			p.retries = append(p.retries, pc)
+			p.emit(Event{Type: ToolRetry, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Attempt: pc.attempt, RetryAfter: retry.Delay, Reason: retry.Err.Error()})
+			return
+		}
+		c.value = ErrorResult("%s is unavailable right now (%v). Do not call it again; use other tools or report with what you have.", pc.call.Tool, retry.Err)
+	case c.err != nil:
+		p.emit(Event{Type: ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: c.err.Error(), Duration: time.Since(pc.started)})
+		p.finish(a, Failed, "tool error: "+c.err.Error(), "tool_error")
+		return
+	}
+	body, err := p.serialise(c.value)
+	if err != nil {
+		p.emit(Event{Type: ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: err.Error()})
+		p.finish(a, Failed, "tool error: "+err.Error(), "tool_error")
+		return
+	}
+	if h := pc.entry.spec.BeforeAdmit; h != nil {
+		h(p.ctx, pc.call, body)
+	}
+	a.call = nil
+	a.book(HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: "result"})
+	p.queueResult(a, body, "toolResult")
+	n := 0
+	if len(p.settle) > 0 {
+		n = len(p.settle[len(p.settle)-1].tokens)
+	}
+	p.emit(Event{Type: ToolResult, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Result: body, Tokens: n, Duration: time.Since(pc.started)})
+}
+
+// serialise turns a tool's value into the JSON the model reads: objects get
+// _contextAvailablePercent; _attachments are lifted out (and, since lloyal's
+// models cannot see images, the result says so).
+func (p *pool) serialise(v any) (json.RawMessage, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("its result cannot be serialised to JSON: %w", err)
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return raw, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return raw, nil
+	}
+	if att, ok := obj["_attachments"]; ok {
+		delete(obj, "_attachments")
+		var list []struct {
+			Name     string `json:"name"`
+			MIMEType string `json:"mimeType"`
+			Data     []byte `json:"data"`
+		}
+		_ = json.Unmarshal(att, &list)
+		for _, l := range list {
+			p.attachments = append(p.attachments, Attachment{Name: l.Name, MIMEType: l.MIMEType, Data: l.Data})
+		}
+		if len(list) > 0 {
+			obj["_imageError"] = mustJSON(fmt.Sprintf("%d attachment(s) came with this result but this model cannot see images; rely on the text.", len(list)))
+		}
+	}
+	obj["_contextAvailablePercent"] = mustJSON(percentFree(p.be))
+	return json.Marshal(obj)
+}

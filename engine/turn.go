@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/kaptinlin/jsonschema"
+
+	"github.com/lloyal-ai/lloyal/engine/chat"
+)
+
+// activate (re)arms the agent's sampler for a new turn and lets it think.
+func (p *pool) activate(a *Agent) {
+	var g *chat.Grammar
+	switch {
+	case a.forceTerminal && p.gTerminal != nil, p.onlyTerm:
+		g = p.gTerminal
+	case p.spec.ToolChoice == ToolRequired:
+		g = p.gRequired
+	default:
+		g = p.gLazy
+	}
+	s := p.spec.Sampling
+	s.Seed = a.seed + uint32(a.turns)*7919
+	s.Grammar = g
+	if err := p.be.SetSampling(a.branch, s); err != nil {
+		p.finish(a, Failed, "could not arm its sampler: "+err.Error(), "")
+		return
+	}
+	a.status = StatusThinking
+	a.raw.Reset()
+	a.turnTokens = 0
+}
+
+// produce samples one token for every thinking agent and decodes them all in
+// one batch. It reports whether any agent is still thinking.
+func (p *pool) produce() bool {
+	var steps []Step
+	var who []*Agent
+	texts := map[int]string{}
+	for _, a := range p.agents {
+		if a.status != StatusThinking || a.outcome != Running {
+			continue
+		}
+		tok, err := p.be.Sample(a.branch)
+		if err != nil {
+			p.finish(a, Failed, "sampling failed: "+err.Error(), "")
+			continue
+		}
+		if p.be.IsStop(tok) {
+			a.raw.WriteString(a.dec.Flush())
+			p.endTurn(a)
+			continue
+		}
+		steps = append(steps, Step{Branch: a.branch, Token: tok})
+		who = append(who, a)
+	}
+	if len(steps) == 0 {
+		return false
+	}
+	if err := p.be.DecodeEach(steps); err != nil {
+		for _, a := range who {
+			p.finish(a, Failed, "decode failed: "+err.Error(), "")
+		}
+		return false
+	}
+	p.steps++
+	thinking := false
+	for i, a := range who {
+		text := a.dec.Write(p.be.Piece(steps[i].Token))
+		a.raw.WriteString(text)
+		if text != "" {
+			texts[a.ID] += text
+		}
+		a.mu.Lock()
+		a.tokens++
+		a.mu.Unlock()
+		a.turnTokens++
+		if a.turnTokens >= p.spec.MaxTurnTokens {
+			a.raw.WriteString(a.dec.Flush())
+			p.endTurn(a)
+			continue
+		}
+		thinking = true
+	}
+	p.emit(Event{Type: PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: len(steps), Texts: texts})
+	return thinking
+}
+
+// endTurn decides what a finished turn means: a tool call to dispatch, a
+// refusal to send back, or the agent's result.
+func (p *pool) endTurn(a *Agent) {
+	raw := a.raw.String()
+	f := p.be.Format()
+	out, perr := f.Parse(raw)
+	a.turns++
+	p.emit(Event{Type: AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Data: mustJSON(map[string]any{"turn": a.turns, "content": out.Content, "reasoning": out.Reasoning, "calls": len(out.Calls)})})
+	if len(out.Calls) == 0 {
+		var pe *chat.ParseError
+		if errors.As(perr, &pe) && pe.Unclosed && out.Content != "" {
+			// Prose that trails off into the start of a call: keep the prose.
+			perr = nil
+		}
+		if perr != nil {
+			p.refuse(a, Call{ID: p.newCallID(), Tool: "(malformed)", Agent: a.ID}, "malformed",
+				fmt.Sprintf("Your tool call could not be read: %s. Write it again as %s{\"name\": ..., %q: {...}}%s.", parseReason(perr), strings.TrimSpace(f.CallOpen), f.ArgsKey, strings.TrimSpace(f.CallClose)))
+			return
+		}
+		text := stripDanglingCall(out.Content, f)
+		if text == "" && a.turns < p.spec.MaxTurns {
+			p.refuse(a, Call{ID: p.newCallID(), Tool: "(empty)", Agent: a.ID}, "empty", "You wrote nothing. Continue the task: call a tool or give your answer.")
+			return
+		}
+		p.finish(a, Returned, "", "free_text", mustJSON(text))
+		return
+	}
+	call := Call{ID: p.newCallID(), Tool: out.Calls[0].Name, Args: out.Calls[0].Arguments, Agent: a.ID}
+	a.mu.Lock()
+	a.toolCalls++
+	a.mu.Unlock()
+	p.emit(Event{Type: AgentToolCall, Agent: a.ID, CallID: call.ID, Tool: call.Tool, Args: call.Args})
+	e, ok := p.tools[call.Tool]
+	if !ok {
+		msg := fmt.Sprintf("Unknown tool: %s. The tools are: %s.", call.Tool, strings.Join(p.order, ", "))
+		if len(p.tools) == 0 {
+			msg = "There are no tools here. Answer in plain text."
+		}
+		p.refuse(a, call, "unknown_tool", msg)
+		return
+	}
+	if msg := validate(e, call.Args); msg != "" {
+		p.refuse(a, call, "invalid_arguments", msg)
+		return
+	}
+	if call.Tool == p.terminal {
+		p.finish(a, Returned, "", "voluntary_return", call.Args)
+		return
+	}
+	if a.turns >= p.spec.MaxTurns {
+		if p.terminal == "" || a.forceTerminal {
+			p.finish(a, Failed, fmt.Sprintf("max_turns: it used its %d turns without reporting", p.spec.MaxTurns), "")
+			return
+		}
+		a.forceTerminal = true
+		p.refuse(a, call, "max_turns", fmt.Sprintf("You have used all %d of your turns. Call %s now with what you have found.", p.spec.MaxTurns, p.terminal))
+		return
+	}
+	a.call = &pendingCall{agent: a, call: call, entry: e, attempt: 1}
+	a.status = StatusDispatch
+	p.dispatchQ = append(p.dispatchQ, a)
+}
+
+func (p *pool) newCallID() string {
+	p.callSeq++
+	return fmt.Sprintf("call_%d_%d", p.scope, p.callSeq)
+}
+
+// validate checks arguments against the tool's schema and says, in words the
+// model can act on, what is wrong.
+func validate(e *toolEntry, args json.RawMessage) string {
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		return fmt.Sprintf("The arguments for %s are not valid JSON (%v). Call it again with a JSON object.", e.spec.Name, err)
+	}
+	res := e.schema.Validate(v)
+	if res.IsValid() {
+		return ""
+	}
+	var problems []string
+	collect(res.ToList(true), &problems)
+	sort.Strings(problems)
+	if len(problems) == 0 {
+		problems = []string{"they do not match the schema"}
+	}
+	return fmt.Sprintf("Invalid arguments for %s: %s. Fix them and call again.", e.spec.Name, strings.Join(problems, "; "))
+}
+
+func collect(l *jsonschema.List, out *[]string) {
+	if l == nil {
+		return
+	}
+	for kw, msg := range l.Errors {
+		field := strings.TrimPrefix(l.InstanceLocation, "/")
+		if field == "" {
+			field = "(arguments)"
+		}
+		s := fmt.Sprintf("field %s: %s (rule %s)", field, msg, kw)
+		dup := false
+		for _, o := range *out {
+			if o == s {
+				dup = true
+			}
+		}
+		if !dup {
+			*out = append(*out, s)
+		}
+	}
+	for i := range l.Details {
+		collect(&l.Details[i], out)
+	}
+}
+
+// stripDanglingCall removes an unclosed trailing call fragment from text that
+// becomes a result, so half-written markup never reaches another prompt.
+func stripDanglingCall(s string, f chat.Format) string {
+	open := strings.TrimSpace(f.CallOpen)
+	if open == "" {
+		return s
+	}
+	if i := strings.LastIndex(s, open); i >= 0 && !strings.Contains(s[i:], strings.TrimSpace(f.CallClose)) {
+		return strings.TrimSpace(s[:i])
+	}
+	return s
+}
+
+// refuse answers a call with an {"error"} the model reads as its result.
+func (p *pool) refuse(a *Agent, call Call, reason, msg string) {
+	body := mustJSON(map[string]string{"error": msg})
+	a.book(HistoryEntry{Tool: call.Tool, Args: call.Args, CallID: call.ID, Outcome: "nudge"})
+	p.emit(Event{Type: AgentNudge, Agent: a.ID, CallID: call.ID, Tool: call.Tool, Reason: reason, Result: body})
+	p.queueResult(a, body, "nudge")
+}
+
+func (p *pool) queueResult(a *Agent, body json.RawMessage, role string) {
+	toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true))
+	if err != nil {
+		p.finish(a, Failed, "could not tokenize a tool result: "+err.Error(), "")
+		return
+	}
+	a.status = StatusSettling
+	p.settle = append(p.settle, settleItem{agent: a, tokens: toks, role: role})
+}
+
+func parseReason(err error) string {
+	var pe *chat.ParseError
+	if errors.As(err, &pe) {
+		return pe.Reason
+	}
+	return err.Error()
+}
