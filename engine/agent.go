@@ -73,6 +73,13 @@ type Agent struct {
 	activeAt time.Time
 	suffix   []Token
 	forked   bool
+	pruned   bool
+
+	extracting    bool // writing its recovery report
+	reportBudget  int  // in-loop report cap in tokens (0: none)
+	stallNudged   bool
+	doneEmitted   bool
+	pausedAtStart time.Duration
 
 	mu      sync.Mutex
 	history []HistoryEntry
@@ -113,6 +120,12 @@ func (a *Agent) History() []HistoryEntry {
 func (a *Agent) book(e HistoryEntry) {
 	a.mu.Lock()
 	a.history = append(a.history, e)
+	a.mu.Unlock()
+}
+
+func (a *Agent) addTokens(n int) {
+	a.mu.Lock()
+	a.tokens += n
 	a.mu.Unlock()
 }
 

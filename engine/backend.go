@@ -10,8 +10,14 @@
 package engine
 
 import (
+	"errors"
+
 	"github.com/lloyal-ai/lloyal/engine/chat"
 )
+
+// ErrContextFull is what backends wrap when the KV cache has no room for a
+// prefill or decode. A failed call writes nothing.
+var ErrContextFull = errors.New("the context is full")
 
 // Token is a vocabulary id.
 type Token = int32

@@ -47,9 +47,11 @@ type completion struct {
 }
 
 type settleItem struct {
-	agent  *Agent
-	tokens []Token
-	role   string
+	agent    *Agent
+	tokens   []Token
+	role     string
+	admitted bool // skip admission (a stall-break nudge sized to the reserve)
+	deferred bool // already reported as waiting for room
 }
 
 type request struct {
@@ -102,6 +104,11 @@ type pool struct {
 	extendQ     []request
 	dispatchQ   []*Agent
 
+	cancelOrch     context.CancelFunc
+	woundDown      bool
+	nudgedThisTick bool
+	kick           bool // something changed this tick: do not block
+
 	steps       int
 	attachments []Attachment
 	callSeq     int
@@ -125,6 +132,21 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	}
 	if spec.ToolChoice == "" {
 		spec.ToolChoice = ToolAuto
+	}
+	if spec.SoftLimit == 0 {
+		spec.SoftLimit = DefaultSoftLimit
+	}
+	if spec.HardLimit == 0 {
+		spec.HardLimit = DefaultHardLimit
+	}
+	if spec.RecoveryShape == "" {
+		spec.RecoveryShape = Staggered
+	}
+	if nb := rt.be.NBatch(); spec.HardLimit < nb {
+		return nil, fmt.Errorf("pool: hard limit %d cannot hold a full decode batch (n_batch %d): the recovery reserve must fit one; raise HardLimit to at least %d or lower n_batch", spec.HardLimit, nb, nb)
+	}
+	if spec.SoftLimit < spec.HardLimit {
+		return nil, fmt.Errorf("pool: soft limit %d is below the hard limit %d: agents would be stopped before they were nudged", spec.SoftLimit, spec.HardLimit)
 	}
 	p := &pool{rt: rt, be: rt.be, spec: spec, ctx: ctx, parent: parent, byID: map[int]*Agent{},
 		reqs: make(chan request), orchDone: make(chan error, 1), closed: make(chan struct{}),
@@ -158,6 +180,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 		p.spine, p.ownSpine = sp, true
 	}
 	octx, cancelOrch := context.WithCancel(ctx)
+	p.cancelOrch = cancelOrch
 	pc := &PoolContext{p: p}
 	go func() {
 		var err error
@@ -277,20 +300,50 @@ func (p *pool) loop() error {
 			p.interrupt(err)
 			return err
 		}
+		p.kick = false
+		if !p.hold() {
+			continue
+		}
+		if p.rt.windingDown.Load() && !p.woundDown {
+			p.startWindDown()
+		}
 		p.drainRequests()
 		p.applyCommands()
 		p.drainCompletions()
 		p.dueRetries()
+		if !p.hold() {
+			continue
+		}
 		p.prefill()
+		if len(p.settle) > 0 && p.deferredOnly() && !p.kick && !p.canProgress() {
+			p.stallBreak()
+			continue
+		}
+		if !p.hold() {
+			continue
+		}
 		p.dispatch()
+		if !p.hold() {
+			continue
+		}
 		thinking := p.produce()
 		if p.finished() {
 			return nil
 		}
-		if !thinking && len(p.settle) == 0 && len(p.spawnQ) == 0 && len(p.extendQ) == 0 && len(p.dispatchQ) == 0 {
+		if !thinking && !p.kick && p.deferredOnly() && len(p.spawnQ) == 0 && len(p.extendQ) == 0 && len(p.dispatchQ) == 0 {
 			p.wait()
 		}
 	}
+}
+
+// deferredOnly reports whether every queued result is waiting for room.
+func (p *pool) deferredOnly() bool {
+	for _, it := range p.settle {
+		if !it.deferred {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *pool) finished() bool {
@@ -405,12 +458,18 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spawn: %w", err)
 	}
-	free := p.be.NCtx() - p.be.CellsUsed() - p.reserved()
-	if len(toks) > free {
-		return nil, fmt.Errorf("spawn refused: its task needs %d cells and the context has %d free; wait for agents to finish or shorten the task", len(toks), free)
+	if p.woundDown {
+		return nil, errors.New("spawn refused: the run is finishing up")
+	}
+	pr := p.pressure()
+	if room := pr.Headroom - p.reserved(); len(toks) > room {
+		reason := fmt.Sprintf("spawn refused (pressure_init): its task needs %d cells and only %d are free above the soft limit (%d free of %d); wait for agents to finish, shorten the task or give the context more room", len(toks), max(room, 0), pr.Remaining, pr.NCtx)
+		p.emit(Event{Type: SpawnRefused, Text: s.Task, Tokens: len(toks), Reason: reason})
+		return nil, errors.New(reason)
 	}
 	id := int(p.rt.nextAgent.Add(1))
 	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, parent: p.parent, pool: p, status: StatusPending, done: make(chan struct{}), suffix: toks}
+	p.kick = true
 	a.seed = p.spec.Sampling.Seed + uint32(len(p.agents))
 	if s.Seed != nil {
 		a.seed = *s.Seed
@@ -421,7 +480,44 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 	return a, nil
 }
 
+// ancestorCancelled reports whether a cancel is queued for the agent whose
+// tool started this pool (or one of its callers).
+func (p *pool) ancestorCancelled() bool {
+	if p.parent == nil {
+		return false
+	}
+	p.rt.cmdMu.Lock()
+	defer p.rt.cmdMu.Unlock()
+	for _, c := range p.rt.cmds {
+		for x := p.parent; x != nil; x = x.parent {
+			if c.kind == "cancel" && c.agent == x.ID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (p *pool) applyCommands() {
+	if p.ancestorCancelled() {
+		// The caller is being cancelled: its sub-agents go with it (the
+		// command itself stays queued for the caller's own pool).
+		if p.cancelOrch != nil {
+			p.cancelOrch()
+		}
+		for _, a := range p.spawnQ {
+			p.finish(a, Cancelled, "its caller was cancelled", "")
+		}
+		p.spawnQ = nil
+		for _, a := range p.agents {
+			if a.outcome == Running {
+				if a.status == StatusApproval && p.rt.opts.Approver != nil {
+					p.rt.opts.Approver.Withdraw(a.ID, "its caller was cancelled")
+				}
+				p.finish(a, Cancelled, "its caller was cancelled", "")
+			}
+		}
+	}
 	for _, c := range p.rt.takeCommands(func(id int) bool { _, ok := p.byID[id]; return ok }) {
 		a := p.byID[c.agent]
 		p.emit(Event{Type: RuntimeCommand, Agent: a.ID, Reason: c.kind})
@@ -474,8 +570,13 @@ func (p *pool) prefill() {
 	if len(p.spawnQ) == 0 && len(p.extendQ) == 0 && len(p.settle) == 0 {
 		return
 	}
-	var spans []Span
-	var spawned []*Agent
+	type entry struct {
+		span  Span
+		spawn *Agent
+		ext   *request
+		item  *settleItem
+	}
+	var entries []entry
 	for _, a := range p.spawnQ {
 		if a.outcome != Running {
 			continue
@@ -486,65 +587,106 @@ func (p *pool) prefill() {
 			continue
 		}
 		a.branch, a.forked = b, true
-		spans = append(spans, Span{Branch: b, Tokens: a.suffix})
-		spawned = append(spawned, a)
+		entries = append(entries, entry{span: Span{Branch: b, Tokens: a.suffix}, spawn: a})
 	}
 	p.spawnQ = p.spawnQ[:0]
-	var extends []request
-	var extTokens [][]Token
-	for _, r := range p.extendQ {
+	pr := p.pressure()
+	// A running headroom: every admitted span uses some of it.
+	room := pr.Headroom
+	for _, e := range entries {
+		room -= len(e.span.Tokens)
+	}
+	var held []request
+	for i := range p.extendQ {
+		r := p.extendQ[i]
 		toks, err := p.be.Tokenize(p.be.Format().Exchange(r.user, r.ans))
-		if err == nil && len(toks) > p.be.NCtx()-p.be.CellsUsed() {
-			err = fmt.Errorf("extend spine: %d tokens do not fit in %d free cells", len(toks), p.be.NCtx()-p.be.CellsUsed())
-		}
 		if err != nil {
 			r.reply <- reqReply{err: err}
 			continue
 		}
-		spans = append(spans, Span{Branch: p.spine.branch, Tokens: toks})
-		extends = append(extends, r)
-		extTokens = append(extTokens, toks)
+		if len(toks) > room {
+			held = append(held, r) // held until agents finish and free room
+			continue
+		}
+		room -= len(toks)
+		entries = append(entries, entry{span: Span{Branch: p.spine.branch, Tokens: toks}, ext: &r})
 	}
-	p.extendQ = p.extendQ[:0]
-	var settled []settleItem
-	for _, it := range p.settle {
+	p.extendQ = held
+	var deferred []settleItem
+	for i := range p.settle {
+		it := p.settle[i]
 		if it.agent.outcome != Running {
 			continue
 		}
-		spans = append(spans, Span{Branch: it.agent.branch, Tokens: it.tokens})
-		settled = append(settled, it)
+		cost, limit := len(it.tokens), room
+		if it.role == "recovery" {
+			// Reports may use the band between the soft and the hard limit.
+			cost += it.agent.reportBudget
+			limit += pr.SoftLimit - pr.HardLimit
+		}
+		if !it.admitted && cost > limit {
+			if !it.deferred {
+				it.deferred = true
+				p.emit(Event{Type: SettleDeferred, Agent: it.agent.ID, Role: it.role, Tokens: len(it.tokens), Reason: fmt.Sprintf("needs %d cells, %d free above the soft limit", cost, max(limit, 0))})
+			}
+			deferred = append(deferred, it)
+			continue
+		}
+		room -= len(it.tokens)
+		entries = append(entries, entry{span: Span{Branch: it.agent.branch, Tokens: it.tokens}, item: &it})
 	}
-	p.settle = p.settle[:0]
-	if len(spans) == 0 {
+	p.settle = deferred
+	if len(entries) == 0 {
 		return
 	}
+	spans := make([]Span, len(entries))
+	for i, e := range entries {
+		spans[i] = e.span
+	}
+	ok := make([]error, len(entries))
 	if err := p.be.Prefill(spans); err != nil {
-		reason := "the context could not take its prompt: " + err.Error()
-		for _, a := range spawned {
-			p.finish(a, Failed, reason, "")
+		// All or nothing failed: write each span alone, so only the ones that
+		// do not fit fail.
+		for i := range entries {
+			ok[i] = p.be.Prefill(spans[i : i+1])
 		}
-		for _, it := range settled {
-			p.finish(it.agent, Failed, reason, "")
+	}
+	for i, e := range entries {
+		err := ok[i]
+		switch {
+		case e.ext != nil:
+			if err != nil {
+				e.ext.reply <- reqReply{err: fmt.Errorf("extend spine: %w", err)}
+				continue
+			}
+			p.spine.Tokens += len(e.span.Tokens)
+			p.emit(Event{Type: SpineExtend, Branch: int(p.spine.branch), Text: e.ext.user, Result: mustJSON(e.ext.ans), Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed()})
+			e.ext.reply <- reqReply{}
+		case e.spawn != nil:
+			a := e.spawn
+			if err != nil {
+				p.finish(a, Failed, "the context could not take its task: "+err.Error(), "")
+				continue
+			}
+			a.activeAt = time.Now()
+			a.pausedAtStart = p.rt.pausedSoFar()
+			p.activate(a)
+			p.emit(Event{Type: AgentSpawn, Agent: a.ID, ParentAgent: a.ParentID, Branch: int(a.branch), Text: a.Task, Tokens: len(a.suffix)})
+			p.emit(Event{Type: BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
+		default:
+			a := e.item.agent
+			if err != nil {
+				reason := "the context could not take its tool result: " + err.Error()
+				if e.item.role == "recovery" {
+					p.failRecovery(a, "scope_error: "+err.Error(), "")
+				} else {
+					p.finish(a, Failed, reason, "")
+				}
+				continue
+			}
+			p.emit(Event{Type: BranchPrefill, Agent: a.ID, Role: e.item.role, Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
+			p.activate(a)
 		}
-		for _, r := range extends {
-			r.reply <- reqReply{err: fmt.Errorf("extend spine: %w", err)}
-		}
-		return
-	}
-	for i, r := range extends {
-		p.spine.Tokens += len(extTokens[i])
-		p.emit(Event{Type: SpineExtend, Branch: int(p.spine.branch), Text: r.user, Result: mustJSON(r.ans), Tokens: len(extTokens[i]), CellsUsed: p.be.CellsUsed()})
-		r.reply <- reqReply{}
-	}
-	for _, a := range spawned {
-		a.activeAt = time.Now()
-		p.activate(a)
-		p.emit(Event{Type: AgentSpawn, Agent: a.ID, ParentAgent: a.ParentID, Branch: int(a.branch), Text: a.Task, Tokens: len(a.suffix)})
-		p.emit(Event{Type: BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
-	}
-	for _, it := range settled {
-		p.emit(Event{Type: BranchPrefill, Agent: it.agent.ID, Role: it.role, Tokens: len(it.tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(it.agent.branch)})
-		p.activate(it.agent)
 	}
 }
 
@@ -564,6 +706,7 @@ func (p *pool) finish(a *Agent, o Outcome, reason, source string, result ...json
 		a.call.cancel()
 	}
 	a.call = nil
+	p.kick = true
 	ev := Event{Agent: a.ID, Reason: reason, Result: a.result, Tokens: a.tokens}
 	switch o {
 	case Returned:
@@ -576,10 +719,17 @@ func (p *pool) finish(a *Agent, o Outcome, reason, source string, result ...json
 	default:
 		ev.Type = AgentFailed
 	}
-	if o != Cancelled {
+	if o != Cancelled && !a.doneEmitted {
+		a.doneEmitted = true
 		p.emit(Event{Type: AgentDone, Agent: a.ID})
 	}
 	p.emit(ev)
+	// A finished agent's own cells go back to the pool at once: siblings
+	// waiting for room get it now, not when the pool closes.
+	if a.forked && !a.pruned && p.be.Prune(a.branch) == nil {
+		a.pruned = true
+		p.emit(Event{Type: BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
+	}
 	close(a.done)
 }
 
@@ -613,10 +763,11 @@ func (p *pool) result() *PoolResult {
 func (p *pool) pruneAll() {
 	for i := len(p.agents) - 1; i >= 0; i-- {
 		a := p.agents[i]
-		if !a.forked {
+		if !a.forked || a.pruned {
 			continue
 		}
 		if err := p.be.Prune(a.branch); err == nil {
+			a.pruned = true
 			p.emit(Event{Type: BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
 		}
 	}

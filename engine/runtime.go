@@ -37,6 +37,13 @@ type Runtime struct {
 	cmdMu   sync.Mutex
 	cmds    []command
 	cmdWake chan struct{}
+
+	windingDown atomic.Bool
+	paused      atomic.Bool
+	pauseMu     sync.Mutex
+	pausedAt    time.Time
+	pausedTotal time.Duration
+	resumed     chan struct{}
 }
 
 type command struct {
@@ -49,7 +56,7 @@ func New(be Backend, o Options) *Runtime {
 	if o.MaxConcurrentTools <= 0 {
 		o.MaxConcurrentTools = 8
 	}
-	return &Runtime{be: be, opts: o, em: &emitter{start: time.Now(), sinks: o.Sinks}, cmdWake: make(chan struct{}, 1)}
+	return &Runtime{be: be, opts: o, em: &emitter{start: time.Now(), sinks: o.Sinks}, cmdWake: make(chan struct{}, 1), resumed: make(chan struct{})}
 }
 
 // Backend is the runtime's backend.
@@ -202,6 +209,25 @@ type PoolSpec struct {
 	MaxRetries    int      // retries of a transient failure (default 1; -1 for none)
 	Scorer        any
 	Attachments   []Attachment
+
+	// SoftLimit: when fewer cells than this are free, no new work is
+	// admitted and agents are nudged to report (default 1024).
+	SoftLimit int
+	// HardLimit: the reserve recovery reports are written into; below it the
+	// runtime stops agents (one per tick) and recovers them (default 512).
+	// It must hold a full decode batch (the backend's n_batch).
+	HardLimit int
+	// TimeSoft nudges an agent to report after it has worked this long;
+	// TimeHard stops and recovers it. Paused time does not count.
+	TimeSoft, TimeHard time.Duration
+	// RecoveryShape: Staggered (default) or InLoop. Wind-down always
+	// recovers in the loop.
+	RecoveryShape RecoveryShape
+	// RecoveryPrompt overrides the recovery instruction; {words} is replaced
+	// by the word budget.
+	RecoveryPrompt string
+	// ReportBudget caps in-loop recovery reports, in tokens.
+	ReportBudget int
 }
 
 // PoolResult is what a pool ended with.

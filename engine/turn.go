@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/kaptinlin/jsonschema"
 
@@ -38,11 +39,18 @@ func (p *pool) activate(a *Agent) {
 // produce samples one token for every thinking agent and decodes them all in
 // one batch. It reports whether any agent is still thinking.
 func (p *pool) produce() bool {
+	p.nudgedThisTick = false
+	p.reap(p.pressure())
 	var steps []Step
 	var who []*Agent
 	texts := map[int]string{}
 	for _, a := range p.agents {
 		if a.status != StatusThinking || a.outcome != Running {
+			continue
+		}
+		if a.extracting && a.reportBudget > 0 && a.turnTokens >= a.reportBudget {
+			a.raw.WriteString(a.dec.Flush()) // the report's budget is spent: token-stop
+			p.endTurn(a)
 			continue
 		}
 		tok, err := p.be.Sample(a.branch)
@@ -62,10 +70,18 @@ func (p *pool) produce() bool {
 		return false
 	}
 	if err := p.be.DecodeEach(steps); err != nil {
-		for _, a := range who {
-			p.finish(a, Failed, "decode failed: "+err.Error(), "")
+		// Decode each agent's token alone: only the agents whose token cannot
+		// be written fail; the others go on.
+		var okSteps []Step
+		var okWho []*Agent
+		for i, a := range who {
+			if err := p.be.DecodeEach(steps[i : i+1]); err != nil {
+				p.decodeFailed(a, err)
+				continue
+			}
+			okSteps, okWho = append(okSteps, steps[i]), append(okWho, a)
 		}
-		return false
+		steps, who = okSteps, okWho
 	}
 	p.steps++
 	thinking := false
@@ -75,11 +91,9 @@ func (p *pool) produce() bool {
 		if text != "" {
 			texts[a.ID] += text
 		}
-		a.mu.Lock()
-		a.tokens++
-		a.mu.Unlock()
+		a.addTokens(1)
 		a.turnTokens++
-		if a.turnTokens >= p.spec.MaxTurnTokens {
+		if !a.extracting && a.turnTokens >= p.spec.MaxTurnTokens {
 			a.raw.WriteString(a.dec.Flush())
 			p.endTurn(a)
 			continue
@@ -90,10 +104,24 @@ func (p *pool) produce() bool {
 	return thinking
 }
 
+// decodeFailed fails one agent whose token could not be written.
+func (p *pool) decodeFailed(a *Agent, err error) {
+	if a.extracting {
+		p.failRecovery(a, "scope_error: "+err.Error(), a.raw.String())
+		return
+	}
+	p.emit(Event{Type: AgentDrop, Agent: a.ID, Reason: "decode_failed"})
+	p.finish(a, Failed, "decode failed: "+err.Error(), "")
+}
+
 // endTurn decides what a finished turn means: a tool call to dispatch, a
 // refusal to send back, or the agent's result.
 func (p *pool) endTurn(a *Agent) {
 	raw := a.raw.String()
+	if a.extracting {
+		p.finishRecovery(a, raw, "recovery")
+		return
+	}
 	f := p.be.Format()
 	out, perr := f.Parse(raw)
 	a.turns++
@@ -139,14 +167,24 @@ func (p *pool) endTurn(a *Agent) {
 		p.finish(a, Returned, "", "voluntary_return", call.Args)
 		return
 	}
-	if a.turns >= p.spec.MaxTurns {
-		if p.terminal == "" || a.forceTerminal {
-			p.finish(a, Failed, fmt.Sprintf("max_turns: it used its %d turns without reporting", p.spec.MaxTurns), "")
+	if over, why := p.overBudget(a); over != "" {
+		pr := p.pressure()
+		switch {
+		case p.terminal == "":
+			p.emit(Event{Type: AgentDrop, Agent: a.ID, Reason: over})
+			p.finish(a, Failed, over+": "+why, "")
+			return
+		case pr.Critical:
+			p.drop(a, "pressure_critical", p.spec.RecoveryShape)
+			return
+		case !p.nudgedThisTick:
+			// One nudge per tick; other agents over budget this tick have their
+			// call run (a trailing stop) and are nudged on a later turn.
+			p.nudgedThisTick = true
+			a.forceTerminal = true
+			p.refuse(a, call, over, fmt.Sprintf("%s Call %s now with what you have found, within %d words.", why, p.terminal, wordsFor(pr.Remaining-pr.HardLimit)))
 			return
 		}
-		a.forceTerminal = true
-		p.refuse(a, call, "max_turns", fmt.Sprintf("You have used all %d of your turns. Call %s now with what you have found.", p.spec.MaxTurns, p.terminal))
-		return
 	}
 	a.call = &pendingCall{agent: a, call: call, entry: e, attempt: 1}
 	a.status = StatusDispatch
@@ -231,6 +269,7 @@ func (p *pool) queueResult(a *Agent, body json.RawMessage, role string) {
 		return
 	}
 	a.status = StatusSettling
+	p.kick = true
 	p.settle = append(p.settle, settleItem{agent: a, tokens: toks, role: role})
 }
 
@@ -240,4 +279,19 @@ func parseReason(err error) string {
 		return pe.Reason
 	}
 	return err.Error()
+}
+
+// overBudget says whether an agent has spent its turns, the context's soft
+// headroom or its time, and how to tell it.
+func (p *pool) overBudget(a *Agent) (string, string) {
+	pr := p.pressure()
+	switch {
+	case a.turns >= p.spec.MaxTurns:
+		return "max_turns", fmt.Sprintf("You have used all %d of your turns.", p.spec.MaxTurns)
+	case pr.Headroom < 0:
+		return "pressure_softcut", fmt.Sprintf("The shared context is nearly full (%d%% left).", pr.PercentAvailable)
+	case p.spec.TimeSoft > 0 && p.elapsed(a) > p.spec.TimeSoft:
+		return "time_soft", fmt.Sprintf("Your time is up (%s).", p.spec.TimeSoft.Round(time.Second))
+	}
+	return "", ""
 }

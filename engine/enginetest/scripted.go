@@ -356,7 +356,7 @@ func (s *Scripted) Sample(id engine.BranchID) (engine.Token, error) {
 var (
 	ErrPruned      = errors.New("branch was pruned")
 	ErrHasChildren = errors.New("branch has live children")
-	ErrKVFull      = errors.New("KV cache full: no free cells for the batch")
+	ErrKVFull      = engine.ErrContextFull
 )
 
 // ErrInjected is what FailDecode helpers return.

@@ -272,8 +272,8 @@ type Span struct {
 
 // Prefill appends every span's tokens to its branch in as few llama_decode
 // calls as n_batch allows, keeping each branch's logits after its last token.
-// On error, branches keep the tokens of chunks that were decoded before the
-// failing one (Pos tells how far each got).
+// It is all or nothing: on error, chunks already decoded are removed again
+// and every branch is as it was.
 func (s *Store) Prefill(spans []Span) error {
 	type cursor struct {
 		span Span
@@ -286,6 +286,35 @@ func (s *Store) Prefill(spans []Span) error {
 		}
 		if len(sp.Tokens) > 0 {
 			work = append(work, &cursor{span: sp})
+		}
+	}
+	// Remember where every branch stood, so a failure can undo the chunks
+	// that did go in: a prefill either writes every span or none.
+	type mark struct {
+		b      *Branch
+		pos    int
+		logits []float32
+	}
+	var marks []mark
+	seen := map[*Branch]bool{}
+	for _, c := range work {
+		if b := c.span.Branch; !seen[b] {
+			seen[b] = true
+			marks = append(marks, mark{b, b.pos, append([]float32(nil), b.logits...)})
+		}
+	}
+	undo := func() {
+		for _, m := range marks {
+			if m.b.pos > m.pos {
+				s.ctx.SeqRemove(m.b.seq, int32(m.pos), -1)
+				s.cells -= m.b.pos - m.pos
+				m.b.pos = m.pos
+				if m.logits == nil {
+					m.b.logits = nil
+				} else {
+					m.b.logits = append(m.b.logits[:0], m.logits...)
+				}
+			}
 		}
 	}
 	nb := s.ctx.NBatch()
@@ -322,6 +351,7 @@ func (s *Store) Prefill(spans []Span) error {
 		}
 		s.decodes++
 		if err := s.ctx.Decode(s.toks, s.pos, s.seqs, s.logits); err != nil {
+			undo()
 			return fmt.Errorf("prefill: %w", err)
 		}
 		s.prefilled += len(s.toks)

@@ -240,9 +240,12 @@ func TestFullCacheIsATypedError(t *testing.T) {
 	if !errors.Is(err, ErrKVFull) {
 		t.Fatalf("prefill past n_ctx: %v, want ErrKVFull", err)
 	}
-	// Chunks before the failing one were written, and accounting agrees.
-	if b.Pos() != s.CellsUsed() || b.Pos() == 0 || b.Pos() >= 300 {
+	// All or nothing: the chunks that went in before the failure were undone.
+	if b.Pos() != 0 || s.CellsUsed() != 0 || b.HasLogits() {
 		t.Fatalf("after a failed prefill: pos %d, cells %d", b.Pos(), s.CellsUsed())
+	}
+	if free := freeCells(t, s); free != 256 {
+		t.Fatalf("llama.cpp has %d free cells after the rollback, want 256", free)
 	}
 	// The store still works: pruning frees room and decoding resumes.
 	must(t, s.Prune(b))

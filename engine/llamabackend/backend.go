@@ -3,6 +3,7 @@
 package llamabackend
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -139,7 +140,15 @@ func (l *Backend) Prefill(spans []engine.Span) error {
 		}
 		ks = append(ks, kv.Span{Branch: br, Tokens: sp.Tokens})
 	}
-	return l.store.Prefill(ks)
+	return wrapFull(l.store.Prefill(ks))
+}
+
+// wrapFull marks a full cache with engine.ErrContextFull.
+func wrapFull(err error) error {
+	if errors.Is(err, kv.ErrKVFull) {
+		return fmt.Errorf("%w: %w", engine.ErrContextFull, err)
+	}
+	return err
 }
 
 func (l *Backend) Sample(b engine.BranchID) (engine.Token, error) {
@@ -159,5 +168,5 @@ func (l *Backend) DecodeEach(steps []engine.Step) error {
 		}
 		ks = append(ks, kv.Step{Branch: br, Token: st.Token})
 	}
-	return l.store.DecodeEach(ks)
+	return wrapFull(l.store.DecodeEach(ks))
 }
