@@ -78,6 +78,7 @@ type Agent struct {
 	extracting    bool // writing its recovery report
 	reportBudget  int  // in-loop report cap in tokens (0: none)
 	stallNudged   bool
+	dropReason    string
 	doneEmitted   bool
 	pausedAtStart time.Duration
 

@@ -242,6 +242,7 @@ func (p *pool) drop(a *Agent, reason string, shape RecoveryShape) {
 	p.emit(Event{Type: AgentDrop, Agent: a.ID, Reason: reason})
 	p.emit(Event{Type: AgentDone, Agent: a.ID})
 	a.doneEmitted = true
+	a.dropReason = reason
 	if a.call != nil && a.call.cancel != nil {
 		a.call.cancel()
 	}
@@ -279,17 +280,21 @@ func (p *pool) recoverInLoop(a *Agent, reason string) {
 			alive++
 		}
 	}
-	budget := (pr.Remaining - pr.HardLimit) / max(alive, 1)
+	// Each live agent gets an equal share of what is left above the hard
+	// floor (prompt included); an explicit budget caps the report itself.
+	share := (pr.Remaining - pr.HardLimit) / max(alive, 1)
+	budget := min(max(share, 32), 2048)
 	if p.spec.ReportBudget > 0 {
 		budget = min(budget, p.spec.ReportBudget)
 	}
-	budget = min(max(budget, 32), 2048)
 	toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(wordsFor(budget))}, true))
 	if err != nil {
 		p.failRecovery(a, "scope_error: "+err.Error(), "")
 		return
 	}
-	budget = max(budget-len(toks), 16)
+	if p.spec.ReportBudget == 0 {
+		budget = max(budget-len(toks), 16)
+	}
 	a.extracting, a.reportBudget, a.forceTerminal = true, budget, true
 	a.status = StatusSettling
 	p.settle = append(p.settle, settleItem{agent: a, tokens: toks, role: "recovery"})

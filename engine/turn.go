@@ -119,7 +119,7 @@ func (p *pool) decodeFailed(a *Agent, err error) {
 func (p *pool) endTurn(a *Agent) {
 	raw := a.raw.String()
 	if a.extracting {
-		p.finishRecovery(a, raw, "recovery")
+		p.finishRecovery(a, raw, a.dropReason)
 		return
 	}
 	f := p.be.Format()

@@ -30,6 +30,7 @@ type Scripted struct {
 
 	mu       sync.Mutex
 	nCtx     int
+	batch    int
 	format   chat.Format
 	vocab    map[string]engine.Token
 	pieces   []string
@@ -198,8 +199,27 @@ func (s *Scripted) SchemaToGrammar(schema []byte) (string, error) {
 	return "root ::= \"{}\"\n", nil
 }
 
-func (s *Scripted) NCtx() int   { return s.nCtx }
-func (s *Scripted) NBatch() int { return 512 }
+// Batch is the n_batch the double reports (default 512): the hard limit
+// must be at least this.
+func (s *Scripted) SetBatch(n int) { s.mu.Lock(); s.batch = n; s.mu.Unlock() }
+
+// SetNCtx resizes the double's context (cells in use stay as they are).
+func (s *Scripted) SetNCtx(n int) { s.mu.Lock(); s.nCtx = n; s.mu.Unlock() }
+
+func (s *Scripted) NCtx() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nCtx
+}
+
+func (s *Scripted) NBatch() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.batch > 0 {
+		return s.batch
+	}
+	return 512
+}
 
 func (s *Scripted) CellsUsed() int {
 	s.mu.Lock()
@@ -306,6 +326,9 @@ func (s *Scripted) Prefill(spans []engine.Span) error {
 		for _, t := range sp.Tokens {
 			b.text.WriteString(s.pieces[t])
 		}
+		// New input ends whatever the agent was writing: its next sample
+		// starts its next scripted turn, as a model would answer the input.
+		b.queue = nil
 		b.pos += len(sp.Tokens)
 		s.cells += len(sp.Tokens)
 	}
