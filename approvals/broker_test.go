@@ -35,7 +35,10 @@ func newRig(t *testing.T, b *Broker) *rig {
 	r := &rig{be: enginetest.New(1 << 16), rec: &engine.Recorder{}, b: b}
 	r.tool = engine.Func{S: engine.ToolSpec{Name: "write_note", Description: "Writes a note into the workspace.", Protected: true,
 		Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
-		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) { r.ran.Add(1); return map[string]string{"written": "ok"}, nil }}
+		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) {
+			r.ran.Add(1)
+			return map[string]string{"written": "ok"}, nil
+		}}
 	o := engine.Options{Sinks: []engine.Sink{r.rec}}
 	if b != nil {
 		o.Approver = b

@@ -350,15 +350,27 @@ func TestWindDownMidTool(t *testing.T) {
 // Scenario: cancel an agent whose tool runs sub-agents: they go with it; the
 // cancelled agent gets one terminal event and no recovery.
 func TestCancelWithALiveChild(t *testing.T) {
+	// The child waits in a tool until it is cancelled: it cannot finish first.
+	wait := engine.Func{S: engine.ToolSpec{Name: "wait", Description: "Waits.", Fanout: true, Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) { <-ctx.Done(); return nil, ctx.Err() }}
+	lead := engine.Typed(engine.ToolSpec{Name: "delegate", Description: "Delegate.", Parameters: json.RawMessage(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string"}}}}`)},
+		func(ctx context.Context, a struct{ Tasks []string }) (any, error) {
+			res, err := engine.RunPool(ctx, engine.PoolSpec{Tools: []engine.Tool{wait}, Terminal: report, SoftLimit: 100, HardLimit: 8,
+				Orchestrate: engine.Parallel(engine.AgentSpec{Task: a.Tasks[0]})})
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"n": len(res.Agents)}, nil
+		})
 	h := small(t, 1<<16)
 	h.be.Script("lead", call("delegate", `{"tasks":["child task"]}`), reportCall("never"))
-	h.be.Script("child task", strings.Repeat("child thinking ", 3000))
+	h.be.Script("child task", call("wait", `{}`), reportCall("never either"))
 	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
 		if e.Type == engine.AgentSpawn && e.ParentAgent != 0 {
 			go h.rt.Cancel(e.ParentAgent)
 		}
 	})}})
-	res := h.run(engine.PoolSpec{Tools: []engine.Tool{delegate(false)}, Terminal: report, SoftLimit: 100, HardLimit: 8, MaxTurnTokens: 100000, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "lead"})})
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{lead}, Terminal: report, SoftLimit: 100, HardLimit: 8, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "lead"})})
 	if a := res.Agents[0]; a.Outcome != engine.Cancelled {
 		t.Fatalf("%+v", a)
 	}
