@@ -266,7 +266,7 @@ func (p *pool) recoveryPrompt(words int) string {
 	if t := p.spec.RecoveryPrompt; t != "" {
 		return strings.ReplaceAll(t, "{words}", fmt.Sprint(words))
 	}
-	return fmt.Sprintf("Stop working now: the shared context is nearly full. Call %s with what you have found so far, within %d words.", p.terminal, words)
+	return fmt.Sprintf("Context nearly full. Call %s now with what you found, within %d words.", p.terminal, words)
 }
 
 // recoverInLoop queues the recovery prompt as a settle item; the agent then
@@ -368,7 +368,7 @@ func (p *pool) finishRecovery(a *Agent, raw, reason string) {
 			return
 		}
 	}
-	if body, ok := salvage(raw, p.terminal); ok {
+	if body, ok := salvage(raw, p.terminal, p.be.Format()); ok {
 		p.emit(Event{Type: RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged a truncated report"})
 		p.finish(a, Recovered, reason, "recovery_salvaged", body)
 		return
@@ -389,16 +389,27 @@ func (p *pool) failRecovery(a *Agent, reason, raw string) {
 	p.finish(a, Failed, "recovery failed: "+reason, "recovery")
 }
 
-var resultField = regexp.MustCompile(`"result"\s*:\s*"((?:[^"\\]|\\.)*)`)
+var (
+	resultField = regexp.MustCompile(`"result"\s*:\s*"((?:[^"\\]|\\.)*)`)
+	nameField   = regexp.MustCompile(`"name"\s*:\s*"([^"]*)"`)
+)
 
 // salvage extracts the "result" text of a terminal call that was cut off
-// before its JSON closed. The report is the clean text, no JSON wrapper.
-func salvage(raw, terminal string) (json.RawMessage, bool) {
-	i := strings.Index(raw, `"`+terminal+`"`)
-	if i < 0 {
+// before its JSON closed. Recovery runs under the terminal tool's grammar, so
+// a call without a name yet is the terminal one; a call naming another tool
+// is never taken as a report. The report is the clean text, no JSON wrapper.
+func salvage(raw, terminal string, f chat.Format) (json.RawMessage, bool) {
+	i := 0
+	if open := strings.TrimSpace(f.CallOpen); open != "" {
+		if i = strings.LastIndex(raw, open); i < 0 {
+			return nil, false
+		}
+	}
+	call := raw[i:]
+	if m := nameField.FindStringSubmatch(call); m != nil && m[1] != terminal {
 		return nil, false
 	}
-	m := resultField.FindStringSubmatch(raw[i:])
+	m := resultField.FindStringSubmatch(call)
 	if m == nil {
 		return nil, false
 	}
@@ -416,6 +427,8 @@ func (p *pool) stallBreak() {
 	pr := p.pressure()
 	items := p.settle
 	p.settle = nil
+	// Nudges that replace results share the reserve above the hard limit.
+	reserve := pr.Remaining - pr.HardLimit
 	for _, it := range items {
 		a := it.agent
 		if a.outcome != Running {
@@ -430,7 +443,8 @@ func (p *pool) stallBreak() {
 				pr.Remaining, p.terminal, wordsFor(max(pr.Remaining-pr.HardLimit, 0)))
 			body := mustJSON(map[string]string{"error": msg})
 			toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true))
-			if err == nil && len(toks) <= pr.Remaining-pr.HardLimit {
+			if err == nil && len(toks) <= reserve {
+				reserve -= len(toks)
 				a.forceTerminal = true
 				p.emit(Event{Type: AgentNudge, Agent: a.ID, Reason: "settle_reject", Result: body})
 				a.status = StatusSettling

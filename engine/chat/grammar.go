@@ -19,7 +19,18 @@ type Grammar struct {
 // (llama.SchemaToGrammar, injected so this package stays pure Go).
 type SchemaConverter func(schema []byte) (string, error)
 
-var rootRule = regexp.MustCompile(`(?m)^root ::=`)
+var (
+	rootRule  = regexp.MustCompile(`(?m)^root ::=`)
+	spaceRule = regexp.MustCompile(`(?m)^space ::=.*$`)
+)
+
+// compact bounds the whitespace a forced JSON value may contain to one
+// space between tokens. llama.cpp's converter allows newlines and up to 20
+// spaces of indentation; a model under a grammar can spend a report's whole
+// budget there (small models do), and compact JSON is still JSON.
+func compact(gbnf string) string {
+	return spaceRule.ReplaceAllString(gbnf, `space ::= | " "`)
+}
 
 // CallSchema is the JSON Schema of one call to any of the tools:
 // {"name": <one of the names>, <ArgsKey>: <that tool's parameters>}.
@@ -27,7 +38,10 @@ func (f Format) CallSchema(tools []ToolSpec) ([]byte, error) {
 	if len(tools) == 0 {
 		return nil, fmt.Errorf("call schema: no tools")
 	}
-	var alts []any
+	// Written by hand, not marshalled from a map: key order is the order the
+	// grammar forces, and "name" must come first so a call says which tool it
+	// is before its arguments.
+	var alts []string
 	for _, t := range tools {
 		params := t.Parameters
 		if len(params) == 0 {
@@ -36,21 +50,15 @@ func (f Format) CallSchema(tools []ToolSpec) ([]byte, error) {
 		if !json.Valid(params) {
 			return nil, fmt.Errorf("tool %q: parameters are not valid JSON", t.Name)
 		}
-		alts = append(alts, map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"name":    map[string]any{"const": t.Name},
-				f.ArgsKey: params,
-			},
-			"required":             []string{"name", f.ArgsKey},
-			"additionalProperties": false,
-		})
+		name, _ := json.Marshal(t.Name)
+		key, _ := json.Marshal(f.ArgsKey)
+		alts = append(alts, fmt.Sprintf(`{"type":"object","properties":{"name":{"const":%s},%s:%s},"required":["name",%s],"additionalProperties":false}`,
+			name, key, params, key))
 	}
-	var schema any = alts[0]
-	if len(alts) > 1 {
-		schema = map[string]any{"oneOf": alts}
+	if len(alts) == 1 {
+		return []byte(alts[0]), nil
 	}
-	return json.Marshal(schema)
+	return []byte(`{"oneOf":[` + strings.Join(alts, ",") + `]}`), nil
 }
 
 // ToolCallGrammar builds the grammar that forces a well-formed call to one of
@@ -66,7 +74,7 @@ func (f Format) ToolCallGrammar(tools []ToolSpec, lazy bool, convert SchemaConve
 	if err != nil {
 		return Grammar{}, fmt.Errorf("tool call grammar: %w", err)
 	}
-	body = rootRule.ReplaceAllString(body, "call-json ::=")
+	body = rootRule.ReplaceAllString(compact(body), "call-json ::=")
 	var root string
 	if f.CallOpen == "" {
 		root = "root ::= call-json\n"
@@ -92,7 +100,7 @@ func SchemaGrammar(schema []byte, convert SchemaConverter) (Grammar, error) {
 	if err != nil {
 		return Grammar{}, fmt.Errorf("schema grammar: %w", err)
 	}
-	return Grammar{GBNF: body}, nil
+	return Grammar{GBNF: compact(body)}, nil
 }
 
 func gbnfLiteral(s string) string {

@@ -107,3 +107,73 @@ func TestPoolEndToEndOnLlama(t *testing.T) {
 	}
 	t.Logf("%d steps, %d tokens, %d tool calls (glossary %d, count %d)", res.Steps, res.TotalTokens, res.TotalToolCalls, glossCalls.Load(), countCalls.Load())
 }
+
+func TestPressureEndToEndOnLlama(t *testing.T) {
+	m, err := model.Open(testmodel.Tiny(t), model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	be, err := New(m, ContextOptions{NCtx: 1024, NBatch: 64, NSeqMax: 16, NThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	rec := &engine.Recorder{}
+	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
+	gloss := engine.Typed(engine.ToolSpec{Name: "glossary", Description: "Define a term.", Parameters: glossSchema},
+		func(ctx context.Context, a struct{ Term string }) (any, error) {
+			return map[string]string{"term": a.Term, "meaning": "a long explanation of " + a.Term + " " + fmt.Sprint(make([]int, 20))}, nil
+		})
+	report := engine.Terminal("report", "Report.", reportSchema)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var specs []engine.AgentSpec
+	for i := 0; i < 6; i++ {
+		specs = append(specs, engine.AgentSpec{Task: fmt.Sprintf("Q%d", i)})
+	}
+	res, err := rt.Run(ctx, engine.PoolSpec{System: "Research.", Tools: []engine.Tool{gloss}, Terminal: report, ToolChoice: engine.ToolRequired,
+		SoftLimit: 320, HardLimit: 160, MaxTurns: 6, MaxTurnTokens: 200, Sampling: engine.Sampling{Temperature: 0.9, Seed: 7},
+		Orchestrate: engine.Parallel(specs...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pressured := len(rec.Of(engine.AgentDrop)) + len(rec.Of(engine.AgentNudge)) + len(rec.Of(engine.SettleDeferred)) + len(rec.Of(engine.SpawnRefused))
+	if pressured == 0 {
+		t.Fatal("the run never felt pressure: the test proves nothing")
+	}
+	for _, a := range res.Agents {
+		switch a.Outcome {
+		case engine.Returned, engine.Recovered:
+			if a.Text() == "" && len(a.Result) == 0 {
+				t.Fatalf("agent %d ended %s with an empty report", a.ID, a.Outcome)
+			}
+		case engine.Failed:
+			if a.Reason == "" {
+				t.Fatalf("agent %d failed without a reason", a.ID)
+			}
+		default:
+			t.Fatalf("agent %d has no terminal outcome: %+v", a.ID, a)
+		}
+	}
+	if got := be.CellsUsed(); got != 0 {
+		t.Fatalf("%d cells still used after the pool: leaked branches", got)
+	}
+	// The trace tells the story: every drop and nudge names its reason.
+	for _, e := range append(rec.Of(engine.AgentDrop), rec.Of(engine.AgentNudge)...) {
+		if e.Reason == "" {
+			t.Fatalf("event without a reason: %+v", e)
+		}
+	}
+	t.Logf("%d agents: %d drops, %d nudges, %d deferred results, %d refused spawns", len(res.Agents),
+		len(rec.Of(engine.AgentDrop)), len(rec.Of(engine.AgentNudge)), len(rec.Of(engine.SettleDeferred)), len(rec.Of(engine.SpawnRefused)))
+	for _, a := range res.Agents {
+		t.Logf("agent %d: %s %s %s", a.ID, a.Outcome, a.Reason, a.Result)
+	}
+	for _, e := range rec.Events() {
+		switch e.Type {
+		case engine.AgentDrop, engine.RecoveryStart, engine.RecoveryFailed, engine.RecoveryReturn, engine.AgentNudge, engine.SettleDeferred:
+			t.Logf("%s agent %d reason %q text %q data %s cells %d", e.Type, e.Agent, e.Reason, e.Text, e.Data, e.CellsUsed)
+		}
+	}
+}
