@@ -19,13 +19,6 @@ func (p *pool) dispatch() {
 			continue
 		}
 		pc := a.call
-		if pc.entry.spec.BeforeDispatch != nil {
-			if msg := pc.entry.spec.BeforeDispatch(p.ctx, pc.call); msg != "" {
-				a.call = nil
-				p.refuse(a, pc.call, "guard", msg)
-				continue
-			}
-		}
 		if pc.entry.spec.Protected && !pc.approved && !p.granted(pc.call.Tool) {
 			if p.rt.opts.Approver == nil {
 				a.call = nil

@@ -92,24 +92,41 @@ func (f SinkFunc) Emit(e Event) { f(e) }
 
 // emitter stamps events (id, time) and fans them out. It is shared by every
 // pool of a runtime, so ids are unique and increasing across nested pools.
+// Sinks get events in id order, one at a time; a sink may call back into the
+// runtime (an emit from inside a sink is queued, not deadlocked).
 type emitter struct {
-	mu    sync.Mutex
-	next  uint64
-	start time.Time
-	sinks []Sink
+	mu       sync.Mutex
+	next     uint64
+	start    time.Time
+	sinks    []Sink
+	queue    []Event
+	draining bool
 }
 
 func (em *emitter) emit(e Event) Event {
 	em.mu.Lock()
-	defer em.mu.Unlock()
 	em.next++
 	e.ID = em.next
 	now := time.Now()
 	e.At = now.Sub(em.start)
 	e.Wall = now
-	for _, s := range em.sinks {
-		s.Emit(e)
+	em.queue = append(em.queue, e)
+	if em.draining {
+		em.mu.Unlock()
+		return e
 	}
+	em.draining = true
+	for len(em.queue) > 0 {
+		next := em.queue[0]
+		em.queue = em.queue[1:]
+		em.mu.Unlock()
+		for _, s := range em.sinks {
+			s.Emit(next)
+		}
+		em.mu.Lock()
+	}
+	em.draining = false
+	em.mu.Unlock()
 	return e
 }
 

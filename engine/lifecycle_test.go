@@ -512,3 +512,105 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal("pause/resume events missing")
 	}
 }
+
+// I23: a guard's refusal wins over the budget nudge.
+func TestGuardsBeforeBudget(t *testing.T) {
+	var n atomic.Int32
+	guarded := engine.Typed(engine.ToolSpec{Name: "lookup", Description: "Look up.", Parameters: json.RawMessage(`{"type":"object","properties":{"term":{"type":"string"}},"required":["term"]}`),
+		BeforeDispatch: func(ctx context.Context, c engine.Call) string {
+			if strings.Contains(string(c.Args), "dup") {
+				return "You already looked that up."
+			}
+			return ""
+		}}, func(ctx context.Context, a struct{ Term string }) (any, error) { n.Add(1); return "ok", nil })
+	h := newHarness(t, 1<<16, engine.Options{})
+	h.be.Script("g", call("lookup", `{"term":"a"}`), call("lookup", `{"term":"dup"}`), reportCall("done"))
+	h.run(engine.PoolSpec{Tools: []engine.Tool{guarded}, Terminal: report, MaxTurns: 1, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "g"})})
+	nudges := h.rec.Of(engine.AgentNudge)
+	if len(nudges) < 2 || nudges[1].Reason != "guard" || !strings.Contains(string(nudges[1].Result), "already looked") {
+		t.Fatalf("nudges %+v", nudges)
+	}
+}
+
+// I26: repeated over-budget nudges are stateless: they never escalate into a
+// drop while the context is not critical.
+func TestRepeatedNudgesNeverEscalate(t *testing.T) {
+	var n atomic.Int32
+	h := newHarness(t, 1<<16, engine.Options{})
+	h.be.Script("persistent", call("lookup", `{"term":"spine"}`), call("lookup", `{"term":"tick"}`), call("lookup", `{"term":"tick"}`), call("lookup", `{"term":"tick"}`), reportCall("finally"))
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, MaxTurns: 1, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "persistent"})})
+	if len(h.rec.Of(engine.AgentNudge)) != 4 || len(h.rec.Of(engine.AgentDrop)) != 0 || res.Agents[0].Text() != "finally" {
+		t.Fatalf("nudges %d, drops %d, %+v", len(h.rec.Of(engine.AgentNudge)), len(h.rec.Of(engine.AgentDrop)), res.Agents[0])
+	}
+}
+
+// I27: past the time hard limit the agent is stopped (time_exceeded) and its
+// work recovered.
+func TestTimeHardLimitStopsAndRecovers(t *testing.T) {
+	h := small(t, 1<<16)
+	h.be.Delay = 200 * time.Microsecond
+	h.be.Script("slowpoke", strings.Repeat("pondering ", 2000), reportCall("what I had"))
+	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, MaxTurnTokens: 100000, TimeHard: 30 * time.Millisecond,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "slowpoke"})})
+	if a := res.Agents[0]; a.Outcome != engine.Recovered || a.Reason != "time_exceeded" || a.Text() != "what I had" {
+		t.Fatalf("%+v", a)
+	}
+}
+
+// I34: stall-break drops are not limited to one per tick.
+func TestStallBreakDropsSeveralAtOnce(t *testing.T) {
+	h := small(t, 100000)
+	for _, task := range []string{"s1", "s2"} {
+		h.be.Script(task, call("big", `{}`), reportCall(task+" ok"))
+	}
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
+		if e.Type == engine.AgentSpawn && e.Text == "s2" {
+			h.be.SetNCtx(h.be.CellsUsed() + 40 + 90)
+		}
+	})}})
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{bigTool(h.be, 40, 60)}, Terminal: report, SoftLimit: 40, HardLimit: 40, RecoveryPrompt: "Report now.",
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "s1"}, engine.AgentSpec{Task: "s2"})})
+	if d := reasons(h.rec, engine.AgentDrop); len(d) != 2 || d[0] != "settle_stall_break" || d[1] != "settle_stall_break" {
+		t.Fatalf("drops %v", d)
+	}
+	for _, a := range res.Agents {
+		if a.Outcome == engine.Running || (a.Outcome == engine.Failed && a.Reason == "") {
+			t.Fatalf("%+v", a)
+		}
+	}
+}
+
+// I40: tool schemas are written once, into the spine, never per spawn.
+func TestToolsFormattedOnceInTheSpine(t *testing.T) {
+	var n atomic.Int32
+	h := newHarness(t, 1<<16, engine.Options{})
+	h.be.Script("a", reportCall("a"))
+	h.be.Script("b", reportCall("b"))
+	h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "a"}, engine.AgentSpec{Task: "b"})})
+	spine := h.rec.Of(engine.SpineCreate)
+	if len(spine) != 1 || strings.Count(spine[0].Text, `"name":"lookup"`) != 1 || !strings.Contains(spine[0].Text, `{"type":"function","function":{"name":"lookup"`) {
+		t.Fatalf("spine %+v", spine)
+	}
+	for _, c := range h.be.Calls() {
+		if c.Op == "prefill" && c.Tokens > spine[0].Tokens/2 && len(c.Branches) > 1 {
+			t.Fatalf("a spawn prefill as large as the spine (%d tokens): tools written per agent", c.Tokens)
+		}
+	}
+}
+
+// I60: an agent already writing its terminal call is left to finish it
+// during wind-down.
+func TestWindDownLetsTheReportFinish(t *testing.T) {
+	h := small(t, 1<<16)
+	long := call("report", `{"result": "`+strings.Repeat("careful words ", 40)+`"}`)
+	h.be.Script("reporter", long)
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
+		if e.Type == engine.PoolTick && len(h.rec.Of(engine.PoolTick)) == 20 {
+			h.rt.WindDown()
+		}
+	})}})
+	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, MaxTurnTokens: 1000, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "reporter"})})
+	if a := res.Agents[0]; a.Outcome != engine.Returned || !strings.HasPrefix(a.Text(), "careful words") || len(h.rec.Of(engine.AgentDrop)) != 0 {
+		t.Fatalf("%+v, drops %v", a, reasons(h.rec, engine.AgentDrop))
+	}
+}

@@ -167,6 +167,14 @@ func (p *pool) endTurn(a *Agent) {
 		p.finish(a, Returned, "", "voluntary_return", call.Args)
 		return
 	}
+	// Guards before the budget: a call a guard refuses gets the guard's
+	// message, not a budget nudge.
+	if g := e.spec.BeforeDispatch; g != nil {
+		if msg := g(p.ctx, call); msg != "" {
+			p.refuse(a, call, "guard", msg)
+			return
+		}
+	}
 	if over, why := p.overBudget(a); over != "" {
 		pr := p.pressure()
 		switch {

@@ -129,9 +129,11 @@ func (f Format) toolsPreamble(tools []ToolSpec) string {
 	var b strings.Builder
 	b.WriteString("\n\n# Tools\n\nYou may call one function at a time to assist with the task.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>")
 	for _, t := range tools {
-		js, _ := json.Marshal(map[string]any{"type": "function", "function": t})
-		b.WriteString("\n")
+		// The conventional order (type, then function), as chat templates render it.
+		js, _ := json.Marshal(t)
+		b.WriteString("\n{\"type\":\"function\",\"function\":")
 		b.Write(js)
+		b.WriteString("}")
 	}
 	b.WriteString("\n</tools>\n\n")
 	if f.CallOpen == "" {
