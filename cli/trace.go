@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/trace"
+)
+
+func newTraceCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "trace", Short: "Check and summarise trace files"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "check FILE",
+		Short: "Validate every line; report each bad one with its line number and reason",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return fmt.Errorf("open trace: %w", err)
+			}
+			defer f.Close()
+			c, err := trace.CheckReader(f)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			for _, p := range c.Problems {
+				fmt.Fprintf(w, "%s: %s\n", args[0], p)
+			}
+			end := "no closing record (the run is still going, or was killed)"
+			if c.Close != nil {
+				end = "closed: " + c.Close.Reason
+			}
+			fmt.Fprintf(w, "%s: %d lines, %d events, %d bad; %s\n", args[0], c.Lines, c.Events, len(c.Problems), end)
+			if n := len(c.Problems); n > 0 && !(n == 1 && c.Problems[0].Partial) {
+				return errors.New("the trace has corrupt lines")
+			}
+			return nil
+		},
+	}, &cobra.Command{
+		Use:   "stats FILE",
+		Short: "Agents, tokens, tool calls by tool, durations, outcomes, pressure peak",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var st trace.Stats
+			closing, problems, err := trace.Follow(cmd.Context(), args[0], false, func(e engine.Event) error {
+				st.Collect(e)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if closing != nil {
+				st.Closed = closing.Reason
+			}
+			st.Problems = problems
+			return st.Print(cmd.OutOrStdout())
+		},
+	})
+	return cmd
+}
+
+func newReplayCmd() *cobra.Command {
+	var headless, follow bool
+	var speed float64
+	cmd := &cobra.Command{
+		Use:   "replay FILE",
+		Short: "Play a recorded run back",
+		Long: `Plays a trace back as it happened. --headless prints it as text at
+--speed (1 = real time, 0 = at once); --follow keeps reading a trace that
+is still being written until its run closes it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !headless {
+				return errors.New("the terminal replay arrives with lloyal's terminal app; for now use --headless")
+			}
+			if speed < 0 {
+				return fmt.Errorf("--speed %v: use 0 (at once) or a positive factor", speed)
+			}
+			closing, problems, err := trace.Play(cmd.Context(), args[0], speed, follow, cmd.OutOrStdout())
+			for _, p := range problems {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", args[0], p)
+			}
+			if err != nil {
+				return err
+			}
+			if closing != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "— run ended: %s (%d events)\n", closing.Reason, closing.Events)
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), "— end of file: "+strings.TrimPrefix("no closing record (the run is still going, or was killed)", ""))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&headless, "headless", false, "print the run as text")
+	cmd.Flags().BoolVar(&follow, "follow", false, "keep reading a trace that is still being written")
+	cmd.Flags().Float64Var(&speed, "speed", 1, "playback speed (0.25…64; 0 = as fast as possible)")
+	return cmd
+}

@@ -1,0 +1,225 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// Kind groups event types for seeking ("next tool call").
+type Kind uint8
+
+// Kinds.
+const (
+	KindOther Kind = iota
+	KindTick
+	KindToolCall
+	KindApproval
+	KindFailure
+	KindTurn
+)
+
+func kindOf(t string) Kind {
+	switch engine.EventType(t) {
+	case engine.PoolTick:
+		return KindTick
+	case engine.AgentToolCall:
+		return KindToolCall
+	case engine.ApprovalRequested:
+		return KindApproval
+	case engine.AgentFailed, engine.ToolError, engine.AgentDrop, engine.RecoveryFailed:
+		return KindFailure
+	case engine.AgentTurn:
+		return KindTurn
+	}
+	return KindOther
+}
+
+// Index locates every event of a trace file without keeping the events:
+// offsets, times and kinds, a few bytes per event, so a million-event trace
+// is ready to play in well under a second and seeks are a binary search.
+type Index struct {
+	path     string
+	Header   *Header
+	Close    *Closing
+	Offsets  []int64
+	Times    []time.Duration
+	Kinds    []Kind
+	Problems []Problem
+}
+
+// Len is the number of events.
+func (ix *Index) Len() int { return len(ix.Offsets) }
+
+// BuildIndex scans a trace file. Bad lines are listed in Problems and
+// skipped; the header and closing record are parsed.
+func BuildIndex(path string) (*Index, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open trace: %w", err)
+	}
+	defer f.Close()
+	ix := &Index{path: path}
+	r := bufio.NewReaderSize(f, 1<<20)
+	var off int64
+	line := 0
+	for {
+		raw, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A long line: fall back to the full read.
+			rest, err2 := r.ReadBytes('\n')
+			raw = append(append([]byte(nil), raw...), rest...)
+			err = err2
+		}
+		if len(raw) == 0 {
+			break
+		}
+		line++
+		start := off
+		off += int64(len(raw))
+		complete := raw[len(raw)-1] == '\n'
+		typ, at, ok := quickFields(raw)
+		switch {
+		case !ok || !complete:
+			rec, perr := parseLine(raw)
+			if perr != nil || !complete {
+				reason := "unreadable line"
+				if perr != nil {
+					reason = perr.Error()
+				}
+				p := Problem{Line: line, Offset: start, Reason: reason, Partial: !complete}
+				if !complete {
+					p.Reason = "the file ends in the middle of this line (the run was killed while writing it)"
+				}
+				ix.Problems = append(ix.Problems, p)
+				break
+			}
+			ix.add(rec, start)
+		case typ == string(TypeHeader) || typ == string(TypeClose):
+			rec, perr := parseLine(raw)
+			if perr != nil {
+				ix.Problems = append(ix.Problems, Problem{Line: line, Offset: start, Reason: perr.Error()})
+				break
+			}
+			ix.add(rec, start)
+		default:
+			ix.Offsets = append(ix.Offsets, start)
+			ix.Times = append(ix.Times, at)
+			ix.Kinds = append(ix.Kinds, kindOf(typ))
+		}
+		if err != nil {
+			break
+		}
+	}
+	return ix, nil
+}
+
+func (ix *Index) add(rec Record, off int64) {
+	switch {
+	case rec.Header != nil:
+		ix.Header = rec.Header
+	case rec.Close != nil:
+		ix.Close = rec.Close
+	case rec.Event != nil:
+		ix.Offsets = append(ix.Offsets, off)
+		ix.Times = append(ix.Times, rec.Event.At)
+		ix.Kinds = append(ix.Kinds, kindOf(string(rec.Event.Type)))
+	}
+}
+
+var (
+	typeKey = []byte(`"type":"`)
+	timeKey = []byte(`"t":`)
+)
+
+// quickFields pulls "type" and "t" out of an event line without decoding it
+// (they are near the start of every line the writer produces). ok is false
+// when the line does not look like one of ours; the caller then parses it.
+func quickFields(raw []byte) (typ string, at time.Duration, ok bool) {
+	head := raw[:min(len(raw), 256)]
+	i := bytes.Index(head, typeKey)
+	if i < 0 || len(raw) < 2 || raw[0] != '{' || bytes.TrimSpace(raw)[len(bytes.TrimSpace(raw))-1] != '}' {
+		return "", 0, false
+	}
+	rest := head[i+len(typeKey):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return "", 0, false
+	}
+	typ = string(rest[:j])
+	if typ == string(TypeHeader) || typ == string(TypeClose) {
+		return typ, 0, true
+	}
+	k := bytes.Index(head, timeKey)
+	if k < 0 {
+		return "", 0, false
+	}
+	num := head[k+len(timeKey):]
+	end := bytes.IndexAny(num, ",}")
+	if end < 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(string(num[:end]), 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return typ, time.Duration(n), true
+}
+
+// SeekTime returns the first event at or after d.
+func (ix *Index) SeekTime(d time.Duration) int {
+	return sort.Search(len(ix.Times), func(i int) bool { return ix.Times[i] >= d })
+}
+
+// NextOf returns the first event of kind k after i, or -1.
+func (ix *Index) NextOf(i int, k Kind) int {
+	for j := i + 1; j < len(ix.Kinds); j++ {
+		if ix.Kinds[j] == k {
+			return j
+		}
+	}
+	return -1
+}
+
+// Event reads event i from the file.
+func (ix *Index) Event(i int) (engine.Event, error) {
+	evs, err := ix.Events(i, i+1)
+	if err != nil {
+		return engine.Event{}, err
+	}
+	return evs[0], nil
+}
+
+// Events reads events [from, to) from the file.
+func (ix *Index) Events(from, to int) ([]engine.Event, error) {
+	if from < 0 || to > len(ix.Offsets) || from >= to {
+		return nil, fmt.Errorf("events %d..%d out of range (0..%d)", from, to, len(ix.Offsets))
+	}
+	f, err := os.Open(ix.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(ix.Offsets[from], io.SeekStart); err != nil {
+		return nil, err
+	}
+	s := NewScanner(f)
+	out := make([]engine.Event, 0, to-from)
+	for len(out) < to-from && s.Next() {
+		if e := s.Record().Event; e != nil {
+			out = append(out, *e)
+		}
+	}
+	if len(out) != to-from {
+		return out, fmt.Errorf("trace %s changed while reading", ix.path)
+	}
+	return out, nil
+}

@@ -1,0 +1,86 @@
+package trace
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// Follow reads a trace file from the start, calling fn for each event. With
+// follow set, at the end of the file it keeps waiting for more (a run still
+// writing it) until the closing record arrives or ctx ends. It returns the
+// closing record (nil if the file has none) and the bad lines seen.
+func Follow(ctx context.Context, path string, follow bool, fn func(engine.Event) error) (*Closing, []Problem, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open trace: %w", err)
+	}
+	defer f.Close()
+	var problems []Problem
+	var off int64 // bytes fully handled
+	line := 0     // lines fully handled
+	for {
+		s := NewScanner(io.NewSectionReader(f, off, 1<<62))
+		fix := func(ps []Problem) []Problem {
+			for i := range ps {
+				ps[i].Line += line
+				ps[i].Offset += off
+			}
+			return ps
+		}
+		for s.Next() {
+			rec := s.Record()
+			switch {
+			case rec.Close != nil:
+				return rec.Close, append(problems, fix(s.Problems())...), nil
+			case rec.Event != nil:
+				if err := fn(*rec.Event); err != nil {
+					return nil, append(problems, fix(s.Problems())...), err
+				}
+			}
+		}
+		ps, consumed, lines := s.Problems(), s.off, s.line
+		if n := len(ps); follow && n > 0 && ps[n-1].Partial {
+			// The last line may still be being written: read it again later.
+			consumed, lines, ps = ps[n-1].Offset, lines-1, ps[:n-1]
+		}
+		problems = append(problems, fix(ps)...)
+		off += consumed
+		line += lines
+		if !follow {
+			return nil, problems, s.Err()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, problems, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Play prints a trace as text at speed (1 = as it happened, 0 = at once),
+// following a live file when follow is set.
+func Play(ctx context.Context, path string, speed float64, follow bool, out io.Writer) (*Closing, []Problem, error) {
+	start := time.Now()
+	return Follow(ctx, path, follow, func(e engine.Event) error {
+		if speed > 0 {
+			due := start.Add(time.Duration(float64(e.At) / speed))
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+		if line := Text(e); line != "" {
+			_, err := fmt.Fprintln(out, line)
+			return err
+		}
+		return nil
+	})
+}

@@ -1,0 +1,208 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// Record is one parsed line: exactly one of Header, Event, Close is set.
+type Record struct {
+	Line   int   // 1-based
+	Offset int64 // byte offset of the line
+	Header *Header
+	Event  *engine.Event
+	Close  *Closing
+}
+
+// Problem is a line that could not be read. Reading goes on after it.
+type Problem struct {
+	Line   int    `json:"line"`
+	Offset int64  `json:"offset"`
+	Reason string `json:"reason"`
+	// Partial: the file ends in the middle of this line (a killed writer).
+	Partial bool `json:"partial,omitempty"`
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("line %d: %s", p.Line, p.Reason)
+}
+
+// MaxLine is the longest line a reader accepts (a tool result can be big).
+const MaxLine = 64 << 20
+
+// Scanner reads a trace record by record and never stops at a bad line.
+type Scanner struct {
+	r        *bufio.Reader
+	line     int
+	off      int64
+	rec      Record
+	problems []Problem
+	err      error
+	// pending holds the start of a line that had no newline yet (Follow).
+	pending []byte
+}
+
+// NewScanner reads from r.
+func NewScanner(r io.Reader) *Scanner {
+	return &Scanner{r: bufio.NewReaderSize(r, 1<<16)}
+}
+
+// Next advances to the next good record. It returns false at the end of the
+// input (see Err for an I/O error, Problems for bad lines).
+func (s *Scanner) Next() bool {
+	for {
+		raw, complete, tooLong, err := s.readLine()
+		if len(raw) == 0 && !tooLong {
+			if err != nil && !errors.Is(err, io.EOF) {
+				s.err = err
+			}
+			return false
+		}
+		s.line++
+		off := s.off
+		s.off += int64(len(raw))
+		if tooLong {
+			s.problems = append(s.problems, Problem{Line: s.line, Offset: off, Reason: fmt.Sprintf("line longer than %d bytes: skipped", MaxLine)})
+			if err != nil {
+				return false
+			}
+			continue
+		}
+		if complete {
+			raw = raw[:len(raw)-1]
+		}
+		rec, perr := parseLine(raw)
+		if perr != nil {
+			p := Problem{Line: s.line, Offset: off, Reason: perr.Error()}
+			if !complete {
+				p.Partial = true
+				p.Reason = "the file ends in the middle of this line (the run was killed while writing it): " + p.Reason
+			}
+			s.problems = append(s.problems, p)
+			if !complete {
+				return false
+			}
+			continue
+		}
+		rec.Line, rec.Offset = s.line, off
+		s.rec = rec
+		return true
+	}
+}
+
+// readLine returns one line with its newline (complete), or the
+// unterminated tail of the input. A line over MaxLine is skipped whole.
+func (s *Scanner) readLine() (line []byte, complete, tooLong bool, err error) {
+	var buf []byte
+	n := 0
+	for {
+		chunk, e := s.r.ReadSlice('\n')
+		n += len(chunk)
+		if !tooLong {
+			buf = append(buf, chunk...)
+			if len(buf) > MaxLine {
+				tooLong, buf = true, nil
+			}
+		}
+		if errors.Is(e, bufio.ErrBufferFull) {
+			continue
+		}
+		if tooLong {
+			s.off += int64(n) // keep offsets right for what follows
+			return nil, e == nil, true, e
+		}
+		return buf, e == nil, false, e
+	}
+}
+
+// Record is the current record.
+func (s *Scanner) Record() Record { return s.rec }
+
+// Problems lists the bad lines seen so far.
+func (s *Scanner) Problems() []Problem { return s.problems }
+
+// Err is the first I/O error (not a bad line).
+func (s *Scanner) Err() error { return s.err }
+
+type probe struct {
+	Type engine.EventType `json:"type"`
+}
+
+func parseLine(raw []byte) (Record, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return Record{}, errors.New("empty line")
+	}
+	var p probe
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return Record{}, fmt.Errorf("not valid JSON: %v", err)
+	}
+	switch p.Type {
+	case "":
+		return Record{}, errors.New(`no "type" field`)
+	case TypeHeader:
+		var h Header
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return Record{}, fmt.Errorf("bad header: %v", err)
+		}
+		if h.FormatVersion > FormatVersion {
+			return Record{}, fmt.Errorf("trace format %d is newer than this lloyal reads (%d): update lloyal", h.FormatVersion, FormatVersion)
+		}
+		return Record{Header: &h}, nil
+	case TypeClose:
+		var c Closing
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return Record{}, fmt.Errorf("bad closing record: %v", err)
+		}
+		return Record{Close: &c}, nil
+	}
+	var e engine.Event
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return Record{}, fmt.Errorf("bad %s event: %v", p.Type, err)
+	}
+	if e.ID == 0 {
+		return Record{}, fmt.Errorf("%s event without an id", p.Type)
+	}
+	return Record{Event: &e}, nil
+}
+
+// Check reads a whole trace and reports what is in it.
+type Check struct {
+	Lines    int
+	Events   int
+	Header   *Header
+	Close    *Closing
+	Problems []Problem
+}
+
+// CheckReader validates every line of a trace.
+func CheckReader(r io.Reader) (Check, error) {
+	s := NewScanner(r)
+	var c Check
+	for s.Next() {
+		rec := s.Record()
+		switch {
+		case rec.Header != nil:
+			if rec.Line != 1 {
+				s.problems = append(s.problems, Problem{Line: rec.Line, Offset: rec.Offset, Reason: "a header in the middle of the file"})
+			}
+			c.Header = rec.Header
+		case rec.Close != nil:
+			c.Close = rec.Close
+		default:
+			c.Events++
+		}
+	}
+	c.Lines = s.line
+	c.Problems = s.Problems()
+	if c.Header == nil && c.Lines > 0 {
+		c.Problems = append([]Problem{{Line: 1, Reason: "the first line is not a trace header"}}, c.Problems...)
+	}
+	return c, s.Err()
+}

@@ -1,0 +1,120 @@
+// Package trace writes and reads lloyal's trace files: JSONL, one event per
+// line, a header first and a closing record last. The same events feed the
+// live UI and the file (engine.Event), so a replay is the run as it looked.
+//
+// The writer is crash-safe in the sense that matters for a text log: lines
+// reach the operating system whole and in order, a closing record says how the
+// run ended, and a file cut short by a killed process loses at most its last,
+// partial line, which readers report.
+package trace
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// FormatVersion is the version of the file layout.
+const FormatVersion = 1
+
+// Record types that are not engine events.
+const (
+	TypeHeader engine.EventType = "trace:header"
+	TypeClose  engine.EventType = "trace:close"
+)
+
+// Header is the first line of a trace.
+type Header struct {
+	Type           engine.EventType `json:"type"` // trace:header
+	FormatVersion  int              `json:"formatVersion"`
+	ProgramVersion string           `json:"programVersion"`
+	Model          ModelInfo        `json:"model"`
+	Context        ContextInfo      `json:"context"`
+	Sampling       engine.Sampling  `json:"sampling"`
+	Tools          []ToolInfo       `json:"tools"`
+	Start          time.Time        `json:"start"`
+	CommandLine    []string         `json:"commandLine"`
+}
+
+// ModelInfo identifies the model of a run (engine/model.Info, as JSON).
+type ModelInfo struct {
+	Ref          string `json:"ref"`
+	Path         string `json:"path"`
+	Name         string `json:"name,omitempty"`
+	Size         int64  `json:"size"`
+	SHA256First  string `json:"sha256FirstMiB,omitempty"`
+	OllamaDigest string `json:"ollamaDigest,omitempty"`
+	Architecture string `json:"architecture"`
+	NCtxTrain    int    `json:"nCtxTrain"`
+	NVocab       int    `json:"nVocab"`
+	NParams      uint64 `json:"nParams"`
+	Format       string `json:"chatFormat"`
+}
+
+// ContextInfo is the llama.cpp context a run used.
+type ContextInfo struct {
+	NCtx      int `json:"nCtx"`
+	NBatch    int `json:"nBatch"`
+	NSeqMax   int `json:"nSeqMax"`
+	SoftLimit int `json:"softLimit,omitempty"`
+	HardLimit int `json:"hardLimit,omitempty"`
+}
+
+// ToolInfo is a tool as the model saw it.
+type ToolInfo struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Protected   bool            `json:"protected,omitempty"`
+	Fanout      bool            `json:"fanout,omitempty"`
+	Terminal    bool            `json:"terminal,omitempty"`
+}
+
+// Tools describes tools (and the terminal tool) for a header.
+func Tools(tools []engine.Tool, terminal engine.Tool) []ToolInfo {
+	var out []ToolInfo
+	for _, t := range tools {
+		s := t.Spec()
+		out = append(out, ToolInfo{Name: s.Name, Description: s.Description, Parameters: s.Parameters, Protected: s.Protected, Fanout: s.Fanout})
+	}
+	if terminal != nil {
+		s := terminal.Spec()
+		out = append(out, ToolInfo{Name: s.Name, Description: s.Description, Parameters: s.Parameters, Terminal: true})
+	}
+	return out
+}
+
+// Closing is the last line of a trace: how the run ended.
+type Closing struct {
+	Type   engine.EventType `json:"type"`   // trace:close
+	Reason string           `json:"reason"` // completed, interrupted, terminated, error: …
+	Events uint64           `json:"events"`
+	Wall   time.Time        `json:"wall"`
+}
+
+// DefaultDir is where runs keep their traces: $XDG_STATE_HOME/lloyal/traces
+// (or ~/.local/state/lloyal/traces).
+func DefaultDir() (string, error) {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("find the state dir for traces: %w", err)
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(dir, "lloyal", "traces"), nil
+}
+
+// NewPath names a new trace file in dir: trace-<time>-<8 hex>.jsonl.
+func NewPath(dir string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return filepath.Join(dir, fmt.Sprintf("trace-%s-%s.jsonl", time.Now().UTC().Format("20060102T150405Z"), hex.EncodeToString(b[:])))
+}

@@ -1,0 +1,149 @@
+package trace
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// Writer is an engine.Sink that writes events to a file on its own goroutine,
+// so the tick loop never waits for the disk. Emit copies the event into a
+// buffered queue; the goroutine writes whole lines and hands them to the OS
+// whenever the queue runs dry (at most every few milliseconds under load).
+type Writer struct {
+	f      *os.File
+	path   string
+	queue  chan engine.Event
+	done   chan struct{}
+	mu     sync.Mutex
+	closed bool
+	count  uint64
+	err    error
+}
+
+// QueueSize is how many events may wait for the writer goroutine before
+// Emit blocks (back-pressure rather than loss).
+const QueueSize = 1 << 16
+
+// Create opens a new trace file (never truncating an existing one: the
+// path must not exist) and writes the header.
+func Create(path string, h Header) (*Writer, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create trace: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("trace file %s already exists: choose another path (traces are never overwritten)", path)
+		}
+		return nil, fmt.Errorf("create trace: %w", err)
+	}
+	h.Type = TypeHeader
+	h.FormatVersion = FormatVersion
+	if h.Start.IsZero() {
+		h.Start = time.Now()
+	}
+	line, err := json.Marshal(h)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("trace header: %w", err)
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write trace header: %w", err)
+	}
+	w := &Writer{f: f, path: path, queue: make(chan engine.Event, QueueSize), done: make(chan struct{})}
+	go w.run()
+	return w, nil
+}
+
+// Path is the file being written.
+func (w *Writer) Path() string { return w.path }
+
+// Emit queues an event. After Close it does nothing.
+func (w *Writer) Emit(e engine.Event) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.count++
+	w.mu.Unlock()
+	w.queue <- e
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	bw := bufio.NewWriterSize(w.f, 1<<16)
+	enc := json.NewEncoder(bw) // one line per value
+	enc.SetEscapeHTML(false)
+	for e := range w.queue {
+		w.write(enc, e)
+		// Drain what is already queued, then hand the lines to the OS: under
+		// load that is one write per batch, when idle one per event.
+	drain:
+		for {
+			select {
+			case e, ok := <-w.queue:
+				if !ok {
+					break drain
+				}
+				w.write(enc, e)
+			default:
+				break drain
+			}
+		}
+		if err := bw.Flush(); err != nil && w.err == nil {
+			w.err = err
+		}
+	}
+	if err := bw.Flush(); err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+func (w *Writer) write(enc *json.Encoder, e engine.Event) {
+	if err := enc.Encode(e); err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+// Close writes the closing record (reason: completed, interrupted, …),
+// flushes, syncs and closes the file. It is safe to call more than once.
+func (w *Writer) Close(reason string) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	n := w.count
+	w.mu.Unlock()
+	close(w.queue)
+	<-w.done
+	line, _ := json.Marshal(Closing{Type: TypeClose, Reason: reason, Events: n, Wall: time.Now()})
+	_, err := w.f.Write(append(line, '\n'))
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if w.err != nil {
+		return fmt.Errorf("write trace %s: %w", w.path, w.err)
+	}
+	if err != nil {
+		return fmt.Errorf("close trace %s: %w", w.path, err)
+	}
+	return nil
+}
+
+// Discard is a Sink that drops everything (tracing is never a dependency).
+var Discard engine.Sink = engine.SinkFunc(func(engine.Event) {})
