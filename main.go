@@ -5,15 +5,12 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/lloyal-ai/lloyal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Execute(ctx, os.Args[1:])
-	stop()
-	os.Exit(code)
+	// Signals are the commands' business: `lloyal run` turns the first
+	// Ctrl-C into "finish up" and closes its trace cleanly.
+	os.Exit(cli.Execute(context.Background(), os.Args[1:]))
 }

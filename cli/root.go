@@ -38,7 +38,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 		Version:       versionString(),
 	}
-	root.AddCommand(newModelCmd(), newBenchCmd(), newGrantsCmd(), newTraceCmd(), newReplayCmd())
+	root.AddCommand(newModelCmd(), newBenchCmd(), newGrantsCmd(), newTraceCmd(), newReplayCmd(), newRunCmd())
 	return root
 }
 

@@ -155,8 +155,8 @@ func (a *Agent) Result() AgentResult {
 		Source: a.source, Reason: a.reason, Tokens: a.tokens, ToolCalls: a.toolCalls, Turns: a.turns}
 }
 
-// Text is the agent's result as text: the "result" field of a structured
-// report, a plain string, or the raw JSON.
+// Text is the agent's result as text: the "result" (or "answer") field of a
+// structured report, a plain string, or the raw JSON.
 func (r AgentResult) Text() string {
 	if len(r.Result) == 0 {
 		return ""
@@ -167,9 +167,15 @@ func (r AgentResult) Text() string {
 	}
 	var obj struct {
 		Result *string `json:"result"`
+		Answer *string `json:"answer"`
 	}
-	if json.Unmarshal(r.Result, &obj) == nil && obj.Result != nil {
-		return *obj.Result
+	if json.Unmarshal(r.Result, &obj) == nil {
+		if obj.Result != nil {
+			return *obj.Result
+		}
+		if obj.Answer != nil {
+			return *obj.Answer
+		}
 	}
 	return string(r.Result)
 }

@@ -248,8 +248,13 @@ func (p *pool) drop(a *Agent, reason string, shape RecoveryShape) {
 	}
 	a.call = nil
 	if p.midTerminal(a) {
-		p.finishRecovery(a, a.raw.String(), reason)
-		return
+		// Stopped while writing its report: keep what it wrote if it holds an
+		// answer; otherwise it gets a fresh recovery turn like anyone else.
+		if body, ok := salvage(a.raw.String(), p.terminal, p.be.Format()); ok {
+			p.emit(Event{Type: RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged the report it was writing"})
+			p.finish(a, Recovered, reason, "recovery_salvaged", body)
+			return
+		}
 	}
 	if p.terminal == "" {
 		p.finish(a, Failed, reason+": there is no terminal tool to report with", "")
@@ -326,6 +331,7 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 	if a.outcome != Running {
 		return
 	}
+	outOfRoom := false
 	for a.outcome == Running {
 		if !p.hold() {
 			p.failRecovery(a, "scope_error: interrupted", a.raw.String())
@@ -336,8 +342,13 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 			p.failRecovery(a, "scope_error: "+err.Error(), a.raw.String())
 			return
 		}
-		if p.be.IsStop(tok) || p.be.NCtx()-p.be.CellsUsed() < 1 {
+		if p.be.IsStop(tok) {
 			a.raw.WriteString(a.dec.Flush())
+			break
+		}
+		if p.be.NCtx()-p.be.CellsUsed() < 1 {
+			a.raw.WriteString(a.dec.Flush())
+			outOfRoom = true
 			break
 		}
 		if err := p.be.DecodeEach([]Step{{Branch: a.branch, Token: tok}}); err != nil {
@@ -349,6 +360,15 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 		a.addTokens(1)
 		a.turnTokens++
 		p.emit(Event{Type: PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: 1, Texts: map[int]string{a.ID: text}, Role: "recovery"})
+	}
+	if outOfRoom {
+		if body, ok := salvage(a.raw.String(), p.terminal, p.be.Format()); ok {
+			p.emit(Event{Type: RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged a truncated report"})
+			p.finish(a, Recovered, reason, "recovery_salvaged", body)
+			return
+		}
+		p.failRecovery(a, "scope_error: the context ran out while it wrote its report", a.raw.String())
+		return
 	}
 	p.finishRecovery(a, a.raw.String(), reason)
 }
@@ -390,7 +410,7 @@ func (p *pool) failRecovery(a *Agent, reason, raw string) {
 }
 
 var (
-	resultField = regexp.MustCompile(`"result"\s*:\s*"((?:[^"\\]|\\.)*)`)
+	resultField = regexp.MustCompile(`"(?:result|answer)"\s*:\s*"((?:[^"\\]|\\.)*)`)
 	nameField   = regexp.MustCompile(`"name"\s*:\s*"([^"]*)"`)
 )
 
@@ -401,7 +421,9 @@ var (
 func salvage(raw, terminal string, f chat.Format) (json.RawMessage, bool) {
 	i := 0
 	if open := strings.TrimSpace(f.CallOpen); open != "" {
-		if i = strings.LastIndex(raw, open); i < 0 {
+		// The first opening: the grammar starts the call there, and the
+		// answer text after it may itself contain the marker.
+		if i = strings.Index(raw, open); i < 0 {
 			return nil, false
 		}
 	}
@@ -418,7 +440,11 @@ func salvage(raw, terminal string, f chat.Format) (json.RawMessage, bool) {
 	if err := json.Unmarshal([]byte(`"`+body+`"`), &text); err != nil || strings.TrimSpace(text) == "" {
 		return nil, false
 	}
-	return mustJSON(map[string]any{"result": text, "truncated": true}), true
+	key := "result"
+	if strings.Contains(m[0], `"answer"`) {
+		key = "answer"
+	}
+	return mustJSON(map[string]any{key: text, "truncated": true}), true
 }
 
 // stallBreak runs when results wait for room and nothing else can make

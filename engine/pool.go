@@ -83,6 +83,7 @@ type pool struct {
 	gLazy     *chat.Grammar
 	gRequired *chat.Grammar
 	gTerminal *chat.Grammar
+	gFirst    *chat.Grammar // ToolChoice naming a tool: forced on the first turn
 
 	agents []*Agent
 	byID   map[int]*Agent
@@ -266,6 +267,17 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 		return fmt.Errorf("pool: %w", err)
 	}
 	p.gLazy, p.gRequired = &lazy, &req
+	if c := p.spec.ToolChoice; c != ToolAuto && c != ToolRequired {
+		e, ok := p.tools[string(c)]
+		if !ok {
+			return fmt.Errorf("pool: ToolChoice %q is neither auto, required nor a tool of this pool", c)
+		}
+		g, err := f.ToolCallGrammar([]chat.ToolSpec{{Name: e.spec.Name, Description: e.spec.Description, Parameters: e.spec.Parameters}}, false, conv)
+		if err != nil {
+			return fmt.Errorf("pool: %w", err)
+		}
+		p.gFirst = &g
+	}
 	if terminal != nil {
 		ts := p.tools[p.terminal].spec
 		g, err := f.ToolCallGrammar([]chat.ToolSpec{{Name: ts.Name, Description: ts.Description, Parameters: ts.Parameters}}, false, conv)

@@ -188,6 +188,8 @@ type ToolChoice string
 const (
 	ToolAuto     ToolChoice = "auto"     // free text until the model opens a call (lazy grammar)
 	ToolRequired ToolChoice = "required" // every turn is a call (eager grammar)
+	// Any other value names a tool: each agent's first turn must call it,
+	// later turns are auto.
 )
 
 // PoolSpec describes a pool.

@@ -19,6 +19,8 @@ func (p *pool) activate(a *Agent) {
 	switch {
 	case a.forceTerminal && p.gTerminal != nil, p.onlyTerm:
 		g = p.gTerminal
+	case p.gFirst != nil && a.turns == 0:
+		g = p.gFirst
 	case p.spec.ToolChoice == ToolRequired:
 		g = p.gRequired
 	default:

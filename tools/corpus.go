@@ -1,0 +1,143 @@
+// Package tools holds lloyal's built-in tools: search (BM25), read_file,
+// grep, glossary, write_note (protected), delegate and report, over a local
+// corpus of text files. Their names, descriptions and schemas are prompts:
+// the model reads them word for word.
+package tools
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Doc is one file of the corpus.
+type Doc struct {
+	Path  string // relative to the corpus root, with forward slashes
+	Lines []string
+}
+
+// Chunk is a run of lines of one document: the unit search ranks.
+type Chunk struct {
+	Doc        *Doc
+	Start, End int // 1-based, inclusive
+	Text       string
+	terms      map[string]int
+	length     int
+}
+
+// Corpus is a folder of text documents, read once.
+type Corpus struct {
+	Root   string // absolute
+	Docs   []*Doc
+	Chunks []*Chunk
+	df     map[string]int
+	avgLen float64
+	root   *os.Root
+}
+
+// Extensions read as text.
+var textExt = map[string]bool{".md": true, ".txt": true, ".rst": true, ".org": true}
+
+// LoadCorpus reads every text file under dir (symlinks are not followed out
+// of it) and indexes it for search.
+func LoadCorpus(dir string) (*Corpus, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("corpus %s: %w", dir, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("corpus %s: %w (pass --corpus DIR, a folder of .md or .txt files)", dir, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("corpus %s is not a folder: pass --corpus DIR, a folder of .md or .txt files", dir)
+	}
+	root, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("corpus %s: %w", dir, err)
+	}
+	c := &Corpus{Root: abs, df: map[string]int{}, root: root}
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable entries are skipped, not fatal
+		}
+		if d.IsDir() || !textExt[strings.ToLower(filepath.Ext(p))] || d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		f, err := root.Open(p)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		doc := &Doc{Path: filepath.ToSlash(p)}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			doc.Lines = append(doc.Lines, sc.Text())
+		}
+		c.Docs = append(c.Docs, doc)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("corpus %s: %w", dir, err)
+	}
+	if len(c.Docs) == 0 {
+		return nil, fmt.Errorf("corpus %s has no .md or .txt files", dir)
+	}
+	sort.Slice(c.Docs, func(i, j int) bool { return c.Docs[i].Path < c.Docs[j].Path })
+	for _, d := range c.Docs {
+		c.chunk(d)
+	}
+	total := 0
+	for _, ch := range c.Chunks {
+		total += ch.length
+		for t := range ch.terms {
+			c.df[t]++
+		}
+	}
+	c.avgLen = float64(total) / float64(max(len(c.Chunks), 1))
+	return c, nil
+}
+
+// Close releases the corpus folder handle.
+func (c *Corpus) Close() error { return c.root.Close() }
+
+// chunk splits a document at blank lines into chunks of about 8 lines.
+func (c *Corpus) chunk(d *Doc) {
+	start := 0
+	flush := func(end int) {
+		for start < end && strings.TrimSpace(d.Lines[start]) == "" {
+			start++
+		}
+		if start >= end {
+			return
+		}
+		text := strings.Join(d.Lines[start:end], "\n")
+		ch := &Chunk{Doc: d, Start: start + 1, End: end, Text: text, terms: map[string]int{}}
+		for _, t := range terms(text) {
+			ch.terms[t]++
+			ch.length++
+		}
+		c.Chunks = append(c.Chunks, ch)
+		start = end
+	}
+	for i, l := range d.Lines {
+		if strings.TrimSpace(l) == "" && i-start >= 4 {
+			flush(i)
+		} else if i-start >= 12 {
+			flush(i)
+		}
+	}
+	flush(len(d.Lines))
+}
+
+// terms lowercases text and splits it into words.
+func terms(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127 || r == '_')
+	})
+}
