@@ -21,10 +21,11 @@ build: deps
 	@$(CGO); echo "building bin/lloyal (llama.cpp SIMD: $$LLOYAL_SIMD_FLAGS)"; \
 	go build -ldflags "$(LDFLAGS)" -o bin/lloyal .
 
-# The main job. Until `lloyal run` lands it is the engine benchmark, which
-# generates its models on first use and prints what the engine does.
+# The main job: the research harness over the demo corpus (a generated tiny
+# model unless MODEL= names a GGUF file or an ollama model).
+MODEL ?=
 run: build
-	bin/lloyal bench engine
+	bin/lloyal run $(if $(MODEL),--model $(MODEL))
 
 test: deps
 	@$(CGO); echo "llama.cpp SIMD: $$LLOYAL_SIMD_FLAGS"; \
@@ -32,6 +33,8 @@ test: deps
 
 bench: build
 	bin/lloyal bench engine
+	bin/lloyal bench runtime
+	bin/lloyal bench pressure
 
 # The same benchmark with llama.cpp compiled for this exact CPU
 # (-march=native). Uses a separate binary; the first run rebuilds llama.cpp.

@@ -1,0 +1,222 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/enginetest"
+)
+
+func corpus(t *testing.T) *Corpus {
+	t.Helper()
+	c, err := LoadCorpus(filepath.Join("..", "testdata", "corpus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func call(t *testing.T, tool engine.Tool, args string) map[string]any {
+	t.Helper()
+	v, err := tool.Execute(context.Background(), json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("%s(%s): %v", tool.Spec().Name, args, err)
+	}
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s result is not an object: %s", tool.Spec().Name, b)
+	}
+	return m
+}
+
+func TestSearchRanksTheRightPassage(t *testing.T) {
+	c := corpus(t)
+	r := call(t, SearchTool(c), `{"query":"replay ledger idempotent crash"}`)
+	hits, _ := r["hits"].([]any)
+	if len(hits) == 0 {
+		t.Fatalf("%v", r)
+	}
+	top := hits[0].(map[string]any)
+	if top["path"] != "operations.md" || !strings.Contains(top["text"].(string), "idempotent") {
+		t.Fatalf("top hit %v", top)
+	}
+	if r := call(t, SearchTool(c), `{"query":"zzzqqq"}`); r["error"] == nil {
+		t.Fatalf("no-match search: %v", r)
+	}
+}
+
+func TestSearchReportsProgress(t *testing.T) {
+	// Progress goes through the runtime; outside a call OnProgress is a no-op,
+	// so check that scoring touches every chunk in steps.
+	c := corpus(t)
+	if len(c.Chunks) < 5 {
+		t.Fatalf("corpus chunked into %d pieces", len(c.Chunks))
+	}
+	if hits := c.Search(context.Background(), "harbor skiff", 8, nil); len(hits) == 0 {
+		t.Fatal("no hits")
+	}
+}
+
+func TestReadFile(t *testing.T) {
+	c := corpus(t)
+	rf := ReadFileTool(c)
+	r := call(t, rf, `{"path":"faq.md","start_line":1,"end_line":3}`)
+	if r["lines"] != "1-3" || !strings.HasPrefix(r["text"].(string), "# FAQ") {
+		t.Fatalf("%v", r)
+	}
+	for _, bad := range []string{`{"path":"../go.mod"}`, `{"path":"/etc/passwd"}`, `{"path":"faq.md/../../README.md"}`, `{"path":"nope.md"}`, `{"path":"a\u0000b"}`} {
+		r := call(t, rf, bad)
+		if r["error"] == nil {
+			t.Fatalf("%s was served: %v", bad, r)
+		}
+		if strings.Contains(r["error"].(string), c.Root) {
+			t.Fatalf("error leaks the machine's path: %v", r["error"])
+		}
+	}
+}
+
+func TestReadFileRefusesSymlinksOutOfTheCorpus(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "corpus")
+	os.MkdirAll(root, 0o755)
+	os.WriteFile(filepath.Join(root, "a.md"), []byte("inside\n"), 0o644)
+	secret := filepath.Join(dir, "secret.txt")
+	os.WriteFile(secret, []byte("outside\n"), 0o644)
+	if err := os.Symlink(secret, filepath.Join(root, "link.md")); err != nil {
+		t.Skip("no symlinks here")
+	}
+	os.Symlink(dir, filepath.Join(root, "up"))
+	c, err := LoadCorpus(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, d := range c.Docs {
+		if d.Path != "a.md" {
+			t.Fatalf("a symlink was indexed: %s", d.Path)
+		}
+	}
+	rf := ReadFileTool(c)
+	for _, p := range []string{"link.md", "up/secret.txt"} {
+		r := call(t, rf, `{"path":"`+p+`"}`)
+		if text, _ := r["text"].(string); r["error"] == nil || strings.Contains(text, "outside") {
+			t.Fatalf("%s escaped: %v", p, r)
+		}
+	}
+	// A symlink swapped in after indexing (the race a check-then-open has)
+	// is refused too: os.Root resolves at open time.
+	os.Remove(filepath.Join(root, "a.md"))
+	os.Symlink(secret, filepath.Join(root, "a.md"))
+	if r := call(t, rf, `{"path":"a.md"}`); r["error"] == nil {
+		t.Fatalf("swapped symlink served: %v", r)
+	}
+}
+
+func TestGrep(t *testing.T) {
+	c := corpus(t)
+	g := GrepTool(c)
+	r := call(t, g, `{"pattern":"TW-4[0-9]{2}","max":2}`)
+	ms, _ := r["matches"].([]any)
+	if len(ms) != 2 || r["total"].(float64) < 3 || r["note"] == nil {
+		t.Fatalf("%v", r)
+	}
+	if r := call(t, g, `{"pattern":"(unclosed"}`); r["error"] == nil {
+		t.Fatalf("bad regexp: %v", r)
+	}
+}
+
+func TestGlossary(t *testing.T) {
+	g := GlossaryTool(LoadGlossary(corpus(t)))
+	if r := call(t, g, `{"term":"Harbor"}`); !strings.Contains(r["meaning"].(string), "queue") {
+		t.Fatalf("%v", r)
+	}
+	r := call(t, g, `{"term":"warp drive"}`)
+	if r["error"] == nil || !strings.Contains(r["error"].(string), "skiff") {
+		t.Fatalf("unknown term: %v", r)
+	}
+}
+
+func TestWriteNoteStaysInTheWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "notes")
+	wn, err := WriteNoteTool(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !wn.Spec().Protected {
+		t.Fatal("write_note must be protected")
+	}
+	if r := call(t, wn, `{"name":"summary","text":"# Hi"}`); r["saved"] != "summary.md" {
+		t.Fatalf("%v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "summary.md")); string(b) != "# Hi\n" {
+		t.Fatalf("%q", b)
+	}
+	for _, bad := range []string{"../escape", "/etc/x", "a/b", "..", ".hidden"} {
+		args, _ := json.Marshal(map[string]string{"name": bad, "text": "x"})
+		if r := call(t, wn, string(args)); r["error"] == nil {
+			t.Fatalf("note %q was written: %v", bad, r)
+		}
+	}
+	// A symlink planted in the workspace cannot redirect a write outside it.
+	outside := filepath.Join(dir, "victim.md")
+	os.WriteFile(outside, []byte("keep"), 0o644)
+	if err := os.Symlink(outside, filepath.Join(ws, "trap.md")); err == nil {
+		if r := call(t, wn, `{"name":"trap","text":"overwritten"}`); r["error"] == nil {
+			t.Fatalf("write through a symlink: %v", r)
+		}
+		if b, _ := os.ReadFile(outside); string(b) != "keep" {
+			t.Fatal("the file outside the workspace was changed")
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Fatalf("files written outside the workspace: %v", entries)
+	}
+}
+
+func TestReportSchemaIsValid(t *testing.T) {
+	var v map[string]any
+	if err := json.Unmarshal(ReportSchema, &v); err != nil || Report(nil).Spec().Name != "report" {
+		t.Fatal(err)
+	}
+}
+
+func TestDelegateRunsSubAgentsFromTheCaller(t *testing.T) {
+	be := enginetest.New(1 << 16)
+	be.Script("lead", enginetest.ToolCall("delegate", `{"tasks":["what is a harbor?","what is a skiff?"]}`), enginetest.ToolCall("report", `{"answer":"merged","sources":["glossary.md"]}`))
+	be.Script("what is a harbor?", enginetest.ToolCall("report", `{"answer":"a queue","sources":["glossary.md"]}`))
+	be.Script("what is a skiff?", enginetest.ToolCall("report", `{"answer":"a worker","sources":["glossary.md"]}`))
+	rec := &engine.Recorder{}
+	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
+	report := Report(nil)
+	sub := func() []engine.Tool { return nil }
+	res, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{DelegateTool(sub, report, 3)}, Terminal: report,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "lead"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Agents[0].Text() != "merged" {
+		t.Fatalf("%+v", res.Agents[0])
+	}
+	r := rec.Of(engine.ToolResult)
+	if len(r) != 1 || !strings.Contains(string(r[0].Result), "a queue") || !strings.Contains(string(r[0].Result), "a worker") {
+		t.Fatalf("delegate result %+v", r)
+	}
+	subs := 0
+	for _, e := range rec.Of(engine.AgentSpawn) {
+		if e.ParentAgent == res.Agents[0].ID {
+			subs++
+		}
+	}
+	if subs != 2 {
+		t.Fatalf("%d sub-agents forked from the lead", subs)
+	}
+}
