@@ -353,3 +353,18 @@ func TestLinePrompter(t *testing.T) {
 		t.Fatalf("prompt:\n%s", s)
 	}
 }
+
+func TestWindDownResolvesPendingRequests(t *testing.T) {
+	b := NewBroker(Open(""))
+	r := newRig(t, b)
+	b.OnRequest = func(engine.ApprovalRequest) { go r.rt.WindDown() }
+	r.be.Script("asker", call("write_note", `{"text":"hi"}`), report("finished up"))
+	res := r.run(t, "asker")
+	a := r.rec.Of(engine.ApprovalAnswered)
+	if len(a) != 1 || !strings.Contains(string(a[0].Data), `"answer":"deny"`) || r.ran.Load() != 0 {
+		t.Fatalf("answers %+v, ran %d", a, r.ran.Load())
+	}
+	if res.Agents[0].Outcome == engine.Running || len(b.Pending()) != 0 {
+		t.Fatalf("%+v, pending %d", res.Agents[0], len(b.Pending()))
+	}
+}
