@@ -1,0 +1,211 @@
+package ui
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/themes"
+	"github.com/lloyal-ai/lloyal/trace"
+)
+
+func init() { lipgloss.SetColorProfile(termenv.Ascii) }
+
+const ms = time.Millisecond
+
+// fixture is a small run, with fixed times so screens are stable.
+func fixture() []engine.Event {
+	id := uint64(0)
+	ev := func(e engine.Event) engine.Event { id++; e.ID = id; return e }
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	return []engine.Event{
+		ev(engine.Event{Type: engine.PoolOpen, At: 1 * ms, NCtx: 8192, CellsUsed: 0}),
+		ev(engine.Event{Type: engine.SpineCreate, At: 5 * ms, Tokens: 640, CellsUsed: 640, NCtx: 8192}),
+		ev(engine.Event{Type: engine.AgentSpawn, At: 10 * ms, Agent: 1, Branch: 1, Text: "What is a harbor?"}),
+		ev(engine.Event{Type: engine.AgentSpawn, At: 10 * ms, Agent: 2, Branch: 2, Text: "How does replay work?"}),
+		ev(engine.Event{Type: engine.AgentSpawn, At: 10 * ms, Agent: 3, Branch: 3, Text: "Save the report"}),
+		ev(engine.Event{Type: engine.BranchPrefill, At: 11 * ms, Agent: 1, Role: "suffix", Tokens: 12, Unique: 12, CellsUsed: 676}),
+		ev(engine.Event{Type: engine.PoolTick, At: 20 * ms, Tokens: 3, CellsUsed: 1400, NCtx: 8192, Texts: map[int]string{1: "The harbor is ", 2: "Replay reads ", 3: "I will save"}}),
+		ev(engine.Event{Type: engine.PoolTick, At: 30 * ms, Tokens: 2, CellsUsed: 2900, NCtx: 8192, Texts: map[int]string{1: "the shared queue.", 2: "the ledger \x1b]0;pwned\x07 back."}}),
+		ev(engine.Event{Type: engine.AgentToolCall, At: 40 * ms, Agent: 2, CallID: "c1", Tool: "search", Args: raw(`{"query":"replay ledger"}`)}),
+		ev(engine.Event{Type: engine.ToolDispatch, At: 41 * ms, Agent: 2, CallID: "c1", Tool: "search"}),
+		ev(engine.Event{Type: engine.ToolProgress, At: 45 * ms, Agent: 2, CallID: "c1", Tool: "search", Filled: 12, Total: 20}),
+		ev(engine.Event{Type: engine.AgentNudge, At: 50 * ms, Agent: 1, Tool: "read_file", Reason: "invalid_arguments", Result: raw(`{"error":"Invalid arguments for read_file: field path: required"}`)}),
+		ev(engine.Event{Type: engine.ApprovalRequested, At: 60 * ms, Agent: 3, CallID: "c2", Tool: "write_note", Text: "Save a Markdown note into the workspace.", Args: raw(`{"name":"report","text":"# Replay\nIt reads the ledger."}`)}),
+		ev(engine.Event{Type: engine.PoolTick, At: 70 * ms, Tokens: 1, CellsUsed: 6000, NCtx: 8192, Texts: map[int]string{1: " Done."}}),
+	}
+}
+
+func finish() []engine.Event {
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	return []engine.Event{
+		{ID: 100, Type: engine.ApprovalAnswered, At: 80 * ms, Agent: 3, CallID: "c2", Tool: "write_note", Data: raw(`{"answer":"allow_once","by":"user"}`)},
+		{ID: 101, Type: engine.ToolResult, At: 85 * ms, Agent: 2, CallID: "c1", Tool: "search", Result: raw(`{"hits":1}`)},
+		{ID: 102, Type: engine.AgentReturn, At: 90 * ms, Agent: 1, Result: raw(`{"answer":"A **harbor** is the shared queue.","sources":["glossary.md"]}`)},
+		{ID: 103, Type: engine.AgentRecovered, At: 95 * ms, Agent: 2, Reason: "pressure_critical", Result: raw(`{"answer":"Replay re-queues claimed jobs."}`)},
+		{ID: 104, Type: engine.AgentFailed, At: 99 * ms, Agent: 3, Reason: "tool error: disk full"},
+	}
+}
+
+type fakeCtl struct {
+	answers []engine.Decision
+	wound   bool
+	paused  bool
+}
+
+func (f *fakeCtl) Cancel(int)     {}
+func (f *fakeCtl) WindDown()      { f.wound = true }
+func (f *fakeCtl) Pause()         { f.paused = true }
+func (f *fakeCtl) Resume()        { f.paused = false }
+func (f *fakeCtl) Paused() bool   { return f.paused }
+func (f *fakeCtl) Answer(id string, d engine.Decision) error {
+	f.answers = append(f.answers, d)
+	return nil
+}
+
+func app(ctl Controller, dev bool) *Model {
+	return New(Options{Theme: themes.Dark(), Title: "test-model", Dev: dev, Ctl: ctl})
+}
+
+func waitFor(t *testing.T, tm *teatest.TestModel, s string) {
+	t.Helper()
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(s)) }, teatest.WithDuration(5*time.Second))
+}
+
+func final(t *testing.T, tm *teatest.TestModel) *Model {
+	t.Helper()
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
+	return tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
+}
+
+func TestLiveRunMidFlight(t *testing.T) {
+	tm := teatest.NewTestModel(t, app(&fakeCtl{}, true), teatest.WithInitialTermSize(120, 36))
+	tm.Send(BatchMsg{Events: fixture()[:12]}) // before the approval
+	waitFor(t, tm, "search")
+	m := final(t, tm)
+	v := m.View()
+	if strings.ContainsAny(v, "\x1b\x07") {
+		t.Fatal("a hostile stream reached the screen raw")
+	}
+	teatest.RequireEqualOutput(t, []byte(v))
+}
+
+func TestApprovalPrompt(t *testing.T) {
+	ctl := &fakeCtl{}
+	tm := teatest.NewTestModel(t, app(ctl, false), teatest.WithInitialTermSize(120, 36))
+	tm.Send(BatchMsg{Events: fixture()})
+	waitFor(t, tm, "protected tool")
+	m := tm // capture the screen before answering
+	_ = m
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("r")})
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("use notes/")})
+	waitFor(t, tm, "use notes/")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	fm := final(t, tm)
+	if len(ctl.answers) != 1 || ctl.answers[0].Answer != engine.Deny || ctl.answers[0].Reason != "use notes/" {
+		t.Fatalf("answers %+v", ctl.answers)
+	}
+	_ = fm
+}
+
+func TestApprovalPromptScreen(t *testing.T) {
+	m := app(&fakeCtl{}, false)
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	m.Update(BatchMsg{Events: fixture()})
+	teatest.RequireEqualOutput(t, []byte(m.View()))
+}
+
+func TestDevPaneWithFilter(t *testing.T) {
+	tm := teatest.NewTestModel(t, app(&fakeCtl{}, true), teatest.WithInitialTermSize(120, 36))
+	tm.Send(BatchMsg{Events: fixture()[:12]})
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("/")})
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("tool A2")})
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	waitFor(t, tm, "filter: tool A2")
+	m := final(t, tm)
+	v := m.View()
+	if strings.Contains(v, "agent:spawn") || !strings.Contains(v, "tool:progress") {
+		t.Fatalf("filter not applied:\n%s", v)
+	}
+	teatest.RequireEqualOutput(t, []byte(v))
+}
+
+func TestFinishedRunWithReport(t *testing.T) {
+	tm := teatest.NewTestModel(t, app(&fakeCtl{}, false), teatest.WithInitialTermSize(120, 36))
+	tm.Send(tea.WindowSizeMsg{Width: 120, Height: 36})
+	tm.Send(BatchMsg{Events: append(fixture(), finish()...)})
+	tm.Send(DoneMsg{Summary: "2 returned/recovered, 1 failed"})
+	waitFor(t, tm, "Sources")
+	m := final(t, tm)
+	teatest.RequireEqualOutput(t, []byte(m.View()))
+}
+
+func TestSmallTerminal(t *testing.T) {
+	m := app(&fakeCtl{}, false)
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	m.Update(BatchMsg{Events: fixture()[:12]})
+	v := m.View()
+	for i, l := range strings.Split(v, "\n") {
+		if w := lipgloss.Width(l); w > 80 {
+			t.Fatalf("line %d is %d cells wide at 80×24:\n%s", i, w, v)
+		}
+	}
+	if h := lipgloss.Height(v); h > 24 {
+		t.Fatalf("%d lines at 80×24", h)
+	}
+	teatest.RequireEqualOutput(t, []byte(v))
+}
+
+func TestReplayPausedMidRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fixture.jsonl")
+	w, err := trace.Create(path, trace.Header{ProgramVersion: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range append(fixture(), finish()...) {
+		w.Emit(e)
+	}
+	if err := w.Close("completed"); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := trace.BuildIndex(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix)})
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 36))
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(" ")}) // pause at once
+	for i := 0; i < 9; i++ {                                   // step 9 events
+		tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(".")})
+	}
+	waitFor(t, tm, "search")
+	fm := final(t, tm)
+	if fm.o.Replay.next != 9 || fm.o.Replay.playing {
+		t.Fatalf("player at %d, playing %v", fm.o.Replay.next, fm.o.Replay.playing)
+	}
+	teatest.RequireEqualOutput(t, []byte(fm.View()))
+}
+
+func TestStateIsBounded(t *testing.T) {
+	s := NewState()
+	big := strings.Repeat("x", 1000)
+	for i := 0; i < 20000; i++ {
+		s.Apply(engine.Event{ID: uint64(i), Type: engine.PoolTick, Texts: map[int]string{1: big}, NCtx: 100, CellsUsed: i % 100})
+	}
+	if len(s.Agents[1].Text) > maxText || len(s.Dev) > maxDev || len(s.History) > maxHistory {
+		t.Fatalf("text %d, dev %d, history %d", len(s.Agents[1].Text), len(s.Dev), len(s.History))
+	}
+}
+
+var _ = io.Discard

@@ -1,0 +1,30 @@
+package ui
+
+import (
+	"github.com/charmbracelet/glamour"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+)
+
+// renderMarkdown renders a report with glamour. It runs in a Cmd (never on
+// the UI goroutine) with a renderer of its own: renderers are not shared
+// across goroutines.
+func renderMarkdown(md string, width int, style string) string {
+	// The source is sanitized first (escapes made visible); glamour's own
+	// styling escapes are then the only ones in the output. Its colour
+	// profile follows lipgloss's, so NO_COLOR and tests get plain text.
+	md = sanitize(md)
+	if lipgloss.ColorProfile() == termenv.Ascii {
+		style = "notty"
+	}
+	r, err := glamour.NewTermRenderer(glamour.WithStandardStyle(style), glamour.WithWordWrap(max(width, 20)),
+		glamour.WithColorProfile(lipgloss.ColorProfile()))
+	if err != nil {
+		return md
+	}
+	out, err := r.Render(md)
+	if err != nil {
+		return md
+	}
+	return out
+}
