@@ -21,6 +21,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/modelgen"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/trace"
+	"github.com/lloyal-ai/lloyal/ui"
 )
 
 const demoTask = "How does Tidewater 3 recover after a crash, and what must a job's manifest say for it to be retried?"
@@ -31,6 +32,7 @@ type runOptions struct {
 	seed                                      uint32
 	headless, jsonl                           bool
 	approve                                   approvals.Flags
+	theme                                     string
 }
 
 func newRunCmd() *cobra.Command {
@@ -65,6 +67,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.StringVar(&o.workspace, "workspace", "lloyal-notes", "folder write_note saves notes in")
 	f.BoolVar(&o.headless, "headless", false, "print a readable log instead of the terminal app")
 	f.BoolVar(&o.jsonl, "jsonl", false, "stream every event as a JSON line")
+	f.StringVar(&o.theme, "theme", "dark", "dark, light or high-contrast (NO_COLOR turns colour off)")
 	o.approve.Register(f)
 	return cmd
 }
@@ -79,12 +82,14 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	if o.agents < 1 || o.agents > 16 {
 		return fmt.Errorf("--agents %d: use 1 to 16", o.agents)
 	}
-	if !o.headless && !o.jsonl {
-		// The terminal app is not built yet: a log is what there is to show.
+	// The app when there is a terminal to draw on; a log otherwise.
+	tui := !o.headless && !o.jsonl && isTerminal(os.Stdout) && isTerminal(os.Stdin)
+	if !tui && !o.jsonl {
 		o.headless = true
-		if isTerminal(os.Stdout) {
-			fmt.Fprintln(errOut, "(the terminal app is not part of this build yet: showing the headless log)")
-		}
+	}
+	th, err := theme(o.theme)
+	if err != nil {
+		return err
 	}
 	generated := o.model == ""
 	ref := o.model
@@ -151,7 +156,10 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	}()
 
 	mode := approvals.ModeNobody
-	if isTerminal(os.Stdin) {
+	switch {
+	case tui:
+		mode = approvals.ModeTUI
+	case isTerminal(os.Stdin):
 		mode = approvals.ModeLine
 	}
 	broker, err := o.approve.Broker(mode)
@@ -162,7 +170,11 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		fmt.Fprintln(errOut, "warning:", p)
 	}
 	sinks := []engine.Sink{tw}
+	var bridge *ui.Bridge
 	switch {
+	case tui:
+		bridge = ui.NewBridge()
+		sinks = append(sinks, bridge)
 	case o.jsonl:
 		enc := json.NewEncoder(out)
 		sinks = append(sinks, engine.SinkFunc(func(e engine.Event) { _ = enc.Encode(e) }))
@@ -207,6 +219,30 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		// A random model never opens a call on its own: force calls so the
 		// demo exercises the tools (and asks you about write_note).
 		choice = engine.ToolRequired
+	}
+	if tui {
+		title := m.Info.Name
+		if title == "" {
+			title = filepath.Base(m.Info.Path)
+		}
+		if generated {
+			title += " (random weights: text is noise)"
+		}
+		var res []engine.AgentResult
+		var runErr error
+		err := runTUI(ctx, stop, ui.Options{Theme: th, Title: title, Dev: os.Getenv("LLOYAL_DEV") == "1", Ctl: controller{rt, broker}}, bridge,
+			func(ctx context.Context) string {
+				res, runErr = o.pipeline(ctx, rt, researchTools, note, report, choice, sampling)
+				return summaryLine(res)
+			})
+		if ctx.Err() != nil && closeReason == "completed" {
+			closeReason = "interrupted"
+		}
+		if runErr != nil && closeReason == "completed" && !errors.Is(runErr, context.Canceled) {
+			closeReason = "error: " + runErr.Error()
+		}
+		printSummary(out, res)
+		return err
 	}
 	res, err := o.pipeline(ctx, rt, researchTools, note, report, choice, sampling)
 	if err != nil {
@@ -282,6 +318,16 @@ func (o *runOptions) pipeline(ctx context.Context, rt *engine.Runtime, researchT
 		all = append(all, res.Agents...)
 	}
 	return all, err
+}
+
+func summaryLine(agents []engine.AgentResult) string {
+	n := map[engine.Outcome]int{}
+	tokens := 0
+	for _, a := range agents {
+		n[a.Outcome]++
+		tokens += a.Tokens
+	}
+	return fmt.Sprintf("run finished: %d returned, %d recovered, %d failed, %d cancelled · %d tokens · q to quit", n[engine.Returned], n[engine.Recovered], n[engine.Failed], n[engine.Cancelled], tokens)
 }
 
 func printSummary(w io.Writer, agents []engine.AgentResult) {

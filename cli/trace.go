@@ -68,16 +68,26 @@ func newTraceCmd() *cobra.Command {
 func newReplayCmd() *cobra.Command {
 	var headless, follow bool
 	var speed float64
+	var themeName string
 	cmd := &cobra.Command{
 		Use:   "replay FILE",
 		Short: "Play a recorded run back",
-		Long: `Plays a trace back as it happened. --headless prints it as text at
+		Long: `Plays a trace back as it happened, on the same screen as a live run, with a
+transport bar: space play/pause, . step an event, , step a tick, n/a/e jump
+to the next tool call / approval / failure, [ ] seek ±10 s, + - speed
+(×0.25…×64). --headless prints it as text at
 --speed (1 = real time, 0 = at once); --follow keeps reading a trace that
 is still being written until its run closes it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !headless {
-				return errors.New("the terminal replay arrives with lloyal's terminal app; for now use --headless")
+				if follow {
+					return errors.New("--follow works with --headless (the terminal replay plays a finished trace)")
+				}
+				if !isTerminal(os.Stdout) {
+					return errors.New("the replay screen needs a terminal: use --headless to print the run as text")
+				}
+				return newReplayTUI(args[0], themeName)
 			}
 			if speed < 0 {
 				return fmt.Errorf("--speed %v: use 0 (at once) or a positive factor", speed)
@@ -100,5 +110,6 @@ is still being written until its run closes it.`,
 	cmd.Flags().BoolVar(&headless, "headless", false, "print the run as text")
 	cmd.Flags().BoolVar(&follow, "follow", false, "keep reading a trace that is still being written")
 	cmd.Flags().Float64Var(&speed, "speed", 1, "playback speed (0.25…64; 0 = as fast as possible)")
+	cmd.Flags().StringVar(&themeName, "theme", "dark", "dark, light or high-contrast (NO_COLOR turns colour off)")
 	return cmd
 }
