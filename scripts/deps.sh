@@ -13,7 +13,7 @@ if ! command -v go >/dev/null; then
 fi
 
 need=()
-for pkg in nlohmann-json3-dev libstb-dev g++ make ${LLOYAL_EXTRA_DEBS:-}; do
+for pkg in nlohmann-json3-dev libstb-dev g++ make tmux ${LLOYAL_EXTRA_DEBS:-}; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
