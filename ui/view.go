@@ -202,7 +202,17 @@ func (m *Model) detail(w, h int) string {
 		out = append(out, m.item(it, w))
 	}
 	// Streamed text (reasoning folded: <think> blocks shown as one line).
-	text := foldThinking(sanitize(a.Text))
+	// Only the tail can be on screen: do not sanitize and wrap 16 KiB of
+	// text every frame to show the last few lines of it.
+	tail := a.Text
+	if limit := (w + 1) * (h + 2); len(tail) > limit {
+		cut := len(tail) - limit
+		for cut < len(tail) && tail[cut]&0xC0 == 0x80 {
+			cut++
+		}
+		tail = tail[cut:]
+	}
+	text := foldThinking(sanitize(tail))
 	if strings.TrimSpace(text) != "" {
 		out = append(out, t.Dim.Render("── stream"))
 		for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
