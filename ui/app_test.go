@@ -63,11 +63,11 @@ type fakeCtl struct {
 	paused  bool
 }
 
-func (f *fakeCtl) Cancel(int)     {}
-func (f *fakeCtl) WindDown()      { f.wound = true }
-func (f *fakeCtl) Pause()         { f.paused = true }
-func (f *fakeCtl) Resume()        { f.paused = false }
-func (f *fakeCtl) Paused() bool   { return f.paused }
+func (f *fakeCtl) Cancel(int)   {}
+func (f *fakeCtl) WindDown()    { f.wound = true }
+func (f *fakeCtl) Pause()       { f.paused = true }
+func (f *fakeCtl) Resume()      { f.paused = false }
+func (f *fakeCtl) Paused() bool { return f.paused }
 func (f *fakeCtl) Answer(id string, d engine.Decision) error {
 	f.answers = append(f.answers, d)
 	return nil
@@ -186,7 +186,7 @@ func TestReplayPausedMidRun(t *testing.T) {
 	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix)})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 36))
 	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(" ")}) // pause at once
-	for i := 0; i < 9; i++ {                                   // step 9 events
+	for i := 0; i < 9; i++ {                                    // step 9 events
 		tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(".")})
 	}
 	waitFor(t, tm, "search")
@@ -209,3 +209,37 @@ func TestStateIsBounded(t *testing.T) {
 }
 
 var _ = io.Discard
+
+func TestDevPaneShowsTheSelectedEventJSON(t *testing.T) {
+	m := app(&fakeCtl{}, true)
+	m.Update(tea.WindowSizeMsg{Width: 160, Height: 40})
+	m.Update(BatchMsg{Events: fixture()[:12]})
+	m.Update(tea.KeyMsg{Type: tea.KeyTab})
+	m.Update(tea.KeyMsg{Type: tea.KeyTab}) // tree → detail → dev
+	m.Update(tea.KeyMsg{Type: tea.KeyDown})
+	v := m.View()
+	// The second newest event is the tool progress: its full JSON is shown.
+	if !strings.Contains(v, `"type": "tool:progress"`) || !strings.Contains(v, `"filled": 12`) {
+		t.Fatalf("no JSON for the selected event:\n%s", v)
+	}
+}
+
+func TestKeysReachTheRun(t *testing.T) {
+	ctl := &fakeCtl{}
+	m := app(ctl, false)
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	m.Update(BatchMsg{Events: fixture()[:12]})
+	for _, k := range []string{"p", "f"} {
+		m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)})
+	}
+	if !ctl.paused || !ctl.wound {
+		t.Fatalf("pause %v, finish up %v", ctl.paused, ctl.wound)
+	}
+	// Quit asks while agents run; the second q quits.
+	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")}); cmd != nil {
+		t.Fatal("quit without asking while agents run")
+	}
+	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")}); cmd == nil {
+		t.Fatal("second q did not quit")
+	}
+}

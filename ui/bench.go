@@ -16,11 +16,11 @@ import (
 
 // BenchResult is what BenchRender measured.
 type BenchResult struct {
-	Events                 int
-	Frames                 int
-	ViewMedian, ViewP95    time.Duration
-	LagMedian, LagP95      time.Duration // event emitted → on screen
-	HeapStartMiB, HeapEnd  float64
+	Events                int
+	Frames                int
+	ViewMedian, ViewP95   time.Duration
+	LagMedian, LagP95     time.Duration // event emitted → on screen
+	HeapStartMiB, HeapEnd float64
 }
 
 // BenchRender streams synthetic events (token text for every agent, tool

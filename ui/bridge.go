@@ -19,7 +19,9 @@ type Bridge struct {
 
 // NewBridge makes a bridge. Emit blocks only when the UI is 65k events
 // behind (back-pressure, never loss).
-func NewBridge() *Bridge { return &Bridge{ch: make(chan engine.Event, 1<<16), every: 16 * time.Millisecond} }
+func NewBridge() *Bridge {
+	return &Bridge{ch: make(chan engine.Event, 1<<16), every: 16 * time.Millisecond}
+}
 
 // Emit queues an event for the UI.
 func (b *Bridge) Emit(e engine.Event) { b.ch <- e }

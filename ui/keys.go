@@ -4,8 +4,8 @@ import "github.com/charmbracelet/bubbles/key"
 
 type keyMap struct {
 	Up, Down, Focus, Dev, Filter, DevPause, ScrollUp, ScrollDown key.Binding
-	Pause, Finish, Cancel, Help, Quit                           key.Binding
-	AllowOnce, AllowSession, AllowAlways, Deny, DenyReason      key.Binding
+	Pause, Finish, Cancel, Help, Quit                            key.Binding
+	AllowOnce, AllowSession, AllowAlways, Deny, DenyReason       key.Binding
 }
 
 func defaultKeys() keyMap {

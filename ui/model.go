@@ -73,6 +73,7 @@ type Model struct {
 	done     bool
 	summary  string
 	scroll   int // detail scroll (lines from the bottom)
+	devSel   int // selected dev row (0 = newest) while the dev pane has focus
 	notice   string
 	keys     keyMap
 	reports  map[string]string // glamour-rendered reports by agent/width
@@ -209,6 +210,10 @@ func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case key.Matches(k, m.keys.Help):
 		m.help = !m.help
+	case key.Matches(k, m.keys.Up) && m.focus == focusDev:
+		m.devSel = max(m.devSel-1, 0)
+	case key.Matches(k, m.keys.Down) && m.focus == focusDev:
+		m.devSel++
 	case key.Matches(k, m.keys.Up):
 		m.move(-1)
 	case key.Matches(k, m.keys.Down):

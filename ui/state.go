@@ -76,6 +76,7 @@ type State struct {
 	Approvals []engine.Event // pending approval requests, oldest first
 	Events    int
 	Tokens    int
+	Spine     int // tokens in the spine(s)
 }
 
 // NewState returns an empty state.
@@ -138,6 +139,8 @@ func (s *State) Apply(e engine.Event) {
 			a.write(t)
 			a.Tokens++
 		}
+	case engine.SpineCreate, engine.SpineExtend:
+		s.Spine += e.Tokens
 	case engine.AgentSpawn:
 		a := s.agent(e.Agent)
 		a.Parent, a.Task, a.Status = e.ParentAgent, e.Text, "thinking"

@@ -1,8 +1,12 @@
 package ui
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
 
 	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/lipgloss"
@@ -127,8 +131,11 @@ func (m *Model) tree(w, h int) string {
 	t := m.o.Theme
 	var rows []string
 	narrow := w < 30
+	if m.st.Spine > 0 {
+		rows = append(rows, t.Dim.Render(fit(fmt.Sprintf(" ◆ spine %d tok", m.st.Spine), w)))
+	}
 	for _, a := range m.st.Roster() {
-		indent := strings.Repeat("  ", m.st.Depth(a))
+		indent := strings.Repeat("  ", m.st.Depth(a)) + "├"
 		mark := " "
 		if a.ID == m.sel {
 			mark = "›" // visible without colour too
@@ -158,8 +165,8 @@ func (m *Model) tree(w, h int) string {
 		}
 		rows = append(rows, row)
 	}
-	if len(rows) == 0 {
-		rows = []string{t.Dim.Render("no agents yet")}
+	if len(rows) == 0 || (len(rows) == 1 && m.st.Spine > 0) {
+		rows = append(rows, t.Dim.Render("no agents yet"))
 	}
 	if len(rows) > h {
 		rows = rows[len(rows)-h:]
@@ -197,9 +204,21 @@ func (m *Model) detail(w, h int) string {
 		}
 		out = append(out, "")
 	}
-	// Timeline: the last items, newest last.
-	for _, it := range a.Timeline {
+	// Timeline, newest last; the latest result is shown in full (pretty
+	// JSON, scroll with pgup/pgdn).
+	last := -1
+	for i, it := range a.Timeline {
+		if it.Kind == "result" {
+			last = i
+		}
+	}
+	for i, it := range a.Timeline {
 		out = append(out, m.item(it, w))
+		if i == last {
+			for _, l := range strings.Split(sanitize(pretty(it.Text)), "\n") {
+				out = append(out, wrap("   "+l, w)...)
+			}
+		}
 	}
 	// Streamed text (reasoning folded: <think> blocks shown as one line).
 	// Only the tail can be on screen: do not sanitize and wrap 16 KiB of
@@ -235,11 +254,16 @@ func (m *Model) item(it Item, w int) string {
 		}
 		return s
 	case "result":
-		return t.Good.Render("✓ ") + oneLine(it.Text)
+		return t.Good.Render("✓ "+it.Tool) + " " + oneLine(it.Text)
 	case "nudge":
 		return t.Warn.Render("▲ "+it.Tool) + " " + oneLine(it.Text)
 	case "retry":
-		return t.Warn.Render("↻ "+it.Tool) + " " + oneLine(it.Text)
+		left := time.Until(it.Retry).Round(time.Second)
+		when := "retrying now"
+		if left > 0 {
+			when = fmt.Sprintf("retry in %s", left)
+		}
+		return t.Warn.Render("↻ "+it.Tool) + " " + when + " · " + oneLine(it.Text)
 	case "error":
 		return t.Bad.Render("✗ "+it.Tool) + " " + oneLine(it.Text)
 	case "approval":
@@ -331,14 +355,37 @@ func (m *Model) devPane(w, h int) string {
 		evs = m.devSnap
 	}
 	var rows []string
+	var picked *engine.Event
+	listW := w
+	if m.focus == focusDev {
+		listW = w * 3 / 5 // the selected event's JSON takes the rest
+	}
 	for i := len(evs) - 1; i >= 0 && len(rows) < h; i-- {
 		e := evs[i]
 		if m.filter != "" && !matches(e.Type, e.Agent, m.filter) {
 			continue
 		}
-		rows = append(rows, devLine(e))
+		row := fit(devLine(e), listW)
+		if m.focus == focusDev && len(rows) == m.devSel {
+			picked = &evs[i]
+			row = m.o.Theme.Selected.Render(ansi.Strip(row))
+		}
+		rows = append(rows, row)
 	}
-	// Newest first, as the wireframe shows.
+	if picked == nil {
+		return strings.Join(rows, "\n")
+	}
+	js, _ := json.MarshalIndent(picked, "", " ")
+	var right []string
+	for _, l := range strings.Split(sanitize(string(js)), "\n") {
+		right = append(right, wrap(l, w-listW-3)...)
+	}
+	for i := range rows {
+		pad := strings.Repeat(" ", max(listW-ansi.StringWidth(rows[i]), 0))
+		if i < len(right) {
+			rows[i] += pad + " │ " + right[i]
+		}
+	}
 	return strings.Join(rows, "\n")
 }
 
