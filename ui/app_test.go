@@ -146,6 +146,10 @@ func TestFinishedRunWithReport(t *testing.T) {
 	tm.Send(tea.WindowSizeMsg{Width: 120, Height: 36})
 	tm.Send(BatchMsg{Events: append(fixture(), finish()...)})
 	tm.Send(DoneMsg{Summary: "2 returned/recovered, 1 failed"})
+	waitFor(t, tm, "2 returned/recovered")
+	for i := 0; i < 3; i++ { // select the first agent, whose report cites sources
+		tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("k")})
+	}
 	waitFor(t, tm, "Sources")
 	m := final(t, tm)
 	teatest.RequireEqualOutput(t, []byte(m.View()))
@@ -241,5 +245,56 @@ func TestKeysReachTheRun(t *testing.T) {
 	}
 	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")}); cmd == nil {
 		t.Fatal("second q did not quit")
+	}
+}
+
+// A recorded run replays to the same screen as the live run showed: the
+// panes are identical; only the header's phase and the bottom lines differ.
+func TestReplayEndsOnTheLiveScreen(t *testing.T) {
+	events := append(fixture(), finish()...)
+	live := app(&fakeCtl{}, true)
+	live.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	live.Update(BatchMsg{Events: events})
+
+	path := filepath.Join(t.TempDir(), "run.jsonl")
+	w, err := trace.Create(path, trace.Header{ProgramVersion: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		w.Emit(e)
+	}
+	if err := w.Close("completed"); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := trace.BuildIndex(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := New(Options{Theme: themes.Dark(), Title: "test-model", Dev: true, Replay: NewPlayer(ix)})
+	rp.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	rp.o.Replay.playing = false
+	st, _ := rp.o.Replay.seek(ix.Len())
+	rp.applyStep(st)
+
+	// Same panes at the same size (the replay's transport bar takes a row,
+	// so whole screens differ by layout, not by content).
+	panes := func(m *Model) string {
+		return m.tree(34, 20) + "\n" + m.detail(84, 20) + "\n" + m.devPane(118, 12) + "\n" + m.header()[:0]
+	}
+	lv, rv := panes(live), panes(rp)
+	if lv != rv {
+		t.Fatalf("replay differs from live.\nlive:\n%s\nreplay:\n%s", lv, rv)
+	}
+	teatest.RequireEqualOutput(t, []byte(lv))
+}
+
+func TestDoneSelectsTheLastReport(t *testing.T) {
+	m := app(&fakeCtl{}, false)
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	m.Update(BatchMsg{Events: append(fixture(), finish()...)})
+	m.Update(DoneMsg{Summary: "done"})
+	if m.sel != 2 { // A3 failed; A2 recovered with a report
+		t.Fatalf("selected A%d, want A2", m.sel)
 	}
 }

@@ -125,7 +125,16 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case DoneMsg:
 		m.done, m.summary = true, msg.Summary
 		m.st.Phase = "done"
-		return m, nil
+		// Show the last report: in a pipeline, the final answer.
+		if r := m.st.Roster(); len(r) > 0 && m.o.Replay == nil {
+			for i := len(r) - 1; i >= 0; i-- {
+				if len(r[i].Result) > 0 && (r[i].Status == "returned" || r[i].Status == "recovered") {
+					m.sel = r[i].ID
+					break
+				}
+			}
+		}
+		return m, m.renderReport()
 	case reportMsg:
 		m.reports[msg.key] = msg.text
 		return m, nil
