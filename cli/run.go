@@ -131,9 +131,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		}
 		tp = trace.NewPath(dir)
 	}
-	var mi trace.ModelInfo
-	b, _ := json.Marshal(m.Info)
-	_ = json.Unmarshal(b, &mi)
+	mi := m.Info
 	report := tools.Report(nil)
 	research := func() []engine.Tool {
 		return []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus), tools.GlossaryTool(tools.LoadGlossary(corpus))}

@@ -43,7 +43,7 @@ func Text(e engine.Event) string {
 	case engine.ToolError:
 		return fmt.Sprintf("%s %s%s error: %s", at, who, e.Tool, Clean(e.Reason))
 	case engine.AgentNudge:
-		return fmt.Sprintf("%s %swas told (%s): %s", at, who, e.Reason, Clean(errorText(e.Result)))
+		return fmt.Sprintf("%s %swas told (%s): %s", at, who, e.Reason, Clean(ErrorText(e.Result)))
 	case engine.ApprovalRequested:
 		return fmt.Sprintf("%s %sasks to run protected %s %s", at, who, e.Tool, Clean(string(e.Args)))
 	case engine.ApprovalAnswered:
@@ -90,7 +90,8 @@ func short(s string, n int) string {
 	return string(r[:n]) + "…"
 }
 
-func errorText(raw json.RawMessage) string {
+// ErrorText is the message of an {"error": …} result, or the raw JSON.
+func ErrorText(raw json.RawMessage) string {
 	var v struct {
 		Error string `json:"error"`
 	}

@@ -42,20 +42,8 @@ type Header struct {
 	CommandLine    []string         `json:"commandLine"`
 }
 
-// ModelInfo identifies the model of a run (engine/model.Info, as JSON).
-type ModelInfo struct {
-	Ref          string `json:"ref"`
-	Path         string `json:"path"`
-	Name         string `json:"name,omitempty"`
-	Size         int64  `json:"size"`
-	SHA256First  string `json:"sha256FirstMiB,omitempty"`
-	OllamaDigest string `json:"ollamaDigest,omitempty"`
-	Architecture string `json:"architecture"`
-	NCtxTrain    int    `json:"nCtxTrain"`
-	NVocab       int    `json:"nVocab"`
-	NParams      uint64 `json:"nParams"`
-	Format       string `json:"chatFormat"`
-}
+// ModelInfo identifies the model of a run.
+type ModelInfo = engine.ModelInfo
 
 // ContextInfo is the llama.cpp context a run used.
 type ContextInfo struct {

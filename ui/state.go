@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/trace"
 )
 
 // Bounds keep memory flat however long a run goes.
@@ -177,7 +178,7 @@ func (s *State) Apply(e engine.Event) {
 	case engine.AgentNudge:
 		a := s.agent(e.Agent)
 		a.Status, a.Tool = "thinking", ""
-		a.add(Item{Kind: "nudge", Tool: e.Tool, Text: errorText(e.Result), At: e.At})
+		a.add(Item{Kind: "nudge", Tool: e.Tool, Text: trace.ErrorText(e.Result), At: e.At})
 	case engine.ApprovalRequested:
 		a := s.agent(e.Agent)
 		a.Status = "approval"
@@ -270,14 +271,4 @@ func (s *State) Depth(a *AgentView) int {
 		d++
 	}
 	return d
-}
-
-func errorText(raw json.RawMessage) string {
-	var v struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(raw, &v) == nil && v.Error != "" {
-		return v.Error
-	}
-	return string(raw)
 }

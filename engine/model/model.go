@@ -14,25 +14,14 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llama"
 )
 
 // Info identifies a model (for trace headers and the UI).
-type Info struct {
-	Ref          string `json:"ref"`  // what the user asked for
-	Path         string `json:"path"` // the GGUF file
-	Name         string `json:"name,omitempty"`
-	Size         int64  `json:"size"`
-	SHA256First  string `json:"sha256FirstMiB,omitempty"`
-	OllamaDigest string `json:"ollamaDigest,omitempty"`
-	Architecture string `json:"architecture"`
-	NCtxTrain    int    `json:"nCtxTrain"`
-	NVocab       int    `json:"nVocab"`
-	NParams      uint64 `json:"nParams"`
-	Format       string `json:"chatFormat"`
-}
+type Info = engine.ModelInfo
 
 // Model is a loaded model with its chat format.
 type Model struct {
