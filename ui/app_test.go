@@ -298,3 +298,16 @@ func TestDoneSelectsTheLastReport(t *testing.T) {
 		t.Fatalf("selected A%d, want A2", m.sel)
 	}
 }
+
+func TestCtrlCFinishesUpThenQuits(t *testing.T) {
+	ctl := &fakeCtl{}
+	m := app(ctl, false)
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	m.Update(BatchMsg{Events: fixture()[:12]})
+	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyCtrlC}); cmd != nil || !ctl.wound {
+		t.Fatalf("first Ctrl-C: quit %v, finishing up %v", cmd != nil, ctl.wound)
+	}
+	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyCtrlC}); cmd == nil {
+		t.Fatal("second Ctrl-C did not quit")
+	}
+}

@@ -4,7 +4,7 @@ import "github.com/charmbracelet/bubbles/key"
 
 type keyMap struct {
 	Up, Down, Focus, Dev, Filter, DevPause, ScrollUp, ScrollDown key.Binding
-	Pause, Finish, Cancel, Help, Quit                            key.Binding
+	Pause, Finish, Cancel, Help, Quit, Interrupt                 key.Binding
 	AllowOnce, AllowSession, AllowAlways, Deny, DenyReason       key.Binding
 }
 
@@ -25,7 +25,8 @@ func defaultKeys() keyMap {
 		Finish:       b([]string{"f"}, "f", "finish up"),
 		Cancel:       b([]string{"x"}, "x", "cancel agent"),
 		Help:         b([]string{"?"}, "?", "help"),
-		Quit:         b([]string{"q", "ctrl+c"}, "q", "quit"),
+		Quit:         b([]string{"q"}, "q", "quit"),
+		Interrupt:    b([]string{"ctrl+c"}, "ctrl+c", "finish up, twice: quit"),
 		AllowOnce:    b([]string{"y"}, "y", "allow once"),
 		AllowSession: b([]string{"s"}, "s", "allow for this session"),
 		AllowAlways:  b([]string{"a"}, "a", "always"),
@@ -44,7 +45,7 @@ func (k keyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.Focus, k.ScrollUp, k.ScrollDown},
 		{k.Dev, k.Filter, k.DevPause},
-		{k.Pause, k.Finish, k.Cancel, k.Quit},
+		{k.Pause, k.Finish, k.Cancel, k.Interrupt, k.Quit},
 		{k.AllowOnce, k.AllowSession, k.AllowAlways, k.Deny, k.DenyReason},
 	}
 }

@@ -55,28 +55,29 @@ const (
 
 // Model is the root model: it routes messages to panes by id (agent, call).
 type Model struct {
-	o        Options
-	st       *State
-	w, h     int
-	sel      int // agent id
-	focus    focus
-	dev      bool
-	devPause bool
-	devSnap  []engine.Event
-	filter   string
-	filterIn textinput.Model
-	filterOn bool
-	reasonIn textinput.Model
-	reasonOn bool
-	help     bool
-	quitAsk  bool
-	done     bool
-	summary  string
-	scroll   int // detail scroll (lines from the bottom)
-	devSel   int // selected dev row (0 = newest) while the dev pane has focus
-	notice   string
-	keys     keyMap
-	reports  map[string]string // glamour-rendered reports by agent/width
+	o           Options
+	st          *State
+	w, h        int
+	sel         int // agent id
+	focus       focus
+	dev         bool
+	devPause    bool
+	devSnap     []engine.Event
+	filter      string
+	filterIn    textinput.Model
+	filterOn    bool
+	reasonIn    textinput.Model
+	reasonOn    bool
+	help        bool
+	quitAsk     bool
+	interrupted bool
+	done        bool
+	summary     string
+	scroll      int // detail scroll (lines from the bottom)
+	devSel      int // selected dev row (0 = newest) while the dev pane has focus
+	notice      string
+	keys        keyMap
+	reports     map[string]string // glamour-rendered reports by agent/width
 }
 
 // New makes the app.
@@ -210,6 +211,16 @@ func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 	}
 	switch {
+	case key.Matches(k, m.keys.Interrupt):
+		// Ctrl-C finishes up first (every agent writes its report); a second
+		// Ctrl-C quits. The trace is closed either way.
+		if m.interrupted || m.done || m.o.Replay != nil || m.o.Ctl == nil || !m.running() {
+			return m, tea.Quit
+		}
+		m.interrupted = true
+		m.o.Ctl.WindDown()
+		m.notice = "finishing up: every agent writes its report (Ctrl-C again to quit now)"
+		return m, nil
 	case key.Matches(k, m.keys.Quit):
 		if m.done || m.o.Replay != nil || m.quitAsk || !m.running() {
 			return m, tea.Quit
