@@ -206,6 +206,22 @@ func (p *pool) newCallID() string {
 	return fmt.Sprintf("call_%d_%d", p.scope, p.callSeq)
 }
 
+// ValidateArgs checks arguments against a tool's parameters the way the
+// runtime does before Execute: "" when they are valid, otherwise what the
+// model reads (the field and the rule). A schema that does not compile is an
+// error.
+func ValidateArgs(spec ToolSpec, args json.RawMessage) (string, error) {
+	params := spec.Parameters
+	if len(params) == 0 {
+		params = json.RawMessage(`{"type":"object"}`)
+	}
+	sch, err := jsonschema.NewCompiler().Compile(params)
+	if err != nil {
+		return "", fmt.Errorf("tool %q parameters are not a valid JSON Schema: %w", spec.Name, err)
+	}
+	return validate(&toolEntry{spec: spec, schema: sch}, args), nil
+}
+
 // validate checks arguments against the tool's schema and says, in words the
 // model can act on, what is wrong.
 func validate(e *toolEntry, args json.RawMessage) string {
