@@ -27,6 +27,8 @@ type Scripted struct {
 	Delay time.Duration
 	// FailDecode, when set, is asked before each DecodeEach; an error fails it.
 	FailDecode func(steps []engine.Step) error
+	// NoLog skips the call log (long soaks: the log would be the memory).
+	NoLog bool
 
 	mu       sync.Mutex
 	nCtx     int
@@ -59,6 +61,7 @@ type branch struct {
 	queue    []engine.Token
 	turn     int
 	sampling engine.Sampling
+	script   *script // found at the first sample, then kept
 }
 
 // Call is one backend call, for assertions about batching and ordering.
@@ -132,9 +135,11 @@ func (s *Scripted) enter(op string, branches []engine.BranchID, tokens int) func
 		if len(extra) > 0 {
 			c.Grammar = extra[0]
 		}
-		s.mu.Lock()
-		s.calls = append(s.calls, c)
-		s.mu.Unlock()
+		if !s.NoLog {
+			s.mu.Lock()
+			s.calls = append(s.calls, c)
+			s.mu.Unlock()
+		}
 		s.inflight.Add(-1)
 	}
 }
@@ -362,7 +367,10 @@ func (s *Scripted) Sample(id engine.BranchID) (engine.Token, error) {
 		return -1, ErrPruned
 	}
 	if len(b.queue) == 0 {
-		sc := s.scriptFor(b)
+		if b.script == nil {
+			b.script = s.scriptFor(b)
+		}
+		sc := b.script
 		turn := ""
 		if sc != nil && b.turn < len(sc.turns) {
 			turn = sc.turns[b.turn]

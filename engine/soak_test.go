@@ -1,0 +1,99 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/enginetest"
+)
+
+// rssMiB reads this process's resident memory.
+func rssMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			kb, _ := strconv.Atoi(strings.Fields(l)[1])
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
+
+// Soak: 32 agents × 500 turns on the scripted double. Goroutines return to
+// where they started, cells to the spine's size, memory stays flat, and every
+// event reaches every sink.
+func TestSoakScripted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak")
+	}
+	const agents, turns = 32, 500
+	be := enginetest.New(1 << 24)
+	be.NoLog = true
+	var n atomic.Int32
+	for i := 0; i < agents; i++ {
+		script := make([]string, 0, turns)
+		for j := 0; j < turns-1; j++ {
+			script = append(script, call("lookup", `{"term":"tick"}`))
+		}
+		script = append(script, reportCall(fmt.Sprintf("agent %d done", i)))
+		be.Script(fmt.Sprintf("soak %02d", i), script...)
+	}
+	var counted atomic.Int64
+	rec := engine.SinkFunc(func(engine.Event) { counted.Add(1) })
+	var seen atomic.Int64
+	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec, engine.SinkFunc(func(engine.Event) { seen.Add(1) })}})
+	runtime.GC()
+	g0, rss0 := runtime.NumGoroutine(), rssMiB()
+	ctx := context.Background()
+	spine, err := rt.NewSpine(ctx, "Soak.", []engine.Tool{lookup(&n)}, report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs []engine.AgentSpec
+	for i := 0; i < agents; i++ {
+		specs = append(specs, engine.AgentSpec{Task: fmt.Sprintf("soak %02d", i)})
+	}
+	var rssMid float64
+	start := time.Now()
+	res, err := rt.Run(ctx, engine.PoolSpec{Spine: spine, MaxTurns: turns + 1, Orchestrate: func(ctx context.Context, pc *engine.PoolContext) error {
+		go func() { time.Sleep(200 * time.Millisecond); rssMid = rssMiB() }()
+		return engine.Parallel(specs...)(ctx, pc)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range res.Agents {
+		if a.Outcome != engine.Returned || a.ToolCalls != turns {
+			t.Fatalf("%+v", a)
+		}
+	}
+	if int(n.Load()) != agents*(turns-1) {
+		t.Fatalf("%d tool runs", n.Load())
+	}
+	if be.CellsUsed() != spine.Tokens {
+		t.Fatalf("cells %d after the pool, spine %d", be.CellsUsed(), spine.Tokens)
+	}
+	if counted.Load() != seen.Load() {
+		t.Fatalf("sinks saw %d and %d events", counted.Load(), seen.Load())
+	}
+	spine.Close()
+	time.Sleep(50 * time.Millisecond)
+	runtime.GC()
+	g1, rss1 := runtime.NumGoroutine(), rssMiB()
+	if g1 > g0 {
+		t.Fatalf("goroutines %d → %d", g0, g1)
+	}
+	t.Logf("soak (double): %d agents × %d turns in %s, %d events, %d steps; goroutines %d → %d; RSS %.0f → %.0f (mid) → %.0f MiB",
+		agents, turns, time.Since(start).Round(time.Millisecond), counted.Load(), res.Steps, g0, g1, rss0, rssMid, rss1)
+}
