@@ -254,6 +254,11 @@ func TestTimeoutAndCancelResolvePendingRequests(t *testing.T) {
 	if res.Agents[0].Outcome != engine.Cancelled || r2.ran.Load() != 0 || len(b2.Pending()) != 0 {
 		t.Fatalf("cancel: %+v, ran %d, pending %d", res.Agents[0], r2.ran.Load(), len(b2.Pending()))
 	}
+	// An answer that arrives after the cancel changes nothing.
+	req := r2.rec.Of(engine.ApprovalRequested)[0]
+	if err := b2.Answer(req.CallID, engine.Decision{Answer: engine.AllowAlways}); err != ErrAlreadyAnswered || r2.ran.Load() != 0 || b2.Store.Allowed("write_note") {
+		t.Fatalf("late answer: %v, ran %d", err, r2.ran.Load())
+	}
 }
 
 func TestRunInterruptedWhileWaitingLeavesNothingPending(t *testing.T) {

@@ -120,3 +120,54 @@ func TestTmuxReplay(t *testing.T) {
 	s.keys("q")
 	s.waitFor("LLOYAL-EXITED", 10*time.Second) // the app quit and gave the terminal back
 }
+
+// Signals: Ctrl-C in the app finishes up and a second one quits; SIGTERM
+// shuts down cleanly. Either way the trace ends with a closing record, every
+// line parses, and the terminal is given back in cooked mode.
+func TestTmuxSignals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the real binary")
+	}
+	bin := buildBinary(t)
+	for _, c := range []struct{ name, want string }{{"ctrl-c", "interrupted"}, {"sigterm", "terminated"}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tp := filepath.Join(dir, "run.jsonl")
+			s := startTmux(t, bin+" run --ctx 4096 --agents 2 --corpus "+filepath.Join("..", "testdata", "corpus")+" --workspace "+filepath.Join(dir, "notes")+
+				" --trace "+tp+" --grants-file "+filepath.Join(dir, "grants.json")+"; stty -a | grep -o -- '-\\?icanon' ; echo STTY-DONE",
+				"XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+			s.waitFor("KV", time.Minute) // the app is up
+			if c.name == "ctrl-c" {
+				s.keys("C-c")
+				s.waitFor("finishing up", 20*time.Second)
+				s.keys("C-c")
+			} else {
+				out, _ := exec.Command("pgrep", "-f", "-n", bin+" run").Output()
+				pid := strings.TrimSpace(string(out))
+				if pid == "" {
+					t.Fatal("no run process")
+				}
+				_ = exec.Command("kill", "-TERM", pid).Run()
+			}
+			s.waitFor("STTY-DONE", 30*time.Second)
+			if scr := s.screen(); strings.Contains(scr, "-icanon") || !strings.Contains(scr, "icanon") {
+				t.Fatalf("the terminal was left in raw mode:\n%s", scr)
+			}
+			f, err := os.Open(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			ck, err := trace.CheckReader(f)
+			if err != nil || len(ck.Problems) != 0 || ck.Close == nil {
+				t.Fatalf("trace: %+v %v", ck, err)
+			}
+			if c.name == "sigterm" && ck.Close.Reason != c.want {
+				t.Fatalf("closing record %q, want %q", ck.Close.Reason, c.want)
+			}
+			if c.name == "ctrl-c" && ck.Close.Reason != "interrupted" && ck.Close.Reason != "completed" {
+				t.Fatalf("closing record %q", ck.Close.Reason)
+			}
+		})
+	}
+}

@@ -47,7 +47,9 @@ func runTUI(ctx context.Context, cancel context.CancelFunc, o ui.Options, bridge
 	} else {
 		close(bridgeDone)
 	}
+	workDone := make(chan struct{})
 	go func() {
+		defer close(workDone)
 		summary := work(ctx)
 		stopBridge()
 		<-bridgeDone
@@ -56,6 +58,9 @@ func runTUI(ctx context.Context, cancel context.CancelFunc, o ui.Options, bridge
 	_, err := p.Run()
 	cancel()
 	stopBridge()
+	// The engine must stop before the caller frees the model and closes the
+	// trace: wait for the work to see the cancellation and return.
+	<-workDone
 	if err == tea.ErrProgramKilled || err == context.Canceled {
 		return nil
 	}

@@ -214,7 +214,7 @@ func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(k, m.keys.Interrupt):
 		// Ctrl-C finishes up first (every agent writes its report); a second
 		// Ctrl-C quits. The trace is closed either way.
-		if m.interrupted || m.done || m.o.Replay != nil || m.o.Ctl == nil || !m.running() {
+		if m.interrupted || m.done || m.o.Replay != nil || m.o.Ctl == nil {
 			return m, tea.Quit
 		}
 		m.interrupted = true
@@ -222,7 +222,7 @@ func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.notice = "finishing up: every agent writes its report (Ctrl-C again to quit now)"
 		return m, nil
 	case key.Matches(k, m.keys.Quit):
-		if m.done || m.o.Replay != nil || m.quitAsk || !m.running() {
+		if m.done || m.o.Replay != nil || m.quitAsk || m.o.Ctl == nil {
 			return m, tea.Quit
 		}
 		m.quitAsk = true
@@ -301,14 +301,6 @@ func (m *Model) applyStep(st step) {
 	}
 }
 
-func (m *Model) running() bool {
-	for _, a := range m.st.Agents {
-		if !a.Done() {
-			return true
-		}
-	}
-	return false
-}
 
 func (m *Model) answer(d engine.Decision) {
 	if len(m.st.Approvals) == 0 || m.o.Ctl == nil {

@@ -232,6 +232,16 @@ func TestToolResultCannotCloseTheTurn(t *testing.T) {
 	if count[imEnd] != 2 || count[imStart] != 2 || count[callClose] != 0 || count[m.BOS()] != 0 {
 		t.Fatalf("special tokens leaked from content: im_end %d, im_start %d, </tool_call> %d, <s> %d", count[imEnd], count[imStart], count[callClose], count[m.BOS()])
 	}
+	// A user's task goes through the same path.
+	utoks, err := m.TokenizePrompt(m.Format.Turn(chat.Message{Role: chat.User, Content: hostile}, false))
+	must(t, err)
+	ucount := map[llama.Token]int{}
+	for _, tk := range utoks {
+		ucount[tk]++
+	}
+	if ucount[imEnd] != 1 || ucount[imStart] != 2 || ucount[callClose] != 0 {
+		t.Fatalf("special tokens leaked from a user task: im_end %d, im_start %d, </tool_call> %d", ucount[imEnd], ucount[imStart], ucount[callClose])
+	}
 	// And the content's tokens spell the hostile text exactly.
 	contentToks, err := m.Tokenize(hostile, false, false)
 	must(t, err)
