@@ -206,7 +206,9 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 					stop()
 					return
 				}
-				fmt.Fprintln(errOut, "finishing up: every agent writes its report (Ctrl-C again to stop now)")
+				if !tui { // the app shows "finishing" itself; stderr would paint over it
+					fmt.Fprintln(errOut, "finishing up: every agent writes its report (Ctrl-C again to stop now)")
+				}
 				rt.WindDown()
 			}
 		}

@@ -129,7 +129,7 @@ func TestTmuxSignals(t *testing.T) {
 		t.Skip("drives the real binary")
 	}
 	bin := buildBinary(t)
-	for _, c := range []struct{ name, want string }{{"ctrl-c", "interrupted"}, {"sigterm", "terminated"}} {
+	for _, c := range []struct{ name, want string }{{"ctrl-c", "interrupted"}, {"sigint", "interrupted"}, {"sigterm", "terminated"}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			tp := filepath.Join(dir, "run.jsonl")
@@ -147,7 +147,14 @@ func TestTmuxSignals(t *testing.T) {
 				if pid == "" {
 					t.Fatal("no run process")
 				}
-				_ = exec.Command("kill", "-TERM", pid).Run()
+				if c.name == "sigint" {
+					// A real SIGINT (not a key): the first finishes up...
+					_ = exec.Command("kill", "-INT", pid).Run()
+					s.waitFor("● finishing", 20*time.Second)
+					_ = exec.Command("kill", "-INT", pid).Run() // ...the second stops
+				} else {
+					_ = exec.Command("kill", "-TERM", pid).Run()
+				}
 			}
 			s.waitFor("STTY-DONE", 30*time.Second)
 			if scr := s.screen(); strings.Contains(scr, "-icanon") || !strings.Contains(scr, "icanon") {
@@ -162,7 +169,7 @@ func TestTmuxSignals(t *testing.T) {
 			if err != nil || len(ck.Problems) != 0 || ck.Close == nil {
 				t.Fatalf("trace: %+v %v", ck, err)
 			}
-			if c.name == "sigterm" && ck.Close.Reason != c.want {
+			if c.name != "ctrl-c" && ck.Close.Reason != c.want {
 				t.Fatalf("closing record %q, want %q", ck.Close.Reason, c.want)
 			}
 			if c.name == "ctrl-c" && ck.Close.Reason != "interrupted" && ck.Close.Reason != "completed" {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"os"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -39,7 +40,24 @@ func theme(name string) (themes.Theme, error) {
 // DoneMsg. Quitting the app cancels work's context.
 func runTUI(ctx context.Context, cancel context.CancelFunc, o ui.Options, bridge *ui.Bridge, work func(ctx context.Context) string) error {
 	m := ui.New(o)
-	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx))
+	// Signals are ours (lloyal run: the first SIGINT finishes up, SIGTERM
+	// stops), not the program's.
+	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithoutSignalHandler())
+	runDone := make(chan struct{})
+	// send never blocks on a program that has stopped reading.
+	send := func(msg tea.Msg) {
+		select {
+		case <-runDone:
+		default:
+			go func() {
+				select {
+				case <-runDone:
+				default:
+					p.Send(msg)
+				}
+			}()
+		}
+	}
 	bctx, stopBridge := context.WithCancel(context.Background())
 	bridgeDone := make(chan struct{})
 	if bridge != nil {
@@ -53,15 +71,16 @@ func runTUI(ctx context.Context, cancel context.CancelFunc, o ui.Options, bridge
 		summary := work(ctx)
 		stopBridge()
 		<-bridgeDone
-		p.Send(ui.DoneMsg{Summary: summary})
+		send(ui.DoneMsg{Summary: summary})
 	}()
 	_, err := p.Run()
+	close(runDone)
 	cancel()
 	stopBridge()
 	// The engine must stop before the caller frees the model and closes the
 	// trace: wait for the work to see the cancellation and return.
 	<-workDone
-	if err == tea.ErrProgramKilled || err == context.Canceled {
+	if errors.Is(err, tea.ErrProgramKilled) || errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
