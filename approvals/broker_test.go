@@ -292,10 +292,10 @@ func TestParkedAgentCostsNothingWhileSiblingsRun(t *testing.T) {
 				askerBranch = engine.BranchID(e.Branch)
 			}
 		case engine.ApprovalRequested:
-			samplesAtAsk, cellsAtAsk = samplesOf(r.be, askerBranch), r.be.Unique(askerBranch)
+			samplesAtAsk, cellsAtAsk = r.be.Samples(askerBranch), r.be.Unique(askerBranch)
 		case engine.AgentReturn:
 			if strings.Contains(string(e.Result), "busy") { // the sibling finished while the asker waited
-				if s, c := samplesOf(r.be, askerBranch), r.be.Unique(askerBranch); s != samplesAtAsk || c != cellsAtAsk {
+				if s, c := r.be.Samples(askerBranch), r.be.Unique(askerBranch); s != samplesAtAsk || c != cellsAtAsk {
 					t.Errorf("parked agent sampled %d times and grew %d cells while waiting", s-samplesAtAsk, c-cellsAtAsk)
 				}
 				_ = b.Answer(<-release, engine.Decision{Answer: engine.AllowOnce})
@@ -306,16 +306,6 @@ func TestParkedAgentCostsNothingWhileSiblingsRun(t *testing.T) {
 	if r.ran.Load() != 1 || len(res.Agents) != 2 {
 		t.Fatalf("ran %d, %+v", r.ran.Load(), res.Agents)
 	}
-}
-
-func samplesOf(be *enginetest.Scripted, b engine.BranchID) int {
-	n := 0
-	for _, c := range be.Calls() {
-		if c.Op == "sample" && c.Branches[0] == b {
-			n++
-		}
-	}
-	return n
 }
 
 func TestParseAnswer(t *testing.T) {

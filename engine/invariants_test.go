@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
 )
 
 // slowTool is a fanout tool that sleeps, recording how many run at once and
@@ -63,25 +62,13 @@ func (s *slowTool) Execute(ctx context.Context, args json.RawMessage) (any, erro
 	return map[string]string{"id": a.ID}, nil
 }
 
-func countSamples(be *enginetest.Scripted) func(engine.BranchID) int {
-	return func(b engine.BranchID) int {
-		n := 0
-		for _, c := range be.Calls() {
-			if c.Op == "sample" && c.Branches[0] == b {
-				n++
-			}
-		}
-		return n
-	}
-}
-
 // I1: no two backend calls overlap, with fanout tools, inline tools and
 // concurrent spine extensions all in flight. I5, I7 ride along.
 func TestI1NoOverlappingNativeCalls(t *testing.T) {
 	var n atomic.Int32
 	h := newHarness(t, 1<<16, engine.Options{MaxConcurrentTools: 2})
 	h.be.Delay = 100 * time.Microsecond
-	slow := &slowTool{d: 20 * time.Millisecond, samples: countSamples(h.be)}
+	slow := &slowTool{d: 20 * time.Millisecond, samples: h.be.Samples}
 	var specs []engine.AgentSpec
 	for i := 0; i < 5; i++ {
 		task := fmt.Sprintf("agent %d", i)

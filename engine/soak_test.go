@@ -3,10 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,21 +11,6 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
 )
-
-// rssMiB reads this process's resident memory.
-func rssMiB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			kb, _ := strconv.Atoi(strings.Fields(l)[1])
-			return float64(kb) / 1024
-		}
-	}
-	return 0
-}
 
 // Soak: 32 agents × 500 turns on the scripted double. Goroutines return to
 // where they started, cells to the spine's size, memory stays flat, and every
@@ -40,13 +22,13 @@ func TestSoakScripted(t *testing.T) {
 	// Twice, in one process: the second run must not cost more memory than
 	// the first (flat), and neither may leave goroutines behind.
 	runtime.GC()
-	g0, rss0 := runtime.NumGoroutine(), rssMiB()
+	g0, rss0 := runtime.NumGoroutine(), enginetest.RSSMiB()
 	var after []float64
 	for round := 0; round < 2; round++ {
 		soakOnce(t)
 		time.Sleep(50 * time.Millisecond)
 		runtime.GC()
-		after = append(after, rssMiB())
+		after = append(after, enginetest.RSSMiB())
 	}
 	if g := runtime.NumGoroutine(); g > g0 {
 		t.Fatalf("goroutines %d → %d", g0, g)

@@ -301,7 +301,6 @@ func (m *Model) applyStep(st step) {
 	}
 }
 
-
 func (m *Model) answer(d engine.Decision) {
 	if len(m.st.Approvals) == 0 || m.o.Ctl == nil {
 		return

@@ -1,6 +1,9 @@
 package enginetest
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -56,4 +59,20 @@ func (g *Guarded) Sample(b engine.BranchID) (engine.Token, error) {
 func (g *Guarded) DecodeEach(s []engine.Step) error {
 	defer g.enter()()
 	return g.Backend.DecodeEach(s)
+}
+
+// RSSMiB is this process's resident memory (Linux; 0 elsewhere), for soak
+// tests that must show memory staying flat.
+func RSSMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			kb, _ := strconv.Atoi(strings.Fields(l)[1])
+			return float64(kb) / 1024
+		}
+	}
+	return 0
 }

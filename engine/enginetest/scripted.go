@@ -105,6 +105,19 @@ func (s *Scripted) Calls() []Call {
 	return append([]Call(nil), s.calls...)
 }
 
+// Samples counts the sample calls made on a branch so far.
+func (s *Scripted) Samples(b engine.BranchID) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		if c.Op == "sample" && c.Branches[0] == b {
+			n++
+		}
+	}
+	return n
+}
+
 // Transcript is everything in a branch's context, as text.
 func (s *Scripted) Transcript(b engine.BranchID) string {
 	s.mu.Lock()

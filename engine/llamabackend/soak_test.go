@@ -6,28 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/internal/testmodel"
 	"github.com/lloyal-ai/lloyal/engine/model"
 	"github.com/lloyal-ai/lloyal/trace"
 )
-
-func rssMiB() float64 {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			kb, _ := strconv.Atoi(strings.Fields(l)[1])
-			return float64(kb) / 1024
-		}
-	}
-	return 0
-}
 
 // Soak on real llama.cpp: 8 agents × 50 grammar-forced tool calls each. Cells
 // return to the spine's size, goroutines to their start, memory stays flat,
@@ -47,7 +35,7 @@ func TestSoakOnLlama(t *testing.T) {
 	}
 	defer be.Close()
 	runtime.GC()
-	g0, rss0 := runtime.NumGoroutine(), rssMiB()
+	g0, rss0 := runtime.NumGoroutine(), enginetest.RSSMiB()
 	var rss []float64
 	for round := 0; round < 2; round++ {
 		path := filepath.Join(t.TempDir(), "soak.jsonl")
@@ -99,7 +87,7 @@ func TestSoakOnLlama(t *testing.T) {
 			t.Fatalf("trace has %d events of %d emitted, problems %v", c.Events, emitted.Load(), c.Problems)
 		}
 		runtime.GC()
-		rss = append(rss, rssMiB())
+		rss = append(rss, enginetest.RSSMiB())
 		t.Logf("round %d: 8 agents × 50 turns in %s, %d tool calls, %d events, %d batched decodes, RSS %.0f MiB",
 			round+1, time.Since(start).Round(time.Millisecond), calls.Load(), emitted.Load(), res.Steps, rss[round])
 	}
