@@ -32,12 +32,7 @@ func TestRunHeadlessOnTheGeneratedModel(t *testing.T) {
 			t.Fatalf("an agent failed without a reason: %s", line)
 		}
 	}
-	f, err := os.Open(tp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := trace.CheckReader(f)
+	c, err := trace.CheckFile(tp)
 	if err != nil || len(c.Problems) != 0 || c.Close == nil || c.Close.Reason != "completed" || c.Header == nil || c.Header.Model.Architecture != "llama" {
 		t.Fatalf("trace %+v %v", c, err)
 	}

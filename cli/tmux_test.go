@@ -104,12 +104,7 @@ func TestTmuxLiveRunApproveAndFinish(t *testing.T) {
 	if len(notes) != 1 {
 		t.Fatalf("the approved note was not written: %v", notes)
 	}
-	f, err := os.Open(tp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := trace.CheckReader(f)
+	c, err := trace.CheckFile(tp)
 	if err != nil || len(c.Problems) != 0 || c.Close == nil {
 		t.Fatalf("trace %+v %v", c, err)
 	}
@@ -177,12 +172,7 @@ func TestTmuxSignals(t *testing.T) {
 			if scr := s.screen(); strings.Contains(scr, "-icanon") || !strings.Contains(scr, "icanon") {
 				t.Fatalf("the terminal was left in raw mode:\n%s", scr)
 			}
-			f, err := os.Open(tp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			ck, err := trace.CheckReader(f)
+			ck, err := trace.CheckFile(tp)
 			if err != nil || len(ck.Problems) != 0 || ck.Close == nil {
 				t.Fatalf("trace: %+v %v", ck, err)
 			}

@@ -19,12 +19,7 @@ func newTraceCmd() *cobra.Command {
 		Short: "Validate every line; report each bad one with its line number and reason",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := os.Open(args[0])
-			if err != nil {
-				return fmt.Errorf("open trace: %w", err)
-			}
-			defer f.Close()
-			c, err := trace.CheckReader(f)
+			c, err := trace.CheckFile(args[0])
 			if err != nil {
 				return err
 			}

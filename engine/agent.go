@@ -67,7 +67,6 @@ type Agent struct {
 	raw                      strings.Builder // the current turn's output
 	dec                      chat.Decoder
 	forceTerminal            bool
-	nudgedForTurns           bool
 
 	call     *pendingCall
 	activeAt time.Time

@@ -372,6 +372,11 @@ func (p *pool) finished() bool {
 
 // wait blocks until something can make progress.
 func (p *pool) wait() {
+	// The wake signal may have been taken by a nested pool: a command that is
+	// already queued for this pool must not wait for another one.
+	if p.hasCommand() || p.ancestorCancelled() {
+		return
+	}
 	var timer <-chan time.Time
 	if len(p.retries) > 0 {
 		next := p.retries[0].notBefore
@@ -398,18 +403,8 @@ func (p *pool) wait() {
 	case err := <-orch:
 		p.orchOver, p.orchErr = true, err
 	case <-p.rt.cmdWake:
-		// Commands for other (outer) pools stay queued; re-arm the wake so
-		// their loop sees it too.
-		p.rt.cmdMu.Lock()
-		left := len(p.rt.cmds)
-		p.rt.cmdMu.Unlock()
-		if left > 0 && !p.hasCommand() {
-			select {
-			case p.rt.cmdWake <- struct{}{}:
-			default:
-			}
-			time.Sleep(time.Millisecond)
-		}
+		// A command for an outer pool stays queued: that pool takes it at the
+		// top of its next tick (it cannot be waiting while this one runs).
 	case <-timer:
 	case <-p.ctx.Done():
 	}
@@ -453,7 +448,7 @@ func (p *pool) handleRequest(r request) {
 	r.reply <- rep
 }
 
-// reserved is the cells already promised to queued spawns and extends.
+// reserved is the cells already promised to queued spawns.
 func (p *pool) reserved() int {
 	n := 0
 	for _, a := range p.spawnQ {

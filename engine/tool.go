@@ -113,7 +113,6 @@ type ctxKey int
 
 const (
 	keyCall ctxKey = iota
-	keyRuntime
 )
 
 // callInfo is what the runtime puts in a tool's context.

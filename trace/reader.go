@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/lloyal-ai/lloyal/engine"
 )
@@ -44,8 +45,6 @@ type Scanner struct {
 	rec      Record
 	problems []Problem
 	err      error
-	// pending holds the start of a line that had no newline yet (Follow).
-	pending []byte
 }
 
 // NewScanner reads from r.
@@ -205,4 +204,14 @@ func CheckReader(r io.Reader) (Check, error) {
 		c.Problems = append([]Problem{{Line: 1, Reason: "the first line is not a trace header"}}, c.Problems...)
 	}
 	return c, s.Err()
+}
+
+// CheckFile validates every line of a trace file.
+func CheckFile(path string) (Check, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Check{}, fmt.Errorf("open trace: %w", err)
+	}
+	defer f.Close()
+	return CheckReader(f)
 }

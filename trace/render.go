@@ -105,16 +105,21 @@ func resultText(raw json.RawMessage) string {
 	return engine.AgentResult{Result: raw}.Text()
 }
 
-// Clean makes text safe to print on a terminal: control characters (ESC,
-// BEL, carriage returns, …) become visible escapes; newlines become "⏎ ".
+// Clean makes text safe to print on one line of a terminal: control
+// characters become visible escapes (Escape); newlines become "⏎ ".
 func Clean(s string) string {
+	return strings.NewReplacer("\n", "⏎ ", "\t", "  ").Replace(Escape(s))
+}
+
+// Escape makes control characters (ESC, BEL, carriage returns, C1 codes …)
+// visible as \xNN so text from a model or a tool can neither repaint nor
+// retitle a terminal. Newlines and tabs are kept for the caller to lay out.
+func Escape(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch {
-		case r == '\n':
-			b.WriteString("⏎ ")
-		case r == '\t':
-			b.WriteString("  ")
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
 		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
 			fmt.Fprintf(&b, "\\x%02x", r)
 		default:

@@ -53,12 +53,7 @@ func recordRun(t *testing.T, path string) *engine.PoolResult {
 func TestRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "run.jsonl")
 	res := recordRun(t, path)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := CheckReader(f)
+	c, err := CheckFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,12 +185,7 @@ func TestSIGKILLLeavesAReadableFile(t *testing.T) {
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := CheckReader(f)
+	c, err := CheckFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

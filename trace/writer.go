@@ -144,6 +144,3 @@ func (w *Writer) Close(reason string) error {
 	}
 	return nil
 }
-
-// Discard is a Sink that drops everything (tracing is never a dependency).
-var Discard engine.Sink = engine.SinkFunc(func(engine.Event) {})

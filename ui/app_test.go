@@ -3,7 +3,6 @@ package ui
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,17 +105,14 @@ func TestApprovalPrompt(t *testing.T) {
 	tm := teatest.NewTestModel(t, app(ctl, false), teatest.WithInitialTermSize(120, 36))
 	tm.Send(BatchMsg{Events: fixture()})
 	waitFor(t, tm, "protected tool")
-	m := tm // capture the screen before answering
-	_ = m
 	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("r")})
 	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("use notes/")})
 	waitFor(t, tm, "use notes/")
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
-	fm := final(t, tm)
+	final(t, tm)
 	if len(ctl.answers) != 1 || ctl.answers[0].Answer != engine.Deny || ctl.answers[0].Reason != "use notes/" {
 		t.Fatalf("answers %+v", ctl.answers)
 	}
-	_ = fm
 }
 
 func TestApprovalPromptScreen(t *testing.T) {
@@ -211,8 +207,6 @@ func TestStateIsBounded(t *testing.T) {
 		t.Fatalf("text %d, dev %d, history %d", len(s.Agents[1].Text), len(s.Dev), len(s.History))
 	}
 }
-
-var _ = io.Discard
 
 func TestDevPaneShowsTheSelectedEventJSON(t *testing.T) {
 	m := app(&fakeCtl{}, true)

@@ -9,7 +9,6 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/themes"
@@ -386,5 +385,3 @@ func (m *Model) treeWidth() int {
 }
 
 func (m *Model) detailWidth() int { return max(m.w-m.treeWidth(), 20) }
-
-var _ = lipgloss.Width

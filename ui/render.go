@@ -12,28 +12,13 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/themes"
+	"github.com/lloyal-ai/lloyal/trace"
 )
 
-// sanitize makes model and tool text safe to draw: escape sequences and
-// other control characters become visible (a hostile result can neither
-// repaint nor retitle the terminal); newlines and tabs are kept.
+// sanitize makes model and tool text safe to draw (trace.Escape: a hostile
+// result can neither repaint nor retitle the terminal); tabs become spaces.
 func sanitize(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n':
-			b.WriteByte('\n')
-		case r == '\t':
-			b.WriteString("    ")
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case r == '\uFFFD':
-			b.WriteRune('�')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	return strings.ReplaceAll(trace.Escape(s), "\t", "    ")
 }
 
 // oneLine flattens text for a single row.

@@ -19,7 +19,6 @@ func (m *Model) View() string {
 	if m.w == 0 || m.h == 0 {
 		return "starting…"
 	}
-	t := m.o.Theme
 	header := m.header()
 	footer := m.footer()
 	bodyH := m.h - lipgloss.Height(header) - lipgloss.Height(footer)
@@ -44,7 +43,6 @@ func (m *Model) View() string {
 		parts = append(parts, m.box(m.devTitle(), m.devPane(m.w-2, devH-2), m.w, devH, m.focus == focusDev))
 	}
 	parts = append(parts, footer)
-	_ = t
 	return lipgloss.JoinVertical(lipgloss.Left, parts...)
 }
 

@@ -28,7 +28,6 @@ type Store struct {
 
 	// Counters for benchmarks and the trace.
 	prefilled int // tokens written by Prefill
-	decodes   int // llama_decode calls made
 
 	// scratch for batch building, reused across calls
 	toks   []Token
@@ -111,9 +110,6 @@ func (s *Store) Remaining() int { return s.ctx.NCtx() - s.cells }
 // Prefilled is the number of tokens Prefill has written since the store was
 // made.
 func (s *Store) Prefilled() int { return s.prefilled }
-
-// Decodes is the number of llama_decode calls the store has made.
-func (s *Store) Decodes() int { return s.decodes }
 
 // Branches is the number of live branches.
 func (s *Store) Branches() int { return len(s.branches) }
@@ -349,7 +345,6 @@ func (s *Store) Prefill(spans []Span) error {
 			}{b, n})
 			c.next += n
 		}
-		s.decodes++
 		if err := s.ctx.Decode(s.toks, s.pos, s.seqs, s.logits); err != nil {
 			undo()
 			return fmt.Errorf("prefill: %w", err)
@@ -393,7 +388,6 @@ func (s *Store) DecodeEach(steps []Step) error {
 			}
 			s.add(st.Token, int32(st.Branch.pos), st.Branch.seq, true)
 		}
-		s.decodes++
 		if err := s.ctx.Decode(s.toks, s.pos, s.seqs, s.logits); err != nil {
 			return fmt.Errorf("decode: %w", err)
 		}

@@ -80,9 +80,7 @@ func TestSoakOnLlama(t *testing.T) {
 		if err := tw.Close("completed"); err != nil {
 			t.Fatal(err)
 		}
-		f, _ := os.Open(path)
-		c, err := trace.CheckReader(f)
-		f.Close()
+		c, err := trace.CheckFile(path)
 		if err != nil || len(c.Problems) != 0 || int64(c.Events) != emitted.Load() {
 			t.Fatalf("trace has %d events of %d emitted, problems %v", c.Events, emitted.Load(), c.Problems)
 		}

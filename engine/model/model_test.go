@@ -298,10 +298,7 @@ func TestBadModelFilesAreErrors(t *testing.T) {
 	{
 		f, err := gguf.Open(testmodel.Tiny(t))
 		must(t, err)
-		var kvs []gguf.KV
-		for _, e := range f.KV {
-			kvs = append(kvs, e)
-		}
+		kvs := append([]gguf.KV(nil), f.KV...)
 		out, err := os.Create(vocabOnly)
 		must(t, err)
 		must(t, gguf.Write(out, kvs, nil))

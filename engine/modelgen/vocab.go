@@ -52,7 +52,6 @@ func BuiltinVocab() Vocab {
 	}
 	// Chat special tokens right after the bytes, as in real vocabularies where
 	// they sit at fixed ids.
-	imStart := int32(len(tokens))
 	add("<|im_start|>", 0, gguf.TokenControl)
 	imEnd := int32(len(tokens))
 	add("<|im_end|>", 0, gguf.TokenControl)
@@ -81,9 +80,7 @@ func BuiltinVocab() Vocab {
 			}
 		}
 	}
-	for _, p := range []string{`▁{"`, `":`, `▁"`, `",`, `"}`, `{"`, `"`, `}`, `{`, `▁[`, `]`, `▁:`} {
-		pieces = append(pieces, p)
-	}
+	pieces = append(pieces, `▁{"`, `":`, `▁"`, `",`, `"}`, `{"`, `"`, `}`, `{`, `▁[`, `]`, `▁:`)
 	sort.SliceStable(pieces, func(i, j int) bool { return len([]rune(pieces[i])) < len([]rune(pieces[j])) })
 	for _, p := range pieces {
 		if seen[p] {
@@ -107,7 +104,6 @@ func BuiltinVocab() Vocab {
 		{Key: "tokenizer.ggml.add_space_prefix", Value: false},
 		{Key: "tokenizer.chat_template", Value: chatMLTemplate},
 	}
-	_ = imStart
 	return Vocab{KV: kv, Tokens: tokens}
 }
 
