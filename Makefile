@@ -46,4 +46,6 @@ FUZZTIME ?= 60s
 fuzz:
 	go test ./engine/chat -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./engine/chat -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
-	go test ./engine/gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
+	go test ./engine/llamacpp/gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
+	go test ./trace -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime $(FUZZTIME)
+	go test ./tools -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME)

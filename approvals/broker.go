@@ -8,23 +8,24 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // Policy answers a request without a person, or returns false to leave it
 // to one.
-type Policy func(req engine.ApprovalRequest) (engine.Decision, bool)
+type Policy func(req event.ApprovalRequest) (event.Decision, bool)
 
 // DenyAll is the policy of --deny-protected and of runs nobody watches.
 func DenyAll(reason string) Policy {
-	return func(engine.ApprovalRequest) (engine.Decision, bool) {
-		return engine.Decision{Answer: engine.Deny, Reason: reason, By: "policy"}, true
+	return func(event.ApprovalRequest) (event.Decision, bool) {
+		return event.Decision{Answer: event.Deny, Reason: reason, By: "policy"}, true
 	}
 }
 
 // Pending is a request waiting for its answer.
 type Pending struct {
-	engine.ApprovalRequest
-	ch    chan engine.Decision
+	event.ApprovalRequest
+	ch    chan event.Decision
 	timer *time.Timer
 }
 
@@ -38,14 +39,14 @@ type Broker struct {
 	Policy Policy
 	// OnRequest is told of every request that waits for a person (the UI's
 	// prompt, a line prompter). It must not block.
-	OnRequest func(engine.ApprovalRequest)
+	OnRequest func(event.ApprovalRequest)
 	// OnDuplicate is told of an answer that came after the first.
-	OnDuplicate func(callID string, d engine.Decision)
+	OnDuplicate func(callID string, d event.Decision)
 
 	mu       sync.Mutex
 	pending  map[string]*Pending
 	order    []string
-	answered map[string]engine.Decision
+	answered map[string]event.Decision
 }
 
 // NewBroker makes a broker over a grant store.
@@ -53,17 +54,14 @@ func NewBroker(s *Store) *Broker {
 	if s == nil {
 		s = Open("")
 	}
-	return &Broker{Store: s, pending: map[string]*Pending{}, answered: map[string]engine.Decision{}}
+	return &Broker{Store: s, pending: map[string]*Pending{}, answered: map[string]event.Decision{}}
 }
-
-// ApprovalDuplicate is the event type of an ignored duplicate answer.
-const ApprovalDuplicate engine.EventType = "approval:duplicate"
 
 // LogTo sends ignored duplicate answers into the run's event stream (the
 // trace and the dev pane), e.g. b.LogTo(rt.Emit).
-func (b *Broker) LogTo(emit func(engine.Event) engine.Event) {
-	b.OnDuplicate = func(callID string, d engine.Decision) {
-		emit(engine.Event{Type: ApprovalDuplicate, CallID: callID, Reason: "ignored: the first answer already decided this call",
+func (b *Broker) LogTo(emit func(event.Event) event.Event) {
+	b.OnDuplicate = func(callID string, d event.Decision) {
+		emit(event.Event{Type: event.ApprovalDuplicate, CallID: callID, Reason: "ignored: the first answer already decided this call",
 			Data: mustJSON(d)})
 	}
 }
@@ -78,8 +76,8 @@ func (b *Broker) Allowed(tool string) bool { return b.Store.Allowed(tool) }
 
 // Request registers a protected call and returns the channel its decision
 // arrives on (exactly once).
-func (b *Broker) Request(req engine.ApprovalRequest) <-chan engine.Decision {
-	ch := make(chan engine.Decision, 1)
+func (b *Broker) Request(req event.ApprovalRequest) <-chan event.Decision {
+	ch := make(chan event.Decision, 1)
 	if b.Policy != nil {
 		if d, ok := b.Policy(req); ok {
 			b.mu.Lock()
@@ -96,7 +94,7 @@ func (b *Broker) Request(req engine.ApprovalRequest) <-chan engine.Decision {
 	if b.Timeout > 0 {
 		id := req.CallID
 		p.timer = time.AfterFunc(b.Timeout, func() {
-			_ = b.Answer(id, engine.Decision{Answer: engine.Deny, Reason: fmt.Sprintf("nobody answered within %s", b.Timeout), By: "timeout"})
+			_ = b.Answer(id, event.Decision{Answer: event.Deny, Reason: fmt.Sprintf("nobody answered within %s", b.Timeout), By: "timeout"})
 		})
 	}
 	b.mu.Unlock()
@@ -115,7 +113,7 @@ var (
 // Answer resolves a pending request. AllowSession and AllowAlways also grant
 // the tool (AllowAlways persists; if saving fails the call is still allowed
 // and the error is returned).
-func (b *Broker) Answer(callID string, d engine.Decision) error {
+func (b *Broker) Answer(callID string, d event.Decision) error {
 	b.mu.Lock()
 	p, ok := b.pending[callID]
 	if !ok {
@@ -143,9 +141,9 @@ func (b *Broker) Answer(callID string, d engine.Decision) error {
 	b.mu.Unlock()
 	var err error
 	switch d.Answer {
-	case engine.AllowSession:
+	case event.AllowSession:
 		b.Store.GrantSession(p.Tool)
-	case engine.AllowAlways:
+	case event.AllowAlways:
 		err = b.Store.GrantAlways(p.Tool)
 	}
 	if d.By == "" {
@@ -159,16 +157,16 @@ func (b *Broker) Answer(callID string, d engine.Decision) error {
 func (b *Broker) Withdraw(agent int, reason string) {
 	for _, p := range b.Pending() {
 		if agent == 0 || p.Agent == agent {
-			_ = b.Answer(p.CallID, engine.Decision{Answer: engine.Deny, Reason: reason, By: "cancel"})
+			_ = b.Answer(p.CallID, event.Decision{Answer: event.Deny, Reason: reason, By: "cancel"})
 		}
 	}
 }
 
 // Pending lists waiting requests, oldest first.
-func (b *Broker) Pending() []engine.ApprovalRequest {
+func (b *Broker) Pending() []event.ApprovalRequest {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]engine.ApprovalRequest, 0, len(b.order))
+	out := make([]event.ApprovalRequest, 0, len(b.order))
 	for _, id := range b.order {
 		out = append(out, b.pending[id].ApprovalRequest)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 var call = enginetest.ToolCall
@@ -65,7 +66,7 @@ func (r *rig) run(t *testing.T, tasks ...string) *engine.PoolResult {
 	return res
 }
 
-func (b *Broker) pendingOrNil() []engine.ApprovalRequest {
+func (b *Broker) pendingOrNil() []event.ApprovalRequest {
 	if b == nil {
 		return nil
 	}
@@ -74,8 +75,8 @@ func (b *Broker) pendingOrNil() []engine.ApprovalRequest {
 
 // answerWith answers every request as it arrives (from another goroutine, as
 // a person at a keyboard would).
-func answerWith(b *Broker, d func(engine.ApprovalRequest) engine.Decision) {
-	b.OnRequest = func(r engine.ApprovalRequest) {
+func answerWith(b *Broker, d func(event.ApprovalRequest) event.Decision) {
+	b.OnRequest = func(r event.ApprovalRequest) {
 		go func() { _ = b.Answer(r.CallID, d(r)) }()
 	}
 }
@@ -88,7 +89,7 @@ func TestFailClosedWithoutApproverOrWatcher(t *testing.T) {
 		t.Fatal("protected Execute ran with no approver")
 	}
 	// Nobody watching (input not a terminal): the flags' policy denies.
-	f := Flags{GrantsFile: t.TempDir() + "/g.json"}
+	f := Config{GrantsFile: t.TempDir() + "/g.json"}
 	b, err := f.Broker(ModeNobody)
 	if err != nil {
 		t.Fatal(err)
@@ -99,19 +100,19 @@ func TestFailClosedWithoutApproverOrWatcher(t *testing.T) {
 	if r.ran.Load() != 0 {
 		t.Fatal("protected Execute ran with nobody to approve")
 	}
-	if !strings.Contains(r.be.Transcript(1), "") || len(r.rec.Of(engine.ApprovalAnswered)) != 1 {
-		t.Fatalf("answers %+v", r.rec.Of(engine.ApprovalAnswered))
+	if !strings.Contains(r.be.Transcript(1), "") || len(r.rec.Of(event.ApprovalAnswered)) != 1 {
+		t.Fatalf("answers %+v", r.rec.Of(event.ApprovalAnswered))
 	}
 }
 
 func TestAllowOnceRunsOnceAndAsksAgain(t *testing.T) {
 	b := NewBroker(Open(""))
 	asked := atomic.Int32{}
-	answerWith(b, func(engine.ApprovalRequest) engine.Decision {
+	answerWith(b, func(event.ApprovalRequest) event.Decision {
 		if asked.Add(1) == 1 {
-			return engine.Decision{Answer: engine.AllowOnce}
+			return event.Decision{Answer: event.AllowOnce}
 		}
-		return engine.Decision{Answer: engine.Deny}
+		return event.Decision{Answer: event.Deny}
 	})
 	r := newRig(t, b)
 	r.be.Script("writer", call("write_note", `{"text":"hi"}`), call("write_note", `{"text":"hi"}`), report("done"))
@@ -120,7 +121,7 @@ func TestAllowOnceRunsOnceAndAsksAgain(t *testing.T) {
 		t.Fatalf("ran %d, asked %d; want 1 and 2", r.ran.Load(), asked.Load())
 	}
 	// The allowed run is the same call (same id) that asked.
-	req, disp := r.rec.Of(engine.ApprovalRequested), r.rec.Of(engine.ToolDispatch)
+	req, disp := r.rec.Of(event.ApprovalRequested), r.rec.Of(event.ToolDispatch)
 	if len(disp) != 1 || disp[0].CallID != req[0].CallID {
 		t.Fatalf("dispatched %+v for request %+v", disp, req[0])
 	}
@@ -129,9 +130,9 @@ func TestAllowOnceRunsOnceAndAsksAgain(t *testing.T) {
 func TestSessionGrantCoversLaterCalls(t *testing.T) {
 	b := NewBroker(Open(""))
 	asked := atomic.Int32{}
-	answerWith(b, func(engine.ApprovalRequest) engine.Decision {
+	answerWith(b, func(event.ApprovalRequest) event.Decision {
 		asked.Add(1)
-		return engine.Decision{Answer: engine.AllowSession}
+		return event.Decision{Answer: event.AllowSession}
 	})
 	r := newRig(t, b)
 	r.be.Script("writer", call("write_note", `{"text":"1"}`), call("write_note", `{"text":"2"}`), call("write_note", `{"text":"3"}`), report("done"))
@@ -144,14 +145,14 @@ func TestSessionGrantCoversLaterCalls(t *testing.T) {
 func TestDenialReasonReachesTheModelVerbatim(t *testing.T) {
 	b := NewBroker(Open(""))
 	const reason = "not in the shared folder, please <|im_end|> use notes/"
-	answerWith(b, func(engine.ApprovalRequest) engine.Decision {
-		return engine.Decision{Answer: engine.Deny, Reason: reason}
+	answerWith(b, func(event.ApprovalRequest) event.Decision {
+		return event.Decision{Answer: event.Deny, Reason: reason}
 	})
 	r := newRig(t, b)
 	r.be.Script("writer", call("write_note", `{"text":"hi"}`), report("ok, skipped"))
 	var transcript string
-	r.rt = engine.New(r.be, engine.Options{Approver: b, Sinks: []engine.Sink{r.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.AgentReturn {
+	r.rt = engine.New(r.be, engine.Options{Approver: b, Sinks: []engine.Sink{r.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentReturn {
 			transcript = r.be.Transcript(1) // the agent's branch (the spine is 0? find below)
 			for id := engine.BranchID(0); id < 5; id++ {
 				if tr := r.be.Transcript(id); strings.Contains(tr, "writer") && strings.Contains(tr, "<tool_response>") {
@@ -168,7 +169,7 @@ func TestDenialReasonReachesTheModelVerbatim(t *testing.T) {
 	if !strings.Contains(transcript, "refused to let you run write_note") || !strings.Contains(transcript, string(want[1:len(want)-1])) {
 		t.Fatalf("the model's context does not hold the reason verbatim:\n%s", transcript)
 	}
-	a := r.rec.Of(engine.ApprovalAnswered)
+	a := r.rec.Of(event.ApprovalAnswered)
 	if len(a) != 1 || a[0].Reason != reason || a[0].Duration <= 0 {
 		t.Fatalf("answer event %+v", a)
 	}
@@ -177,9 +178,9 @@ func TestDenialReasonReachesTheModelVerbatim(t *testing.T) {
 func TestConcurrentRequestsAnsweredIndependently(t *testing.T) {
 	b := NewBroker(Open(""))
 	var mu sync.Mutex
-	var got []engine.ApprovalRequest
+	var got []event.ApprovalRequest
 	all := make(chan struct{})
-	b.OnRequest = func(r engine.ApprovalRequest) {
+	b.OnRequest = func(r event.ApprovalRequest) {
 		mu.Lock()
 		got = append(got, r)
 		if len(got) == 16 {
@@ -198,17 +199,17 @@ func TestConcurrentRequestsAnsweredIndependently(t *testing.T) {
 	go func() {
 		<-all
 		mu.Lock()
-		reqs := append([]engine.ApprovalRequest(nil), got...)
+		reqs := append([]event.ApprovalRequest(nil), got...)
 		mu.Unlock()
 		rand.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
 		for i, q := range reqs {
-			d := engine.Decision{Answer: engine.Deny, Reason: "odd"}
+			d := event.Decision{Answer: event.Deny, Reason: "odd"}
 			if q.Agent%2 == 0 {
-				d = engine.Decision{Answer: engine.AllowOnce}
+				d = event.Decision{Answer: event.AllowOnce}
 			}
 			_ = b.Answer(q.CallID, d)
 			if i%3 == 0 { // a duplicate, in random order
-				if err := b.Answer(q.CallID, engine.Decision{Answer: engine.AllowAlways}); err != ErrAlreadyAnswered {
+				if err := b.Answer(q.CallID, event.Decision{Answer: event.AllowAlways}); err != ErrAlreadyAnswered {
 					t.Errorf("duplicate answer: %v", err)
 				}
 			}
@@ -219,7 +220,7 @@ func TestConcurrentRequestsAnsweredIndependently(t *testing.T) {
 		t.Fatalf("%d agents", len(res.Agents))
 	}
 	allowed := 0
-	for _, e := range r.rec.Of(engine.ApprovalAnswered) {
+	for _, e := range r.rec.Of(event.ApprovalAnswered) {
 		if strings.Contains(string(e.Data), "allow_once") {
 			allowed++
 		}
@@ -230,7 +231,7 @@ func TestConcurrentRequestsAnsweredIndependently(t *testing.T) {
 	if b.Store.Allowed("write_note") {
 		t.Fatal("a duplicate answer changed the grants")
 	}
-	if d := r.rec.Of(ApprovalDuplicate); len(d) != 6 {
+	if d := r.rec.Of(event.ApprovalDuplicate); len(d) != 6 {
 		t.Fatalf("%d duplicate answers logged, want 6", len(d))
 	}
 }
@@ -241,22 +242,22 @@ func TestTimeoutAndCancelResolvePendingRequests(t *testing.T) {
 	r := newRig(t, b)
 	r.be.Script("slowpoke", call("write_note", `{"text":"hi"}`), report("gave up"))
 	res := r.run(t, "slowpoke")
-	a := r.rec.Of(engine.ApprovalAnswered)
-	if r.ran.Load() != 0 || len(a) != 1 || !strings.Contains(string(a[0].Data), `"by":"timeout"`) || res.Agents[0].Outcome != engine.Returned {
+	a := r.rec.Of(event.ApprovalAnswered)
+	if r.ran.Load() != 0 || len(a) != 1 || !strings.Contains(string(a[0].Data), `"by":"timeout"`) || res.Agents[0].Outcome != event.Returned {
 		t.Fatalf("timeout: ran %d, answers %+v, agent %+v", r.ran.Load(), a, res.Agents[0])
 	}
 
 	b2 := NewBroker(Open(""))
 	r2 := newRig(t, b2)
-	b2.OnRequest = func(q engine.ApprovalRequest) { go r2.rt.Cancel(q.Agent) }
+	b2.OnRequest = func(q event.ApprovalRequest) { go r2.rt.Cancel(q.Agent) }
 	r2.be.Script("cancelled", call("write_note", `{"text":"hi"}`), report("never"))
 	res = r2.run(t, "cancelled")
-	if res.Agents[0].Outcome != engine.Cancelled || r2.ran.Load() != 0 || len(b2.Pending()) != 0 {
+	if res.Agents[0].Outcome != event.Cancelled || r2.ran.Load() != 0 || len(b2.Pending()) != 0 {
 		t.Fatalf("cancel: %+v, ran %d, pending %d", res.Agents[0], r2.ran.Load(), len(b2.Pending()))
 	}
 	// An answer that arrives after the cancel changes nothing.
-	req := r2.rec.Of(engine.ApprovalRequested)[0]
-	if err := b2.Answer(req.CallID, engine.Decision{Answer: engine.AllowAlways}); err != ErrAlreadyAnswered || r2.ran.Load() != 0 || b2.Store.Allowed("write_note") {
+	req := r2.rec.Of(event.ApprovalRequested)[0]
+	if err := b2.Answer(req.CallID, event.Decision{Answer: event.AllowAlways}); err != ErrAlreadyAnswered || r2.ran.Load() != 0 || b2.Store.Allowed("write_note") {
 		t.Fatalf("late answer: %v, ran %d", err, r2.ran.Load())
 	}
 }
@@ -266,9 +267,9 @@ func TestRunInterruptedWhileWaitingLeavesNothingPending(t *testing.T) {
 	r := newRig(t, b)
 	r.be.Script("waiter", call("write_note", `{"text":"hi"}`), report("never"))
 	ctx, cancel := context.WithCancel(context.Background())
-	b.OnRequest = func(engine.ApprovalRequest) { go cancel() }
+	b.OnRequest = func(event.ApprovalRequest) { go cancel() }
 	res, err := r.rt.Run(ctx, engine.PoolSpec{Tools: []engine.Tool{r.tool}, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "waiter"})})
-	if err == nil || res.Agents[0].Outcome != engine.Cancelled {
+	if err == nil || res.Agents[0].Outcome != event.Cancelled {
 		t.Fatalf("%v %+v", err, res)
 	}
 	if len(b.Pending()) != 0 || r.ran.Load() != 0 {
@@ -279,26 +280,26 @@ func TestRunInterruptedWhileWaitingLeavesNothingPending(t *testing.T) {
 func TestParkedAgentCostsNothingWhileSiblingsRun(t *testing.T) {
 	b := NewBroker(Open(""))
 	release := make(chan string, 1)
-	b.OnRequest = func(q engine.ApprovalRequest) { release <- q.CallID }
+	b.OnRequest = func(q event.ApprovalRequest) { release <- q.CallID }
 	r := newRig(t, b)
 	r.be.Script("asker", call("write_note", `{"text":"hi"}`), report("asked"))
 	r.be.Script("worker", strings.Repeat("busy ", 200))
 	var askerBranch engine.BranchID
 	var samplesAtAsk, cellsAtAsk int
-	r.rt = engine.New(r.be, engine.Options{Approver: b, Sinks: []engine.Sink{r.rec, engine.SinkFunc(func(e engine.Event) {
+	r.rt = engine.New(r.be, engine.Options{Approver: b, Sinks: []engine.Sink{r.rec, engine.SinkFunc(func(e event.Event) {
 		switch e.Type {
-		case engine.AgentSpawn:
+		case event.AgentSpawn:
 			if e.Text == "asker" {
 				askerBranch = engine.BranchID(e.Branch)
 			}
-		case engine.ApprovalRequested:
+		case event.ApprovalRequested:
 			samplesAtAsk, cellsAtAsk = r.be.Samples(askerBranch), r.be.Unique(askerBranch)
-		case engine.AgentReturn:
+		case event.AgentReturn:
 			if strings.Contains(string(e.Result), "busy") { // the sibling finished while the asker waited
 				if s, c := r.be.Samples(askerBranch), r.be.Unique(askerBranch); s != samplesAtAsk || c != cellsAtAsk {
 					t.Errorf("parked agent sampled %d times and grew %d cells while waiting", s-samplesAtAsk, c-cellsAtAsk)
 				}
-				_ = b.Answer(<-release, engine.Decision{Answer: engine.AllowOnce})
+				_ = b.Answer(<-release, event.Decision{Answer: event.AllowOnce})
 			}
 		}
 	})}})
@@ -309,12 +310,12 @@ func TestParkedAgentCostsNothingWhileSiblingsRun(t *testing.T) {
 }
 
 func TestParseAnswer(t *testing.T) {
-	cases := map[string]engine.Decision{
-		"a\n":                {Answer: engine.AllowOnce, By: "user"},
-		"s":                  {Answer: engine.AllowSession, By: "user"},
-		"A":                  {Answer: engine.AllowAlways, By: "user"},
-		"d":                  {Answer: engine.Deny, By: "user"},
-		"use notes/ instead": {Answer: engine.Deny, Reason: "use notes/ instead", By: "user"},
+	cases := map[string]event.Decision{
+		"a\n":                {Answer: event.AllowOnce, By: "user"},
+		"s":                  {Answer: event.AllowSession, By: "user"},
+		"A":                  {Answer: event.AllowAlways, By: "user"},
+		"d":                  {Answer: event.Deny, By: "user"},
+		"use notes/ instead": {Answer: event.Deny, Reason: "use notes/ instead", By: "user"},
 	}
 	for in, want := range cases {
 		got, ok := ParseAnswer(in)
@@ -335,10 +336,10 @@ func TestLinePrompter(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go lp.Run(ctx)
-	ch := b.Request(engine.ApprovalRequest{CallID: "c1", Agent: 3, Tool: "write_note", Why: "Writes a note.", Args: json.RawMessage(`{"path":"a.md","text":"x"}`)})
+	ch := b.Request(event.ApprovalRequest{CallID: "c1", Agent: 3, Tool: "write_note", Why: "Writes a note.", Args: json.RawMessage(`{"path":"a.md","text":"x"}`)})
 	select {
 	case d := <-ch:
-		if d.Answer != engine.Deny || d.Reason != "not that file" {
+		if d.Answer != event.Deny || d.Reason != "not that file" {
 			t.Fatalf("decision %+v", d)
 		}
 	case <-time.After(5 * time.Second):
@@ -352,14 +353,14 @@ func TestLinePrompter(t *testing.T) {
 func TestWindDownResolvesPendingRequests(t *testing.T) {
 	b := NewBroker(Open(""))
 	r := newRig(t, b)
-	b.OnRequest = func(engine.ApprovalRequest) { go r.rt.WindDown() }
+	b.OnRequest = func(event.ApprovalRequest) { go r.rt.WindDown() }
 	r.be.Script("asker", call("write_note", `{"text":"hi"}`), report("finished up"))
 	res := r.run(t, "asker")
-	a := r.rec.Of(engine.ApprovalAnswered)
+	a := r.rec.Of(event.ApprovalAnswered)
 	if len(a) != 1 || !strings.Contains(string(a[0].Data), `"answer":"deny"`) || r.ran.Load() != 0 {
 		t.Fatalf("answers %+v, ran %d", a, r.ran.Load())
 	}
-	if res.Agents[0].Outcome == engine.Running || len(b.Pending()) != 0 {
+	if res.Agents[0].Outcome == event.Running || len(b.Pending()) != 0 {
 		t.Fatalf("%+v, pending %d", res.Agents[0], len(b.Pending()))
 	}
 }

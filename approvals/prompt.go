@@ -9,7 +9,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // LinePrompter asks about protected calls on a plain terminal (headless runs
@@ -18,13 +18,13 @@ type LinePrompter struct {
 	b     *Broker
 	in    *bufio.Reader
 	out   io.Writer
-	queue chan engine.ApprovalRequest
+	queue chan event.ApprovalRequest
 }
 
 // NewLinePrompter attaches a prompter to b. Call Run to start asking.
 func NewLinePrompter(b *Broker, in io.Reader, out io.Writer) *LinePrompter {
-	lp := &LinePrompter{b: b, in: bufio.NewReader(in), out: out, queue: make(chan engine.ApprovalRequest, 256)}
-	b.OnRequest = func(r engine.ApprovalRequest) { lp.queue <- r }
+	lp := &LinePrompter{b: b, in: bufio.NewReader(in), out: out, queue: make(chan event.ApprovalRequest, 256)}
+	b.OnRequest = func(r event.ApprovalRequest) { lp.queue <- r }
 	return lp
 }
 
@@ -45,7 +45,7 @@ func (lp *LinePrompter) Run(ctx context.Context) {
 		}
 	}()
 	for {
-		var req engine.ApprovalRequest
+		var req event.ApprovalRequest
 		select {
 		case <-ctx.Done():
 			return
@@ -91,26 +91,26 @@ func (lp *LinePrompter) stillPending(id string) bool {
 
 // ParseAnswer reads a typed answer: a, s, A, d, or any other text as a
 // denial with that reason. An empty line is not an answer.
-func ParseAnswer(line string) (engine.Decision, bool) {
+func ParseAnswer(line string) (event.Decision, bool) {
 	line = strings.TrimRight(line, "\r\n")
 	switch strings.TrimSpace(line) {
 	case "":
-		return engine.Decision{}, false
+		return event.Decision{}, false
 	case "a", "y", "yes":
-		return engine.Decision{Answer: engine.AllowOnce, By: "user"}, true
+		return event.Decision{Answer: event.AllowOnce, By: "user"}, true
 	case "s":
-		return engine.Decision{Answer: engine.AllowSession, By: "user"}, true
+		return event.Decision{Answer: event.AllowSession, By: "user"}, true
 	case "A":
-		return engine.Decision{Answer: engine.AllowAlways, By: "user"}, true
+		return event.Decision{Answer: event.AllowAlways, By: "user"}, true
 	case "d", "n", "no":
-		return engine.Decision{Answer: engine.Deny, By: "user"}, true
+		return event.Decision{Answer: event.Deny, By: "user"}, true
 	}
-	return engine.Decision{Answer: engine.Deny, Reason: strings.TrimSpace(line), By: "user"}, true
+	return event.Decision{Answer: event.Deny, Reason: strings.TrimSpace(line), By: "user"}, true
 }
 
 // Describe renders a request for a person: who, what, and the complete
 // arguments, pretty-printed.
-func Describe(r engine.ApprovalRequest) string {
+func Describe(r event.ApprovalRequest) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nagent %d wants to run the protected tool %s\n", r.Agent, r.Tool)
 	if r.Why != "" {

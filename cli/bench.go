@@ -10,10 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lloyal-ai/lloyal/engine/kv"
-	"github.com/lloyal-ai/lloyal/engine/llama"
-	"github.com/lloyal-ai/lloyal/engine/model"
-	"github.com/lloyal-ai/lloyal/engine/modelgen"
+	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -84,20 +85,7 @@ func benchModel(ref, name string, o modelgen.Options) (*model.Model, error) {
 		}
 		ref = p
 	}
-	return model.Open(ref, model.Options{})
-}
-
-func syntheticTokens(m *model.Model, n, salt int) []llama.Token {
-	// Ordinary tokens only: specials would be fine for timing but make the
-	// prompt unlike any real one.
-	var out []llama.Token
-	for i := 0; len(out) < n; i++ {
-		t := llama.Token((i*31 + salt*97) % m.NVocab())
-		if m.TokenAttr(t)&(llama.AttrControl|llama.AttrUserDefined) == 0 && !m.IsEOG(t) {
-			out = append(out, t)
-		}
-	}
-	return out
+	return llamabackend.Open(ref, model.Options{})
 }
 
 func (b *engineBench) spawn(w io.Writer) error {
@@ -110,11 +98,11 @@ func (b *engineBench) spawn(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "N\tshared: prefilled\tper own suffix\ttime\tre-prefill: prefilled\ttime\tfewer tokens\tfaster\t")
 	for _, n := range b.agents {
-		shared, sharedT, err := b.spawnOnce(m, n, true)
+		shared, sharedT, err := kv.MeasureSpawn(m.Model, b.spine, b.suffix, n, b.threads, true)
 		if err != nil {
 			return err
 		}
-		re, reT, err := b.spawnOnce(m, n, false)
+		re, reT, err := kv.MeasureSpawn(m.Model, b.spine, b.suffix, n, b.threads, false)
 		if err != nil {
 			return err
 		}
@@ -123,52 +111,6 @@ func (b *engineBench) spawn(w io.Writer) error {
 			re, reT.Round(time.Millisecond), float64(re)/float64(shared), float64(reT)/float64(sharedT))
 	}
 	return tw.Flush()
-}
-
-// spawnOnce measures spawning n agents: with shared, they fork a prefilled
-// spine; without, each gets a fresh branch with the spine and its suffix.
-func (b *engineBench) spawnOnce(m *model.Model, n int, shared bool) (int, time.Duration, error) {
-	nCtx := b.spine + n*b.suffix + 64
-	if !shared {
-		nCtx = n*(b.spine+b.suffix) + 64
-	}
-	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: nCtx, NBatch: 512, NSeqMax: n + 1, NThreads: b.threads})
-	if err != nil {
-		return 0, 0, err
-	}
-	defer c.Close()
-	s := kv.New(c)
-	spineToks := syntheticTokens(m, b.spine, 0)
-	var spine *kv.Branch
-	if shared {
-		if spine, err = s.Create(); err != nil {
-			return 0, 0, err
-		}
-		if err := s.Prefill([]kv.Span{{Branch: spine, Tokens: spineToks}}); err != nil {
-			return 0, 0, err
-		}
-	}
-	before := s.Prefilled()
-	start := time.Now()
-	var spans []kv.Span
-	for i := 0; i < n; i++ {
-		suffix := syntheticTokens(m, b.suffix, i+1)
-		var br *kv.Branch
-		if shared {
-			br, err = s.Fork(spine)
-		} else {
-			br, err = s.Create()
-			suffix = append(append([]llama.Token(nil), spineToks...), suffix...)
-		}
-		if err != nil {
-			return 0, 0, err
-		}
-		spans = append(spans, kv.Span{Branch: br, Tokens: suffix})
-	}
-	if err := s.Prefill(spans); err != nil {
-		return 0, 0, err
-	}
-	return s.Prefilled() - before, time.Since(start), nil
 }
 
 func (b *engineBench) decode(w io.Writer) error {
@@ -182,7 +124,7 @@ func (b *engineBench) decode(w io.Writer) error {
 	fmt.Fprintln(tw, "N\ttokens/s (all agents)\tper agent\tms per step\tvs N=1\t")
 	var base float64
 	for _, n := range b.agents {
-		tps, step, err := b.decodeOnce(m, n)
+		tps, step, err := kv.MeasureDecode(m.Model, n, b.steps, b.threads)
 		if err != nil {
 			return err
 		}
@@ -192,58 +134,4 @@ func (b *engineBench) decode(w io.Writer) error {
 		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.2f×\t\n", n, tps, tps/float64(n), float64(step.Microseconds())/1000, tps/base)
 	}
 	return tw.Flush()
-}
-
-func (b *engineBench) decodeOnce(m *model.Model, n int) (float64, time.Duration, error) {
-	const spineLen, suffix, warm = 64, 8, 2
-	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: spineLen + n*(suffix+b.steps+warm) + 64, NBatch: 512, NSeqMax: n + 1, NThreads: b.threads})
-	if err != nil {
-		return 0, 0, err
-	}
-	defer c.Close()
-	s := kv.New(c)
-	spine, err := s.Create()
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := s.Prefill([]kv.Span{{Branch: spine, Tokens: syntheticTokens(m, spineLen, 0)}}); err != nil {
-		return 0, 0, err
-	}
-	var branches []*kv.Branch
-	var spans []kv.Span
-	for i := 0; i < n; i++ {
-		br, err := s.Fork(spine)
-		if err != nil {
-			return 0, 0, err
-		}
-		branches = append(branches, br)
-		spans = append(spans, kv.Span{Branch: br, Tokens: syntheticTokens(m, suffix, i+1)})
-	}
-	if err := s.Prefill(spans); err != nil {
-		return 0, 0, err
-	}
-	step := func() error {
-		steps := make([]kv.Step, len(branches))
-		for i, br := range branches {
-			t, err := s.Sample(br)
-			if err != nil {
-				return err
-			}
-			steps[i] = kv.Step{Branch: br, Token: t}
-		}
-		return s.DecodeEach(steps)
-	}
-	for i := 0; i < warm; i++ {
-		if err := step(); err != nil {
-			return 0, 0, err
-		}
-	}
-	start := time.Now()
-	for i := 0; i < b.steps; i++ {
-		if err := step(); err != nil {
-			return 0, 0, err
-		}
-	}
-	el := time.Since(start)
-	return float64(n*b.steps) / el.Seconds(), el / time.Duration(b.steps), nil
 }

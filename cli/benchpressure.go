@@ -2,17 +2,17 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
-	"github.com/lloyal-ai/lloyal/engine/modelgen"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 )
 
 func newBenchPressureCmd() *cobra.Command {
@@ -55,64 +55,24 @@ func pressureRow(ctx context.Context, w *tabwriter.Writer, nCtx, agents int) err
 		return err
 	}
 	defer mm.Close()
-	nb := min(64, nCtx/8)
-	be, err := llamabackend.New(mm, llamabackend.ContextOptions{NCtx: nCtx, NBatch: nb, NSeqMax: agents + 4})
+	r, err := llamabackend.MeasurePressure(ctx, mm, nCtx, agents)
 	if err != nil {
 		return err
 	}
-	defer be.Close()
-	rec := &engine.Recorder{}
-	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
-	gloss := engine.Typed(engine.ToolSpec{Name: "glossary", Description: "Define a term.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"term":{"enum":["spine","branch","tick"]}},"required":["term"]}`)},
-		func(ctx context.Context, a struct{ Term string }) (any, error) {
-			return map[string]string{"term": a.Term, "meaning": strings.Repeat("a part of the runtime ", 6)}, nil
-		})
-	report := engine.Terminal("report", "Report.", json.RawMessage(`{"type":"object","properties":{"result":{"type":"string","maxLength":24}},"required":["result"]}`))
-	var specs []engine.AgentSpec
-	for i := 0; i < agents; i++ {
-		specs = append(specs, engine.AgentSpec{Task: fmt.Sprintf("Question %d", i)})
-	}
-	start := time.Now()
-	res, err := rt.Run(ctx, engine.PoolSpec{System: "Research.", Tools: []engine.Tool{gloss}, Terminal: report, ToolChoice: engine.ToolRequired,
-		SoftLimit: max(nCtx/4, nb), HardLimit: max(nCtx/8, nb), MaxTurns: 6, MaxTurnTokens: 200, Sampling: engine.Sampling{Temperature: 0.9, Seed: 7},
-		Orchestrate: engine.Parallel(specs...)})
-	if err != nil && !strings.Contains(err.Error(), "pressure_init") {
-		return err
-	}
-	var returned, recovered, failed, good int
-	reasons := map[string]int{}
-	for _, a := range res.Agents {
-		switch a.Outcome {
-		case engine.Returned:
-			returned++
-		case engine.Recovered:
-			recovered++
-		case engine.Failed:
-			failed++
-			r := a.Reason
-			if i := strings.Index(r, ":"); i > 0 {
-				r = r[:i]
-			}
-			reasons[r]++
-		}
-		if (a.Ok() && a.Text() != "") || (a.Outcome == engine.Failed && a.Reason != "") {
-			good++
-		}
-	}
 	var rs []string
-	for r, n := range reasons {
-		rs = append(rs, fmt.Sprintf("%s×%d", r, n))
+	for reason, n := range r.FailReasons {
+		rs = append(rs, fmt.Sprintf("%s×%d", reason, n))
 	}
-	fr := fmt.Sprint(failed)
+	sort.Strings(rs)
+	fr := fmt.Sprint(r.Outcomes[event.Failed])
 	if len(rs) > 0 {
 		fr += " (" + strings.Join(rs, ", ") + ")"
 	}
 	pct := 100.0
-	if len(res.Agents) > 0 {
-		pct = 100 * float64(good) / float64(len(res.Agents))
+	if r.Agents > 0 {
+		pct = 100 * float64(r.Good) / float64(r.Agents)
 	}
-	fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%s\t%.0f%%\t%d\t%d\t%d\t%s\t\n", nCtx, len(res.Agents), len(rec.Of(engine.SpawnRefused)), returned, recovered, fr, pct,
-		len(rec.Of(engine.AgentDrop)), len(rec.Of(engine.AgentNudge)), len(rec.Of(engine.SettleDeferred)), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%s\t%.0f%%\t%d\t%d\t%d\t%s\t\n", nCtx, r.Agents, r.Events[event.SpawnRefused], r.Outcomes[event.Returned],
+		r.Outcomes[event.Recovered], fr, pct, r.Events[event.AgentDrop], r.Events[event.AgentNudge], r.Events[event.SettleDeferred], r.Wall.Round(time.Millisecond))
 	return nil
 }

@@ -9,9 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lloyal-ai/lloyal/engine/gguf"
-	"github.com/lloyal-ai/lloyal/engine/model"
-	"github.com/lloyal-ai/lloyal/engine/modelgen"
+	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 )
 
 func newModelCmd() *cobra.Command {
@@ -126,7 +127,7 @@ func newModelInfoCmd() *cobra.Command {
 		Short: "Check a model file and print what lloyal sees in it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := model.Open(args[0], model.Options{})
+			m, err := llamabackend.Open(args[0], model.Options{})
 			if err != nil {
 				return err
 			}

@@ -8,7 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -43,7 +44,7 @@ func newTraceCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var st trace.Stats
-			closing, problems, err := trace.Follow(cmd.Context(), args[0], false, func(e engine.Event) error {
+			closing, problems, err := trace.Follow(cmd.Context(), args[0], false, func(e event.Event) error {
 				st.Collect(e)
 				return nil
 			})
@@ -79,7 +80,7 @@ is still being written until its run closes it.`,
 				if follow {
 					return errors.New("--follow works with --headless (the terminal replay plays a finished trace)")
 				}
-				if !isTerminal(os.Stdout) {
+				if !session.IsTerminal(os.Stdout) {
 					return errors.New("the replay screen needs a terminal: use --headless to print the run as text")
 				}
 				return newReplayTUI(args[0], themeName)

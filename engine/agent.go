@@ -7,33 +7,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
-)
-
-// Outcome is how an agent ended.
-type Outcome string
-
-// Outcomes. An agent that has none yet is still running.
-const (
-	Running   Outcome = ""
-	Returned  Outcome = "returned"  // it called the terminal tool, or answered in plain text
-	Recovered Outcome = "recovered" // its report was salvaged after it was stopped
-	Failed    Outcome = "failed"    // with a reason
-	Cancelled Outcome = "cancelled" // discarded on request
-)
-
-// Status is what an agent is doing now.
-type Status string
-
-// Statuses (for the UI's glyphs).
-const (
-	StatusPending  Status = "pending"  // spawn queued, suffix not prefilled yet
-	StatusThinking Status = "thinking" // sampling tokens
-	StatusDispatch Status = "dispatch" // a tool call is waiting to run
-	StatusInTool   Status = "in_tool"  // its tool is running
-	StatusParked   Status = "parked"   // waiting to retry a transiently failed call
-	StatusApproval Status = "approval" // waiting for a person to allow a protected call
-	StatusSettling Status = "settling" // the result waits to enter its context
-	StatusFinished Status = "finished" // has an outcome
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // HistoryEntry is one tool call and what became of it.
@@ -56,8 +30,8 @@ type Agent struct {
 	branch BranchID
 	seed   uint32
 
-	status  Status
-	outcome Outcome
+	status  event.Status
+	outcome event.Outcome
 	reason  string
 	result  json.RawMessage
 	source  string // voluntary_return, free_text, tool_error, …
@@ -137,7 +111,7 @@ type AgentResult struct {
 	ID        int             `json:"id"`
 	ParentID  int             `json:"parentId,omitempty"`
 	Task      string          `json:"task"`
-	Outcome   Outcome         `json:"outcome"`
+	Outcome   event.Outcome   `json:"outcome"`
 	Result    json.RawMessage `json:"result,omitempty"`
 	Source    string          `json:"source,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
@@ -156,28 +130,7 @@ func (a *Agent) Result() AgentResult {
 
 // Text is the agent's result as text: the "result" (or "answer") field of a
 // structured report, a plain string, or the raw JSON.
-func (r AgentResult) Text() string {
-	if len(r.Result) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(r.Result, &s) == nil {
-		return s
-	}
-	var obj struct {
-		Result *string `json:"result"`
-		Answer *string `json:"answer"`
-	}
-	if json.Unmarshal(r.Result, &obj) == nil {
-		if obj.Result != nil {
-			return *obj.Result
-		}
-		if obj.Answer != nil {
-			return *obj.Answer
-		}
-	}
-	return string(r.Result)
-}
+func (r AgentResult) Text() string { return event.ReadReport(r.Result).Answer }
 
 // Ok reports whether the agent ended with a result.
-func (r AgentResult) Ok() bool { return r.Outcome == Returned || r.Outcome == Recovered }
+func (r AgentResult) Ok() bool { return r.Outcome.Ok() }

@@ -1,44 +1,6 @@
 package engine
 
-import (
-	"encoding/json"
-	"time"
-)
-
-// ApprovalRequest is a protected call waiting for a person.
-type ApprovalRequest struct {
-	CallID string          `json:"callId"`
-	Agent  int             `json:"agent"`
-	Task   string          `json:"task"`
-	Tool   string          `json:"tool"`
-	Args   json.RawMessage `json:"args"`
-	// Why the tool is protected: its description, as the model read it.
-	Why   string    `json:"why"`
-	Asked time.Time `json:"asked"`
-}
-
-// Answer is what a person (or a policy) decided.
-type Answer string
-
-// Answers.
-const (
-	AllowOnce    Answer = "allow_once"
-	AllowSession Answer = "allow_session" // this tool, for the rest of the session
-	AllowAlways  Answer = "allow_always"  // persisted
-	Deny         Answer = "deny"
-)
-
-// Allows reports whether the answer lets the call run.
-func (a Answer) Allows() bool { return a == AllowOnce || a == AllowSession || a == AllowAlways }
-
-// Decision answers an ApprovalRequest.
-type Decision struct {
-	Answer Answer `json:"answer"`
-	// Reason is shown to the model on a denial.
-	Reason string `json:"reason,omitempty"`
-	// By says who answered: "user", "timeout", "cancel", "policy", …
-	By string `json:"by,omitempty"`
-}
+import "github.com/lloyal-ai/lloyal/engine/event"
 
 // Approver decides protected calls. The runtime asks Allowed first (grants);
 // without a grant it calls Request and parks the agent — no tokens, no cache
@@ -47,12 +9,6 @@ type Decision struct {
 // is cancelled or the run ends, so none is left hanging.
 type Approver interface {
 	Allowed(tool string) bool
-	Request(req ApprovalRequest) <-chan Decision
+	Request(req event.ApprovalRequest) <-chan event.Decision
 	Withdraw(agent int, reason string)
 }
-
-// Event types of approvals.
-const (
-	ApprovalRequested EventType = "approval:request"
-	ApprovalAnswered  EventType = "approval:answer"
-)

@@ -69,18 +69,3 @@ type Backend interface {
 	Sample(b BranchID) (Token, error)
 	DecodeEach(steps []Step) error
 }
-
-// ModelInfo identifies a model, for trace headers and the UI.
-type ModelInfo struct {
-	Ref          string `json:"ref"`  // what the user asked for
-	Path         string `json:"path"` // the GGUF file
-	Name         string `json:"name,omitempty"`
-	Size         int64  `json:"size"`
-	SHA256First  string `json:"sha256FirstMiB,omitempty"`
-	OllamaDigest string `json:"ollamaDigest,omitempty"`
-	Architecture string `json:"architecture"`
-	NCtxTrain    int    `json:"nCtxTrain"`
-	NVocab       int    `json:"nVocab"`
-	NParams      uint64 `json:"nParams"`
-	Format       string `json:"chatFormat"`
-}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // dispatch runs this tick's calls: inline ones now (the loop waits), fanout
@@ -15,7 +17,7 @@ func (p *pool) dispatch() {
 	q := p.dispatchQ
 	p.dispatchQ = nil
 	for _, a := range q {
-		if a.outcome != Running || a.call == nil {
+		if a.outcome != event.Running || a.call == nil {
 			continue
 		}
 		pc := a.call
@@ -42,13 +44,13 @@ func (p *pool) granted(tool string) bool {
 // askApproval parks the agent until a person answers.
 func (p *pool) askApproval(pc *pendingCall) {
 	a := pc.agent
-	req := ApprovalRequest{CallID: pc.call.ID, Agent: a.ID, Task: a.Task, Tool: pc.call.Tool, Args: pc.call.Args, Why: pc.entry.spec.Description, Asked: time.Now()}
-	a.status = StatusApproval
+	req := event.ApprovalRequest{CallID: pc.call.ID, Agent: a.ID, Task: a.Task, Tool: pc.call.Tool, Args: pc.call.Args, Why: pc.entry.spec.Description, Asked: time.Now()}
+	a.status = event.StatusApproval
 	p.awaiting++
-	p.emit(Event{Type: ApprovalRequested, Agent: a.ID, CallID: req.CallID, Tool: req.Tool, Args: req.Args, Text: req.Why})
+	p.emit(event.Event{Type: event.ApprovalRequested, Agent: a.ID, CallID: req.CallID, Tool: req.Tool, Args: req.Args, Text: req.Why})
 	ch := p.rt.opts.Approver.Request(req)
 	go func() {
-		var d Decision
+		var d event.Decision
 		select {
 		case d = <-ch:
 		case <-p.closed:
@@ -65,14 +67,14 @@ func (p *pool) answered(ans approvalAnswer) {
 	p.awaiting--
 	pc, a := ans.pc, ans.pc.agent
 	waited := time.Since(ans.asked)
-	p.emit(Event{Type: ApprovalAnswered, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: ans.d.Reason, Duration: waited,
+	p.emit(event.Event{Type: event.ApprovalAnswered, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: ans.d.Reason, Duration: waited,
 		Data: mustJSON(map[string]string{"answer": string(ans.d.Answer), "by": ans.d.By})})
-	if a.outcome != Running {
+	if a.outcome != event.Running {
 		return
 	}
 	if ans.d.Answer.Allows() {
 		pc.approved = true
-		a.status = StatusDispatch
+		a.status = event.StatusDispatch
 		p.dispatchQ = append(p.dispatchQ, a)
 		return
 	}
@@ -88,7 +90,7 @@ func (p *pool) answered(ans approvalAnswer) {
 // run starts an allowed call: inline now (the loop waits), fanout on a
 // goroutine within the concurrency limit.
 func (p *pool) run(pc *pendingCall) {
-	pc.agent.status = StatusInTool
+	pc.agent.status = event.StatusInTool
 	if pc.entry.spec.Fanout {
 		if p.fanRunning >= p.rt.opts.MaxConcurrentTools {
 			p.fanWaiting = append(p.fanWaiting, pc)
@@ -104,17 +106,17 @@ func (p *pool) run(pc *pendingCall) {
 }
 
 func (p *pool) toolContext(pc *pendingCall, inline bool) context.Context {
-	d := p.emit(Event{Type: ToolDispatch, Agent: pc.agent.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Attempt: pc.attempt})
+	d := p.emit(event.Event{Type: event.ToolDispatch, Agent: pc.agent.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Attempt: pc.attempt})
 	pc.dispatchID = d.ID
 	pc.started = time.Now()
 	pct := percentFree(p.be)
 	a := pc.agent
 	ci := &callInfo{agent: a, call: pc.call, dispatchID: d.ID, pressure: pct, explore: pct > 40, scorer: p.spec.Scorer,
 		attach: append([]Attachment(nil), p.attachments...), inline: inline,
-		emit: func(e Event) { p.rt.em.emit(e) },
+		emit: func(e event.Event) { p.rt.em.emit(e) },
 	}
 	ci.progress = func(filled, total int) {
-		p.rt.em.emit(Event{Type: ToolProgress, Parent: d.ID, Pool: p.scope, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Filled: filled, Total: total})
+		p.rt.em.emit(event.Event{Type: event.ToolProgress, Parent: d.ID, Pool: p.scope, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Filled: filled, Total: total})
 	}
 	ctx, cancel := context.WithCancel(context.WithValue(p.ctx, keyCall, ci))
 	pc.cancel = cancel
@@ -163,12 +165,12 @@ func (p *pool) complete(c completion) {
 		for len(p.fanWaiting) > 0 && p.fanRunning < p.rt.opts.MaxConcurrentTools {
 			next := p.fanWaiting[0]
 			p.fanWaiting = p.fanWaiting[1:]
-			if next.agent.outcome == Running {
+			if next.agent.outcome == event.Running {
 				p.startFanout(next)
 			}
 		}
 	}
-	if a.outcome != Running {
+	if a.outcome != event.Running {
 		return // cancelled while the tool ran: its result is discarded
 	}
 	var retry *RetryError
@@ -177,22 +179,22 @@ func (p *pool) complete(c completion) {
 		if pc.attempt <= p.spec.MaxRetries {
 			pc.attempt++
 			pc.notBefore = time.Now().Add(retry.Delay)
-			a.status = StatusParked
+			a.status = event.StatusParked
 			a.call = pc
 			p.retries = append(p.retries, pc)
-			p.emit(Event{Type: ToolRetry, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Attempt: pc.attempt, RetryAfter: retry.Delay, Reason: retry.Err.Error()})
+			p.emit(event.Event{Type: event.ToolRetry, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Attempt: pc.attempt, RetryAfter: retry.Delay, Reason: retry.Err.Error()})
 			return
 		}
 		c.value = ErrorResult("%s is unavailable right now (%v). Do not call it again; use other tools or report with what you have.", pc.call.Tool, retry.Err)
 	case c.err != nil:
-		p.emit(Event{Type: ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: c.err.Error(), Duration: time.Since(pc.started)})
-		p.finish(a, Failed, "tool error: "+c.err.Error(), "tool_error")
+		p.emit(event.Event{Type: event.ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: c.err.Error(), Duration: time.Since(pc.started)})
+		p.finish(a, event.Failed, "tool error: "+c.err.Error(), "tool_error")
 		return
 	}
 	body, err := p.serialise(c.value)
 	if err != nil {
-		p.emit(Event{Type: ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: err.Error()})
-		p.finish(a, Failed, "tool error: "+err.Error(), "tool_error")
+		p.emit(event.Event{Type: event.ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: err.Error()})
+		p.finish(a, event.Failed, "tool error: "+err.Error(), "tool_error")
 		return
 	}
 	if h := pc.entry.spec.BeforeAdmit; h != nil {
@@ -205,7 +207,7 @@ func (p *pool) complete(c completion) {
 	if len(p.settle) > 0 {
 		n = len(p.settle[len(p.settle)-1].tokens)
 	}
-	p.emit(Event{Type: ToolResult, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Result: body, Tokens: n, Duration: time.Since(pc.started)})
+	p.emit(event.Event{Type: event.ToolResult, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Result: body, Tokens: n, Duration: time.Since(pc.started)})
 }
 
 // serialise turns a tool's value into the JSON the model reads: objects get

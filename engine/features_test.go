@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 func TestInvalidArgumentsNeverReachExecute(t *testing.T) {
@@ -20,7 +21,7 @@ func TestInvalidArgumentsNeverReachExecute(t *testing.T) {
 	if n.Load() != 0 {
 		t.Fatalf("Execute ran %d times on invalid arguments", n.Load())
 	}
-	nudges := h.rec.Of(engine.AgentNudge)
+	nudges := h.rec.Of(event.AgentNudge)
 	if len(nudges) != 2 {
 		t.Fatalf("nudges %+v", nudges)
 	}
@@ -30,11 +31,11 @@ func TestInvalidArgumentsNeverReachExecute(t *testing.T) {
 	if m := string(nudges[1].Result); !strings.Contains(m, "required") {
 		t.Fatalf("the missing-field refusal does not name the rule: %s", m)
 	}
-	if res.Agents[0].Outcome != engine.Returned {
+	if res.Agents[0].Outcome != event.Returned {
 		t.Fatalf("%+v", res.Agents[0])
 	}
 	// Refused calls are not results the agent read.
-	if h.rec.Of(engine.ToolResult) != nil {
+	if h.rec.Of(event.ToolResult) != nil {
 		t.Fatal("a refused call produced a tool result")
 	}
 }
@@ -57,7 +58,7 @@ func TestResultShapes(t *testing.T) {
 	h := newHarness(t, 4096, engine.Options{})
 	h.be.Script("shapes", call("shape", `{"k":"array"}`), call("shape", `{"k":"string"}`), call("shape", `{"k":"image"}`), call("shape", `{"k":"x"}`), reportCall("seen"))
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{tool}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "shapes"})})
-	r := h.rec.Of(engine.ToolResult)
+	r := h.rec.Of(event.ToolResult)
 	if len(r) != 4 {
 		t.Fatalf("%d results", len(r))
 	}
@@ -71,17 +72,22 @@ func TestResultShapes(t *testing.T) {
 	if len(res.Attachments) != 1 || res.Attachments[0].Name != "cat.png" || string(res.Attachments[0].Data[1:]) != "PNG" {
 		t.Fatalf("attachments %+v", res.Attachments)
 	}
-	if !strings.Contains(string(r[3].Result), `"error":"no such shape`) || res.Agents[0].Outcome != engine.Returned {
+	if !strings.Contains(string(r[3].Result), `"error":"no such shape`) || res.Agents[0].Outcome != event.Returned {
 		t.Fatalf("an {error} result is a normal result: %s, %+v", r[3].Result, res.Agents[0])
 	}
 }
+
+// namedScorer is a Scorer a test can recognise by name.
+type namedScorer string
+
+func (namedScorer) Score(query, text string) float64 { return 0 }
 
 func TestToolContext(t *testing.T) {
 	type seen struct {
 		agent    int
 		pressure int
 		explore  bool
-		scorer   any
+		scorer   engine.Scorer
 		attended int
 	}
 	var got []seen
@@ -92,27 +98,27 @@ func TestToolContext(t *testing.T) {
 				engine.OnProgress(ctx, i, 4)
 			}
 			engine.TraceEvent(ctx, "probe:note", map[string]string{"hello": "trace"})
-			got = append(got, seen{a.ID, engine.PressurePercentAvailable(ctx), engine.Explore(ctx), engine.Scorer(ctx), len(a.AttendedResults("probe"))})
+			got = append(got, seen{a.ID, engine.PressurePercentAvailable(ctx), engine.Explore(ctx), engine.ScorerFrom(ctx), len(a.AttendedResults("probe"))})
 			return map[string]string{"ok": "yes"}, nil
 		}}
 	h := newHarness(t, 4096, engine.Options{})
 	// The second call is refused (invalid), so only the first and third count
 	// as attended.
 	h.be.Script("prober", call("probe", `{"q":"a"}`), call("probe", `{}`), call("probe", `{"q":"b"}`), reportCall("done"))
-	h.run(engine.PoolSpec{Tools: []engine.Tool{tool}, Terminal: report, Scorer: "my-scorer", Orchestrate: engine.Parallel(engine.AgentSpec{Task: "prober"})})
+	h.run(engine.PoolSpec{Tools: []engine.Tool{tool}, Terminal: report, Scorer: namedScorer("my-scorer"), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "prober"})})
 	if len(got) != 2 || got[0].attended != 0 || got[1].attended != 1 {
 		t.Fatalf("attended results: %+v", got)
 	}
-	if got[0].pressure <= 0 || got[0].pressure > 100 || !got[0].explore || got[0].scorer != "my-scorer" || got[0].agent == 0 {
+	if got[0].pressure <= 0 || got[0].pressure > 100 || !got[0].explore || got[0].scorer != namedScorer("my-scorer") || got[0].agent == 0 {
 		t.Fatalf("context: %+v", got[0])
 	}
-	prog := h.rec.Of(engine.ToolProgress)
+	prog := h.rec.Of(event.ToolProgress)
 	if len(prog) != 8 || prog[3].Filled != 4 || prog[3].Total != 4 || prog[0].CallID == "" {
 		t.Fatalf("progress %+v", prog)
 	}
-	notes := h.rec.Of("probe:note")
-	dispatch := h.rec.Of(engine.ToolDispatch)[0]
-	if len(notes) != 2 || notes[0].Agent != got[0].agent || notes[0].CallID != dispatch.CallID || notes[0].Parent != dispatch.ID {
+	notes := h.rec.Of(event.ToolNote)
+	dispatch := h.rec.Of(event.ToolDispatch)[0]
+	if len(notes) != 2 || notes[0].Role != "probe:note" || notes[0].Agent != got[0].agent || notes[0].CallID != dispatch.CallID || notes[0].Parent != dispatch.ID {
 		t.Fatalf("tool trace writes are not stamped: %+v (dispatch %+v)", notes, dispatch)
 	}
 }
@@ -143,9 +149,9 @@ func TestToolsStartSubAgentsForkedFromTheCaller(t *testing.T) {
 	h.be.Script("lead task", call("delegate", `{"tasks":["sub one","sub two"]}`), reportCall("lead merged"))
 	h.be.Script("sub one", reportCall("one says hi"))
 	h.be.Script("sub two", reportCall("two says hi"))
-	var subBranches []engine.Event
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.AgentSpawn && e.ParentAgent != 0 {
+	var subBranches []event.Event
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentSpawn && e.ParentAgent != 0 {
 			subBranches = append(subBranches, e)
 			// The sub-agent's context holds the lead's task: it forked from the lead.
 			if tr := h.be.Transcript(engine.BranchID(e.Branch)); !strings.Contains(tr, "lead task") {
@@ -157,19 +163,19 @@ func TestToolsStartSubAgentsForkedFromTheCaller(t *testing.T) {
 	if len(subBranches) != 2 || res.Agents[0].Text() != "lead merged" {
 		t.Fatalf("subs %+v, lead %+v", subBranches, res.Agents[0])
 	}
-	r := h.rec.Of(engine.ToolResult)
+	r := h.rec.Of(event.ToolResult)
 	if len(r) != 1 || !strings.Contains(string(r[0].Result), "one says hi") || !strings.Contains(string(r[0].Result), "two says hi") {
 		t.Fatalf("delegate result %+v", r)
 	}
 	// The nested pool is scoped under the dispatch that started it.
-	var nested engine.Event
-	for _, e := range h.rec.Of(engine.PoolOpen) {
+	var nested event.Event
+	for _, e := range h.rec.Of(event.PoolOpen) {
 		if e.Agent != 0 {
 			nested = e
 		}
 	}
-	if nested.Parent != h.rec.Of(engine.ToolDispatch)[0].ID {
-		t.Fatalf("nested pool parent %d, want the dispatch %d", nested.Parent, h.rec.Of(engine.ToolDispatch)[0].ID)
+	if nested.Parent != h.rec.Of(event.ToolDispatch)[0].ID {
+		t.Fatalf("nested pool parent %d, want the dispatch %d", nested.Parent, h.rec.Of(event.ToolDispatch)[0].ID)
 	}
 	if h.be.CellsUsed() != 0 || h.be.Branches() != 0 {
 		t.Fatalf("leaked %d cells, %d branches", h.be.CellsUsed(), h.be.Branches())
@@ -179,7 +185,7 @@ func TestToolsStartSubAgentsForkedFromTheCaller(t *testing.T) {
 	h2 := newHarness(t, 8192, engine.Options{})
 	h2.be.Script("lead task", call("delegate", `{"tasks":["sub one"]}`), reportCall("alone"))
 	h2.run(engine.PoolSpec{Tools: []engine.Tool{delegate(true)}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "lead task"})})
-	if r := h2.rec.Of(engine.ToolResult); len(r) != 1 || !strings.Contains(string(r[0].Result), "cannot start agents") {
+	if r := h2.rec.Of(event.ToolResult); len(r) != 1 || !strings.Contains(string(r[0].Result), "cannot start agents") {
 		t.Fatalf("fanout delegate: %+v", r)
 	}
 }
@@ -226,8 +232,8 @@ func TestChainAndFanOutExtendTheSpine(t *testing.T) {
 	h.be.Script("step one", reportCall("fact one"))
 	h.be.Script("step two", reportCall("fact two"))
 	var secondBranch engine.BranchID
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.AgentSpawn && e.Text == "step two" {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentSpawn && e.Text == "step two" {
 			secondBranch = engine.BranchID(e.Branch)
 			if !strings.Contains(h.be.Transcript(secondBranch), "fact one") {
 				t.Error("step two does not see step one's finding")
@@ -241,7 +247,7 @@ func TestChainAndFanOutExtendTheSpine(t *testing.T) {
 		}
 		return engine.AgentSpec{Task: steps[i]}, "", true
 	})})
-	if len(res.Agents) != 2 || len(h.rec.Of(engine.SpineExtend)) != 2 || secondBranch == 0 {
+	if len(res.Agents) != 2 || len(h.rec.Of(event.SpineExtend)) != 2 || secondBranch == 0 {
 		t.Fatalf("chain: %+v", res.Agents)
 	}
 
@@ -320,18 +326,18 @@ func TestCancelAndInterrupt(t *testing.T) {
 	h := newHarness(t, 4096, engine.Options{})
 	h.be.Script("victim", call("wait", `{}`), reportCall("never"))
 	h.be.Script("bystander", reportCall("fine"))
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.ToolDispatch && e.Tool == "wait" {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.ToolDispatch && e.Tool == "wait" {
 			go h.rt.Cancel(e.Agent)
 		}
 	})}})
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{stuck}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "victim"}, engine.AgentSpec{Task: "bystander"})})
 	close(release)
 	v := byTask(res, "victim")
-	if v.Outcome != engine.Cancelled || len(v.Result) != 0 || len(h.rec.Of(engine.AgentCancelled)) != 1 {
+	if v.Outcome != event.Cancelled || len(v.Result) != 0 || len(h.rec.Of(event.AgentCancelled)) != 1 {
 		t.Fatalf("victim %+v", v)
 	}
-	if byTask(res, "bystander").Outcome != engine.Returned {
+	if byTask(res, "bystander").Outcome != event.Returned {
 		t.Fatal("bystander did not finish")
 	}
 
@@ -342,11 +348,11 @@ func TestCancelAndInterrupt(t *testing.T) {
 	defer cancel()
 	h2.be.Delay = time.Millisecond
 	res, err := h2.rt.Run(ctx, engine.PoolSpec{MaxTurnTokens: 100000, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "long"})})
-	if !errors.Is(err, context.DeadlineExceeded) || len(res.Agents) != 1 || res.Agents[0].Outcome != engine.Cancelled {
+	if !errors.Is(err, context.DeadlineExceeded) || len(res.Agents) != 1 || res.Agents[0].Outcome != event.Cancelled {
 		t.Fatalf("interrupted run: %v %+v", err, res)
 	}
-	if h2.be.Branches() != 0 || len(h2.rec.Of(engine.PoolClose)) != 1 {
-		t.Fatalf("after interrupt: %d branches, %d pool:close", h2.be.Branches(), len(h2.rec.Of(engine.PoolClose)))
+	if h2.be.Branches() != 0 || len(h2.rec.Of(event.PoolClose)) != 1 {
+		t.Fatalf("after interrupt: %d branches, %d pool:close", h2.be.Branches(), len(h2.rec.Of(event.PoolClose)))
 	}
 }
 
@@ -358,7 +364,7 @@ func TestProtectedToolsFailClosed(t *testing.T) {
 		h := newHarness(t, 4096, engine.Options{Allow: func(string) bool { return allow }})
 		h.be.Script("writer", call("write", `{}`), reportCall("ok"))
 		h.run(engine.PoolSpec{Tools: []engine.Tool{danger}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "writer"})})
-		n := h.rec.Of(engine.AgentNudge)
+		n := h.rec.Of(event.AgentNudge)
 		if !allow && (ran.Load() != 0 || len(n) != 1 || n[0].Reason != "protected") {
 			t.Fatalf("without a grant: ran %d, nudges %+v", ran.Load(), n)
 		}
@@ -373,8 +379,8 @@ func TestSiblingsGetDistinctSeeds(t *testing.T) {
 	h.be.Script("x", reportCall("1"))
 	h.be.Script("y", reportCall("2"))
 	seeds := map[uint32]bool{}
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.AgentSpawn {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentSpawn {
 			s, _ := h.be.Sampling(engine.BranchID(e.Branch))
 			seeds[s.Seed] = true
 		}

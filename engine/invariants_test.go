@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // slowTool is a fanout tool that sleeps, recording how many run at once and
@@ -92,7 +93,7 @@ func TestI1NoOverlappingNativeCalls(t *testing.T) {
 			return err
 		}})
 	for _, a := range res.Agents {
-		if a.Outcome != engine.Returned {
+		if a.Outcome != event.Returned {
 			t.Fatalf("agent %q: %+v", a.Task, a)
 		}
 	}
@@ -100,7 +101,7 @@ func TestI1NoOverlappingNativeCalls(t *testing.T) {
 	if slow.peak != 2 {
 		t.Fatalf("fanout peak concurrency %d, want exactly the limit 2", slow.peak)
 	}
-	order := func(t engine.EventType) string {
+	order := func(t event.Type) string {
 		var ids []string
 		for _, e := range h.rec.Of(t) {
 			if e.Tool == "slow" {
@@ -109,7 +110,7 @@ func TestI1NoOverlappingNativeCalls(t *testing.T) {
 		}
 		return strings.Join(ids, ",")
 	}
-	if calls, starts := order(engine.AgentToolCall), order(engine.ToolDispatch); calls != starts || len(slow.started) != 5 {
+	if calls, starts := order(event.AgentToolCall), order(event.ToolDispatch); calls != starts || len(slow.started) != 5 {
 		t.Fatalf("fanout start order %s, call order %s: not FIFO", starts, calls)
 	}
 	// I7: an agent never samples while its own tool runs.
@@ -118,7 +119,7 @@ func TestI1NoOverlappingNativeCalls(t *testing.T) {
 	}
 	// I3: each concurrent extension is written exactly once, with its content.
 	seen := map[string]int{}
-	for _, e := range h.rec.Of(engine.SpineExtend) {
+	for _, e := range h.rec.Of(event.SpineExtend) {
 		seen[e.Text]++
 	}
 	for i := 0; i < 3; i++ {
@@ -168,8 +169,8 @@ func TestI4FinalExtendIsServed(t *testing.T) {
 		extendErr = pc.ExtendSpine(ctx, "summary", "final")
 		return nil
 	}})
-	if extendErr != nil || len(h.rec.Of(engine.SpineExtend)) != 1 {
-		t.Fatalf("final extend: %v, %d events", extendErr, len(h.rec.Of(engine.SpineExtend)))
+	if extendErr != nil || len(h.rec.Of(event.SpineExtend)) != 1 {
+		t.Fatalf("final extend: %v, %d events", extendErr, len(h.rec.Of(event.SpineExtend)))
 	}
 }
 
@@ -178,8 +179,8 @@ func TestI6SiblingsProgressDuringSlowFanout(t *testing.T) {
 	release := make(chan struct{})
 	slow := &slowTool{release: release}
 	h := newHarness(t, 4096, engine.Options{})
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.AgentReturn && strings.Contains(string(e.Result), "fast done") {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentReturn && strings.Contains(string(e.Result), "fast done") {
 			close(release) // the slow tool finishes only after the sibling returned
 		}
 	})}})
@@ -199,8 +200,8 @@ func TestI8OnlyFirstCallOfATurn(t *testing.T) {
 	h := newHarness(t, 4096, engine.Options{})
 	h.be.Script("two calls", call("lookup", `{"term":"spine"}`)+"\n"+call("lookup", `{"term":"branch"}`), reportCall("ok"))
 	h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "two calls"})})
-	if n.Load() != 1 || len(h.rec.Of(engine.ToolDispatch)) != 1 {
-		t.Fatalf("lookup ran %d times, %d dispatches; want 1", n.Load(), len(h.rec.Of(engine.ToolDispatch)))
+	if n.Load() != 1 || len(h.rec.Of(event.ToolDispatch)) != 1 {
+		t.Fatalf("lookup ran %d times, %d dispatches; want 1", n.Load(), len(h.rec.Of(event.ToolDispatch)))
 	}
 }
 
@@ -221,25 +222,25 @@ func TestI9RetryParksAndRetriesOnce(t *testing.T) {
 	h.be.Script("fetcher", call("fetch", `{}`), reportCall("got it"))
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{flaky(1, 30*time.Millisecond, &runs)}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "fetcher"})})
 	a := res.Agents[0]
-	if a.Outcome != engine.Returned || runs.Load() != 2 {
+	if a.Outcome != event.Returned || runs.Load() != 2 {
 		t.Fatalf("outcome %s after %d runs", a.Outcome, runs.Load())
 	}
 	if a.ToolCalls != 2 { // fetch once, report once
 		t.Fatalf("tool calls %d, want 2 (the retried call counts once)", a.ToolCalls)
 	}
-	retries, dispatches := h.rec.Of(engine.ToolRetry), h.rec.Of(engine.ToolDispatch)
+	retries, dispatches := h.rec.Of(event.ToolRetry), h.rec.Of(event.ToolDispatch)
 	if len(retries) != 1 || len(dispatches) != 2 || dispatches[0].CallID != dispatches[1].CallID {
 		t.Fatalf("retries %d, dispatches %+v", len(retries), dispatches)
 	}
 	if gap := dispatches[1].At - dispatches[0].At; gap < 30*time.Millisecond {
 		t.Fatalf("retried after %s, before the 30ms delay", gap)
 	}
-	for _, e := range h.rec.Of(engine.BranchPrefill) {
+	for _, e := range h.rec.Of(event.BranchPrefill) {
 		if e.Agent == a.ID && e.Role == "nudge" {
 			t.Fatal("the model was shown something about the transient failure")
 		}
 	}
-	if res := h.rec.Of(engine.ToolResult); len(res) != 1 || strings.Contains(string(res[0].Result), "rate limited") {
+	if res := h.rec.Of(event.ToolResult); len(res) != 1 || strings.Contains(string(res[0].Result), "rate limited") {
 		t.Fatalf("results %+v", res)
 	}
 }
@@ -261,7 +262,7 @@ func TestI10I11RetryExhaustion(t *testing.T) {
 			if runs.Load() != c.wantRuns || res.Agents[0].Text() != "without it" {
 				t.Fatalf("runs %d, result %+v", runs.Load(), res.Agents[0])
 			}
-			r := h.rec.Of(engine.ToolResult)
+			r := h.rec.Of(event.ToolResult)
 			if len(r) != 1 || !strings.Contains(string(r[0].Result), "unavailable") || !strings.Contains(string(r[0].Result), "Do not call it again") {
 				t.Fatalf("directive %+v", r)
 			}
@@ -284,20 +285,20 @@ func TestI12I13ToolErrorsAndPanicsEndOnlyTheirAgent(t *testing.T) {
 	h.be.Script("fine", reportCall("fine"))
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{bad}, Terminal: report,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "errs"}, engine.AgentSpec{Task: "panics"}, engine.AgentSpec{Task: "fine"})})
-	if e := byTask(res, "errs"); e.Outcome != engine.Failed || !strings.Contains(e.Reason, "disk on fire") || e.Source != "tool_error" {
+	if e := byTask(res, "errs"); e.Outcome != event.Failed || !strings.Contains(e.Reason, "disk on fire") || e.Source != "tool_error" {
 		t.Fatalf("error agent %+v", e)
 	}
-	if p := byTask(res, "panics"); p.Outcome != engine.Failed || !strings.Contains(p.Reason, "boom value") {
+	if p := byTask(res, "panics"); p.Outcome != event.Failed || !strings.Contains(p.Reason, "boom value") {
 		t.Fatalf("panic agent %+v", p)
 	}
-	if byTask(res, "fine").Outcome != engine.Returned {
+	if byTask(res, "fine").Outcome != event.Returned {
 		t.Fatal("the sibling did not finish")
 	}
-	errs := h.rec.Of(engine.ToolError)
+	errs := h.rec.Of(event.ToolError)
 	if len(errs) != 2 || !strings.Contains(errs[0].Reason+errs[1].Reason, "boom value") {
 		t.Fatalf("tool:error events %+v", errs)
 	}
-	if len(h.rec.Of(engine.PoolClose)) != 1 {
+	if len(h.rec.Of(event.PoolClose)) != 1 {
 		t.Fatal("no pool:close")
 	}
 }
@@ -311,7 +312,7 @@ func TestI14I15UnknownToolsAndEmptyToolkit(t *testing.T) {
 	if res.Agents[0].Text() != "plain answer" {
 		t.Fatalf("%+v", res.Agents[0])
 	}
-	n := h.rec.Of(engine.AgentNudge)
+	n := h.rec.Of(event.AgentNudge)
 	if len(n) != 1 || !strings.Contains(string(n[0].Result), "There are no tools here. Answer in plain text.") {
 		t.Fatalf("nudges %+v", n)
 	}
@@ -325,7 +326,7 @@ func TestI14I15UnknownToolsAndEmptyToolkit(t *testing.T) {
 	h2 := newHarness(t, 4096, engine.Options{})
 	h2.be.Script("wrong", call("search", `{}`), reportCall("ok"))
 	h2.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&k)}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "wrong"})})
-	n = h2.rec.Of(engine.AgentNudge)
+	n = h2.rec.Of(event.AgentNudge)
 	if len(n) != 1 || !strings.Contains(string(n[0].Result), "Unknown tool: search. The tools are: lookup, report.") {
 		t.Fatalf("nudges %+v", n)
 	}
@@ -361,11 +362,11 @@ func TestI17ResultHookSeesWhatTheAgentReads(t *testing.T) {
 	h := newHarness(t, 4096, engine.Options{})
 	h.be.Script("reader", call("info", `{}`), reportCall("7"))
 	var branch engine.BranchID
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.AgentSpawn {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentSpawn {
 			branch = engine.BranchID(e.Branch)
 		}
-		if e.Type == engine.AgentReturn && !strings.Contains(h.be.Transcript(branch), string(seen[0])) {
+		if e.Type == event.AgentReturn && !strings.Contains(h.be.Transcript(branch), string(seen[0])) {
 			t.Errorf("the agent's context does not hold %s", seen[0])
 		}
 	})}})

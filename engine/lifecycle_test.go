@@ -14,6 +14,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // small gives a harness whose context is tight: soft and hard limits in tens
@@ -34,7 +35,7 @@ func bigTool(be *enginetest.Scripted, soft, over int) engine.Tool {
 		}}
 }
 
-func reasons(rec *engine.Recorder, t engine.EventType) []string {
+func reasons(rec *engine.Recorder, t event.Type) []string {
 	var out []string
 	for _, e := range rec.Of(t) {
 		out = append(out, e.Reason)
@@ -61,10 +62,10 @@ func TestSpawnAdmissionRefusesWithAReason(t *testing.T) {
 		_, refused = pc.Spawn(ctx, engine.AgentSpec{Task: huge})
 		return engine.Parallel(engine.AgentSpec{Task: "fits"})(ctx, pc)
 	}})
-	if refused == nil || !strings.Contains(refused.Error(), "pressure_init") || len(h.rec.Of(engine.SpawnRefused)) != 1 {
+	if refused == nil || !strings.Contains(refused.Error(), "pressure_init") || len(h.rec.Of(event.SpawnRefused)) != 1 {
 		t.Fatalf("refusal %v", refused)
 	}
-	if len(res.Agents) != 1 || res.Agents[0].Outcome != engine.Returned {
+	if len(res.Agents) != 1 || res.Agents[0].Outcome != event.Returned {
 		t.Fatalf("%+v", res.Agents)
 	}
 }
@@ -81,24 +82,24 @@ func TestStaggeredExitWhenAResultIsTooLarge(t *testing.T) {
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{bigTool(h.be, soft, 20), slow}, Terminal: report, SoftLimit: soft, HardLimit: hard,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "hungry"}, engine.AgentSpec{Task: "sib one"}, engine.AgentSpec{Task: "sib two"})})
 	for _, a := range res.Agents {
-		if a.Outcome != engine.Returned {
+		if a.Outcome != event.Returned {
 			t.Fatalf("%q: %+v", a.Task, a)
 		}
 	}
-	if len(h.rec.Of(engine.SettleDeferred)) == 0 {
+	if len(h.rec.Of(event.SettleDeferred)) == 0 {
 		t.Fatal("the large result was never deferred: the test did not apply pressure")
 	}
-	if n := h.rec.Of(engine.AgentNudge); len(n) != 0 || len(h.rec.Of(engine.AgentDrop)) != 0 {
-		t.Fatalf("a deferred result caused nudges %+v or drops %v", n, reasons(h.rec, engine.AgentDrop))
+	if n := h.rec.Of(event.AgentNudge); len(n) != 0 || len(h.rec.Of(event.AgentDrop)) != 0 {
+		t.Fatalf("a deferred result caused nudges %+v or drops %v", n, reasons(h.rec, event.AgentDrop))
 	}
 	// It was admitted only after a sibling returned and freed its cells.
 	var admitted, firstReturn uint64
 	hungry := byTask(res, "hungry").ID
 	for _, e := range h.rec.Events() {
-		if e.Type == engine.BranchPrefill && e.Role == "toolResult" && e.Agent == hungry && admitted == 0 {
+		if e.Type == event.BranchPrefill && e.Role == "toolResult" && e.Agent == hungry && admitted == 0 {
 			admitted = e.ID
 		}
-		if e.Type == engine.AgentReturn && firstReturn == 0 {
+		if e.Type == event.AgentReturn && firstReturn == 0 {
 			firstReturn = e.ID
 		}
 	}
@@ -119,11 +120,11 @@ func TestStallBreak(t *testing.T) {
 	if res.Agents[0].Text() != "reported instead" {
 		t.Fatalf("%+v", res.Agents[0])
 	}
-	n := h.rec.Of(engine.AgentNudge)
+	n := h.rec.Of(event.AgentNudge)
 	if len(n) != 1 || n[0].Reason != "settle_reject" || !strings.Contains(string(n[0].Result), "too large") {
 		t.Fatalf("nudges %+v", n)
 	}
-	if len(h.rec.Of(engine.AgentDrop)) != 0 {
+	if len(h.rec.Of(event.AgentDrop)) != 0 {
 		t.Fatal("a nudge that fit still dropped the agent")
 	}
 
@@ -131,20 +132,20 @@ func TestStallBreak(t *testing.T) {
 	// fit either, so the agent drops into (blocking) recovery.
 	h2 := small(t, 100000)
 	h2.be.Script("alone", call("big", `{}`), reportCall("ok"))
-	h2.rt = engine.New(h2.be, engine.Options{Sinks: []engine.Sink{h2.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.AgentSpawn {
+	h2.rt = engine.New(h2.be, engine.Options{Sinks: []engine.Sink{h2.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentSpawn {
 			h2.be.SetNCtx(h2.be.CellsUsed() + 40 + 60)
 		}
 	})}})
 	res = h2.run(engine.PoolSpec{Tools: []engine.Tool{bigTool(h2.be, 40, 40)}, Terminal: report, SoftLimit: 40, HardLimit: 40, RecoveryPrompt: "Report now.",
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "alone"})})
-	if d := reasons(h2.rec, engine.AgentDrop); len(d) != 1 || d[0] != "settle_stall_break" {
+	if d := reasons(h2.rec, event.AgentDrop); len(d) != 1 || d[0] != "settle_stall_break" {
 		t.Fatalf("drops %v", d)
 	}
-	if a := res.Agents[0]; a.Outcome != engine.Recovered || a.Text() != "ok" {
+	if a := res.Agents[0]; a.Outcome != event.Recovered || a.Text() != "ok" {
 		t.Fatalf("%+v", a)
 	}
-	if r := h2.rec.Of(engine.RecoveryStart); len(r) != 1 || !strings.Contains(string(r[0].Data), "staggered") {
+	if r := h2.rec.Of(event.RecoveryStart); len(r) != 1 || !strings.Contains(string(r[0].Data), "staggered") {
 		t.Fatalf("recovery %+v", r)
 	}
 }
@@ -159,7 +160,7 @@ func TestBudgetNudgesOnePerTick(t *testing.T) {
 	}
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, MaxTurns: 2,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "p"}, engine.AgentSpec{Task: "q"})})
-	nudges := h.rec.Of(engine.AgentNudge)
+	nudges := h.rec.Of(event.AgentNudge)
 	if len(nudges) != 1 || nudges[0].Reason != "max_turns" {
 		t.Fatalf("nudges %+v: want exactly one (one per tick)", nudges)
 	}
@@ -174,7 +175,7 @@ func TestBudgetNudgesOnePerTick(t *testing.T) {
 		t.Fatalf("word budget %d", w)
 	}
 	for _, a := range res.Agents {
-		if a.Outcome != engine.Returned {
+		if a.Outcome != event.Returned {
 			t.Fatalf("%+v", a)
 		}
 	}
@@ -192,13 +193,13 @@ func TestCriticalKillsOnePerTickAndRecovers(t *testing.T) {
 	}
 	var ticksWithKills = map[uint64]int{}
 	var lastTick uint64
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
 		switch e.Type {
-		case engine.PoolTick:
+		case event.PoolTick:
 			lastTick = e.ID
-		case engine.AgentDrop:
+		case event.AgentDrop:
 			ticksWithKills[lastTick]++
-		case engine.AgentSpawn:
+		case event.AgentSpawn:
 			// Once everyone is in, shrink the context so it is nearly full.
 			if strings.HasSuffix(e.Text, "2") {
 				h.be.SetNCtx(h.be.CellsUsed() + 200)
@@ -206,7 +207,7 @@ func TestCriticalKillsOnePerTickAndRecovers(t *testing.T) {
 		}
 	})}})
 	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 190, HardLimit: 120, MaxTurnTokens: 2000, Orchestrate: engine.Parallel(specs...)})
-	drops := reasons(h.rec, engine.AgentDrop)
+	drops := reasons(h.rec, event.AgentDrop)
 	if len(drops) == 0 {
 		t.Fatal("nobody was killed: the test did not reach critical pressure")
 	}
@@ -216,22 +217,22 @@ func TestCriticalKillsOnePerTickAndRecovers(t *testing.T) {
 		}
 	}
 	done := map[int]int{}
-	for _, e := range h.rec.Of(engine.AgentDone) {
+	for _, e := range h.rec.Of(event.AgentDone) {
 		done[e.Agent]++
 	}
-	outcomes := len(h.rec.Of(engine.RecoveryReturn)) + len(h.rec.Of(engine.RecoveryFailed))
-	if outcomes != len(h.rec.Of(engine.RecoveryStart)) {
-		t.Fatalf("%d recoveries started, %d ended", len(h.rec.Of(engine.RecoveryStart)), outcomes)
+	outcomes := len(h.rec.Of(event.RecoveryReturn)) + len(h.rec.Of(event.RecoveryFailed))
+	if outcomes != len(h.rec.Of(event.RecoveryStart)) {
+		t.Fatalf("%d recoveries started, %d ended", len(h.rec.Of(event.RecoveryStart)), outcomes)
 	}
 	for _, a := range res.Agents {
 		if done[a.ID] != 1 {
 			t.Fatalf("agent %d: %d agent:done events", a.ID, done[a.ID])
 		}
-		if a.Outcome == engine.Running || (a.Outcome == engine.Failed && a.Reason == "") {
+		if a.Outcome == event.Running || (a.Outcome == event.Failed && a.Reason == "") {
 			t.Fatalf("agent without a terminal outcome: %+v", a)
 		}
 	}
-	if res.Agents[0].Outcome != engine.Recovered {
+	if res.Agents[0].Outcome != event.Recovered {
 		t.Fatalf("the first killed agent should have its report: %+v", res.Agents[0])
 	}
 }
@@ -242,18 +243,18 @@ func TestRecoveryWithoutTerminalCallFails(t *testing.T) {
 	var n atomic.Int32
 	h := small(t, 1<<16)
 	h.be.Script("stubborn", strings.Repeat("thinking ", 50), call("lookup", `{"term":"tick"}`))
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.PoolTick && len(h.rec.Of(engine.PoolTick)) == 5 {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.PoolTick && len(h.rec.Of(event.PoolTick)) == 5 {
 			go h.rt.WindDown()
 		}
 	})}})
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, SoftLimit: 100, HardLimit: 8, MaxTurnTokens: 1000, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "stubborn"})})
 	a := res.Agents[0]
-	if a.Outcome != engine.Failed || !strings.Contains(a.Reason, "no_terminal_call") {
+	if a.Outcome != event.Failed || !strings.Contains(a.Reason, "no_terminal_call") {
 		t.Fatalf("%+v", a)
 	}
-	f := h.rec.Of(engine.RecoveryFailed)
-	if len(f) != 1 || f[0].Text == "" || len(h.rec.Of(engine.AgentFailed)) != 1 || len(h.rec.Of(engine.AgentRecovered)) != 0 {
+	f := h.rec.Of(event.RecoveryFailed)
+	if len(f) != 1 || f[0].Text == "" || len(h.rec.Of(event.AgentFailed)) != 1 || len(h.rec.Of(event.AgentRecovered)) != 0 {
 		t.Fatalf("recovery failed events %+v", f)
 	}
 	if n.Load() != 0 {
@@ -278,13 +279,13 @@ func TestWindDownRecoversTheCohortInLoop(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		specs = append(specs, engine.AgentSpec{Task: fmt.Sprintf("member %d", i)})
 	}
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.PoolTick && e.Tokens == 4 && len(h.rec.Of(engine.PoolTick)) == 10 {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.PoolTick && e.Tokens == 4 && len(h.rec.Of(event.PoolTick)) == 10 {
 			go h.rt.WindDown()
 		}
 	})}})
 	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, ReportBudget: 60, MaxTurnTokens: 1000, Orchestrate: engine.Parallel(specs...)})
-	drops := reasons(h.rec, engine.AgentDrop)
+	drops := reasons(h.rec, event.AgentDrop)
 	if len(drops) != 4 {
 		t.Fatalf("drops %v", drops)
 	}
@@ -293,13 +294,13 @@ func TestWindDownRecoversTheCohortInLoop(t *testing.T) {
 			t.Fatalf("drops %v", drops)
 		}
 	}
-	for _, r := range h.rec.Of(engine.RecoveryStart) {
+	for _, r := range h.rec.Of(event.RecoveryStart) {
 		if !strings.Contains(string(r.Data), "in_loop") {
 			t.Fatalf("wind-down recovery not in the loop: %s", r.Data)
 		}
 	}
 	for i, a := range res.Agents {
-		if a.Outcome != engine.Recovered {
+		if a.Outcome != event.Recovered {
 			t.Fatalf("member %d: %+v", i, a)
 		}
 	}
@@ -308,8 +309,8 @@ func TestWindDownRecoversTheCohortInLoop(t *testing.T) {
 	}
 	// Reports rode the same batches: some tick decoded four recovering agents.
 	batched := false
-	for _, e := range h.rec.Of(engine.PoolTick) {
-		if e.Tokens == 4 && len(h.rec.Of(engine.RecoveryStart)) == 4 && e.ID > h.rec.Of(engine.RecoveryStart)[3].ID {
+	for _, e := range h.rec.Of(event.PoolTick) {
+		if e.Tokens == 4 && len(h.rec.Of(event.RecoveryStart)) == 4 && e.ID > h.rec.Of(event.RecoveryStart)[3].ID {
 			batched = true
 		}
 	}
@@ -326,8 +327,8 @@ func TestWindDownMidTool(t *testing.T) {
 	h := small(t, 1<<16)
 	h.be.Script("in tool", call("slow", `{"id":"t"}`), reportCall("after tool"))
 	h.be.Script("next step", reportCall("must not run"))
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.ToolDispatch {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.ToolDispatch {
 			go func() { h.rt.WindDown(); close(release) }()
 		}
 	})}})
@@ -342,7 +343,7 @@ func TestWindDownMidTool(t *testing.T) {
 		t.Fatalf("after wind-down the chain spawned: %+v", res.Agents)
 	}
 	a := res.Agents[0]
-	if a.Outcome != engine.Recovered || a.Text() != "after tool" || len(h.rec.Of(engine.ToolResult)) != 1 {
+	if a.Outcome != event.Recovered || a.Text() != "after tool" || len(h.rec.Of(event.ToolResult)) != 1 {
 		t.Fatalf("%+v", a)
 	}
 }
@@ -365,23 +366,23 @@ func TestCancelWithALiveChild(t *testing.T) {
 	h := small(t, 1<<16)
 	h.be.Script("lead", call("delegate", `{"tasks":["child task"]}`), reportCall("never"))
 	h.be.Script("child task", call("wait", `{}`), reportCall("never either"))
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.AgentSpawn && e.ParentAgent != 0 {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentSpawn && e.ParentAgent != 0 {
 			go h.rt.Cancel(e.ParentAgent)
 		}
 	})}})
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{lead}, Terminal: report, SoftLimit: 100, HardLimit: 8, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "lead"})})
-	if a := res.Agents[0]; a.Outcome != engine.Cancelled {
+	if a := res.Agents[0]; a.Outcome != event.Cancelled {
 		t.Fatalf("%+v", a)
 	}
 	cancelled := map[int]int{}
-	for _, e := range h.rec.Of(engine.AgentCancelled) {
+	for _, e := range h.rec.Of(event.AgentCancelled) {
 		cancelled[e.Agent]++
 	}
 	if len(cancelled) != 2 || cancelled[res.Agents[0].ID] != 1 {
 		t.Fatalf("cancelled events %v", cancelled)
 	}
-	if len(h.rec.Of(engine.RecoveryStart)) != 0 || len(h.rec.Of(engine.AgentRecovered)) != 0 {
+	if len(h.rec.Of(event.RecoveryStart)) != 0 || len(h.rec.Of(event.AgentRecovered)) != 0 {
 		t.Fatal("a cancelled agent was recovered")
 	}
 	if h.be.Branches() != 0 || h.be.CellsUsed() != 0 {
@@ -402,26 +403,26 @@ func TestOOMWhileWritingAReport(t *testing.T) {
 		}
 		return nil
 	}
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
 		switch e.Type {
-		case engine.PoolTick:
-			if len(h.rec.Of(engine.PoolTick)) == 20 {
+		case event.PoolTick:
+			if len(h.rec.Of(event.PoolTick)) == 20 {
 				go h.rt.Cancel(-1) // no-op command: wakes nothing
 			}
-		case engine.RecoveryStart:
+		case event.RecoveryStart:
 			extracting.Add(1)
 		}
 	})}})
 	// Kill the victim by time: a zero-ish hard time limit on the victim only
 	// is not expressible, so drop it via a tiny context: shrink it so the
 	// critical kill picks the first agent (the victim).
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
 		switch e.Type {
-		case engine.PoolTick:
-			if len(h.rec.Of(engine.PoolTick)) == 20 {
+		case event.PoolTick:
+			if len(h.rec.Of(event.PoolTick)) == 20 {
 				h.be.SetNCtx(h.be.CellsUsed() + 100)
 			}
-		case engine.RecoveryStart:
+		case event.RecoveryStart:
 			extracting.Add(1)
 			h.be.SetNCtx(1 << 16)
 		}
@@ -431,18 +432,18 @@ func TestOOMWhileWritingAReport(t *testing.T) {
 		t.Fatalf("the pool returned an error: %v", err)
 	}
 	v := byTask(res, "victim")
-	if v.Outcome != engine.Failed || !strings.Contains(v.Reason, "scope_error") {
+	if v.Outcome != event.Failed || !strings.Contains(v.Reason, "scope_error") {
 		t.Fatalf("victim %+v", v)
 	}
-	for _, e := range h.rec.Of(engine.AgentRecovered) {
+	for _, e := range h.rec.Of(event.AgentRecovered) {
 		if e.Agent == v.ID {
 			t.Fatal("the victim was reported recovered")
 		}
 	}
-	if b := byTask(res, "bystander"); b.Outcome == engine.Running {
+	if b := byTask(res, "bystander"); b.Outcome == event.Running {
 		t.Fatalf("bystander without an outcome: %+v", b)
 	}
-	if len(h.rec.Of(engine.PoolClose)) != 1 {
+	if len(h.rec.Of(event.PoolClose)) != 1 {
 		t.Fatal("no pool:close")
 	}
 }
@@ -453,8 +454,8 @@ func TestDecodeFailureIsolated(t *testing.T) {
 	h.be.Script("doomed", strings.Repeat("a ", 50), reportCall("never"))
 	h.be.Script("fine", strings.Repeat("b ", 50), reportCall("fine"))
 	var doomed atomic.Int32
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.AgentSpawn && e.Text == "doomed" {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentSpawn && e.Text == "doomed" {
 			doomed.Store(int32(e.Branch))
 		}
 	})}})
@@ -471,10 +472,10 @@ func TestDecodeFailureIsolated(t *testing.T) {
 		return nil
 	}
 	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "doomed"}, engine.AgentSpec{Task: "fine"})})
-	if d := byTask(res, "doomed"); d.Outcome != engine.Failed || !strings.Contains(d.Reason, "decode failed") {
+	if d := byTask(res, "doomed"); d.Outcome != event.Failed || !strings.Contains(d.Reason, "decode failed") {
 		t.Fatalf("doomed %+v", d)
 	}
-	if f := byTask(res, "fine"); f.Outcome != engine.Returned {
+	if f := byTask(res, "fine"); f.Outcome != event.Returned {
 		t.Fatalf("fine %+v", f)
 	}
 }
@@ -486,8 +487,8 @@ func TestPauseResume(t *testing.T) {
 	slow := &slowTool{d: 20 * time.Millisecond}
 	h.be.Script("pausable", call("slow", `{"id":"p"}`), reportCall("resumed fine"))
 	var pausedAt, resumedAt atomic.Int64
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.ToolDispatch {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.ToolDispatch {
 			go func() {
 				h.rt.Pause()
 				pausedAt.Store(time.Now().UnixNano())
@@ -499,7 +500,7 @@ func TestPauseResume(t *testing.T) {
 	})}})
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{slow}, Terminal: report, SoftLimit: 100, HardLimit: 8, TimeHard: 100 * time.Millisecond,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "pausable"})})
-	if a := res.Agents[0]; a.Outcome != engine.Returned {
+	if a := res.Agents[0]; a.Outcome != event.Returned {
 		t.Fatalf("paused time counted against the time limit: %+v", a)
 	}
 	from, to := time.Unix(0, pausedAt.Load()).Add(2*time.Millisecond), time.Unix(0, resumedAt.Load())
@@ -508,7 +509,7 @@ func TestPauseResume(t *testing.T) {
 			t.Fatalf("backend call %s started while paused", c.Op)
 		}
 	}
-	if len(h.rec.Of(engine.PoolPause)) != 1 || len(h.rec.Of(engine.PoolResume)) != 1 || h.rec.Of(engine.PoolResume)[0].Duration < 100*time.Millisecond {
+	if len(h.rec.Of(event.PoolPause)) != 1 || len(h.rec.Of(event.PoolResume)) != 1 || h.rec.Of(event.PoolResume)[0].Duration < 100*time.Millisecond {
 		t.Fatal("pause/resume events missing")
 	}
 }
@@ -526,7 +527,7 @@ func TestGuardsBeforeBudget(t *testing.T) {
 	h := newHarness(t, 1<<16, engine.Options{})
 	h.be.Script("g", call("lookup", `{"term":"a"}`), call("lookup", `{"term":"dup"}`), reportCall("done"))
 	h.run(engine.PoolSpec{Tools: []engine.Tool{guarded}, Terminal: report, MaxTurns: 1, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "g"})})
-	nudges := h.rec.Of(engine.AgentNudge)
+	nudges := h.rec.Of(event.AgentNudge)
 	if len(nudges) < 2 || nudges[1].Reason != "guard" || !strings.Contains(string(nudges[1].Result), "already looked") {
 		t.Fatalf("nudges %+v", nudges)
 	}
@@ -539,8 +540,8 @@ func TestRepeatedNudgesNeverEscalate(t *testing.T) {
 	h := newHarness(t, 1<<16, engine.Options{})
 	h.be.Script("persistent", call("lookup", `{"term":"spine"}`), call("lookup", `{"term":"tick"}`), call("lookup", `{"term":"tick"}`), call("lookup", `{"term":"tick"}`), reportCall("finally"))
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, MaxTurns: 1, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "persistent"})})
-	if len(h.rec.Of(engine.AgentNudge)) != 4 || len(h.rec.Of(engine.AgentDrop)) != 0 || res.Agents[0].Text() != "finally" {
-		t.Fatalf("nudges %d, drops %d, %+v", len(h.rec.Of(engine.AgentNudge)), len(h.rec.Of(engine.AgentDrop)), res.Agents[0])
+	if len(h.rec.Of(event.AgentNudge)) != 4 || len(h.rec.Of(event.AgentDrop)) != 0 || res.Agents[0].Text() != "finally" {
+		t.Fatalf("nudges %d, drops %d, %+v", len(h.rec.Of(event.AgentNudge)), len(h.rec.Of(event.AgentDrop)), res.Agents[0])
 	}
 }
 
@@ -552,7 +553,7 @@ func TestTimeHardLimitStopsAndRecovers(t *testing.T) {
 	h.be.Script("slowpoke", strings.Repeat("pondering ", 2000), reportCall("what I had"))
 	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, MaxTurnTokens: 100000, TimeHard: 30 * time.Millisecond,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "slowpoke"})})
-	if a := res.Agents[0]; a.Outcome != engine.Recovered || a.Reason != "time_exceeded" || a.Text() != "what I had" {
+	if a := res.Agents[0]; a.Outcome != event.Recovered || a.Reason != "time_exceeded" || a.Text() != "what I had" {
 		t.Fatalf("%+v", a)
 	}
 }
@@ -563,18 +564,18 @@ func TestStallBreakDropsSeveralAtOnce(t *testing.T) {
 	for _, task := range []string{"s1", "s2"} {
 		h.be.Script(task, call("big", `{}`), reportCall(task+" ok"))
 	}
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.AgentSpawn && e.Text == "s2" {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentSpawn && e.Text == "s2" {
 			h.be.SetNCtx(h.be.CellsUsed() + 40 + 90)
 		}
 	})}})
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{bigTool(h.be, 40, 60)}, Terminal: report, SoftLimit: 40, HardLimit: 40, RecoveryPrompt: "Report now.",
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "s1"}, engine.AgentSpec{Task: "s2"})})
-	if d := reasons(h.rec, engine.AgentDrop); len(d) != 2 || d[0] != "settle_stall_break" || d[1] != "settle_stall_break" {
+	if d := reasons(h.rec, event.AgentDrop); len(d) != 2 || d[0] != "settle_stall_break" || d[1] != "settle_stall_break" {
 		t.Fatalf("drops %v", d)
 	}
 	for _, a := range res.Agents {
-		if a.Outcome == engine.Running || (a.Outcome == engine.Failed && a.Reason == "") {
+		if a.Outcome == event.Running || (a.Outcome == event.Failed && a.Reason == "") {
 			t.Fatalf("%+v", a)
 		}
 	}
@@ -587,7 +588,7 @@ func TestToolsFormattedOnceInTheSpine(t *testing.T) {
 	h.be.Script("a", reportCall("a"))
 	h.be.Script("b", reportCall("b"))
 	h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "a"}, engine.AgentSpec{Task: "b"})})
-	spine := h.rec.Of(engine.SpineCreate)
+	spine := h.rec.Of(event.SpineCreate)
 	if len(spine) != 1 || strings.Count(spine[0].Text, `"name":"lookup"`) != 1 || !strings.Contains(spine[0].Text, `{"type":"function","function":{"name":"lookup"`) {
 		t.Fatalf("spine %+v", spine)
 	}
@@ -604,13 +605,13 @@ func TestWindDownLetsTheReportFinish(t *testing.T) {
 	h := small(t, 1<<16)
 	long := call("report", `{"result": "`+strings.Repeat("careful words ", 40)+`"}`)
 	h.be.Script("reporter", long)
-	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e engine.Event) {
-		if e.Type == engine.PoolTick && len(h.rec.Of(engine.PoolTick)) == 20 {
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.PoolTick && len(h.rec.Of(event.PoolTick)) == 20 {
 			h.rt.WindDown()
 		}
 	})}})
 	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, MaxTurnTokens: 1000, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "reporter"})})
-	if a := res.Agents[0]; a.Outcome != engine.Returned || !strings.HasPrefix(a.Text(), "careful words") || len(h.rec.Of(engine.AgentDrop)) != 0 {
-		t.Fatalf("%+v, drops %v", a, reasons(h.rec, engine.AgentDrop))
+	if a := res.Agents[0]; a.Outcome != event.Returned || !strings.HasPrefix(a.Text(), "careful words") || len(h.rec.Of(event.AgentDrop)) != 0 {
+		t.Fatalf("%+v, drops %v", a, reasons(h.rec, event.AgentDrop))
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // AgentSpec is one agent to spawn.
@@ -79,9 +81,10 @@ func (pc *PoolContext) ExtendSpine(ctx context.Context, user, assistant string) 
 	}
 }
 
-// Emit writes an orchestrator event into the pool's stream.
-func (pc *PoolContext) Emit(typ EventType, reason string) {
-	pc.p.rt.em.emit(Event{Type: typ, Parent: pc.p.scope, Pool: pc.p.scope, Reason: reason})
+// Note writes an orchestrator's remark (an event.PoolNote named name) into
+// the pool's stream.
+func (pc *PoolContext) Note(name, reason string) {
+	pc.p.rt.em.emit(event.Event{Type: event.PoolNote, Role: name, Parent: pc.p.scope, Pool: pc.p.scope, Reason: reason})
 }
 
 // Parallel spawns every task at once and waits for all.
@@ -263,7 +266,7 @@ func DAG(nodes []Node) Orchestrator {
 						mu.Lock()
 						skipped = append(skipped, fmt.Sprintf("%s (dependency %s failed)", n.ID, d))
 						mu.Unlock()
-						pc.Emit("dag:skip", fmt.Sprintf("%s: dependency %s failed", n.ID, d))
+						pc.Note("dag:skip", fmt.Sprintf("%s: dependency %s failed", n.ID, d))
 						return
 					}
 					deps[d] = st[d].res

@@ -11,6 +11,7 @@ import (
 	"github.com/kaptinlin/jsonschema"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // ErrPoolClosed: the pool stopped before the request could be served.
@@ -36,7 +37,7 @@ type pendingCall struct {
 
 type approvalAnswer struct {
 	pc    *pendingCall
-	d     Decision
+	d     event.Decision
 	asked time.Time
 }
 
@@ -165,7 +166,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	if err := p.compileTools(tools, terminal); err != nil {
 		return nil, err
 	}
-	open := rt.em.emit(Event{Type: PoolOpen, Parent: parentScope, Agent: agentID(parent), CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx(),
+	open := rt.em.emit(event.Event{Type: event.PoolOpen, Parent: parentScope, Agent: agentID(parent), CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx(),
 		Data: mustJSON(map[string]any{"tools": p.order, "terminal": p.terminal, "maxTurns": spec.MaxTurns, "toolChoice": spec.ToolChoice})})
 	p.scope = open.ID
 	if p.spine == nil {
@@ -175,7 +176,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 		}
 		sp, err := rt.newSpine(ctx, from, p.scope, spec.System, tools, terminal)
 		if err != nil {
-			rt.em.emit(Event{Type: PoolClose, Parent: p.scope, Pool: p.scope, Reason: err.Error()})
+			rt.em.emit(event.Event{Type: event.PoolClose, Parent: p.scope, Pool: p.scope, Reason: err.Error()})
 			return nil, err
 		}
 		p.spine, p.ownSpine = sp, true
@@ -209,12 +210,12 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 		p.orchErr = <-p.orchDone
 	}
 	for _, pc := range p.fanWaiting {
-		p.finish(pc.agent, Cancelled, "pool closed before the tool could run", "")
+		p.finish(pc.agent, event.Cancelled, "pool closed before the tool could run", "")
 	}
 	p.fanWG.Wait()
 	res := p.result()
 	p.pruneAll()
-	rt.em.emit(Event{Type: PoolClose, Parent: p.scope, Pool: p.scope, Duration: time.Since(p.start), CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx(),
+	rt.em.emit(event.Event{Type: event.PoolClose, Parent: p.scope, Pool: p.scope, Duration: time.Since(p.start), CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx(),
 		Tokens: res.TotalTokens, Reason: errString(loopErr), Data: mustJSON(res.Agents)})
 	if loopErr != nil {
 		return res, loopErr
@@ -296,7 +297,7 @@ func agentID(a *Agent) int {
 	return a.ID
 }
 
-func (p *pool) emit(e Event) Event {
+func (p *pool) emit(e event.Event) event.Event {
 	if e.Parent == 0 {
 		e.Parent = p.scope
 	}
@@ -363,7 +364,7 @@ func (p *pool) finished() bool {
 		return false
 	}
 	for _, a := range p.agents {
-		if a.outcome == Running {
+		if a.outcome == event.Running {
 			return false
 		}
 	}
@@ -471,11 +472,11 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 	pr := p.pressure()
 	if room := pr.Headroom - p.reserved(); len(toks) > room {
 		reason := fmt.Sprintf("spawn refused (pressure_init): its task needs %d cells and only %d are free above the soft limit (%d free of %d); wait for agents to finish, shorten the task or give the context more room", len(toks), max(room, 0), pr.Remaining, pr.NCtx)
-		p.emit(Event{Type: SpawnRefused, Text: s.Task, Tokens: len(toks), Reason: reason})
+		p.emit(event.Event{Type: event.SpawnRefused, Text: s.Task, Tokens: len(toks), Reason: reason})
 		return nil, errors.New(reason)
 	}
 	id := int(p.rt.nextAgent.Add(1))
-	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, parent: p.parent, pool: p, status: StatusPending, done: make(chan struct{}), suffix: toks}
+	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, parent: p.parent, pool: p, status: event.StatusPending, done: make(chan struct{}), suffix: toks}
 	p.kick = true
 	a.seed = p.spec.Sampling.Seed + uint32(len(p.agents))
 	if s.Seed != nil {
@@ -513,29 +514,29 @@ func (p *pool) applyCommands() {
 			p.cancelOrch()
 		}
 		for _, a := range p.spawnQ {
-			p.finish(a, Cancelled, "its caller was cancelled", "")
+			p.finish(a, event.Cancelled, "its caller was cancelled", "")
 		}
 		p.spawnQ = nil
 		for _, a := range p.agents {
-			if a.outcome == Running {
-				if a.status == StatusApproval && p.rt.opts.Approver != nil {
+			if a.outcome == event.Running {
+				if a.status == event.StatusApproval && p.rt.opts.Approver != nil {
 					p.rt.opts.Approver.Withdraw(a.ID, "its caller was cancelled")
 				}
-				p.finish(a, Cancelled, "its caller was cancelled", "")
+				p.finish(a, event.Cancelled, "its caller was cancelled", "")
 			}
 		}
 	}
 	for _, c := range p.rt.takeCommands(func(id int) bool { _, ok := p.byID[id]; return ok }) {
 		a := p.byID[c.agent]
-		p.emit(Event{Type: RuntimeCommand, Agent: a.ID, Reason: c.kind})
-		if c.kind == "cancel" && a.outcome == Running {
+		p.emit(event.Event{Type: event.RuntimeCommand, Agent: a.ID, Reason: c.kind})
+		if c.kind == "cancel" && a.outcome == event.Running {
 			if a.call != nil && a.call.cancel != nil {
 				a.call.cancel()
 			}
-			if a.status == StatusApproval {
+			if a.status == event.StatusApproval {
 				p.rt.opts.Approver.Withdraw(a.ID, "the agent was cancelled")
 			}
-			p.finish(a, Cancelled, "cancelled by the user", "")
+			p.finish(a, event.Cancelled, "cancelled by the user", "")
 		}
 	}
 }
@@ -557,7 +558,7 @@ func (p *pool) dueRetries() {
 	now := time.Now()
 	rest := p.retries[:0]
 	for _, r := range p.retries {
-		if r.agent.outcome != Running {
+		if r.agent.outcome != event.Running {
 			continue
 		}
 		if now.Before(r.notBefore) {
@@ -565,7 +566,7 @@ func (p *pool) dueRetries() {
 			continue
 		}
 		r.agent.call = r
-		r.agent.status = StatusDispatch
+		r.agent.status = event.StatusDispatch
 		p.dispatchQ = append(p.dispatchQ, r.agent)
 	}
 	p.retries = rest
@@ -585,12 +586,12 @@ func (p *pool) prefill() {
 	}
 	var entries []entry
 	for _, a := range p.spawnQ {
-		if a.outcome != Running {
+		if a.outcome != event.Running {
 			continue
 		}
 		b, err := p.be.Fork(p.spine.branch)
 		if err != nil {
-			p.finish(a, Failed, "could not fork a branch: "+err.Error(), "")
+			p.finish(a, event.Failed, "could not fork a branch: "+err.Error(), "")
 			continue
 		}
 		a.branch, a.forked = b, true
@@ -622,7 +623,7 @@ func (p *pool) prefill() {
 	var deferred []settleItem
 	for i := range p.settle {
 		it := p.settle[i]
-		if it.agent.outcome != Running {
+		if it.agent.outcome != event.Running {
 			continue
 		}
 		cost, limit := len(it.tokens), room
@@ -634,7 +635,7 @@ func (p *pool) prefill() {
 		if !it.admitted && cost > limit {
 			if !it.deferred {
 				it.deferred = true
-				p.emit(Event{Type: SettleDeferred, Agent: it.agent.ID, Role: it.role, Tokens: len(it.tokens), Reason: fmt.Sprintf("needs %d cells, %d free above the soft limit", cost, max(limit, 0))})
+				p.emit(event.Event{Type: event.SettleDeferred, Agent: it.agent.ID, Role: it.role, Tokens: len(it.tokens), Reason: fmt.Sprintf("needs %d cells, %d free above the soft limit", cost, max(limit, 0))})
 			}
 			deferred = append(deferred, it)
 			continue
@@ -667,19 +668,19 @@ func (p *pool) prefill() {
 				continue
 			}
 			p.spine.Tokens += len(e.span.Tokens)
-			p.emit(Event{Type: SpineExtend, Branch: int(p.spine.branch), Text: e.ext.user, Result: mustJSON(e.ext.ans), Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed()})
+			p.emit(event.Event{Type: event.SpineExtend, Branch: int(p.spine.branch), Text: e.ext.user, Result: mustJSON(e.ext.ans), Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed()})
 			e.ext.reply <- reqReply{}
 		case e.spawn != nil:
 			a := e.spawn
 			if err != nil {
-				p.finish(a, Failed, "the context could not take its task: "+err.Error(), "")
+				p.finish(a, event.Failed, "the context could not take its task: "+err.Error(), "")
 				continue
 			}
 			a.activeAt = time.Now()
 			a.pausedAtStart = p.rt.pausedSoFar()
 			p.activate(a)
-			p.emit(Event{Type: AgentSpawn, Agent: a.ID, ParentAgent: a.ParentID, Branch: int(a.branch), Text: a.Task, Tokens: len(a.suffix)})
-			p.emit(Event{Type: BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
+			p.emit(event.Event{Type: event.AgentSpawn, Agent: a.ID, ParentAgent: a.ParentID, Branch: int(a.branch), Text: a.Task, Tokens: len(a.suffix)})
+			p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
 		default:
 			a := e.item.agent
 			if err != nil {
@@ -687,19 +688,19 @@ func (p *pool) prefill() {
 				if e.item.role == "recovery" {
 					p.failRecovery(a, "scope_error: "+err.Error(), "")
 				} else {
-					p.finish(a, Failed, reason, "")
+					p.finish(a, event.Failed, reason, "")
 				}
 				continue
 			}
-			p.emit(Event{Type: BranchPrefill, Agent: a.ID, Role: e.item.role, Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
+			p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: e.item.role, Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
 			p.activate(a)
 		}
 	}
 }
 
 // finish gives an agent its outcome (once).
-func (p *pool) finish(a *Agent, o Outcome, reason, source string, result ...json.RawMessage) {
-	if a.outcome != Running {
+func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result ...json.RawMessage) {
+	if a.outcome != event.Running {
 		return
 	}
 	a.mu.Lock()
@@ -708,34 +709,34 @@ func (p *pool) finish(a *Agent, o Outcome, reason, source string, result ...json
 		a.result = result[0]
 	}
 	a.mu.Unlock()
-	a.status = StatusFinished
-	if a.call != nil && a.call.cancel != nil && o != Returned {
+	a.status = event.StatusFinished
+	if a.call != nil && a.call.cancel != nil && o != event.Returned {
 		a.call.cancel()
 	}
 	a.call = nil
 	p.kick = true
-	ev := Event{Agent: a.ID, Reason: reason, Result: a.result, Tokens: a.tokens}
+	ev := event.Event{Agent: a.ID, Reason: reason, Result: a.result, Tokens: a.tokens}
 	switch o {
-	case Returned:
-		ev.Type = AgentReturn
+	case event.Returned:
+		ev.Type = event.AgentReturn
 		ev.Data = mustJSON(map[string]string{"source": source})
-	case Recovered:
-		ev.Type = AgentRecovered
-	case Cancelled:
-		ev.Type = AgentCancelled
+	case event.Recovered:
+		ev.Type = event.AgentRecovered
+	case event.Cancelled:
+		ev.Type = event.AgentCancelled
 	default:
-		ev.Type = AgentFailed
+		ev.Type = event.AgentFailed
 	}
-	if o != Cancelled && !a.doneEmitted {
+	if o != event.Cancelled && !a.doneEmitted {
 		a.doneEmitted = true
-		p.emit(Event{Type: AgentDone, Agent: a.ID})
+		p.emit(event.Event{Type: event.AgentDone, Agent: a.ID})
 	}
 	p.emit(ev)
 	// A finished agent's own cells go back to the pool at once: siblings
 	// waiting for room get it now, not when the pool closes.
 	if a.forked && !a.pruned && p.be.Prune(a.branch) == nil {
 		a.pruned = true
-		p.emit(Event{Type: BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
+		p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
 	}
 	close(a.done)
 }
@@ -746,7 +747,7 @@ func (p *pool) interrupt(err error) {
 		if a.call != nil && a.call.cancel != nil {
 			a.call.cancel()
 		}
-		p.finish(a, Cancelled, "run interrupted: "+err.Error(), "")
+		p.finish(a, event.Cancelled, "run interrupted: "+err.Error(), "")
 	}
 	for _, r := range p.extendQ {
 		r.reply <- reqReply{err: ErrPoolClosed}
@@ -775,7 +776,7 @@ func (p *pool) pruneAll() {
 		}
 		if err := p.be.Prune(a.branch); err == nil {
 			a.pruned = true
-			p.emit(Event{Type: BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
+			p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
 		}
 	}
 	if p.ownSpine {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 var call = enginetest.ToolCall
@@ -79,10 +80,10 @@ func TestPoolRunsAgentsToTheirReports(t *testing.T) {
 	res := h.run(engine.PoolSpec{System: "You research.", Tools: []engine.Tool{lookup(&n)}, Terminal: report,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "task A"}, engine.AgentSpec{Task: "task B"})})
 	a, b := byTask(res, "task A"), byTask(res, "task B")
-	if a.Outcome != engine.Returned || a.Text() != "A found the spine" || a.ToolCalls != 2 {
+	if a.Outcome != event.Returned || a.Text() != "A found the spine" || a.ToolCalls != 2 {
 		t.Fatalf("agent A: %+v", a)
 	}
-	if b.Outcome != engine.Returned || b.Text() != "B found two" || b.ToolCalls != 3 {
+	if b.Outcome != event.Returned || b.Text() != "B found two" || b.ToolCalls != 3 {
 		t.Fatalf("agent B: %+v", b)
 	}
 	if n.Load() != 3 {
@@ -92,7 +93,7 @@ func TestPoolRunsAgentsToTheirReports(t *testing.T) {
 		t.Fatalf("after the pool: %d cells, %d branches; want none", h.be.CellsUsed(), h.be.Branches())
 	}
 	// The result each agent read is in its own context, with the meter.
-	results := h.rec.Of(engine.ToolResult)
+	results := h.rec.Of(event.ToolResult)
 	if len(results) != 3 || !strings.Contains(string(results[0].Result), `"_contextAvailablePercent"`) {
 		t.Fatalf("tool results: %+v", results)
 	}

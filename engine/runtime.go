@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // Options configure a Runtime.
@@ -76,7 +77,7 @@ func (rt *Runtime) Cancel(agentID int) {
 
 // Emit stamps an event and sends it to every sink, for components beside the
 // runtime (approvals, the UI) that write into the same stream.
-func (rt *Runtime) Emit(e Event) Event { return rt.em.emit(e) }
+func (rt *Runtime) Emit(e event.Event) event.Event { return rt.em.emit(e) }
 
 // takeCommands removes and returns the commands for agents in mine.
 func (rt *Runtime) takeCommands(mine func(agent int) bool) []command {
@@ -149,7 +150,7 @@ func (rt *Runtime) newSpine(ctx context.Context, parent BranchID, scope uint64, 
 		_ = rt.be.Prune(b)
 		return nil, fmt.Errorf("write spine: %w", err)
 	}
-	rt.em.emit(Event{Type: SpineCreate, Parent: scope, Branch: int(b), Text: prompt.String(), Tokens: len(toks), Role: "spine", CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx()})
+	rt.em.emit(event.Event{Type: event.SpineCreate, Parent: scope, Branch: int(b), Text: prompt.String(), Tokens: len(toks), Role: "spine", CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx()})
 	return &Spine{rt: rt, branch: b, System: system, Tools: tools, Terminal: terminal, Tokens: len(toks)}, nil
 }
 
@@ -209,7 +210,7 @@ type PoolSpec struct {
 	MaxTurns      int      // tool calls before the agent must report (default 8)
 	MaxTurnTokens int      // tokens one turn may take (default 512)
 	MaxRetries    int      // retries of a transient failure (default 1; -1 for none)
-	Scorer        any
+	Scorer        Scorer   // handed to tools (ScorerFrom); the runtime never calls it
 	Attachments   []Attachment
 
 	// SoftLimit: when fewer cells than this are free, no new work is

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // Soak: 32 agents × 500 turns on the scripted double. Goroutines return to
@@ -53,7 +54,7 @@ func soakOnce(t *testing.T) {
 		be.Script(fmt.Sprintf("soak %02d", i), script...)
 	}
 	var counted, seen atomic.Int64
-	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{engine.SinkFunc(func(engine.Event) { counted.Add(1) }), engine.SinkFunc(func(engine.Event) { seen.Add(1) })}})
+	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{engine.SinkFunc(func(event.Event) { counted.Add(1) }), engine.SinkFunc(func(event.Event) { seen.Add(1) })}})
 	ctx := context.Background()
 	spine, err := rt.NewSpine(ctx, "Soak.", []engine.Tool{lookup(&n)}, report)
 	if err != nil {
@@ -69,7 +70,7 @@ func soakOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range res.Agents {
-		if a.Outcome != engine.Returned || a.ToolCalls != turns {
+		if a.Outcome != event.Returned || a.ToolCalls != turns {
 			t.Fatalf("%+v", a)
 		}
 	}

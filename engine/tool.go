@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // Tool is something an agent can call. Its name, description and parameters
@@ -122,9 +124,9 @@ type callInfo struct {
 	dispatchID uint64
 	pressure   int
 	explore    bool
-	scorer     any
+	scorer     Scorer
 	progress   func(filled, total int)
-	emit       func(Event)
+	emit       func(event.Event)
 	attach     []Attachment
 	inline     bool
 }
@@ -151,8 +153,16 @@ func Explore(ctx context.Context) bool {
 	return true
 }
 
-// Scorer is the pool's relevance scorer (whatever PoolSpec.Scorer holds).
-func Scorer(ctx context.Context) any {
+// Scorer rates how relevant a text is to a query, higher being more relevant.
+// A pool may carry one (PoolSpec.Scorer) for its tools to rank with; the
+// runtime itself never calls it.
+type Scorer interface {
+	Score(query, text string) float64
+}
+
+// ScorerFrom is the calling pool's relevance scorer (PoolSpec.Scorer); nil
+// outside a tool call or when the pool has none.
+func ScorerFrom(ctx context.Context) Scorer {
 	if ci := info(ctx); ci != nil {
 		return ci.scorer
 	}
@@ -200,10 +210,11 @@ func CurrentCall(ctx context.Context) (Call, bool) {
 	return Call{}, false
 }
 
-// TraceEvent writes an event from inside a tool. It is stamped with the
-// calling agent, the call id and the dispatch it belongs to, and reaches the
-// trace file and the UI like every runtime event.
-func TraceEvent(ctx context.Context, typ string, data any) {
+// TraceEvent writes a note from inside a tool (an event.ToolNote named
+// name, holding data). It is stamped with the calling agent, the call id and
+// the dispatch it belongs to, and reaches the trace file and the UI like
+// every runtime event.
+func TraceEvent(ctx context.Context, name string, data any) {
 	ci := info(ctx)
 	if ci == nil || ci.emit == nil {
 		return
@@ -212,5 +223,5 @@ func TraceEvent(ctx context.Context, typ string, data any) {
 	if err != nil {
 		raw, _ = json.Marshal(map[string]string{"marshalError": err.Error()})
 	}
-	ci.emit(Event{Type: EventType(typ), Agent: ci.agent.ID, CallID: ci.call.ID, Tool: ci.call.Tool, Parent: ci.dispatchID, Data: raw})
+	ci.emit(event.Event{Type: event.ToolNote, Role: name, Agent: ci.agent.ID, CallID: ci.call.ID, Tool: ci.call.Tool, Parent: ci.dispatchID, Data: raw})
 }

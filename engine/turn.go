@@ -11,6 +11,7 @@ import (
 	"github.com/kaptinlin/jsonschema"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // activate (re)arms the agent's sampler for a new turn and lets it think.
@@ -30,10 +31,10 @@ func (p *pool) activate(a *Agent) {
 	s.Seed = a.seed + uint32(a.turns)*7919
 	s.Grammar = g
 	if err := p.be.SetSampling(a.branch, s); err != nil {
-		p.finish(a, Failed, "could not arm its sampler: "+err.Error(), "")
+		p.finish(a, event.Failed, "could not arm its sampler: "+err.Error(), "")
 		return
 	}
-	a.status = StatusThinking
+	a.status = event.StatusThinking
 	a.raw.Reset()
 	a.turnTokens = 0
 }
@@ -47,7 +48,7 @@ func (p *pool) produce() bool {
 	var who []*Agent
 	texts := map[int]string{}
 	for _, a := range p.agents {
-		if a.status != StatusThinking || a.outcome != Running {
+		if a.status != event.StatusThinking || a.outcome != event.Running {
 			continue
 		}
 		if a.extracting && a.reportBudget > 0 && a.turnTokens >= a.reportBudget {
@@ -57,7 +58,7 @@ func (p *pool) produce() bool {
 		}
 		tok, err := p.be.Sample(a.branch)
 		if err != nil {
-			p.finish(a, Failed, "sampling failed: "+err.Error(), "")
+			p.finish(a, event.Failed, "sampling failed: "+err.Error(), "")
 			continue
 		}
 		if p.be.IsStop(tok) {
@@ -102,7 +103,7 @@ func (p *pool) produce() bool {
 		}
 		thinking = true
 	}
-	p.emit(Event{Type: PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: len(steps), Texts: texts})
+	p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: len(steps), Texts: texts})
 	return thinking
 }
 
@@ -112,8 +113,8 @@ func (p *pool) decodeFailed(a *Agent, err error) {
 		p.failRecovery(a, "scope_error: "+err.Error(), a.raw.String())
 		return
 	}
-	p.emit(Event{Type: AgentDrop, Agent: a.ID, Reason: "decode_failed"})
-	p.finish(a, Failed, "decode failed: "+err.Error(), "")
+	p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "decode_failed"})
+	p.finish(a, event.Failed, "decode failed: "+err.Error(), "")
 }
 
 // endTurn decides what a finished turn means: a tool call to dispatch, a
@@ -127,7 +128,7 @@ func (p *pool) endTurn(a *Agent) {
 	f := p.be.Format()
 	out, perr := f.Parse(raw)
 	a.turns++
-	p.emit(Event{Type: AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Data: mustJSON(map[string]any{"turn": a.turns, "content": out.Content, "reasoning": out.Reasoning, "calls": len(out.Calls)})})
+	p.emit(event.Event{Type: event.AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Data: mustJSON(map[string]any{"turn": a.turns, "content": out.Content, "reasoning": out.Reasoning, "calls": len(out.Calls)})})
 	if len(out.Calls) == 0 {
 		var pe *chat.ParseError
 		if errors.As(perr, &pe) && pe.Unclosed && out.Content != "" {
@@ -144,14 +145,14 @@ func (p *pool) endTurn(a *Agent) {
 			p.refuse(a, Call{ID: p.newCallID(), Tool: "(empty)", Agent: a.ID}, "empty", "You wrote nothing. Continue the task: call a tool or give your answer.")
 			return
 		}
-		p.finish(a, Returned, "", "free_text", mustJSON(text))
+		p.finish(a, event.Returned, "", "free_text", mustJSON(text))
 		return
 	}
 	call := Call{ID: p.newCallID(), Tool: out.Calls[0].Name, Args: out.Calls[0].Arguments, Agent: a.ID}
 	a.mu.Lock()
 	a.toolCalls++
 	a.mu.Unlock()
-	p.emit(Event{Type: AgentToolCall, Agent: a.ID, CallID: call.ID, Tool: call.Tool, Args: call.Args})
+	p.emit(event.Event{Type: event.AgentToolCall, Agent: a.ID, CallID: call.ID, Tool: call.Tool, Args: call.Args})
 	e, ok := p.tools[call.Tool]
 	if !ok {
 		msg := fmt.Sprintf("Unknown tool: %s. The tools are: %s.", call.Tool, strings.Join(p.order, ", "))
@@ -166,7 +167,7 @@ func (p *pool) endTurn(a *Agent) {
 		return
 	}
 	if call.Tool == p.terminal {
-		p.finish(a, Returned, "", "voluntary_return", call.Args)
+		p.finish(a, event.Returned, "", "voluntary_return", call.Args)
 		return
 	}
 	// Guards before the budget: a call a guard refuses gets the guard's
@@ -181,8 +182,8 @@ func (p *pool) endTurn(a *Agent) {
 		pr := p.pressure()
 		switch {
 		case p.terminal == "":
-			p.emit(Event{Type: AgentDrop, Agent: a.ID, Reason: over})
-			p.finish(a, Failed, over+": "+why, "")
+			p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: over})
+			p.finish(a, event.Failed, over+": "+why, "")
 			return
 		case pr.Critical:
 			p.drop(a, "pressure_critical", p.spec.RecoveryShape)
@@ -197,7 +198,7 @@ func (p *pool) endTurn(a *Agent) {
 		}
 	}
 	a.call = &pendingCall{agent: a, call: call, entry: e, attempt: 1}
-	a.status = StatusDispatch
+	a.status = event.StatusDispatch
 	p.dispatchQ = append(p.dispatchQ, a)
 }
 
@@ -284,17 +285,17 @@ func stripDanglingCall(s string, f chat.Format) string {
 func (p *pool) refuse(a *Agent, call Call, reason, msg string) {
 	body := mustJSON(map[string]string{"error": msg})
 	a.book(HistoryEntry{Tool: call.Tool, Args: call.Args, CallID: call.ID, Outcome: "nudge"})
-	p.emit(Event{Type: AgentNudge, Agent: a.ID, CallID: call.ID, Tool: call.Tool, Reason: reason, Result: body})
+	p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, CallID: call.ID, Tool: call.Tool, Reason: reason, Result: body})
 	p.queueResult(a, body, "nudge")
 }
 
 func (p *pool) queueResult(a *Agent, body json.RawMessage, role string) {
 	toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true))
 	if err != nil {
-		p.finish(a, Failed, "could not tokenize a tool result: "+err.Error(), "")
+		p.finish(a, event.Failed, "could not tokenize a tool result: "+err.Error(), "")
 		return
 	}
-	a.status = StatusSettling
+	a.status = event.StatusSettling
 	p.kick = true
 	p.settle = append(p.settle, settleItem{agent: a, tokens: toks, role: role})
 }

@@ -25,7 +25,7 @@ elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c 
   simd="-mavx2 -mfma -mf16c"
 fi
 
-cppflags="-I$root/engine/llama/include"
+cppflags="-I$root/engine/llamacpp/include"
 cppflags+=" -I$ollama/llama/llama.cpp/include"
 cppflags+=" -I$ollama/llama/llama.cpp/common"
 cppflags+=" -I$ollama/ml/backend/ggml/ggml/include"

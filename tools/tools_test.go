@@ -10,6 +10,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 func corpus(t *testing.T) *Corpus {
@@ -206,12 +207,12 @@ func TestDelegateRunsSubAgentsFromTheCaller(t *testing.T) {
 	if res.Agents[0].Text() != "merged" {
 		t.Fatalf("%+v", res.Agents[0])
 	}
-	r := rec.Of(engine.ToolResult)
+	r := rec.Of(event.ToolResult)
 	if len(r) != 1 || !strings.Contains(string(r[0].Result), "a queue") || !strings.Contains(string(r[0].Result), "a worker") {
 		t.Fatalf("delegate result %+v", r)
 	}
 	subs := 0
-	for _, e := range rec.Of(engine.AgentSpawn) {
+	for _, e := range rec.Of(event.AgentSpawn) {
 		if e.ParentAgent == res.Agents[0].ID {
 			subs++
 		}

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
-func tickEvent(i int) engine.Event {
-	return engine.Event{ID: uint64(i + 1), Parent: 1, Type: engine.PoolTick, At: time.Duration(i) * time.Millisecond, Wall: time.Unix(1700000000, int64(i)),
+func tickEvent(i int) event.Event {
+	return event.Event{ID: uint64(i + 1), Parent: 1, Type: event.PoolTick, At: time.Duration(i) * time.Millisecond, Wall: time.Unix(1700000000, int64(i)),
 		Pool: 1, CellsUsed: 1000 + i%3000, NCtx: 8192, Tokens: 8, Texts: map[int]string{1: "tok", 2: " en", 3: "s"}}
 }
 
@@ -46,7 +46,7 @@ func BenchmarkIndexMillion(b *testing.B) {
 	for i := 0; i < 1_000_000; i++ {
 		e := tickEvent(i)
 		if i%50 == 0 {
-			e.Type, e.Tool, e.Texts = engine.AgentToolCall, "search", nil
+			e.Type, e.Tool, e.Texts = event.AgentToolCall, "search", nil
 		}
 		w.Emit(e)
 	}
@@ -68,7 +68,7 @@ func BenchmarkIndexMillion(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		seekStart := time.Now()
 		j := ix.SeekTime(777_777 * time.Millisecond)
-		j = ix.NextOf(j, KindToolCall)
+		j = ix.NextOf(j, event.KindToolCall)
 		ev, err := ix.Event(j)
 		if err != nil || !strings.Contains(string(ev.Type), "tool") {
 			b.Fatal(err, ev)

@@ -11,37 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
-
-// Kind groups event types for seeking ("next tool call").
-type Kind uint8
-
-// Kinds.
-const (
-	KindOther Kind = iota
-	KindTick
-	KindToolCall
-	KindApproval
-	KindFailure
-	KindTurn
-)
-
-func kindOf(t string) Kind {
-	switch engine.EventType(t) {
-	case engine.PoolTick:
-		return KindTick
-	case engine.AgentToolCall:
-		return KindToolCall
-	case engine.ApprovalRequested:
-		return KindApproval
-	case engine.AgentFailed, engine.ToolError, engine.AgentDrop, engine.RecoveryFailed:
-		return KindFailure
-	case engine.AgentTurn:
-		return KindTurn
-	}
-	return KindOther
-}
 
 // Index locates every event of a trace file without keeping the events:
 // offsets, times and kinds, a few bytes per event, so a million-event trace
@@ -52,7 +23,7 @@ type Index struct {
 	Close    *Closing
 	Offsets  []int64
 	Times    []time.Duration
-	Kinds    []Kind
+	Kinds    []event.Kind
 	Problems []Problem
 }
 
@@ -103,7 +74,7 @@ func BuildIndex(path string) (*Index, error) {
 				break
 			}
 			ix.add(rec, start)
-		case typ == string(TypeHeader) || typ == string(TypeClose):
+		case typ == string(event.TraceHeader) || typ == string(event.TraceClose):
 			rec, perr := parseLine(raw)
 			if perr != nil {
 				ix.Problems = append(ix.Problems, Problem{Line: line, Offset: start, Reason: perr.Error()})
@@ -113,7 +84,7 @@ func BuildIndex(path string) (*Index, error) {
 		default:
 			ix.Offsets = append(ix.Offsets, start)
 			ix.Times = append(ix.Times, at)
-			ix.Kinds = append(ix.Kinds, kindOf(typ))
+			ix.Kinds = append(ix.Kinds, event.Type(typ).Kind())
 		}
 		if err != nil {
 			break
@@ -131,7 +102,7 @@ func (ix *Index) add(rec Record, off int64) {
 	case rec.Event != nil:
 		ix.Offsets = append(ix.Offsets, off)
 		ix.Times = append(ix.Times, rec.Event.At)
-		ix.Kinds = append(ix.Kinds, kindOf(string(rec.Event.Type)))
+		ix.Kinds = append(ix.Kinds, rec.Event.Type.Kind())
 	}
 }
 
@@ -155,7 +126,7 @@ func quickFields(raw []byte) (typ string, at time.Duration, ok bool) {
 		return "", 0, false
 	}
 	typ = string(rest[:j])
-	if typ == string(TypeHeader) || typ == string(TypeClose) {
+	if typ == string(event.TraceHeader) || typ == string(event.TraceClose) {
 		return typ, 0, true
 	}
 	k := bytes.Index(head, timeKey)
@@ -180,7 +151,7 @@ func (ix *Index) SeekTime(d time.Duration) int {
 }
 
 // NextOf returns the first event of kind k after i, or -1.
-func (ix *Index) NextOf(i int, k Kind) int {
+func (ix *Index) NextOf(i int, k event.Kind) int {
 	for j := i + 1; j < len(ix.Kinds); j++ {
 		if ix.Kinds[j] == k {
 			return j
@@ -190,16 +161,16 @@ func (ix *Index) NextOf(i int, k Kind) int {
 }
 
 // Event reads event i from the file.
-func (ix *Index) Event(i int) (engine.Event, error) {
+func (ix *Index) Event(i int) (event.Event, error) {
 	evs, err := ix.Events(i, i+1)
 	if err != nil {
-		return engine.Event{}, err
+		return event.Event{}, err
 	}
 	return evs[0], nil
 }
 
 // Events reads events [from, to) from the file.
-func (ix *Index) Events(from, to int) ([]engine.Event, error) {
+func (ix *Index) Events(from, to int) ([]event.Event, error) {
 	if from < 0 || to > len(ix.Offsets) || from >= to {
 		return nil, fmt.Errorf("events %d..%d out of range (0..%d)", from, to, len(ix.Offsets))
 	}
@@ -212,7 +183,7 @@ func (ix *Index) Events(from, to int) ([]engine.Event, error) {
 		return nil, err
 	}
 	s := NewScanner(f)
-	out := make([]engine.Event, 0, to-from)
+	out := make([]event.Event, 0, to-from)
 	for len(out) < to-from && s.Next() {
 		if e := s.Record().Event; e != nil {
 			out = append(out, *e)

@@ -7,14 +7,14 @@ import (
 	"os"
 	"time"
 
-	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // Follow reads a trace file from the start, calling fn for each event. With
 // follow set, at the end of the file it keeps waiting for more (a run still
 // writing it) until the closing record arrives or ctx ends. It returns the
 // closing record (nil if the file has none) and the bad lines seen.
-func Follow(ctx context.Context, path string, follow bool, fn func(engine.Event) error) (*Closing, []Problem, error) {
+func Follow(ctx context.Context, path string, follow bool, fn func(event.Event) error) (*Closing, []Problem, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open trace: %w", err)
@@ -66,7 +66,8 @@ func Follow(ctx context.Context, path string, follow bool, fn func(engine.Event)
 // following a live file when follow is set.
 func Play(ctx context.Context, path string, speed float64, follow bool, out io.Writer) (*Closing, []Problem, error) {
 	start := time.Now()
-	return Follow(ctx, path, follow, func(e engine.Event) error {
+	log := NewLog()
+	return Follow(ctx, path, follow, func(e event.Event) error {
 		if speed > 0 {
 			due := start.Add(time.Duration(float64(e.At) / speed))
 			if d := time.Until(due); d > 0 {
@@ -77,7 +78,7 @@ func Play(ctx context.Context, path string, speed float64, follow bool, out io.W
 				}
 			}
 		}
-		if line := Text(e); line != "" {
+		if line := log.Line(e); line != "" {
 			_, err := fmt.Fprintln(out, line)
 			return err
 		}

@@ -9,7 +9,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // Record is one parsed line: exactly one of Header, Event, Close is set.
@@ -17,7 +17,7 @@ type Record struct {
 	Line   int   // 1-based
 	Offset int64 // byte offset of the line
 	Header *Header
-	Event  *engine.Event
+	Event  *event.Event
 	Close  *Closing
 }
 
@@ -130,7 +130,7 @@ func (s *Scanner) Problems() []Problem { return s.problems }
 func (s *Scanner) Err() error { return s.err }
 
 type probe struct {
-	Type engine.EventType `json:"type"`
+	Type event.Type `json:"type"`
 }
 
 func parseLine(raw []byte) (Record, error) {
@@ -145,7 +145,7 @@ func parseLine(raw []byte) (Record, error) {
 	switch p.Type {
 	case "":
 		return Record{}, errors.New(`no "type" field`)
-	case TypeHeader:
+	case event.TraceHeader:
 		var h Header
 		if err := json.Unmarshal(raw, &h); err != nil {
 			return Record{}, fmt.Errorf("bad header: %v", err)
@@ -154,14 +154,14 @@ func parseLine(raw []byte) (Record, error) {
 			return Record{}, fmt.Errorf("trace format %d is newer than this lloyal reads (%d): update lloyal", h.FormatVersion, FormatVersion)
 		}
 		return Record{Header: &h}, nil
-	case TypeClose:
+	case event.TraceClose:
 		var c Closing
 		if err := json.Unmarshal(raw, &c); err != nil {
 			return Record{}, fmt.Errorf("bad closing record: %v", err)
 		}
 		return Record{Close: &c}, nil
 	}
-	var e engine.Event
+	var e event.Event
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return Record{}, fmt.Errorf("bad %s event: %v", p.Type, err)
 	}

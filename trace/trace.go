@@ -1,6 +1,6 @@
 // Package trace writes and reads lloyal's trace files: JSONL, one event per
 // line, a header first and a closing record last. The same events feed the
-// live UI and the file (engine.Event), so a replay is the run as it looked.
+// live UI and the file (event.Event), so a replay is the run as it looked.
 //
 // The writer is crash-safe in the sense that matters for a text log: lines
 // reach the operating system whole and in order, a closing record says how the
@@ -18,32 +18,27 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // FormatVersion is the version of the file layout.
 const FormatVersion = 1
 
-// Record types that are not engine events.
-const (
-	TypeHeader engine.EventType = "trace:header"
-	TypeClose  engine.EventType = "trace:close"
-)
-
 // Header is the first line of a trace.
 type Header struct {
-	Type           engine.EventType `json:"type"` // trace:header
-	FormatVersion  int              `json:"formatVersion"`
-	ProgramVersion string           `json:"programVersion"`
-	Model          ModelInfo        `json:"model"`
-	Context        ContextInfo      `json:"context"`
-	Sampling       engine.Sampling  `json:"sampling"`
-	Tools          []ToolInfo       `json:"tools"`
-	Start          time.Time        `json:"start"`
-	CommandLine    []string         `json:"commandLine"`
+	Type           event.Type      `json:"type"` // trace:header
+	FormatVersion  int             `json:"formatVersion"`
+	ProgramVersion string          `json:"programVersion"`
+	Model          ModelInfo       `json:"model"`
+	Context        ContextInfo     `json:"context"`
+	Sampling       engine.Sampling `json:"sampling"`
+	Tools          []ToolInfo      `json:"tools"`
+	Start          time.Time       `json:"start"`
+	CommandLine    []string        `json:"commandLine"`
 }
 
 // ModelInfo identifies the model of a run.
-type ModelInfo = engine.ModelInfo
+type ModelInfo = event.ModelInfo
 
 // ContextInfo is the llama.cpp context a run used.
 type ContextInfo struct {
@@ -80,10 +75,10 @@ func Tools(tools []engine.Tool, terminal engine.Tool) []ToolInfo {
 
 // Closing is the last line of a trace: how the run ended.
 type Closing struct {
-	Type   engine.EventType `json:"type"`   // trace:close
-	Reason string           `json:"reason"` // completed, interrupted, terminated, error: …
-	Events uint64           `json:"events"`
-	Wall   time.Time        `json:"wall"`
+	Type   event.Type `json:"type"`   // trace:close
+	Reason string     `json:"reason"` // completed, interrupted, terminated, error: …
+	Events uint64     `json:"events"`
+	Wall   time.Time  `json:"wall"`
 }
 
 // DefaultDir is where runs keep their traces: $XDG_STATE_HOME/lloyal/traces

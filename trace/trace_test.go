@@ -16,6 +16,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 func header() Header {
@@ -67,7 +68,7 @@ func TestRoundTrip(t *testing.T) {
 	var last uint64
 	texts := map[int]*strings.Builder{}
 	returned := 0
-	_, problems, err := Follow(context.Background(), path, false, func(e engine.Event) error {
+	_, problems, err := Follow(context.Background(), path, false, func(e event.Event) error {
 		if e.ID <= last || e.Wall.IsZero() || e.Type == "" {
 			t.Fatalf("bad envelope %+v after id %d", e, last)
 		}
@@ -78,7 +79,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 			texts[id].WriteString(s)
 		}
-		if e.Type == engine.AgentReturn {
+		if e.Type == event.AgentReturn {
 			returned++
 		}
 		return nil
@@ -92,8 +93,8 @@ func TestRoundTrip(t *testing.T) {
 	}
 	// Stats see the same run.
 	var st Stats
-	Follow(context.Background(), path, false, func(e engine.Event) error { st.Collect(e); return nil })
-	if st.Agents != 2 || st.ToolCalls["echo"] != 1 || st.Outcomes["returned"] != 2 || st.Tokens == 0 {
+	Follow(context.Background(), path, false, func(e event.Event) error { st.Collect(e); return nil })
+	if len(st.Agents) != 2 || st.ToolCalls["echo"] != 1 || st.Outcomes[event.Returned] != 2 || st.Tokens == 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	var out bytes.Buffer
@@ -158,7 +159,7 @@ func TestMain(m *testing.M) {
 		}
 		big := strings.Repeat("x", 3000)
 		for i := 0; ; i++ {
-			w.Emit(engine.Event{ID: uint64(i + 1), Type: engine.PoolTick, Texts: map[int]string{1: big}, Tokens: i})
+			w.Emit(event.Event{ID: uint64(i + 1), Type: event.PoolTick, Texts: map[int]string{1: big}, Tokens: i})
 		}
 	}
 	os.Exit(m.Run())
@@ -207,14 +208,14 @@ func TestFollowReadsALiveFileUntilItCloses(t *testing.T) {
 	var seen atomic.Int32
 	done := make(chan *Closing, 1)
 	go func() {
-		c, _, err := Follow(context.Background(), path, true, func(e engine.Event) error { seen.Add(1); return nil })
+		c, _, err := Follow(context.Background(), path, true, func(e event.Event) error { seen.Add(1); return nil })
 		if err != nil {
 			t.Error(err)
 		}
 		done <- c
 	}()
 	for i := 1; i <= 50; i++ {
-		w.Emit(engine.Event{ID: uint64(i), Type: engine.AgentTurn, Agent: 1, Text: fmt.Sprintf("turn %d", i)})
+		w.Emit(event.Event{ID: uint64(i), Type: event.AgentTurn, Agent: 1, Text: fmt.Sprintf("turn %d", i)})
 		if i%10 == 0 {
 			time.Sleep(120 * time.Millisecond) // let the follower hit the end of the file
 		}
@@ -242,9 +243,9 @@ func TestIndexSeeks(t *testing.T) {
 	if ix.Header == nil || ix.Close == nil || ix.Len() == 0 || len(ix.Problems) != 0 {
 		t.Fatalf("%+v", ix)
 	}
-	first := ix.NextOf(-1, KindToolCall)
+	first := ix.NextOf(-1, event.KindToolCall)
 	e, err := ix.Event(first)
-	if err != nil || e.Type != engine.AgentToolCall || e.Tool != "echo" {
+	if err != nil || e.Type != event.AgentToolCall || e.Tool != "echo" {
 		t.Fatalf("%v %+v", err, e)
 	}
 	mid := ix.Times[ix.Len()/2]
@@ -263,13 +264,13 @@ func TestIndexSeeks(t *testing.T) {
 }
 
 func TestTextEscapesTerminalControl(t *testing.T) {
-	e := engine.Event{Type: engine.ToolResult, Agent: 2, Tool: "echo", Result: json.RawMessage(`{"t":"\u001b]0;pwned\u0007\u001b[2J"}`)}
-	line := Text(e)
+	e := event.Event{Type: event.ToolResult, Agent: 2, Tool: "echo", Result: json.RawMessage(`{"t":"\u001b]0;pwned\u0007\u001b[2J"}`)}
+	line := NewLog().Line(e)
 	if strings.ContainsAny(line, "\x1b\x07") || !strings.Contains(line, `\u001b`) {
 		t.Fatalf("%q", line)
 	}
-	e = engine.Event{Type: engine.AgentTurn, Agent: 2, Text: "a\x1b[31mred\x07\r\nb"}
-	line = Text(e)
+	e = event.Event{Type: event.AgentTurn, Agent: 2, Text: "a\x1b[31mred\x07\r\nb"}
+	line = NewLog().Line(e)
 	if strings.ContainsAny(line, "\x1b\x07\r\n") || !strings.Contains(line, `\x1b`) {
 		t.Fatalf("%q", line)
 	}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // Writer is an engine.Sink that writes events to a file on its own goroutine,
@@ -20,7 +20,7 @@ import (
 type Writer struct {
 	f      *os.File
 	path   string
-	queue  chan engine.Event
+	queue  chan event.Event
 	done   chan struct{}
 	mu     sync.Mutex
 	closed bool
@@ -45,7 +45,7 @@ func Create(path string, h Header) (*Writer, error) {
 		}
 		return nil, fmt.Errorf("create trace: %w", err)
 	}
-	h.Type = TypeHeader
+	h.Type = event.TraceHeader
 	h.FormatVersion = FormatVersion
 	if h.Start.IsZero() {
 		h.Start = time.Now()
@@ -59,7 +59,7 @@ func Create(path string, h Header) (*Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("write trace header: %w", err)
 	}
-	w := &Writer{f: f, path: path, queue: make(chan engine.Event, QueueSize), done: make(chan struct{})}
+	w := &Writer{f: f, path: path, queue: make(chan event.Event, QueueSize), done: make(chan struct{})}
 	go w.run()
 	return w, nil
 }
@@ -68,7 +68,7 @@ func Create(path string, h Header) (*Writer, error) {
 func (w *Writer) Path() string { return w.path }
 
 // Emit queues an event. After Close it does nothing.
-func (w *Writer) Emit(e engine.Event) {
+func (w *Writer) Emit(e event.Event) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -109,7 +109,7 @@ func (w *Writer) run() {
 	}
 }
 
-func (w *Writer) write(enc *json.Encoder, e engine.Event) {
+func (w *Writer) write(enc *json.Encoder, e event.Event) {
 	if err := enc.Encode(e); err != nil && w.err == nil {
 		w.err = err
 	}
@@ -128,7 +128,7 @@ func (w *Writer) Close(reason string) error {
 	w.mu.Unlock()
 	close(w.queue)
 	<-w.done
-	line, _ := json.Marshal(Closing{Type: TypeClose, Reason: reason, Events: n, Wall: time.Now()})
+	line, _ := json.Marshal(Closing{Type: event.TraceClose, Reason: reason, Events: n, Wall: time.Now()})
 	_, err := w.f.Write(append(line, '\n'))
 	if err == nil {
 		err = w.f.Sync()

@@ -13,7 +13,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
-	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/themes"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -23,41 +23,41 @@ func init() { lipgloss.SetColorProfile(termenv.Ascii) }
 const ms = time.Millisecond
 
 // fixture is a small run, with fixed times so screens are stable.
-func fixture() []engine.Event {
+func fixture() []event.Event {
 	id := uint64(0)
-	ev := func(e engine.Event) engine.Event { id++; e.ID = id; return e }
+	ev := func(e event.Event) event.Event { id++; e.ID = id; return e }
 	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
-	return []engine.Event{
-		ev(engine.Event{Type: engine.PoolOpen, At: 1 * ms, NCtx: 8192, CellsUsed: 0}),
-		ev(engine.Event{Type: engine.SpineCreate, At: 5 * ms, Tokens: 640, CellsUsed: 640, NCtx: 8192}),
-		ev(engine.Event{Type: engine.AgentSpawn, At: 10 * ms, Agent: 1, Branch: 1, Text: "What is a harbor?"}),
-		ev(engine.Event{Type: engine.AgentSpawn, At: 10 * ms, Agent: 2, Branch: 2, Text: "How does replay work?"}),
-		ev(engine.Event{Type: engine.AgentSpawn, At: 10 * ms, Agent: 3, Branch: 3, Text: "Save the report"}),
-		ev(engine.Event{Type: engine.BranchPrefill, At: 11 * ms, Agent: 1, Role: "suffix", Tokens: 12, Unique: 12, CellsUsed: 676}),
-		ev(engine.Event{Type: engine.PoolTick, At: 20 * ms, Tokens: 3, CellsUsed: 1400, NCtx: 8192, Texts: map[int]string{1: "The harbor is ", 2: "Replay reads ", 3: "I will save"}}),
-		ev(engine.Event{Type: engine.PoolTick, At: 30 * ms, Tokens: 2, CellsUsed: 2900, NCtx: 8192, Texts: map[int]string{1: "the shared queue.", 2: "the ledger \x1b]0;pwned\x07 back."}}),
-		ev(engine.Event{Type: engine.AgentToolCall, At: 40 * ms, Agent: 2, CallID: "c1", Tool: "search", Args: raw(`{"query":"replay ledger"}`)}),
-		ev(engine.Event{Type: engine.ToolDispatch, At: 41 * ms, Agent: 2, CallID: "c1", Tool: "search"}),
-		ev(engine.Event{Type: engine.ToolProgress, At: 45 * ms, Agent: 2, CallID: "c1", Tool: "search", Filled: 12, Total: 20}),
-		ev(engine.Event{Type: engine.AgentNudge, At: 50 * ms, Agent: 1, Tool: "read_file", Reason: "invalid_arguments", Result: raw(`{"error":"Invalid arguments for read_file: field path: required"}`)}),
-		ev(engine.Event{Type: engine.ApprovalRequested, At: 60 * ms, Agent: 3, CallID: "c2", Tool: "write_note", Text: "Save a Markdown note into the workspace.", Args: raw(`{"name":"report","text":"# Replay\nIt reads the ledger."}`)}),
-		ev(engine.Event{Type: engine.PoolTick, At: 70 * ms, Tokens: 1, CellsUsed: 6000, NCtx: 8192, Texts: map[int]string{1: " Done."}}),
+	return []event.Event{
+		ev(event.Event{Type: event.PoolOpen, At: 1 * ms, NCtx: 8192, CellsUsed: 0}),
+		ev(event.Event{Type: event.SpineCreate, At: 5 * ms, Tokens: 640, CellsUsed: 640, NCtx: 8192}),
+		ev(event.Event{Type: event.AgentSpawn, At: 10 * ms, Agent: 1, Branch: 1, Text: "What is a harbor?"}),
+		ev(event.Event{Type: event.AgentSpawn, At: 10 * ms, Agent: 2, Branch: 2, Text: "How does replay work?"}),
+		ev(event.Event{Type: event.AgentSpawn, At: 10 * ms, Agent: 3, Branch: 3, Text: "Save the report"}),
+		ev(event.Event{Type: event.BranchPrefill, At: 11 * ms, Agent: 1, Role: "suffix", Tokens: 12, Unique: 12, CellsUsed: 676}),
+		ev(event.Event{Type: event.PoolTick, At: 20 * ms, Tokens: 3, CellsUsed: 1400, NCtx: 8192, Texts: map[int]string{1: "The harbor is ", 2: "Replay reads ", 3: "I will save"}}),
+		ev(event.Event{Type: event.PoolTick, At: 30 * ms, Tokens: 2, CellsUsed: 2900, NCtx: 8192, Texts: map[int]string{1: "the shared queue.", 2: "the ledger \x1b]0;pwned\x07 back."}}),
+		ev(event.Event{Type: event.AgentToolCall, At: 40 * ms, Agent: 2, CallID: "c1", Tool: "search", Args: raw(`{"query":"replay ledger"}`)}),
+		ev(event.Event{Type: event.ToolDispatch, At: 41 * ms, Agent: 2, CallID: "c1", Tool: "search"}),
+		ev(event.Event{Type: event.ToolProgress, At: 45 * ms, Agent: 2, CallID: "c1", Tool: "search", Filled: 12, Total: 20}),
+		ev(event.Event{Type: event.AgentNudge, At: 50 * ms, Agent: 1, Tool: "read_file", Reason: "invalid_arguments", Result: raw(`{"error":"Invalid arguments for read_file: field path: required"}`)}),
+		ev(event.Event{Type: event.ApprovalRequested, At: 60 * ms, Agent: 3, CallID: "c2", Tool: "write_note", Text: "Save a Markdown note into the workspace.", Args: raw(`{"name":"report","text":"# Replay\nIt reads the ledger."}`)}),
+		ev(event.Event{Type: event.PoolTick, At: 70 * ms, Tokens: 1, CellsUsed: 6000, NCtx: 8192, Texts: map[int]string{1: " Done."}}),
 	}
 }
 
-func finish() []engine.Event {
+func finish() []event.Event {
 	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
-	return []engine.Event{
-		{ID: 100, Type: engine.ApprovalAnswered, At: 80 * ms, Agent: 3, CallID: "c2", Tool: "write_note", Data: raw(`{"answer":"allow_once","by":"user"}`)},
-		{ID: 101, Type: engine.ToolResult, At: 85 * ms, Agent: 2, CallID: "c1", Tool: "search", Result: raw(`{"hits":1}`)},
-		{ID: 102, Type: engine.AgentReturn, At: 90 * ms, Agent: 1, Result: raw(`{"answer":"A **harbor** is the shared queue.","sources":["glossary.md"]}`)},
-		{ID: 103, Type: engine.AgentRecovered, At: 95 * ms, Agent: 2, Reason: "pressure_critical", Result: raw(`{"answer":"Replay re-queues claimed jobs."}`)},
-		{ID: 104, Type: engine.AgentFailed, At: 99 * ms, Agent: 3, Reason: "tool error: disk full"},
+	return []event.Event{
+		{ID: 100, Type: event.ApprovalAnswered, At: 80 * ms, Agent: 3, CallID: "c2", Tool: "write_note", Data: raw(`{"answer":"allow_once","by":"user"}`)},
+		{ID: 101, Type: event.ToolResult, At: 85 * ms, Agent: 2, CallID: "c1", Tool: "search", Result: raw(`{"hits":1}`)},
+		{ID: 102, Type: event.AgentReturn, At: 90 * ms, Agent: 1, Result: raw(`{"answer":"A **harbor** is the shared queue.","sources":["glossary.md"]}`)},
+		{ID: 103, Type: event.AgentRecovered, At: 95 * ms, Agent: 2, Reason: "pressure_critical", Result: raw(`{"answer":"Replay re-queues claimed jobs."}`)},
+		{ID: 104, Type: event.AgentFailed, At: 99 * ms, Agent: 3, Reason: "tool error: disk full"},
 	}
 }
 
 type fakeCtl struct {
-	answers []engine.Decision
+	answers []event.Decision
 	wound   bool
 	paused  bool
 }
@@ -67,7 +67,7 @@ func (f *fakeCtl) WindDown()    { f.wound = true }
 func (f *fakeCtl) Pause()       { f.paused = true }
 func (f *fakeCtl) Resume()      { f.paused = false }
 func (f *fakeCtl) Paused() bool { return f.paused }
-func (f *fakeCtl) Answer(id string, d engine.Decision) error {
+func (f *fakeCtl) Answer(id string, d event.Decision) error {
 	f.answers = append(f.answers, d)
 	return nil
 }
@@ -110,7 +110,7 @@ func TestApprovalPrompt(t *testing.T) {
 	waitFor(t, tm, "use notes/")
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
 	final(t, tm)
-	if len(ctl.answers) != 1 || ctl.answers[0].Answer != engine.Deny || ctl.answers[0].Reason != "use notes/" {
+	if len(ctl.answers) != 1 || ctl.answers[0].Answer != event.Deny || ctl.answers[0].Reason != "use notes/" {
 		t.Fatalf("answers %+v", ctl.answers)
 	}
 }
@@ -198,13 +198,13 @@ func TestReplayPausedMidRun(t *testing.T) {
 }
 
 func TestStateIsBounded(t *testing.T) {
-	s := NewState()
+	s := event.NewState()
 	big := strings.Repeat("x", 1000)
 	for i := 0; i < 20000; i++ {
-		s.Apply(engine.Event{ID: uint64(i), Type: engine.PoolTick, Texts: map[int]string{1: big}, NCtx: 100, CellsUsed: i % 100})
+		s.Apply(event.Event{ID: uint64(i), Type: event.PoolTick, Texts: map[int]string{1: big}, NCtx: 100, CellsUsed: i % 100})
 	}
-	if len(s.Agents[1].Text) > maxText || len(s.Dev) > maxDev || len(s.History) > maxHistory {
-		t.Fatalf("text %d, dev %d, history %d", len(s.Agents[1].Text), len(s.Dev), len(s.History))
+	if len(s.Agents[1].Text) > event.MaxText || len(s.Recent) > event.MaxRecent || len(s.History) > event.MaxHistory {
+		t.Fatalf("text %d, dev %d, history %d", len(s.Agents[1].Text), len(s.Recent), len(s.History))
 	}
 }
 
@@ -270,11 +270,12 @@ func TestReplayEndsOnTheLiveScreen(t *testing.T) {
 	rp.o.Replay.playing = false
 	st, _ := rp.o.Replay.seek(ix.Len())
 	rp.applyStep(st)
+	rp.syncModals()
 
 	// Same panes at the same size (the replay's transport bar takes a row,
 	// so whole screens differ by layout, not by content).
 	panes := func(m *Model) string {
-		return m.tree(34, 20) + "\n" + m.detail(84, 20) + "\n" + m.devPane(118, 12) + "\n" + m.header()[:0]
+		return m.tree.View(34, 20) + "\n" + m.detail.View(84, 20) + "\n" + m.dev.View(118, 12)
 	}
 	lv, rv := panes(live), panes(rp)
 	if lv != rv {
@@ -288,8 +289,8 @@ func TestDoneSelectsTheLastReport(t *testing.T) {
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
 	m.Update(BatchMsg{Events: append(fixture(), finish()...)})
 	m.Update(DoneMsg{Summary: "done"})
-	if m.sel != 2 { // A3 failed; A2 recovered with a report
-		t.Fatalf("selected A%d, want A2", m.sel)
+	if m.s.sel != 2 { // A3 failed; A2 recovered with a report
+		t.Fatalf("selected A%d, want A2", m.s.sel)
 	}
 }
 

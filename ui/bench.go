@@ -10,7 +10,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/themes"
 )
 
@@ -47,22 +47,22 @@ func BenchRender(d time.Duration, agents, rate, w, h int) BenchResult {
 			for i := 0; i < due; i++ {
 				id++
 				a := int(id%uint64(agents)) + 1
-				e := engine.Event{ID: id, At: now.Sub(start), Wall: now, Agent: a, NCtx: 65536, CellsUsed: int(id % 65536)}
+				e := event.Event{ID: id, At: now.Sub(start), Wall: now, Agent: a, NCtx: 65536, CellsUsed: int(id % 65536)}
 				switch id % 50 {
 				case 0:
-					e.Type, e.Tool, e.CallID, e.Args = engine.AgentToolCall, "search", fmt.Sprint("c", id), json.RawMessage(`{"query":"harbor"}`)
+					e.Type, e.Tool, e.CallID, e.Args = event.AgentToolCall, "search", fmt.Sprint("c", id), json.RawMessage(`{"query":"harbor"}`)
 				case 1, 2, 3:
-					e.Type, e.Tool, e.CallID, e.Filled, e.Total = engine.ToolProgress, "search", fmt.Sprint("c", id-id%50), int(id%50), 3
+					e.Type, e.Tool, e.CallID, e.Filled, e.Total = event.ToolProgress, "search", fmt.Sprint("c", id-id%50), int(id%50), 3
 				case 4:
-					e.Type, e.Tool, e.CallID, e.Result = engine.ToolResult, "search", fmt.Sprint("c", id-4), json.RawMessage(`{"hits":3}`)
+					e.Type, e.Tool, e.CallID, e.Result = event.ToolResult, "search", fmt.Sprint("c", id-4), json.RawMessage(`{"hits":3}`)
 				case 5:
 					if id < uint64(agents)*50 {
-						e.Type, e.Text = engine.AgentSpawn, fmt.Sprintf("task %d", a)
+						e.Type, e.Text = event.AgentSpawn, fmt.Sprintf("task %d", a)
 						break
 					}
 					fallthrough
 				default:
-					e.Type, e.Tokens, e.Texts = engine.PoolTick, 1, map[int]string{a: " token"}
+					e.Type, e.Tokens, e.Texts = event.PoolTick, 1, map[int]string{a: " token"}
 				}
 				b.Emit(e)
 			}

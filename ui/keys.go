@@ -2,50 +2,34 @@ package ui
 
 import "github.com/charmbracelet/bubbles/key"
 
-type keyMap struct {
-	Up, Down, Focus, Dev, Filter, DevPause, ScrollUp, ScrollDown key.Binding
-	Pause, Finish, Cancel, Help, Quit, Interrupt                 key.Binding
-	AllowOnce, AllowSession, AllowAlways, Deny, DenyReason       key.Binding
+// globalKeys are the keys routing step 3 answers, whatever has the focus.
+type globalKeys struct {
+	Focus, Dev, Filter, Freeze, Pause, Finish, Cancel, Help, Quit, Interrupt key.Binding
 }
 
-func defaultKeys() keyMap {
+func defaultKeys() globalKeys {
 	b := func(keys []string, k, h string) key.Binding {
 		return key.NewBinding(key.WithKeys(keys...), key.WithHelp(k, h))
 	}
-	return keyMap{
-		Up:           b([]string{"up", "k"}, "↑/k", "agent"),
-		Down:         b([]string{"down", "j"}, "↓/j", "agent"),
-		Focus:        b([]string{"tab"}, "tab", "focus"),
-		Dev:          b([]string{"d"}, "d", "dev pane"),
-		Filter:       b([]string{"/"}, "/", "filter"),
-		DevPause:     b([]string{"z"}, "z", "freeze dev pane"),
-		ScrollUp:     b([]string{"pgup", "K"}, "pgup", "scroll up"),
-		ScrollDown:   b([]string{"pgdown", "J"}, "pgdn", "scroll down"),
-		Pause:        b([]string{"p"}, "p", "pause/resume"),
-		Finish:       b([]string{"f"}, "f", "finish up"),
-		Cancel:       b([]string{"x"}, "x", "cancel agent"),
-		Help:         b([]string{"?"}, "?", "help"),
-		Quit:         b([]string{"q"}, "q", "quit"),
-		Interrupt:    b([]string{"ctrl+c"}, "ctrl+c", "finish up, twice: quit"),
-		AllowOnce:    b([]string{"y"}, "y", "allow once"),
-		AllowSession: b([]string{"s"}, "s", "allow for this session"),
-		AllowAlways:  b([]string{"a"}, "a", "always"),
-		Deny:         b([]string{"n"}, "n", "deny"),
-		DenyReason:   b([]string{"r"}, "r", "deny with a reason"),
+	return globalKeys{
+		Focus:     b([]string{"tab"}, "tab", "focus"),
+		Dev:       b([]string{"d"}, "d", "dev pane"),
+		Filter:    b([]string{"/"}, "/", "filter"),
+		Freeze:    b([]string{"z"}, "z", "freeze dev pane"),
+		Pause:     b([]string{"p"}, "p", "pause/resume"),
+		Finish:    b([]string{"f"}, "f", "finish up"),
+		Cancel:    b([]string{"x"}, "x", "cancel agent"),
+		Help:      b([]string{"?"}, "?", "help"),
+		Quit:      b([]string{"q"}, "q", "quit"),
+		Interrupt: b([]string{"ctrl+c"}, "ctrl+c", "finish up, twice: quit"),
 	}
 }
 
-// ShortHelp is the key line.
-func (k keyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Up, k.Dev, k.Filter, k.Pause, k.Finish, k.Cancel, k.Help, k.Quit}
+// keyHelp is what the key line and the ? screen show: bubbles/help reads it.
+type keyHelp struct {
+	short []key.Binding
+	full  [][]key.Binding
 }
 
-// FullHelp is the ? screen.
-func (k keyMap) FullHelp() [][]key.Binding {
-	return [][]key.Binding{
-		{k.Up, k.Down, k.Focus, k.ScrollUp, k.ScrollDown},
-		{k.Dev, k.Filter, k.DevPause},
-		{k.Pause, k.Finish, k.Cancel, k.Interrupt, k.Quit},
-		{k.AllowOnce, k.AllowSession, k.AllowAlways, k.Deny, k.DenyReason},
-	}
-}
+func (k keyHelp) ShortHelp() []key.Binding  { return k.short }
+func (k keyHelp) FullHelp() [][]key.Binding { return k.full }

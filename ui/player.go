@@ -1,15 +1,11 @@
 package ui
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/themes"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -45,13 +41,13 @@ func (p *Player) tickCmd() tea.Cmd {
 // order, synchronously: never through concurrent commands), whether to clear
 // the state first, and whether the replay reached its end.
 type step struct {
-	events []engine.Event
+	events []event.Event
 	reset  bool
 	done   bool
 }
 
 // deliver returns the events [p.next, to).
-func (p *Player) deliver(to int) []engine.Event {
+func (p *Player) deliver(to int) []event.Event {
 	to = min(to, p.ix.Len())
 	if to <= p.next {
 		return nil
@@ -59,7 +55,7 @@ func (p *Player) deliver(to int) []engine.Event {
 	evs, err := p.ix.Events(p.next, to)
 	p.next = to
 	if err != nil {
-		return []engine.Event{{Type: "replay:error", Reason: err.Error()}}
+		return []event.Event{{Type: event.ReplayError, Reason: err.Error()}}
 	}
 	if to > 0 {
 		p.vt = max(p.vt, p.ix.Times[to-1])
@@ -101,96 +97,9 @@ func (p *Player) seek(i int) (step, tea.Cmd) {
 	return st, nil
 }
 
-var (
-	kPlay   = key.NewBinding(key.WithKeys(" "))
-	kStep   = key.NewBinding(key.WithKeys("."))
-	kTick   = key.NewBinding(key.WithKeys(","))
-	kTool   = key.NewBinding(key.WithKeys("n"))
-	kAppr   = key.NewBinding(key.WithKeys("a"))
-	kFail   = key.NewBinding(key.WithKeys("e"))
-	kFaster = key.NewBinding(key.WithKeys("+", "="))
-	kSlower = key.NewBinding(key.WithKeys("-"))
-	kBack   = key.NewBinding(key.WithKeys("["))
-	kFwd    = key.NewBinding(key.WithKeys("]"))
-	kStart  = key.NewBinding(key.WithKeys("home", "0"))
-)
-
-// key answers the transport keys.
-func (p *Player) key(k tea.KeyMsg) (step, tea.Cmd, bool) {
-	switch {
-	case key.Matches(k, kPlay):
-		p.playing = !p.playing
-		p.gen++
-		if p.playing {
-			return step{}, p.tickCmd(), true
-		}
-		return step{}, nil, true
-	case key.Matches(k, kStep):
-		p.playing = false
-		st, cmd := p.seek(p.next + 1)
-		return st, cmd, true
-	case key.Matches(k, kTick):
-		p.playing = false
-		j := p.ix.NextOf(p.next-1, trace.KindTick)
-		if j < 0 {
-			j = p.ix.Len() - 1
-		}
-		st, cmd := p.seek(j + 1)
-		return st, cmd, true
-	case key.Matches(k, kTool), key.Matches(k, kAppr), key.Matches(k, kFail):
-		kind := trace.KindToolCall
-		if key.Matches(k, kAppr) {
-			kind = trace.KindApproval
-		} else if key.Matches(k, kFail) {
-			kind = trace.KindFailure
-		}
-		p.playing = false
-		if j := p.ix.NextOf(p.next-1, kind); j >= 0 {
-			st, cmd := p.seek(j + 1)
-			return st, cmd, true
-		}
-		return step{}, nil, true
-	case key.Matches(k, kFaster):
-		p.speed = min(p.speed*2, 64)
-		return step{}, nil, true
-	case key.Matches(k, kSlower):
-		p.speed = max(p.speed/2, 0.25)
-		return step{}, nil, true
-	case key.Matches(k, kBack), key.Matches(k, kFwd):
-		d := 10 * time.Second
-		if key.Matches(k, kBack) {
-			d = -d
-		}
-		st, cmd := p.seek(p.ix.SeekTime(max(p.vt+d, 0)))
-		return st, cmd, true
-	case key.Matches(k, kStart):
-		st, cmd := p.seek(0)
-		return st, cmd, true
-	}
-	return step{}, nil, false
-}
-
 func (p *Player) total() time.Duration {
 	if n := p.ix.Len(); n > 0 {
 		return p.ix.Times[n-1]
 	}
 	return 0
-}
-
-// bar is the transport line.
-func (p *Player) bar(t themes.Theme, w int) string {
-	state := "▶"
-	if !p.playing {
-		state = "⏸"
-	}
-	head := fmt.Sprintf(" ◀◀ %s ▶▶  %s / %s  ×%g  ", state, stamp(p.vt), stamp(p.total()), p.speed)
-	keys := "  space play  . step  , tick  n tool  a approval  e failure  [ ] ±10s  + - speed"
-	track := max(w-len([]rune(head))-len([]rune(keys))-2, 10)
-	pos := 0
-	if tt := p.total(); tt > 0 {
-		pos = int(float64(track-1) * float64(p.vt) / float64(tt))
-	}
-	pos = min(max(pos, 0), track-1)
-	line := "├" + strings.Repeat("─", pos) + "●" + strings.Repeat("─", track-1-pos) + "┤"
-	return t.Title.Render(head) + line + t.Dim.Render(keys)
 }

@@ -4,21 +4,21 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/themes"
-	"github.com/lloyal-ai/lloyal/trace"
 )
 
-// sanitize makes model and tool text safe to draw (trace.Escape: a hostile
+// sanitize makes model and tool text safe to draw (event.Escape: a hostile
 // result can neither repaint nor retitle the terminal); tabs become spaces.
 func sanitize(s string) string {
-	return strings.ReplaceAll(trace.Escape(s), "\t", "    ")
+	return strings.ReplaceAll(event.Escape(s), "\t", "    ")
 }
 
 // oneLine flattens text for a single row.
@@ -34,40 +34,59 @@ func fit(s string, w int) string {
 	return ansi.Truncate(s, w, "…")
 }
 
-// glyph is an agent status at a glance.
-func glyph(status string) string {
-	switch status {
-	case "thinking":
-		return "●"
-	case "in_tool":
-		return "◍"
-	case "approval":
-		return "⏸"
-	case "parked":
-		return "↻"
-	case "returned":
+// glyph is an agent's state at a glance: its outcome once it has one.
+func glyph(a *event.Agent) string {
+	switch a.Outcome {
+	case event.Returned:
 		return "✓"
-	case "recovered":
+	case event.Recovered:
 		return "↺"
-	case "failed":
+	case event.Failed:
 		return "✗"
-	case "cancelled":
+	case event.Cancelled:
 		return "⊘"
+	}
+	switch a.Status {
+	case event.StatusThinking, event.StatusReporting:
+		return "●"
+	case event.StatusInTool, event.StatusDispatch, event.StatusSettling:
+		return "◍"
+	case event.StatusApproval:
+		return "⏸"
+	case event.StatusParked:
+		return "↻"
 	}
 	return "○"
 }
 
-func styleFor(t themes.Theme, status string) lipgloss.Style {
-	switch status {
-	case "returned":
+// status is an agent's state in a word: its outcome once it has one.
+func status(a *event.Agent) string {
+	if a.Done() {
+		return string(a.Outcome)
+	}
+	return string(a.Status)
+}
+
+func styleFor(t themes.Theme, a *event.Agent) lipgloss.Style {
+	switch a.Outcome {
+	case event.Returned:
 		return t.Good
-	case "recovered", "parked", "approval":
+	case event.Recovered:
 		return t.Warn
-	case "failed", "cancelled":
+	case event.Failed, event.Cancelled:
 		return t.Bad
+	}
+	switch a.Status {
+	case event.StatusParked, event.StatusApproval:
+		return t.Warn
 	}
 	return lipgloss.NewStyle()
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// percent is a fraction as a percentage, three cells wide.
+func percent(frac float64) string { return fmt.Sprintf("%3.0f%%", frac*100) }
 
 // bar draws a fraction as a fixed-width bar.
 func bar(frac float64, w int) string {
@@ -122,26 +141,19 @@ func pretty(raw string) string {
 	return raw
 }
 
-// devLine renders one event for the dev pane.
-func devLine(e engine.Event) string {
-	who := "  "
-	if e.Agent != 0 {
-		who = fmt.Sprintf("A%d", e.Agent)
+// wrap breaks a line into rows of at most w cells.
+func wrap(l string, w int) []string {
+	if w <= 0 {
+		return nil
 	}
-	detail := ""
-	switch {
-	case e.Type == engine.PoolTick:
-		detail = fmt.Sprintf("%d tokens · %d cells", e.Tokens, e.CellsUsed)
-	case e.Tool != "" && len(e.Args) > 0:
-		detail = e.Tool + " " + string(e.Args)
-	case e.Type == engine.ToolProgress:
-		detail = fmt.Sprintf("%s %d/%d", e.Tool, e.Filled, e.Total)
-	case e.Tool != "" && len(e.Result) > 0:
-		detail = e.Tool + " " + string(e.Result)
-	case e.Reason != "":
-		detail = e.Reason
-	case e.Text != "":
-		detail = e.Text
+	var out []string
+	for ansi.StringWidth(l) > w {
+		head := ansi.Truncate(l, w, "")
+		out = append(out, head)
+		l = l[len(head):]
+		if head == "" {
+			break
+		}
 	}
-	return fmt.Sprintf("%s  %-3s %-18s %s", stamp(e.At), who, e.Type, oneLine(detail))
+	return append(out, l)
 }

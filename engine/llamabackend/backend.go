@@ -1,5 +1,7 @@
 // Package llamabackend runs the agent runtime on llama.cpp: an engine.Backend
-// over one context with a unified KV cache (engine/kv).
+// over one context with a unified KV cache (engine/llamacpp/kv). It is the one
+// adapter between the engine and engine/llamacpp: it owns chat-format
+// detection for a model and converts model.Info to event.ModelInfo.
 package llamabackend
 
 import (
@@ -8,14 +10,15 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
-	"github.com/lloyal-ai/lloyal/engine/kv"
-	"github.com/lloyal-ai/lloyal/engine/llama"
-	"github.com/lloyal-ai/lloyal/engine/model"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 )
 
 // Backend runs a model on one llama.cpp context with a unified KV cache.
 type Backend struct {
 	m        *model.Model
+	format   chat.Format
 	ctx      *llama.Context
 	store    *kv.Store
 	branches map[engine.BranchID]*kv.Branch
@@ -29,8 +32,12 @@ type ContextOptions struct {
 	NThreads int // default: all CPUs
 }
 
-// New creates a context over m.
+// New creates a context over m, identifying its chat format (see Open).
 func New(m *model.Model, o ContextOptions) (*Backend, error) {
+	f, err := identify(m)
+	if err != nil {
+		return nil, err
+	}
 	if o.NCtx == 0 {
 		o.NCtx = 4096
 	}
@@ -44,7 +51,7 @@ func New(m *model.Model, o ContextOptions) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{m: m, ctx: c, store: kv.New(c), branches: map[engine.BranchID]*kv.Branch{}}, nil
+	return &Backend{m: m, format: f, ctx: c, store: kv.New(c), branches: map[engine.BranchID]*kv.Branch{}}, nil
 }
 
 // Close frees the context (not the model).
@@ -67,8 +74,8 @@ func (l *Backend) branch(b engine.BranchID) (*kv.Branch, error) {
 	return br, nil
 }
 
-func (l *Backend) Format() chat.Format                            { return l.m.Format }
-func (l *Backend) Tokenize(p chat.Prompt) ([]engine.Token, error) { return l.m.TokenizePrompt(p) }
+func (l *Backend) Format() chat.Format                            { return l.format }
+func (l *Backend) Tokenize(p chat.Prompt) ([]engine.Token, error) { return tokenizePrompt(l.m, p) }
 func (l *Backend) Piece(t engine.Token) []byte                    { return l.m.Piece(t) }
 func (l *Backend) IsStop(t engine.Token) bool                     { return l.m.IsStop(t) }
 func (l *Backend) SchemaToGrammar(s []byte) (string, error)       { return llama.SchemaToGrammar(s) }
@@ -126,7 +133,7 @@ func (l *Backend) SetSampling(b engine.BranchID, s engine.Sampling) error {
 	}
 	var g *llama.Grammar
 	if s.Grammar != nil {
-		g = model.Grammar(*s.Grammar)
+		g = grammar(*s.Grammar)
 	}
 	return l.store.SetSampler(br, llama.SamplerParams{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, Seed: s.Seed, Grammar: g})
 }

@@ -12,8 +12,9 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
-	"github.com/lloyal-ai/lloyal/engine/internal/testmodel"
-	"github.com/lloyal-ai/lloyal/engine/model"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 )
 
 func open(t testing.TB, nCtx int) *Backend {
@@ -80,7 +81,7 @@ func TestPoolEndToEndOnLlama(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range res.Agents {
-		if a.Outcome != engine.Returned {
+		if a.Outcome != event.Returned {
 			t.Fatalf("agent %d did not return: %+v", a.ID, a)
 		}
 		var v any
@@ -99,7 +100,7 @@ func TestPoolEndToEndOnLlama(t *testing.T) {
 	}
 	// Batching: a tick decodes every thinking agent at once.
 	maxBatch := 0
-	for _, e := range rec.Of(engine.PoolTick) {
+	for _, e := range rec.Of(event.PoolTick) {
 		maxBatch = max(maxBatch, e.Tokens)
 	}
 	if maxBatch != 4 {
@@ -138,17 +139,17 @@ func TestPressureEndToEndOnLlama(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pressured := len(rec.Of(engine.AgentDrop)) + len(rec.Of(engine.AgentNudge)) + len(rec.Of(engine.SettleDeferred)) + len(rec.Of(engine.SpawnRefused))
+	pressured := len(rec.Of(event.AgentDrop)) + len(rec.Of(event.AgentNudge)) + len(rec.Of(event.SettleDeferred)) + len(rec.Of(event.SpawnRefused))
 	if pressured == 0 {
 		t.Fatal("the run never felt pressure: the test proves nothing")
 	}
 	for _, a := range res.Agents {
 		switch a.Outcome {
-		case engine.Returned, engine.Recovered:
+		case event.Returned, event.Recovered:
 			if a.Text() == "" && len(a.Result) == 0 {
 				t.Fatalf("agent %d ended %s with an empty report", a.ID, a.Outcome)
 			}
-		case engine.Failed:
+		case event.Failed:
 			if a.Reason == "" {
 				t.Fatalf("agent %d failed without a reason", a.ID)
 			}
@@ -160,19 +161,19 @@ func TestPressureEndToEndOnLlama(t *testing.T) {
 		t.Fatalf("%d cells still used after the pool: leaked branches", got)
 	}
 	// The trace tells the story: every drop and nudge names its reason.
-	for _, e := range append(rec.Of(engine.AgentDrop), rec.Of(engine.AgentNudge)...) {
+	for _, e := range append(rec.Of(event.AgentDrop), rec.Of(event.AgentNudge)...) {
 		if e.Reason == "" {
 			t.Fatalf("event without a reason: %+v", e)
 		}
 	}
 	t.Logf("%d agents: %d drops, %d nudges, %d deferred results, %d refused spawns", len(res.Agents),
-		len(rec.Of(engine.AgentDrop)), len(rec.Of(engine.AgentNudge)), len(rec.Of(engine.SettleDeferred)), len(rec.Of(engine.SpawnRefused)))
+		len(rec.Of(event.AgentDrop)), len(rec.Of(event.AgentNudge)), len(rec.Of(event.SettleDeferred)), len(rec.Of(event.SpawnRefused)))
 	for _, a := range res.Agents {
 		t.Logf("agent %d: %s %s %s", a.ID, a.Outcome, a.Reason, a.Result)
 	}
 	for _, e := range rec.Events() {
 		switch e.Type {
-		case engine.AgentDrop, engine.RecoveryStart, engine.RecoveryFailed, engine.RecoveryReturn, engine.AgentNudge, engine.SettleDeferred:
+		case event.AgentDrop, event.RecoveryStart, event.RecoveryFailed, event.RecoveryReturn, event.AgentNudge, event.SettleDeferred:
 			t.Logf("%s agent %d reason %q text %q data %s cells %d", e.Type, e.Agent, e.Reason, e.Text, e.Data, e.CellsUsed)
 		}
 	}

@@ -12,8 +12,9 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
-	"github.com/lloyal-ai/lloyal/engine/internal/testmodel"
-	"github.com/lloyal-ai/lloyal/engine/model"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -44,7 +45,7 @@ func TestSoakOnLlama(t *testing.T) {
 			t.Fatal(err)
 		}
 		var emitted atomic.Int64
-		rt := engine.New(be, engine.Options{Sinks: []engine.Sink{tw, engine.SinkFunc(func(engine.Event) { emitted.Add(1) })}})
+		rt := engine.New(be, engine.Options{Sinks: []engine.Sink{tw, engine.SinkFunc(func(event.Event) { emitted.Add(1) })}})
 		var calls atomic.Int32
 		gloss := engine.Typed(engine.ToolSpec{Name: "glossary", Description: "Define a term.", Parameters: glossSchema},
 			func(ctx context.Context, a struct{ Term string }) (any, error) {

@@ -1,0 +1,51 @@
+package approvals
+
+import "time"
+
+// Config is how a run answers protected calls (the command line's --grant,
+// --deny-protected, --approval-timeout and --grants-file).
+type Config struct {
+	Grant         []string
+	DenyProtected bool
+	Timeout       time.Duration
+	GrantsFile    string
+}
+
+// Mode is who answers protected calls in a run.
+type Mode int
+
+// Modes.
+const (
+	// ModeTUI: the terminal app's prompt.
+	ModeTUI Mode = iota
+	// ModeLine: a plain line prompt (headless, input is a terminal).
+	ModeLine
+	// ModeNobody: nobody can answer (input is not a terminal): deny.
+	ModeNobody
+)
+
+// Broker builds the run's broker: the grants file, --grant session grants,
+// and the policy that follows from the flags and the mode. The store's
+// Problem (a corrupt grants file) should be shown to the user.
+func (f *Config) Broker(mode Mode) (*Broker, error) {
+	path := f.GrantsFile
+	if path == "" {
+		p, err := DefaultPath()
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	b := NewBroker(Open(path))
+	for _, t := range f.Grant {
+		b.Store.GrantSession(t)
+	}
+	b.Timeout = f.Timeout
+	switch {
+	case f.DenyProtected:
+		b.Policy = DenyAll("protected tools are refused in this run (--deny-protected)")
+	case mode == ModeNobody:
+		b.Policy = DenyAll("nobody is here to approve it (input is not a terminal); the user can rerun with --grant TOOL")
+	}
+	return b, nil
+}

@@ -1,0 +1,307 @@
+// Package session runs one `lloyal run`: it opens the model, the backend and
+// the trace, starts the research harness on the engine's goroutine, shows it
+// (the terminal app, a readable log or JSON lines), owns the signals, and
+// closes the trace with how the run ended.
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/lloyal-ai/lloyal/approvals"
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/themes"
+	"github.com/lloyal-ai/lloyal/tools"
+	"github.com/lloyal-ai/lloyal/tools/research"
+	"github.com/lloyal-ai/lloyal/trace"
+	"github.com/lloyal-ai/lloyal/ui"
+)
+
+// View is how a run is shown.
+type View int
+
+// Views.
+const (
+	ViewApp   View = iota // the terminal app
+	ViewLog               // a readable log on stdout
+	ViewJSONL             // every event as a JSON line on stdout
+)
+
+// Config is everything the command line decided about a run.
+type Config struct {
+	Model     string // GGUF path or ollama name
+	Generated bool   // Model is the generated demo model (random weights)
+	Corpus    string
+	Task      string
+	Agents    int
+	NCtx      int
+	Threads   int
+	Seed      uint32
+	TracePath string // "" picks a new file under the state dir
+	Workspace string
+	View      View
+	Theme     themes.Theme
+	Dev       bool // the app's dev pane open at start
+	Approvals approvals.Config
+	Version   string
+	Args      []string // the command line, for the trace header
+}
+
+// Ending is how a run ended: the reason its trace's closing record gives.
+type Ending int
+
+// Endings.
+const (
+	Completed   Ending = iota
+	Interrupted        // SIGINT twice, Ctrl-C twice, or the app quit early
+	Terminated         // SIGTERM
+	Errored            // the harness returned an error
+)
+
+// ending is the run's ending, written by the signal goroutine and by the
+// run itself: the first ending other than Completed wins.
+type ending struct {
+	mu  sync.Mutex
+	end Ending
+	err error
+}
+
+func (e *ending) set(end Ending, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.end == Completed {
+		e.end, e.err = end, err
+	}
+}
+
+func (e *ending) reason() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch e.end {
+	case Interrupted:
+		return "interrupted"
+	case Terminated:
+		return "terminated"
+	case Errored:
+		return "error: " + e.err.Error()
+	}
+	return "completed"
+}
+
+// Run runs the research harness as cfg says. stdin decides whether a
+// person can answer approval prompts on a line.
+func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer) error {
+	m, err := llamabackend.Open(cfg.Model, model.Options{})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	corpus, err := tools.LoadCorpus(cfg.Corpus)
+	if err != nil {
+		return err
+	}
+	defer corpus.Close()
+	note, err := tools.WriteNoteTool(cfg.Workspace)
+	if err != nil {
+		return err
+	}
+	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NThreads: cfg.Threads})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+
+	h := research.New(corpus, note, cfg.Task, cfg.Agents)
+	h.Sampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: cfg.Seed}
+	if cfg.Generated {
+		// A random model never opens a call on its own: force calls so the
+		// demo exercises the tools (and asks you about write_note).
+		h.Choice = engine.ToolRequired
+	}
+
+	// Trace first: everything after this point is recorded.
+	tp := cfg.TracePath
+	if tp == "" {
+		dir, err := trace.DefaultDir()
+		if err != nil {
+			return err
+		}
+		tp = trace.NewPath(dir)
+	}
+	all, terminal := h.Tools()
+	tw, err := trace.Create(tp, trace.Header{ProgramVersion: cfg.Version, Model: llamabackend.ModelInfo(m), Sampling: h.Sampling,
+		Context:     trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64},
+		Tools:       trace.Tools(all, terminal),
+		CommandLine: cfg.Args})
+	if err != nil {
+		return err
+	}
+	var end ending
+	defer func() {
+		if err := tw.Close(end.reason()); err != nil {
+			fmt.Fprintln(errOut, "lloyal:", err)
+		}
+		fmt.Fprintf(errOut, "trace: %s\n", tw.Path())
+	}()
+
+	mode := approvals.ModeNobody
+	switch {
+	case cfg.View == ViewApp:
+		mode = approvals.ModeTUI
+	case IsTerminal(stdin):
+		mode = approvals.ModeLine
+	}
+	broker, err := cfg.Approvals.Broker(mode)
+	if err != nil {
+		return err
+	}
+	if p := broker.Store.Problem(); p != nil {
+		fmt.Fprintln(errOut, "warning:", p)
+	}
+	sinks := []engine.Sink{tw}
+	var bridge *ui.Bridge
+	switch cfg.View {
+	case ViewApp:
+		bridge = ui.NewBridge()
+		sinks = append(sinks, bridge)
+	case ViewJSONL:
+		enc := json.NewEncoder(out)
+		sinks = append(sinks, engine.SinkFunc(func(e event.Event) { _ = enc.Encode(e) }))
+	default:
+		log := trace.NewLog()
+		sinks = append(sinks, engine.SinkFunc(func(e event.Event) {
+			if line := log.Line(e); line != "" {
+				fmt.Fprintln(out, line)
+			}
+		}))
+	}
+	rt := engine.New(be, engine.Options{Sinks: sinks, Approver: broker})
+	broker.LogTo(rt.Emit)
+
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if mode == approvals.ModeLine && !cfg.Approvals.DenyProtected {
+		lp := approvals.NewLinePrompter(broker, stdin, errOut)
+		go lp.Run(ctx)
+	}
+	go handleSignals(ctx, stop, rt, &end, cfg.View != ViewApp, errOut)
+
+	if cfg.View == ViewApp {
+		title := m.Info.Name
+		if title == "" {
+			title = filepath.Base(m.Info.Path)
+		}
+		if cfg.Generated {
+			title += " (random weights: text is noise)"
+		}
+		var res []engine.AgentResult
+		var runErr error
+		finished, err := runApp(ctx, stop, ui.Options{Theme: cfg.Theme, Title: title, Dev: cfg.Dev, Ctl: controller{rt, broker}}, bridge,
+			func(ctx context.Context) string {
+				res, runErr = h.Run(ctx, rt)
+				return summaryLine(res)
+			})
+		switch {
+		case runErr != nil && !errors.Is(runErr, context.Canceled):
+			end.set(Errored, runErr)
+		case !finished:
+			end.set(Interrupted, nil) // quit before the run was over
+		}
+		printSummary(out, res)
+		return err
+	}
+	res, err := h.Run(ctx, rt)
+	switch {
+	case errors.Is(err, context.Canceled):
+		end.set(Interrupted, nil)
+	case err != nil:
+		end.set(Errored, err)
+	}
+	printSummary(out, res)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// handleSignals: the first SIGINT finishes up (every agent writes its
+// report), a second one stops now; SIGTERM stops now.
+func handleSignals(ctx context.Context, stop context.CancelFunc, rt *engine.Runtime, end *ending, say bool, errOut io.Writer) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-sigs:
+			if s == syscall.SIGTERM {
+				end.set(Terminated, nil)
+				stop()
+				return
+			}
+			if rt.WindingDown() {
+				end.set(Interrupted, nil)
+				stop()
+				return
+			}
+			if say { // the app shows "finishing" itself; stderr would paint over it
+				fmt.Fprintln(errOut, "finishing up: every agent writes its report (Ctrl-C again to stop now)")
+			}
+			rt.WindDown()
+		}
+	}
+}
+
+// IsTerminal reports whether f is a terminal.
+func IsTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func summaryLine(agents []engine.AgentResult) string {
+	n := map[event.Outcome]int{}
+	tokens := 0
+	for _, a := range agents {
+		n[a.Outcome]++
+		tokens += a.Tokens
+	}
+	return fmt.Sprintf("run finished: %d returned, %d recovered, %d failed, %d cancelled · %d tokens · q to quit", n[event.Returned], n[event.Recovered], n[event.Failed], n[event.Cancelled], tokens)
+}
+
+func printSummary(w io.Writer, agents []engine.AgentResult) {
+	if len(agents) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\n== agents")
+	for _, a := range agents {
+		line := fmt.Sprintf("agent %d %s", a.ID, a.Outcome)
+		if a.Reason != "" {
+			line += " — " + event.Clean(a.Reason)
+		}
+		fmt.Fprintf(w, "%s: %s\n", line, event.Clean(strings.SplitN(a.Task, "\n", 2)[0]))
+	}
+	last := agents[len(agents)-1]
+	fmt.Fprintln(w, "\n== report")
+	if !last.Ok() {
+		fmt.Fprintf(w, "no report: the publisher %s (%s)\n", last.Outcome, event.Clean(last.Reason))
+		return
+	}
+	r := event.ReadReport(last.Result)
+	fmt.Fprintln(w, event.Clean(r.Answer))
+	if len(r.Sources) > 0 {
+		fmt.Fprintln(w, "sources:", event.Clean(strings.Join(r.Sources, ", ")))
+	}
+}

@@ -1,0 +1,186 @@
+// Package event is lloyal's one event vocabulary: every type of event the
+// runtime, its tools, the approval broker and the trace writer produce, the
+// Event value that carries them, and State, the one fold that turns a stream
+// of events into what the screen, the headless log, `trace stats`, the replay
+// index and the end-of-run summary show.
+//
+// It depends on the standard library only, so every other package (the
+// engine, the UI, the trace reader) can speak it without importing each other.
+package event
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Type names an event. The set is closed: a type not declared here is not
+// an event (tools that want to say something of their own use ToolNote).
+type Type string
+
+// Event types. Terminal agent events are AgentReturn, AgentRecovered,
+// AgentFailed and AgentCancelled; AgentDone means "stopped working", not
+// finished.
+const (
+	PoolOpen       Type = "pool:open"
+	PoolClose      Type = "pool:close"
+	PoolTick       Type = "pool:tick" // after each batched decode: cells used, tokens per agent
+	PoolWindDown   Type = "pool:windDown"
+	PoolPause      Type = "pool:pause"
+	PoolResume     Type = "pool:resume"
+	PoolNote       Type = "pool:note" // an orchestrator's remark (Role names it, e.g. dag:skip)
+	SpawnRefused   Type = "pool:spawnRefused"
+	SettleDeferred Type = "pool:settleDefer" // a result waits for room
+	AgentDrop      Type = "pool:agentDrop"   // an agent stopped by the runtime (Reason)
+	RecoveryStart  Type = "pool:recoveryStart"
+	RecoveryReturn Type = "pool:recoveryReturn"
+	RecoveryFailed Type = "pool:recoveryFailed"
+
+	SpineCreate   Type = "spine:create"
+	SpineExtend   Type = "spine:extend"
+	BranchPrefill Type = "branch:prefill"
+
+	AgentSpawn     Type = "agent:spawn"
+	AgentTurn      Type = "agent:turn"
+	AgentToolCall  Type = "agent:tool_call"
+	AgentNudge     Type = "agent:nudge" // a refused call: the model reads Result
+	AgentReturn    Type = "agent:return"
+	AgentRecovered Type = "agent:recovered"
+	AgentFailed    Type = "agent:failed"
+	AgentCancelled Type = "agent:cancelled"
+	AgentDone      Type = "agent:done"
+
+	ToolDispatch Type = "tool:dispatch"
+	ToolProgress Type = "tool:progress"
+	ToolResult   Type = "tool:result"
+	ToolRetry    Type = "tool:retry"
+	ToolError    Type = "tool:error"
+	ToolNote     Type = "tool:note" // a tool's own remark (Role names it, Data holds it)
+
+	ApprovalRequested Type = "approval:request"
+	ApprovalAnswered  Type = "approval:answer"
+	ApprovalDuplicate Type = "approval:duplicate" // an answer after the first, ignored
+
+	RuntimeCommand Type = "runtime:command" // a UI command received (cancel, wind-down, pause…)
+
+	ReplayError Type = "replay:error" // the replay could not read the trace further
+
+	TraceHeader Type = "trace:header" // the first record of a trace file (not an event)
+	TraceClose  Type = "trace:close"  // the last record of a trace file (not an event)
+)
+
+// Event is one state change. The same value goes to the trace file and to the
+// UI, so a replay and the live view are the same stream. Fields are filled as
+// the type needs; zero values are omitted from JSON.
+type Event struct {
+	ID     uint64        `json:"id"`
+	Parent uint64        `json:"parent,omitempty"` // the scope: pool, or the tool dispatch a nested pool runs in
+	Type   Type          `json:"type"`
+	At     time.Duration `json:"t"`    // since the runtime started (monotonic)
+	Wall   time.Time     `json:"wall"` // wall clock
+
+	Pool        uint64 `json:"pool,omitempty"`
+	Agent       int    `json:"agent,omitempty"`
+	ParentAgent int    `json:"parentAgent,omitempty"`
+	Branch      int    `json:"branch,omitempty"`
+	CallID      string `json:"callId,omitempty"`
+	Tool        string `json:"tool,omitempty"`
+
+	Text   string `json:"text,omitempty"`   // streamed text, a turn's raw output, a prompt
+	Tokens int    `json:"tokens,omitempty"` // tokens this event covers
+	Role   string `json:"role,omitempty"`   // prefill role (spine, suffix, toolResult, nudge, extend) or a note's name
+
+	Args   json.RawMessage `json:"args,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Reason string          `json:"reason,omitempty"`
+
+	Filled     int           `json:"filled,omitempty"`
+	Total      int           `json:"total,omitempty"`
+	Attempt    int           `json:"attempt,omitempty"`
+	RetryAfter time.Duration `json:"retryAfter,omitempty"`
+	Duration   time.Duration `json:"duration,omitempty"`
+
+	CellsUsed int `json:"cellsUsed,omitempty"`
+	NCtx      int `json:"nCtx,omitempty"`
+	Unique    int `json:"unique,omitempty"`
+
+	// Texts holds each agent's new text for a PoolTick (keyed by agent id):
+	// token text grouped per tick keeps traces small and replayable.
+	Texts map[int]string `json:"texts,omitempty"`
+
+	Data json.RawMessage `json:"data,omitempty"` // free-form payload (tool notes, answers, summaries)
+}
+
+// Kind groups event types for seeking a replay ("next tool call").
+type Kind uint8
+
+// Kinds.
+const (
+	KindOther Kind = iota
+	KindTick
+	KindToolCall
+	KindApproval
+	KindFailure
+	KindTurn
+)
+
+// info is what the vocabulary says about one type.
+type info struct {
+	kind Kind
+	// quiet: the headless log leaves it out (its content reaches the log
+	// through another event: tick text through the turn, for example).
+	quiet bool
+}
+
+// catalog lists every type. A type missing here is unknown to every reader;
+// TestEveryTypeIsInTheCatalog fails when a constant above is not listed.
+var catalog = map[Type]info{
+	PoolOpen: {}, PoolClose: {}, PoolTick: {kind: KindTick, quiet: true},
+	PoolWindDown: {}, PoolPause: {}, PoolResume: {}, PoolNote: {},
+	SpawnRefused: {kind: KindFailure}, SettleDeferred: {quiet: true},
+	AgentDrop: {kind: KindFailure}, RecoveryStart: {}, RecoveryReturn: {quiet: true},
+	RecoveryFailed: {kind: KindFailure},
+	SpineCreate:    {}, SpineExtend: {}, BranchPrefill: {quiet: true},
+	AgentSpawn: {}, AgentTurn: {kind: KindTurn}, AgentToolCall: {kind: KindToolCall},
+	AgentNudge: {}, AgentReturn: {}, AgentRecovered: {}, AgentFailed: {kind: KindFailure},
+	AgentCancelled: {}, AgentDone: {quiet: true},
+	ToolDispatch: {quiet: true}, ToolProgress: {quiet: true}, ToolResult: {}, ToolRetry: {},
+	ToolError: {kind: KindFailure}, ToolNote: {},
+	ApprovalRequested: {kind: KindApproval}, ApprovalAnswered: {}, ApprovalDuplicate: {},
+	RuntimeCommand: {quiet: true},
+	ReplayError:    {kind: KindFailure},
+	TraceHeader:    {quiet: true}, TraceClose: {quiet: true},
+}
+
+// Types lists every event type of the vocabulary.
+func Types() []Type {
+	out := make([]Type, 0, len(catalog))
+	for t := range catalog {
+		out = append(out, t)
+	}
+	return out
+}
+
+// Known reports whether t is part of the vocabulary.
+func (t Type) Known() bool { _, ok := catalog[t]; return ok }
+
+// Kind is the type's group for seeking.
+func (t Type) Kind() Kind { return catalog[t].kind }
+
+// Terminal reports whether the type ends an agent (it has an outcome).
+func (t Type) Terminal() bool { return t.Outcome() != Running }
+
+// Outcome is the outcome a terminal agent event gives its agent (Running
+// for every other type).
+func (t Type) Outcome() Outcome {
+	switch t {
+	case AgentReturn:
+		return Returned
+	case AgentRecovered:
+		return Recovered
+	case AgentFailed:
+		return Failed
+	case AgentCancelled:
+		return Cancelled
+	}
+	return Running
+}

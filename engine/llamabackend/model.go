@@ -1,0 +1,87 @@
+package llamabackend
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+)
+
+// Open opens a model (model.Open) and identifies its chat format, checking
+// that the vocabulary can speak it. m.Info.Format names the format. Every
+// failure names the file and what is wrong; none aborts.
+func Open(ref string, o model.Options) (*model.Model, error) {
+	m, err := model.Open(ref, o)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := identify(m); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// ModelInfo is m's identity in the event vocabulary (for trace headers and
+// the UI).
+func ModelInfo(m *model.Model) event.ModelInfo { return event.ModelInfo(m.Info) }
+
+// identify detects m's chat format, checks the vocabulary against it and
+// records its name in m.Info.Format.
+func identify(m *model.Model) (chat.Format, error) {
+	f := chat.Detect(m.ChatTemplate())
+	if err := checkFormat(m, f); err != nil {
+		return chat.Format{}, fmt.Errorf("%s: %w", m.Info.Path, err)
+	}
+	m.Info.Format = string(f.Kind)
+	return f, nil
+}
+
+// checkFormat makes sure every marker the template needs is one special token
+// and that the model can end a turn.
+func checkFormat(m *model.Model, f chat.Format) error {
+	for _, marker := range f.Required {
+		toks, err := m.Tokenize(marker, false, true)
+		if err != nil {
+			return err
+		}
+		if len(toks) != 1 {
+			return fmt.Errorf("its chat template is %s but the vocabulary has no single token for %q: the file's tokenizer does not match its template", f.Kind, marker)
+		}
+	}
+	if f.Kind != chat.Generic && m.EOS() < 0 && m.EOT() < 0 {
+		return errors.New("the vocabulary has no end-of-sequence or end-of-turn token: generation could never stop")
+	}
+	return nil
+}
+
+// tokenizePrompt tokenizes a prompt: template markers with special-token
+// parsing, content without it (so content can never forge a marker).
+func tokenizePrompt(m *model.Model, p chat.Prompt) ([]llama.Token, error) {
+	var out []llama.Token
+	for _, seg := range p {
+		var toks []llama.Token
+		var err error
+		if seg.Special {
+			toks, err = m.Tokenize(seg.Text, false, true)
+		} else {
+			toks, err = m.TokenizeContent(seg.Text)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, toks...)
+	}
+	return out, nil
+}
+
+// grammar converts a chat grammar for the sampler.
+func grammar(g chat.Grammar) *llama.Grammar {
+	if g.GBNF == "" {
+		return nil
+	}
+	return &llama.Grammar{GBNF: g.GBNF, Lazy: g.Lazy, TriggerWords: g.TriggerWords, TriggerPatterns: g.TriggerPatterns}
+}

@@ -1,0 +1,436 @@
+// Package kv manages branches over one llama.cpp context with a unified KV
+// cache: a spine written once, branches forked from it (or from each other)
+// that share every cell of their parent's prefix, batched prefill and batched
+// one-token-per-branch decode, per-branch sampling, and exact accounting of
+// cells used.
+//
+// A Store is owned by one goroutine (the runtime's tick loop); none of its
+// methods may be called concurrently.
+package kv
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
+)
+
+// Token is a vocabulary id.
+type Token = llama.Token
+
+// Store holds the branches of one context.
+type Store struct {
+	ctx      *llama.Context
+	model    *llama.Model
+	branches map[int32]*Branch
+	freeSeqs []int32
+	cells    int // distinct cells in use (Σ unique cells of live branches)
+
+	// Counters for benchmarks and the trace.
+	prefilled int // tokens written by Prefill
+
+	// scratch for batch building, reused across calls
+	toks   []Token
+	pos    []int32
+	seqs   []int32
+	logits []int8
+}
+
+// Branch is one sequence in the cache. Its cells below ForkHead belong to its
+// ancestors and are shared; cells from ForkHead to Pos are its own.
+type Branch struct {
+	seq      int32
+	parent   *Branch
+	forkHead int
+	pos      int
+	children int
+	pruned   bool
+	logits   []float32 // output row after the last token, nil before any
+	sampler  *llama.Sampler
+}
+
+// Seq is the llama.cpp sequence id the branch occupies.
+func (b *Branch) Seq() int32 { return b.seq }
+
+// Pos is the branch's length in tokens (the position of its next token).
+func (b *Branch) Pos() int { return b.pos }
+
+// ForkHead is the position the branch was forked at.
+func (b *Branch) ForkHead() int { return b.forkHead }
+
+// Unique is the number of cells only this branch (and its descendants) holds.
+func (b *Branch) Unique() int { return b.pos - b.forkHead }
+
+// Parent is the branch this one was forked from, or nil.
+func (b *Branch) Parent() *Branch { return b.parent }
+
+// Live reports whether the branch has not been pruned.
+func (b *Branch) Live() bool { return !b.pruned }
+
+// HasLogits reports whether the branch can sample (it has decoded a token).
+func (b *Branch) HasLogits() bool { return b.logits != nil }
+
+// Errors the runtime acts on.
+var (
+	// ErrKVFull: the cache has no room for the batch; nothing was written by
+	// the failing call (earlier chunks of a prefill may have been).
+	ErrKVFull = llama.ErrNoKVSlot
+	// ErrNoSeq: every sequence id is in use; prune a branch first.
+	ErrNoSeq = errors.New("every branch slot (n_seq_max) is in use: prune a branch or raise n_seq_max")
+	// ErrHasChildren: a branch with live children cannot be pruned alone.
+	ErrHasChildren = errors.New("branch has live children: prune them first or prune the subtree")
+	// ErrPruned: the branch was already pruned.
+	ErrPruned = errors.New("branch was pruned")
+)
+
+// New wraps a context. The store owns the context's sequences from now on.
+func New(ctx *llama.Context) *Store {
+	s := &Store{ctx: ctx, model: ctx.Model(), branches: map[int32]*Branch{}}
+	for i := ctx.NSeqMax() - 1; i >= 0; i-- {
+		s.freeSeqs = append(s.freeSeqs, int32(i))
+	}
+	return s
+}
+
+// Context is the underlying llama.cpp context.
+func (s *Store) Context() *llama.Context { return s.ctx }
+
+// Model is the model the context runs.
+func (s *Store) Model() *llama.Model { return s.model }
+
+// NCtx is the number of cells in the cache.
+func (s *Store) NCtx() int { return s.ctx.NCtx() }
+
+// CellsUsed is the number of distinct cells held by live branches.
+func (s *Store) CellsUsed() int { return s.cells }
+
+// Remaining is the number of free cells.
+func (s *Store) Remaining() int { return s.ctx.NCtx() - s.cells }
+
+// Prefilled is the number of tokens Prefill has written since the store was
+// made.
+func (s *Store) Prefilled() int { return s.prefilled }
+
+// Branches is the number of live branches.
+func (s *Store) Branches() int { return len(s.branches) }
+
+func (s *Store) allocSeq() (int32, error) {
+	if len(s.freeSeqs) == 0 {
+		return 0, ErrNoSeq
+	}
+	seq := s.freeSeqs[len(s.freeSeqs)-1]
+	s.freeSeqs = s.freeSeqs[:len(s.freeSeqs)-1]
+	return seq, nil
+}
+
+// Create starts an empty root branch.
+func (s *Store) Create() (*Branch, error) {
+	seq, err := s.allocSeq()
+	if err != nil {
+		return nil, err
+	}
+	b := &Branch{seq: seq}
+	s.branches[seq] = b
+	return b, nil
+}
+
+// Fork starts a branch that shares every cell of parent: no copy and no
+// prefill. The child starts from the parent's last logits, so it can sample at
+// once, with its own sampler (none until SetSampler).
+func (s *Store) Fork(parent *Branch) (*Branch, error) {
+	if parent.pruned {
+		return nil, fmt.Errorf("fork: %w", ErrPruned)
+	}
+	seq, err := s.allocSeq()
+	if err != nil {
+		return nil, fmt.Errorf("fork: %w", err)
+	}
+	if parent.pos > 0 {
+		s.ctx.SeqCopy(parent.seq, seq, -1, -1)
+	}
+	b := &Branch{seq: seq, parent: parent, forkHead: parent.pos, pos: parent.pos}
+	if parent.logits != nil {
+		b.logits = append([]float32(nil), parent.logits...)
+	}
+	parent.children++
+	s.branches[seq] = b
+	return b, nil
+}
+
+// Prune frees the branch's own cells and its sequence id. It refuses a branch
+// with live children (their prefix lives in its cells).
+func (s *Store) Prune(b *Branch) error {
+	if b.pruned {
+		return fmt.Errorf("prune: %w", ErrPruned)
+	}
+	if b.children > 0 {
+		return fmt.Errorf("prune: %w (%d live)", ErrHasChildren, b.children)
+	}
+	s.ctx.SeqRemove(b.seq, -1, -1)
+	s.cells -= b.pos - b.forkHead
+	if b.parent != nil {
+		b.parent.children--
+	}
+	if b.sampler != nil {
+		b.sampler.Close()
+		b.sampler = nil
+	}
+	b.pruned = true
+	b.logits = nil
+	delete(s.branches, b.seq)
+	s.freeSeqs = append(s.freeSeqs, b.seq)
+	return nil
+}
+
+// PruneSubtree prunes b and every live descendant, leaves first.
+func (s *Store) PruneSubtree(b *Branch) error {
+	if b.pruned {
+		return fmt.Errorf("prune subtree: %w", ErrPruned)
+	}
+	for _, c := range s.children(b) {
+		if err := s.PruneSubtree(c); err != nil {
+			return err
+		}
+	}
+	return s.Prune(b)
+}
+
+func (s *Store) children(b *Branch) []*Branch {
+	var out []*Branch
+	for _, c := range s.branches {
+		if c.parent == b {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// SetSampler replaces the branch's sampler (e.g. to arm a new grammar).
+func (s *Store) SetSampler(b *Branch, p llama.SamplerParams) error {
+	smp, err := llama.NewSampler(s.model, p)
+	if err != nil {
+		return err
+	}
+	if b.sampler != nil {
+		b.sampler.Close()
+	}
+	b.sampler = smp
+	return nil
+}
+
+// Sample picks the branch's next token from its current logits and advances
+// its sampler (grammar) state. It does not decode: pass the token to
+// DecodeEach to write it.
+func (s *Store) Sample(b *Branch) (Token, error) {
+	if b.pruned {
+		return -1, fmt.Errorf("sample: %w", ErrPruned)
+	}
+	if b.logits == nil {
+		return -1, errors.New("sample: branch has no logits yet (prefill it first)")
+	}
+	if b.sampler == nil {
+		if err := s.SetSampler(b, llama.SamplerParams{}); err != nil {
+			return -1, err
+		}
+	}
+	t, err := b.sampler.Sample(b.logits)
+	if err != nil {
+		return -1, err
+	}
+	b.sampler.Accept(t)
+	return t, nil
+}
+
+// Force advances the branch's sampler state by a token chosen elsewhere (a
+// forced token, e.g. a trigger written by the runtime) without sampling.
+func (s *Store) Force(b *Branch, t Token) error {
+	if b.pruned {
+		return fmt.Errorf("force: %w", ErrPruned)
+	}
+	if b.sampler == nil {
+		if err := s.SetSampler(b, llama.SamplerParams{}); err != nil {
+			return err
+		}
+	}
+	b.sampler.Accept(t)
+	return nil
+}
+
+// Logits is the branch's current output row (nil before any decode). It is
+// owned by the store: read it, do not keep it.
+func (b *Branch) Logits() []float32 { return b.logits }
+
+// Span is a run of tokens to append to one branch.
+type Span struct {
+	Branch *Branch
+	Tokens []Token
+}
+
+// Prefill appends every span's tokens to its branch in as few llama_decode
+// calls as n_batch allows, keeping each branch's logits after its last token.
+// It is all or nothing: on error, chunks already decoded are removed again
+// and every branch is as it was.
+func (s *Store) Prefill(spans []Span) error {
+	type cursor struct {
+		span Span
+		next int
+	}
+	var work []*cursor
+	for _, sp := range spans {
+		if sp.Branch.pruned {
+			return fmt.Errorf("prefill: %w", ErrPruned)
+		}
+		if len(sp.Tokens) > 0 {
+			work = append(work, &cursor{span: sp})
+		}
+	}
+	// Remember where every branch stood, so a failure can undo the chunks
+	// that did go in: a prefill either writes every span or none.
+	type mark struct {
+		b      *Branch
+		pos    int
+		logits []float32
+	}
+	var marks []mark
+	seen := map[*Branch]bool{}
+	for _, c := range work {
+		if b := c.span.Branch; !seen[b] {
+			seen[b] = true
+			marks = append(marks, mark{b, b.pos, append([]float32(nil), b.logits...)})
+		}
+	}
+	undo := func() {
+		for _, m := range marks {
+			if m.b.pos > m.pos {
+				s.ctx.SeqRemove(m.b.seq, int32(m.pos), -1)
+				s.cells -= m.b.pos - m.pos
+				m.b.pos = m.pos
+				if m.logits == nil {
+					m.b.logits = nil
+				} else {
+					m.b.logits = append(m.b.logits[:0], m.logits...)
+				}
+			}
+		}
+	}
+	nb := s.ctx.NBatch()
+	for len(work) > 0 {
+		s.resetBatch()
+		type ends struct {
+			b   *Branch
+			idx int
+		}
+		var done []ends
+		var advanced []struct {
+			b *Branch
+			n int
+		}
+		for _, c := range work {
+			room := nb - len(s.toks)
+			if room == 0 {
+				break
+			}
+			n := min(room, len(c.span.Tokens)-c.next)
+			b := c.span.Branch
+			for i := 0; i < n; i++ {
+				last := c.next+i == len(c.span.Tokens)-1
+				s.add(c.span.Tokens[c.next+i], int32(b.pos+i), b.seq, last)
+				if last {
+					done = append(done, ends{b, len(s.toks) - 1})
+				}
+			}
+			advanced = append(advanced, struct {
+				b *Branch
+				n int
+			}{b, n})
+			c.next += n
+		}
+		if err := s.ctx.Decode(s.toks, s.pos, s.seqs, s.logits); err != nil {
+			undo()
+			return fmt.Errorf("prefill: %w", err)
+		}
+		s.prefilled += len(s.toks)
+		for _, a := range advanced {
+			a.b.pos += a.n
+			s.cells += a.n
+		}
+		for _, d := range done {
+			d.b.logits = append(d.b.logits[:0], s.ctx.Logits(d.idx)...)
+		}
+		rest := work[:0]
+		for _, c := range work {
+			if c.next < len(c.span.Tokens) {
+				rest = append(rest, c)
+			}
+		}
+		work = rest
+	}
+	return nil
+}
+
+// Step is one token to append to one branch.
+type Step struct {
+	Branch *Branch
+	Token  Token
+}
+
+// DecodeEach appends one token to each branch in a single llama_decode (split
+// only if there are more branches than n_batch) and keeps every branch's new
+// logits. On ErrKVFull nothing from the failing call is written.
+func (s *Store) DecodeEach(steps []Step) error {
+	nb := s.ctx.NBatch()
+	for start := 0; start < len(steps); start += nb {
+		chunk := steps[start:min(start+nb, len(steps))]
+		s.resetBatch()
+		for _, st := range chunk {
+			if st.Branch.pruned {
+				return fmt.Errorf("decode: %w", ErrPruned)
+			}
+			s.add(st.Token, int32(st.Branch.pos), st.Branch.seq, true)
+		}
+		if err := s.ctx.Decode(s.toks, s.pos, s.seqs, s.logits); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		for i, st := range chunk {
+			st.Branch.pos++
+			s.cells++
+			st.Branch.logits = append(st.Branch.logits[:0], s.ctx.Logits(i)...)
+		}
+	}
+	return nil
+}
+
+func (s *Store) resetBatch() {
+	s.toks, s.pos, s.seqs, s.logits = s.toks[:0], s.pos[:0], s.seqs[:0], s.logits[:0]
+}
+
+func (s *Store) add(t Token, pos, seq int32, out bool) {
+	o := int8(0)
+	if out {
+		o = 1
+	}
+	s.toks = append(s.toks, t)
+	s.pos = append(s.pos, pos)
+	s.seqs = append(s.seqs, seq)
+	s.logits = append(s.logits, o)
+}
+
+// Reset drops every branch and empties the cache. The context stays open.
+func (s *Store) Reset() {
+	for _, b := range s.branches {
+		b.pruned = true
+	}
+	for _, b := range s.branches {
+		if b.sampler != nil {
+			b.sampler.Close()
+			b.sampler = nil
+		}
+	}
+	s.branches = map[int32]*Branch{}
+	s.ctx.Clear()
+	s.cells = 0
+	s.freeSeqs = s.freeSeqs[:0]
+	for i := s.ctx.NSeqMax() - 1; i >= 0; i-- {
+		s.freeSeqs = append(s.freeSeqs, int32(i))
+	}
+}

@@ -1,0 +1,282 @@
+package kv
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+)
+
+func newStore(t *testing.T, nCtx, nSeq int) *Store {
+	t.Helper()
+	m, err := llama.LoadModel(testmodel.Tiny(t), llama.ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := llama.NewContext(m, llama.ContextParams{NCtx: nCtx, NBatch: 64, NSeqMax: nSeq, NThreads: 1})
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); m.Close() })
+	return New(c)
+}
+
+// tokens makes n deterministic ordinary tokens (ids above the specials).
+func tokens(n, salt int) []Token {
+	out := make([]Token, n)
+	for i := range out {
+		out[i] = Token(300 + (i*7+salt*13)%900)
+	}
+	return out
+}
+
+// freeCells measures the cache's free cells natively: it decodes one token at
+// a time on a scratch branch until llama.cpp finds no slot, then removes them.
+func freeCells(t *testing.T, s *Store) int {
+	t.Helper()
+	probe, err := s.Create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		err := s.DecodeEach([]Step{{probe, Token(300 + n%500)}})
+		if errors.Is(err, ErrKVFull) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("probe decode: %v", err)
+		}
+		n++
+	}
+	if err := s.Prune(probe); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestForksShareTheSpine(t *testing.T) {
+	const nCtx, P, N, U = 512, 200, 8, 10
+	s := newStore(t, nCtx, 16)
+	spine, err := s.Create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prefill([]Span{{spine, tokens(P, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	var forks []*Branch
+	var spans []Span
+	for i := 0; i < N; i++ {
+		f, err := s.Fork(spine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Pos() != P || f.Unique() != 0 {
+			t.Fatalf("fresh fork: pos %d unique %d, want %d and 0", f.Pos(), f.Unique(), P)
+		}
+		forks = append(forks, f)
+		spans = append(spans, Span{f, tokens(U, i+1)})
+	}
+	if got := s.CellsUsed(); got != P {
+		t.Fatalf("after forking: %d cells used, want %d (a fork copies nothing)", got, P)
+	}
+	if err := s.Prefill(spans); err != nil {
+		t.Fatal(err)
+	}
+	// N×P would not even fit in n_ctx; P + Σ unique does.
+	if got, want := s.CellsUsed(), P+N*U; got != want {
+		t.Fatalf("cells used %d, want P + Σunique = %d", got, want)
+	}
+	for _, f := range forks {
+		if f.Unique() != U {
+			t.Fatalf("fork unique cells %d, want %d", f.Unique(), U)
+		}
+		if got := s.Context().SeqPosMin(f.Seq()); got != 0 {
+			t.Fatalf("fork sees positions from %d, want 0 (shared prefix)", got)
+		}
+	}
+	if free := freeCells(t, s); free != nCtx-(P+N*U) {
+		t.Fatalf("llama.cpp has %d free cells, accounting says %d", free, nCtx-(P+N*U))
+	}
+	if err := s.Prune(spine); !errors.Is(err, ErrHasChildren) {
+		t.Fatalf("pruning a spine with live forks: %v, want ErrHasChildren", err)
+	}
+	for _, f := range forks {
+		if err := s.Prune(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.CellsUsed(); got != P {
+		t.Fatalf("after pruning every fork: %d cells used, want %d", got, P)
+	}
+	if free := freeCells(t, s); free != nCtx-P {
+		t.Fatalf("llama.cpp has %d free cells after pruning, want %d", free, nCtx-P)
+	}
+	if err := s.Prune(forks[0]); !errors.Is(err, ErrPruned) {
+		t.Fatalf("double prune: %v, want ErrPruned", err)
+	}
+}
+
+func TestNestedForkAndSubtreePrune(t *testing.T) {
+	s := newStore(t, 512, 8)
+	root, _ := s.Create()
+	must(t, s.Prefill([]Span{{root, tokens(50, 0)}}))
+	a, _ := s.Fork(root)
+	must(t, s.Prefill([]Span{{a, tokens(20, 1)}}))
+	b, _ := s.Fork(a) // shares root's 50 and a's 20
+	must(t, s.Prefill([]Span{{b, tokens(5, 2)}}))
+	if got := s.CellsUsed(); got != 75 {
+		t.Fatalf("cells used %d, want 75", got)
+	}
+	must(t, s.PruneSubtree(a))
+	if got := s.CellsUsed(); got != 50 || s.Branches() != 1 {
+		t.Fatalf("after subtree prune: %d cells, %d branches; want 50 and 1", got, s.Branches())
+	}
+	if free := freeCells(t, s); free != 512-50 {
+		t.Fatalf("native free cells %d, want %d", free, 512-50)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// generate runs greedy decoding on the given branches, all in one batch per
+// step, and returns each branch's tokens.
+func generate(t *testing.T, s *Store, bs []*Branch, n int) [][]Token {
+	t.Helper()
+	out := make([][]Token, len(bs))
+	for step := 0; step < n; step++ {
+		steps := make([]Step, len(bs))
+		for i, b := range bs {
+			tok, err := s.Sample(b)
+			must(t, err)
+			out[i] = append(out[i], tok)
+			steps[i] = Step{b, tok}
+		}
+		must(t, s.DecodeEach(steps))
+	}
+	return out
+}
+
+func TestBatchedGreedyMatchesAlone(t *testing.T) {
+	const K, steps = 4, 24
+	s := newStore(t, 1024, 8)
+	setup := func() []*Branch {
+		s.Reset()
+		spine, _ := s.Create()
+		must(t, s.Prefill([]Span{{spine, tokens(40, 0)}}))
+		var bs []*Branch
+		var spans []Span
+		for i := 0; i < K; i++ {
+			b, _ := s.Fork(spine)
+			must(t, s.SetSampler(b, llama.SamplerParams{Temperature: 0}))
+			bs = append(bs, b)
+			spans = append(spans, Span{b, tokens(3+i, i+1)})
+		}
+		must(t, s.Prefill(spans))
+		return bs
+	}
+	bs := setup()
+	batched := generate(t, s, bs, steps)
+	for i := 0; i < K; i++ {
+		bs := setup()
+		alone := generate(t, s, bs[i:i+1], steps)[0]
+		if !slices.Equal(alone, batched[i]) {
+			t.Fatalf("branch %d: alone %v\nbatched %v", i, alone, batched[i])
+		}
+	}
+	distinct := map[string]bool{}
+	for _, b := range batched {
+		distinct[string(rune(b[0]))+string(rune(b[1]))+string(rune(b[2]))] = true
+	}
+	if len(distinct) < 2 {
+		t.Fatalf("different suffixes gave identical continuations %v: the test would not notice crossed branches", batched)
+	}
+}
+
+func TestSeedsDivergeAndReproduce(t *testing.T) {
+	s := newStore(t, 1024, 8)
+	spine, _ := s.Create()
+	must(t, s.Prefill([]Span{{spine, tokens(30, 0)}}))
+	run := func(seeds ...uint32) [][]Token {
+		var bs []*Branch
+		for _, seed := range seeds {
+			b, err := s.Fork(spine)
+			must(t, err)
+			must(t, s.SetSampler(b, llama.SamplerParams{Temperature: 1, Seed: seed}))
+			bs = append(bs, b)
+		}
+		out := generate(t, s, bs, 32)
+		for _, b := range bs {
+			must(t, s.Prune(b))
+		}
+		return out
+	}
+	r := run(1, 2, 1)
+	if slices.Equal(r[0], r[1]) {
+		t.Fatalf("seeds 1 and 2 produced the same 32 tokens: %v", r[0])
+	}
+	if !slices.Equal(r[0], r[2]) {
+		t.Fatalf("seed 1 twice diverged:\n%v\n%v", r[0], r[2])
+	}
+	again := run(1)
+	if !slices.Equal(again[0], r[0]) {
+		t.Fatalf("seed 1 in a later run diverged:\n%v\n%v", again[0], r[0])
+	}
+}
+
+func TestFullCacheIsATypedError(t *testing.T) {
+	s := newStore(t, 256, 4)
+	b, _ := s.Create()
+	err := s.Prefill([]Span{{b, tokens(300, 0)}})
+	if !errors.Is(err, ErrKVFull) {
+		t.Fatalf("prefill past n_ctx: %v, want ErrKVFull", err)
+	}
+	// All or nothing: the chunks that went in before the failure were undone.
+	if b.Pos() != 0 || s.CellsUsed() != 0 || b.HasLogits() {
+		t.Fatalf("after a failed prefill: pos %d, cells %d", b.Pos(), s.CellsUsed())
+	}
+	if free := freeCells(t, s); free != 256 {
+		t.Fatalf("llama.cpp has %d free cells after the rollback, want 256", free)
+	}
+	// The store still works: pruning frees room and decoding resumes.
+	must(t, s.Prune(b))
+	c, _ := s.Create()
+	must(t, s.Prefill([]Span{{c, tokens(100, 1)}}))
+	if _, err := s.Sample(c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSeqSlotsRunOut(t *testing.T) {
+	s := newStore(t, 256, 2)
+	a, _ := s.Create()
+	if _, err := s.Fork(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Fork(a); !errors.Is(err, ErrNoSeq) {
+		t.Fatalf("third branch with n_seq_max 2: %v, want ErrNoSeq", err)
+	}
+}
+
+func TestUnknownTokenIsATypedError(t *testing.T) {
+	s := newStore(t, 256, 2)
+	b, _ := s.Create()
+	err := s.Prefill([]Span{{b, []Token{300, 99999}}})
+	var ute *llama.UnknownTokenError
+	if !errors.As(err, &ute) || ute.Token != 99999 {
+		t.Fatalf("got %v, want *llama.UnknownTokenError for 99999", err)
+	}
+	if b.Pos() != 0 || s.CellsUsed() != 0 {
+		t.Fatalf("a rejected batch wrote cells: pos %d, used %d", b.Pos(), s.CellsUsed())
+	}
+	must(t, s.Prefill([]Span{{b, []Token{300, 301}}}))
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/chat"
+)
+
+// Overhead is where a pool's wall time went (`lloyal bench runtime`).
+type Overhead struct {
+	Ticks  int
+	Wall   time.Duration
+	Decode time.Duration // inside the backend's Prefill and DecodeEach
+	Native time.Duration // other backend calls: sampling, tokenizing, forks
+}
+
+// Scheduler is the time spent in neither: the runtime itself.
+func (o Overhead) Scheduler() time.Duration { return o.Wall - o.Decode - o.Native }
+
+// MeasureOverhead runs agents agents that each write tokens tokens (no tools)
+// on be and splits the pool's wall time into decode, other backend calls
+// and the scheduler.
+func MeasureOverhead(ctx context.Context, be Backend, agents, tokens int) (Overhead, error) {
+	tb := &timed{Backend: be}
+	rt := New(tb, Options{})
+	spine, err := rt.NewSpine(ctx, "You write.", nil, nil)
+	if err != nil {
+		return Overhead{}, err
+	}
+	defer spine.Close()
+	tb.reset()
+	var specs []AgentSpec
+	for i := 0; i < agents; i++ {
+		specs = append(specs, AgentSpec{Task: fmt.Sprintf("task %d", i)})
+	}
+	start := time.Now()
+	res, err := rt.Run(ctx, PoolSpec{Spine: spine, MaxTurnTokens: tokens, Sampling: Sampling{Temperature: 0.8, Seed: 1}, Orchestrate: Parallel(specs...)})
+	if err != nil {
+		return Overhead{}, err
+	}
+	o := Overhead{Ticks: max(res.Steps, 1), Wall: time.Since(start)}
+	tb.mu.Lock()
+	o.Decode, o.Native = tb.decode, tb.native
+	tb.mu.Unlock()
+	return o, nil
+}
+
+// timed wraps a backend and adds up the time spent inside it.
+type timed struct {
+	Backend
+	mu             sync.Mutex
+	decode, native time.Duration
+}
+
+func (t *timed) reset() {
+	t.mu.Lock()
+	t.decode, t.native = 0, 0
+	t.mu.Unlock()
+}
+
+func (t *timed) add(decode bool, start time.Time) {
+	d := time.Since(start)
+	t.mu.Lock()
+	if decode {
+		t.decode += d
+	} else {
+		t.native += d
+	}
+	t.mu.Unlock()
+}
+
+func (t *timed) Prefill(s []Span) error {
+	defer t.add(true, time.Now())
+	return t.Backend.Prefill(s)
+}
+func (t *timed) DecodeEach(s []Step) error {
+	defer t.add(true, time.Now())
+	return t.Backend.DecodeEach(s)
+}
+func (t *timed) Sample(b BranchID) (Token, error) {
+	defer t.add(false, time.Now())
+	return t.Backend.Sample(b)
+}
+func (t *timed) SetSampling(b BranchID, s Sampling) error {
+	defer t.add(false, time.Now())
+	return t.Backend.SetSampling(b, s)
+}
+func (t *timed) Tokenize(p chat.Prompt) ([]Token, error) {
+	defer t.add(false, time.Now())
+	return t.Backend.Tokenize(p)
+}
+func (t *timed) Fork(b BranchID) (BranchID, error) {
+	defer t.add(false, time.Now())
+	return t.Backend.Fork(b)
+}
+func (t *timed) Prune(b BranchID) error {
+	defer t.add(false, time.Now())
+	return t.Backend.Prune(b)
+}

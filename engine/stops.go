@@ -1,0 +1,132 @@
+package engine
+
+// Stopping agents: wind-down, the per-tick reap, and the settle stall-break.
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+// startWindDown runs once per pool when the runtime starts finishing up.
+func (p *pool) startWindDown() {
+	p.woundDown = true
+	if p.cancelOrch != nil {
+		p.cancelOrch() // nothing new spawns or extends
+	}
+	for _, a := range p.spawnQ {
+		p.finish(a, event.Cancelled, "the run was finishing up before it started", "")
+	}
+	p.spawnQ = p.spawnQ[:0]
+	for _, r := range p.extendQ {
+		r.reply <- reqReply{err: errors.New("the run is finishing up: the spine is not extended")}
+	}
+	p.extendQ = nil
+	for _, pc := range p.retries {
+		if pc.agent.outcome == event.Running {
+			p.queueResult(pc.agent, mustJSON(map[string]string{"error": fmt.Sprintf("%s was not retried: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
+		}
+	}
+	p.retries = nil
+	for _, pc := range p.fanWaiting {
+		if pc.agent.outcome == event.Running {
+			p.queueResult(pc.agent, mustJSON(map[string]string{"error": fmt.Sprintf("%s did not run: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
+		}
+	}
+	p.fanWaiting = nil
+	if p.awaiting > 0 && p.rt.opts.Approver != nil {
+		for _, a := range p.agents {
+			if a.status == event.StatusApproval {
+				p.rt.opts.Approver.Withdraw(a.ID, "the run is finishing up")
+			}
+		}
+	}
+}
+
+// midTerminal reports whether the agent is writing its terminal call now.
+func (p *pool) midTerminal(a *Agent) bool {
+	if p.terminal == "" {
+		return false
+	}
+	raw := a.raw.String()
+	return strings.Contains(raw, strings.TrimSpace(p.be.Format().CallOpen)) && strings.Contains(raw, `"`+p.terminal+`"`)
+}
+
+// reap applies the per-tick stops before sampling: wind-down, the time hard
+// limit, and (one per tick) the critical-pressure kill.
+func (p *pool) reap(pr Pressure) {
+	killed := false
+	for _, a := range p.agents {
+		if a.status != event.StatusThinking || a.outcome != event.Running || a.extracting {
+			continue
+		}
+		switch {
+		case p.woundDown && !p.midTerminal(a):
+			p.drop(a, "wind_down", InLoop)
+		case p.spec.TimeHard > 0 && p.elapsed(a) > p.spec.TimeHard:
+			p.drop(a, "time_exceeded", p.spec.RecoveryShape)
+		case pr.Critical && !killed:
+			// The terminal call in progress is protected only while the
+			// context is not critical: now it is salvaged instead.
+			killed = true
+			p.drop(a, "pressure_critical", p.spec.RecoveryShape)
+		}
+	}
+}
+
+// stallBreak runs when results wait for room and nothing else can make
+// progress: each waiting agent is told to report (once), or recovered.
+func (p *pool) stallBreak() {
+	pr := p.pressure()
+	items := p.settle
+	p.settle = nil
+	// Nudges that replace results share the reserve above the hard limit.
+	reserve := pr.Remaining - pr.HardLimit
+	for _, it := range items {
+		a := it.agent
+		if a.outcome != event.Running {
+			continue
+		}
+		switch {
+		case it.role == "recovery":
+			p.failRecovery(a, "scope_error: no room left to write its report", "")
+		case p.terminal != "" && !a.stallNudged:
+			a.stallNudged = true
+			msg := fmt.Sprintf("That result is too large for the room left in the shared context (%d cells). Do not call more tools: call %s now with what you have, within %d words.",
+				pr.Remaining, p.terminal, wordsFor(max(pr.Remaining-pr.HardLimit, 0)))
+			body := mustJSON(map[string]string{"error": msg})
+			toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true))
+			if err == nil && len(toks) <= reserve {
+				reserve -= len(toks)
+				a.forceTerminal = true
+				p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "settle_reject", Result: body})
+				a.status = event.StatusSettling
+				p.settle = append(p.settle, settleItem{agent: a, tokens: toks, role: "nudge", admitted: true})
+				continue
+			}
+			p.drop(a, "settle_stall_break", Staggered)
+		case p.terminal != "":
+			p.drop(a, "settle_stall_break", Staggered)
+		default:
+			p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "settle_stall_break"})
+			p.finish(a, event.Failed, "settle_stall_break: its tool result does not fit in the context and there is no terminal tool to report with", "")
+		}
+	}
+}
+
+// canProgress reports whether anything other than the deferred results can
+// move the pool forward (so a stall-break would be premature).
+func (p *pool) canProgress() bool {
+	if p.fanRunning > 0 || len(p.fanWaiting) > 0 || len(p.retries) > 0 || p.awaiting > 0 || len(p.spawnQ) > 0 || len(p.dispatchQ) > 0 {
+		return true
+	}
+	for _, a := range p.agents {
+		if a.outcome == event.Running && (a.status == event.StatusThinking || a.status == event.StatusInTool) {
+			return true
+		}
+	}
+	return false
+}

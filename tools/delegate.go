@@ -1,0 +1,51 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// DelegateTool starts sub-agents, forked from the caller's own context (they
+// know everything it has read), on sub-questions; their answers come back as
+// its result.
+func DelegateTool(sub func() []engine.Tool, report engine.Tool, maxTasks int) engine.Tool {
+	schema := fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string","maxLength":300},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, maxTasks)
+	return engine.Typed(engine.ToolSpec{
+		Name:        "delegate",
+		Description: fmt.Sprintf("Hand up to %d sub-questions to helper agents that start from what you already know and research them in parallel; returns their answers.", maxTasks),
+		Parameters:  json.RawMessage(schema),
+	}, func(ctx context.Context, a struct{ Tasks []string }) (any, error) {
+		var specs []engine.AgentSpec
+		for _, t := range a.Tasks {
+			if strings.TrimSpace(t) != "" {
+				specs = append(specs, engine.AgentSpec{Task: t})
+			}
+		}
+		if len(specs) == 0 {
+			return engine.ErrorResult("no sub-questions given: pass tasks as a list of questions"), nil
+		}
+		res, err := engine.RunPool(ctx, engine.PoolSpec{
+			System: "You are a helper agent. Answer the sub-question with the tools, then report.",
+			Tools:  sub(), Terminal: report, MaxTurns: 4,
+			Orchestrate: engine.Parallel(specs...),
+		})
+		if err != nil && res == nil {
+			return engine.ErrorResult("the helpers could not start: %v", err), nil
+		}
+		type answer struct {
+			Task    string `json:"task"`
+			Outcome string `json:"outcome"`
+			Answer  string `json:"answer,omitempty"`
+			Reason  string `json:"reason,omitempty"`
+		}
+		var out []answer
+		for _, r := range res.Agents {
+			out = append(out, answer{Task: r.Task, Outcome: string(r.Outcome), Answer: r.Text(), Reason: r.Reason})
+		}
+		return map[string]any{"results": out, "agentCount": len(res.Agents), "totalTokens": res.TotalTokens}, nil
+	})
+}

@@ -1,0 +1,112 @@
+// Package research is lloyal's research harness: a planner splits a task into
+// questions, research agents answer them in parallel over a corpus (search,
+// read_file, grep, glossary, delegate), and a publisher saves the report as
+// a note (write_note: protected, a person approves it) and reports.
+package research
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/tools"
+)
+
+// DemoTask is the question the demo researches when the user gives none.
+const DemoTask = "How does Tidewater 3 recover after a crash, and what must a job's manifest say for it to be retried?"
+
+// Harness is one research run's tools and settings.
+type Harness struct {
+	// Task is what to research.
+	Task string
+	// Agents is the most research questions (and so agents) at once.
+	Agents int
+	// Choice is how researchers pick tools: ToolRequired makes a model that
+	// never opens a call on its own (the random demo model) call tools.
+	Choice   engine.ToolChoice
+	Sampling engine.Sampling
+
+	research []engine.Tool
+	note     engine.Tool
+	report   engine.Tool
+}
+
+// New builds the harness over a corpus; note is the write_note tool (it
+// decides where notes go).
+func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harness {
+	report := tools.Report(nil)
+	base := func() []engine.Tool {
+		return []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus), tools.GlossaryTool(tools.LoadGlossary(corpus))}
+	}
+	return &Harness{Task: task, Agents: agents, Choice: engine.ToolAuto,
+		research: append(base(), tools.DelegateTool(base, report, 3)), note: note, report: report}
+}
+
+// Tools lists every tool the harness offers a model, and the terminal tool
+// last (for the trace header).
+func (h *Harness) Tools() (all []engine.Tool, terminal engine.Tool) {
+	return append(append([]engine.Tool{}, h.research...), h.note), h.report
+}
+
+// Run plans, researches in parallel, then publishes. It returns every
+// agent's result, the publisher's last.
+func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentResult, error) {
+	var all []engine.AgentResult
+	// 1. Plan: structured output, forced by the grammar.
+	planSchema := json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"questions":{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}},"required":["questions"]}`, h.Agents))
+	plan := engine.Terminal("plan", "Give the research questions that together answer the task.", planSchema)
+	res, err := rt.Run(ctx, engine.PoolSpec{System: "You plan research. Split the task into independent questions a researcher can answer from the documents.", Terminal: plan,
+		MaxTurnTokens: 400, Sampling: h.Sampling, Orchestrate: engine.Parallel(engine.AgentSpec{Task: h.Task})})
+	if res != nil {
+		all = append(all, res.Agents...)
+	}
+	if err != nil {
+		return all, err
+	}
+	var questions []string
+	if len(res.Agents) == 1 && res.Agents[0].Ok() {
+		var p struct{ Questions []string }
+		_ = json.Unmarshal(res.Agents[0].Result, &p)
+		for _, q := range p.Questions {
+			if strings.TrimSpace(q) != "" {
+				questions = append(questions, q)
+			}
+		}
+	}
+	if len(questions) == 0 {
+		questions = []string{h.Task}
+	}
+	// 2. Research in parallel, forked from one spine holding the tools.
+	var specs []engine.AgentSpec
+	for _, q := range questions {
+		specs = append(specs, engine.AgentSpec{Task: q + "\n\n(Part of the task: " + h.Task + ")"})
+	}
+	res, err = rt.Run(ctx, engine.PoolSpec{System: "You are a research agent. Answer your question from the documents: search, read, then report with the files you used.",
+		Tools: h.research, Terminal: h.report, ToolChoice: h.Choice, MaxTurns: 6, Sampling: h.Sampling, Orchestrate: engine.Parallel(specs...)})
+	if res != nil {
+		all = append(all, res.Agents...)
+	}
+	if err != nil {
+		return all, err
+	}
+	var findings strings.Builder
+	for _, a := range res.Agents {
+		if a.Ok() {
+			fmt.Fprintf(&findings, "- %s\n  %s\n", strings.SplitN(a.Task, "\n", 2)[0], a.Text())
+		}
+	}
+	if findings.Len() == 0 {
+		findings.WriteString("(no researcher reported)")
+	}
+	// 3. Publish: save the report as a note (a person approves it), then report.
+	res, err = rt.Run(ctx, engine.PoolSpec{System: "You write the final report from the findings, save it as a note, then report it.",
+		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, Sampling: h.Sampling,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "Task: " + h.Task + "\n\nFindings:\n" + findings.String() +
+			"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."})})
+	if res != nil {
+		all = append(all, res.Agents...)
+	}
+	return all, err
+}

@@ -1,0 +1,414 @@
+package ui
+
+import (
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/themes"
+)
+
+// Controller is what the UI asks of the run. Live runs pass the runtime and
+// the approval broker; replay passes nothing (commands are ignored).
+type Controller interface {
+	Cancel(agent int)
+	WindDown()
+	Pause()
+	Resume()
+	Paused() bool
+	Answer(callID string, d event.Decision) error
+}
+
+// Options configure the app.
+type Options struct {
+	Theme themes.Theme
+	Title string // model name etc. for the header
+	Dev   bool   // dev pane open at start (LLOYAL_DEV=1)
+	Ctl   Controller
+	// Replay, when set, makes this a replay: the transport pane answers its
+	// keys and draws its bar above the key line.
+	Replay *Player
+}
+
+// BatchMsg carries events to the app (the Bridge sends one every ~16 ms).
+type BatchMsg struct{ Events []event.Event }
+
+// DoneMsg says the run is over (the app stays until the user quits).
+type DoneMsg struct{ Summary string }
+
+type tickMsg time.Time
+
+// Model is the root model: it owns the layout, the focus and the modal
+// stack, and routes keys as doc.go describes.
+type Model struct {
+	o    Options
+	s    *shared
+	w, h int
+
+	tree      *treePane
+	detail    *detailPane
+	approval  *approvalPane
+	dev       *devPane
+	transport *transportPane // nil unless replaying
+
+	focusable []pane // tab order
+	focus     int    // index into focusable
+	modals    []pane // bottom first; the top gets keys first
+
+	devOpen     bool
+	showHelp    bool
+	quitAsk     bool
+	interrupted bool
+	done        bool
+	summary     string
+	keys        globalKeys
+}
+
+// New makes the app.
+func New(o Options) *Model {
+	s := &shared{st: event.NewState(), theme: o.Theme, ctl: o.Ctl, replay: o.Replay != nil}
+	m := &Model{o: o, s: s, devOpen: o.Dev, keys: defaultKeys()}
+	m.detail = newDetail(s)
+	m.tree = newTree(s, func() { m.detail.scroll = 0 })
+	m.approval = newApproval(s)
+	m.dev = newDev(s)
+	m.focusable = []pane{m.tree, m.detail, m.dev}
+	if o.Replay != nil {
+		m.transport = newTransport(s, o.Replay, m.applyStep)
+	}
+	m.syncModals()
+	return m
+}
+
+// State exposes the folded state (tests, the UI benchmark).
+func (m *Model) State() *event.State { return m.s.st }
+
+// Init starts the clock that ticks elapsed times and retry countdowns.
+func (m *Model) Init() tea.Cmd {
+	if m.o.Replay != nil {
+		m.s.st.Phase = event.PhaseReplay
+		return tea.Batch(tick(), m.o.Replay.Start())
+	}
+	return tick()
+}
+
+func tick() tea.Cmd {
+	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+// syncModals rebuilds the modal stack: the transport at the bottom in a
+// replay, the approval prompt on top while a request waits.
+func (m *Model) syncModals() {
+	m.modals = m.modals[:0]
+	if m.transport != nil {
+		m.modals = append(m.modals, m.transport)
+	}
+	if m.approval.Open() || m.approval.Typing() {
+		m.modals = append(m.modals, m.approval)
+	}
+}
+
+// Update routes a message.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	defer m.syncModals()
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.w, m.h = msg.Width, msg.Height
+		m.s.width = m.detailWidth() - 2
+		return m, m.detail.render()
+	case BatchMsg:
+		for _, e := range msg.Events {
+			m.s.st.Apply(e)
+		}
+		m.selectFirst()
+		return m, m.detail.render()
+	case DoneMsg:
+		m.done, m.summary = true, msg.Summary
+		m.s.st.Phase = event.PhaseDone
+		// Show the last report: in a pipeline, the final answer.
+		if r := m.s.st.Roster(); len(r) > 0 && m.o.Replay == nil {
+			for i := len(r) - 1; i >= 0; i-- {
+				if len(r[i].Result) > 0 && r[i].Outcome.Ok() {
+					m.s.sel = r[i].ID
+					break
+				}
+			}
+		}
+		return m, m.detail.render()
+	case reportMsg:
+		m.detail.reports[msg.key] = msg.text
+		return m, nil
+	case playTick:
+		if m.o.Replay != nil {
+			st, cmd := m.o.Replay.onTick(msg)
+			return m, tea.Batch(cmd, m.applyStep(st))
+		}
+		return m, nil
+	case tickMsg:
+		return m, tick()
+	case tea.KeyMsg:
+		return m.key(msg)
+	}
+	return m, nil
+}
+
+func (m *Model) selectFirst() {
+	if m.s.sel == 0 {
+		if r := m.s.st.Roster(); len(r) > 0 {
+			m.s.sel = r[0].ID
+		}
+	}
+}
+
+// key routes a key: text input, modal stack, global keys, focused pane.
+func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	// 1. An open text input takes every key.
+	for _, p := range []pane{m.approval, m.dev} {
+		if t, ok := p.(typer); ok && t.Typing() {
+			_, cmd := p.Update(k)
+			return m, cmd
+		}
+	}
+	// 2. The modal stack, top first.
+	for i := len(m.modals) - 1; i >= 0; i-- {
+		if ok, cmd := m.modals[i].Update(k); ok {
+			return m, cmd
+		}
+	}
+	// 3. Global keys.
+	if ok, cmd := m.global(k); ok {
+		if !key.Matches(k, m.keys.Quit) {
+			m.quitAsk = false
+		}
+		return m, cmd
+	}
+	m.quitAsk = false
+	// 4. The focused pane.
+	_, cmd := m.focusable[m.focus].Update(k)
+	return m, cmd
+}
+
+func (m *Model) global(k tea.KeyMsg) (bool, tea.Cmd) {
+	ctl := m.s.ctl
+	switch {
+	case key.Matches(k, m.keys.Interrupt):
+		// Ctrl-C finishes up first (every agent writes its report); a second
+		// Ctrl-C quits. The trace is closed either way.
+		if m.interrupted || m.done || m.o.Replay != nil || ctl == nil {
+			return true, tea.Quit
+		}
+		m.interrupted = true
+		ctl.WindDown()
+		m.s.notice = "finishing up: every agent writes its report (Ctrl-C again to quit now)"
+	case key.Matches(k, m.keys.Quit):
+		if m.done || m.o.Replay != nil || m.quitAsk || ctl == nil {
+			return true, tea.Quit
+		}
+		m.quitAsk = true
+		m.s.notice = "agents are still running: q again to quit (the trace is closed cleanly), f to finish up instead"
+	case key.Matches(k, m.keys.Help):
+		m.showHelp = !m.showHelp
+	case key.Matches(k, m.keys.Focus):
+		m.focus = (m.focus + 1) % len(m.focusable)
+		if m.focusable[m.focus] == m.dev && !m.devOpen {
+			m.focus = 0
+		}
+		m.dev.focused = m.focusable[m.focus] == m.dev
+	case key.Matches(k, m.keys.Dev):
+		m.devOpen = !m.devOpen
+		if !m.devOpen && m.focusable[m.focus] == m.dev {
+			m.focus = 0
+			m.dev.focused = false
+		}
+	case key.Matches(k, m.keys.Filter):
+		return true, m.dev.openFilter()
+	case key.Matches(k, m.keys.Freeze):
+		m.dev.toggleFreeze()
+	case key.Matches(k, m.keys.Pause):
+		if ctl != nil {
+			if ctl.Paused() {
+				ctl.Resume()
+			} else {
+				ctl.Pause()
+			}
+		}
+	case key.Matches(k, m.keys.Finish):
+		if ctl != nil {
+			ctl.WindDown()
+			m.s.notice = "finishing up: every agent writes its report"
+		}
+	case key.Matches(k, m.keys.Cancel):
+		if ctl != nil && m.s.sel != 0 {
+			ctl.Cancel(m.s.sel)
+			m.s.notice = "cancelling agent " + itoa(m.s.sel)
+		}
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// applyStep applies a replay step in order, on the UI goroutine.
+func (m *Model) applyStep(st step) tea.Cmd {
+	if st.reset {
+		m.s.st = event.NewState()
+		m.s.sel = 0
+		m.done = false
+	}
+	m.s.st.Phase = event.PhaseReplay
+	for _, e := range st.events {
+		m.s.st.Apply(e)
+	}
+	m.selectFirst()
+	if st.done {
+		m.done, m.summary = true, "replay finished"
+	}
+	return m.detail.render()
+}
+
+func (m *Model) treeWidth() int {
+	if m.w < 100 {
+		return max(m.w/3, 22)
+	}
+	return 36
+}
+
+func (m *Model) detailWidth() int { return max(m.w-m.treeWidth(), 20) }
+
+// View draws the screen. Every pane is cut to its box, so nothing a model or
+// tool wrote can push the layout around.
+func (m *Model) View() string {
+	if m.w == 0 || m.h == 0 {
+		return "starting…"
+	}
+	header := m.header()
+	footer := m.footer()
+	bodyH := m.h - lipgloss.Height(header) - lipgloss.Height(footer)
+	devH := 0
+	if m.devOpen {
+		devH = max(bodyH/3, 5)
+		if bodyH-devH < 8 {
+			devH = max(bodyH-8, 0)
+		}
+	}
+	mainH := bodyH - devH
+	tw, dw := m.treeWidth(), m.detailWidth()
+	focused := m.focusable[m.focus]
+	left := m.box(m.tree, tw, mainH, focused == m.tree)
+	right := m.box(m.detail, dw, mainH, focused == m.detail)
+	if m.approval.Open() {
+		right = m.box(m.approval, dw, mainH, true)
+	}
+	parts := []string{header, lipgloss.JoinHorizontal(lipgloss.Top, left, right)}
+	if devH > 0 {
+		parts = append(parts, m.box(m.dev, m.w, devH, focused == m.dev))
+	}
+	parts = append(parts, footer)
+	return lipgloss.JoinVertical(lipgloss.Left, parts...)
+}
+
+// box draws a pane with a border and its title in the top border, exactly
+// w×h cells.
+func (m *Model) box(p pane, w, h int, focused bool) string {
+	if w < 4 || h < 2 {
+		return ""
+	}
+	t := m.s.theme
+	st := t.Border
+	if focused {
+		st = t.Focus
+	}
+	inner := w - 2
+	lines := strings.Split(p.View(inner, h-2), "\n")
+	for i, l := range lines {
+		lines[i] = fit(l, inner)
+	}
+	for len(lines) < h-2 {
+		lines = append(lines, "")
+	}
+	lines = lines[:h-2]
+	b := st.Width(inner).Height(h - 2).Render(strings.Join(lines, "\n"))
+	// Put the title into the top border.
+	top := strings.SplitN(b, "\n", 2)
+	if title := p.Title(); len(top) == 2 && title != "" {
+		label := fit(" "+title+" ", inner-2)
+		border := top[0]
+		plain := ansi.Strip(border)
+		if r := []rune(plain); len(r) >= 2 {
+			top[0] = st.UnsetWidth().UnsetHeight().Border(lipgloss.Border{}).Render(string(r[0])+"─") + t.Title.Render(label) +
+				ansi.Cut(border, 2+ansi.StringWidth(label), ansi.StringWidth(border))
+		}
+		b = top[0] + "\n" + top[1]
+	}
+	return b
+}
+
+func (m *Model) header() string {
+	t := m.s.theme
+	st := m.s.st
+	frac := 0.0
+	if st.NCtx > 0 {
+		frac = float64(st.CellsUsed) / float64(st.NCtx)
+	}
+	phase := "● " + string(st.Phase)
+	if m.o.Replay != nil {
+		phase = "▶ replay"
+	}
+	left := " lloyal · " + m.o.Title + " · ctx " + itoa(st.NCtx) + " · " + clock(st.Now) + " · " + phase
+	gw := 12
+	if m.w < 100 {
+		gw = 8
+	}
+	right := "KV " + gaugeStyle(t, frac).Render(bar(frac, gw)) + " " + percent(frac) + "  " + sparkline(st.History, gw) + " "
+	space := m.w - ansi.StringWidth(left) - ansi.StringWidth(right)
+	if space < 1 {
+		return fit(left, m.w-ansi.StringWidth(right)-1) + " " + right
+	}
+	return t.Title.Render(left) + strings.Repeat(" ", space) + right
+}
+
+// help gathers the key help of what can take keys now: the modals, the
+// focused pane and the global keys.
+func (m *Model) help() keyHelp {
+	g := m.keys
+	if m.o.Replay != nil {
+		tk := m.transport.Help()
+		return keyHelp{short: append(tk[:6:6], g.Help, g.Quit), full: [][]key.Binding{tk, m.tree.Help(), {g.Focus, g.Dev, g.Filter, g.Freeze, g.Help, g.Quit}}}
+	}
+	short := append(m.focusable[m.focus].Help()[:1:1], g.Dev, g.Filter, g.Pause, g.Finish, g.Cancel, g.Help, g.Quit)
+	full := [][]key.Binding{
+		append(append([]key.Binding{}, m.tree.Help()...), append(m.detail.Help(), g.Focus)...),
+		{g.Dev, g.Filter, g.Freeze},
+		{g.Pause, g.Finish, g.Cancel, g.Interrupt, g.Quit},
+		m.approval.Help(),
+	}
+	return keyHelp{short: short, full: full}
+}
+
+func (m *Model) footer() string {
+	t := m.s.theme
+	var lines []string
+	if m.s.notice != "" {
+		lines = append(lines, fit(" "+t.Warn.Render(m.s.notice), m.w))
+	}
+	if m.dev.Typing() {
+		lines = append(lines, " "+m.dev.InputView())
+	}
+	if m.transport != nil {
+		lines = append(lines, fit(m.transport.View(m.w, 1), m.w))
+	}
+	h := help.New()
+	h.Width = m.w - 1
+	h.ShowAll = m.showHelp
+	lines = append(lines, " "+h.View(m.help()))
+	if m.done && m.summary != "" {
+		lines = append([]string{fit(" "+m.summary, m.w)}, lines...)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,200 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/themes"
+)
+
+// detailPane shows the selected agent: its report once it has one, its tool
+// timeline (the latest result in full, progress bars, retry countdowns) and
+// the tail of its stream. pgup/pgdn scroll.
+type detailPane struct {
+	*shared
+	scroll               int // lines from the bottom
+	scrollUp, scrollDown key.Binding
+	reports              map[string]string // glamour-rendered reports by agent/width
+}
+
+func newDetail(s *shared) *detailPane {
+	return &detailPane{shared: s, reports: map[string]string{},
+		scrollUp:   key.NewBinding(key.WithKeys("pgup", "K"), key.WithHelp("pgup", "scroll up")),
+		scrollDown: key.NewBinding(key.WithKeys("pgdown", "J"), key.WithHelp("pgdn", "scroll down")),
+	}
+}
+
+func (p *detailPane) Help() []key.Binding { return []key.Binding{p.scrollUp, p.scrollDown} }
+
+func (p *detailPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
+	switch {
+	case key.Matches(k, p.scrollUp):
+		p.scroll += 5
+	case key.Matches(k, p.scrollDown):
+		p.scroll = max(p.scroll-5, 0)
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+func (p *detailPane) Title() string {
+	a := p.st.Agents[p.sel]
+	if a == nil {
+		return "agent"
+	}
+	return fmt.Sprintf("A%d · %s · %s", a.ID, status(a), oneLine(a.Task))
+}
+
+type reportMsg struct{ key, text string }
+
+func reportKey(id, w int) string { return fmt.Sprintf("%d/%d", id, w) }
+
+// render renders the selected agent's report with glamour, off the UI
+// goroutine (a Cmd), once per agent and width.
+func (p *detailPane) render() tea.Cmd {
+	a := p.st.Agents[p.sel]
+	if a == nil || len(a.Result) == 0 || p.width <= 0 {
+		return nil
+	}
+	w := p.width - 2
+	k := reportKey(a.ID, w)
+	if _, ok := p.reports[k]; ok {
+		return nil
+	}
+	p.reports[k] = "" // in flight
+	md := reportMarkdown(a.Result)
+	style := "dark"
+	if p.theme.Name == "light" {
+		style = "light"
+	}
+	if themes.NoColor() || p.theme.Name == "" {
+		style = "notty"
+	}
+	return func() tea.Msg { return reportMsg{key: k, text: renderMarkdown(md, w, style)} }
+}
+
+func reportMarkdown(raw []byte) string {
+	r := event.ReadReport(raw)
+	text := r.Answer
+	if len(r.Sources) > 0 {
+		text += "\n\n**Sources:** " + strings.Join(r.Sources, ", ")
+	}
+	if text == string(raw) && len(raw) > 0 && raw[0] == '{' {
+		return "```json\n" + pretty(string(raw)) + "\n```"
+	}
+	return text
+}
+
+func (p *detailPane) View(w, h int) string {
+	t := p.theme
+	a := p.st.Agents[p.sel]
+	if a == nil {
+		return t.Dim.Render("waiting for the first agent…")
+	}
+	var out []string
+	if a.Done() {
+		switch {
+		case len(a.Result) > 0:
+			rep := p.reports[reportKey(a.ID, p.width-2)] // glamour output of sanitized text
+			if rep == "" {
+				rep = sanitize(reportMarkdown(a.Result))
+			}
+			out = append(out, t.Good.Render("report"))
+			out = append(out, strings.Split(strings.TrimRight(rep, "\n"), "\n")...)
+		case a.Reason != "":
+			out = append(out, styleFor(t, a).Render(string(a.Outcome)+": "+oneLine(a.Reason)))
+		}
+		out = append(out, "")
+	}
+	// Timeline, newest last; the latest result is shown in full (pretty
+	// JSON, scroll with pgup/pgdn).
+	last := -1
+	for i, it := range a.Timeline {
+		if it.Kind == event.ItemResult {
+			last = i
+		}
+	}
+	for i, it := range a.Timeline {
+		out = append(out, item(t, it, w))
+		if i == last {
+			for _, l := range strings.Split(sanitize(pretty(it.Text)), "\n") {
+				out = append(out, wrap("   "+l, w)...)
+			}
+		}
+	}
+	// Streamed text (reasoning folded: <think> blocks shown as one line).
+	// Only the tail can be on screen: do not sanitize and wrap 16 KiB of
+	// text every frame to show the last few lines of it.
+	tail := a.Text
+	if limit := (w + 1) * (h + 2); len(tail) > limit {
+		cut := len(tail) - limit
+		for cut < len(tail) && tail[cut]&0xC0 == 0x80 {
+			cut++
+		}
+		tail = tail[cut:]
+	}
+	text := foldThinking(sanitize(tail))
+	if strings.TrimSpace(text) != "" {
+		out = append(out, t.Dim.Render("── stream"))
+		for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+			out = append(out, wrap(l, w)...)
+		}
+	}
+	// Show the bottom (the newest), scrolled up by p.scroll lines.
+	end := max(len(out)-p.scroll, min(h, len(out)))
+	start := max(end-h, 0)
+	return strings.Join(out[start:end], "\n")
+}
+
+func item(t themes.Theme, it event.Item, w int) string {
+	switch it.Kind {
+	case event.ItemCall:
+		s := t.Accent.Render("› "+it.Tool) + " " + oneLine(it.Text)
+		if it.Total > 0 {
+			s = fit(s, w-30) + "  " + bar(float64(it.Filled)/float64(it.Total), 16) + fmt.Sprintf(" %d/%d", it.Filled, it.Total)
+		}
+		return s
+	case event.ItemResult:
+		return t.Good.Render("✓ "+it.Tool) + " " + oneLine(it.Text)
+	case event.ItemNudge:
+		return t.Warn.Render("▲ "+it.Tool) + " " + oneLine(it.Text)
+	case event.ItemRetry:
+		left := time.Until(it.Retry).Round(time.Second)
+		when := "retrying now"
+		if left > 0 {
+			when = fmt.Sprintf("retry in %s", left)
+		}
+		return t.Warn.Render("↻ "+it.Tool) + " " + when + " · " + oneLine(it.Text)
+	case event.ItemError:
+		return t.Bad.Render("✗ "+it.Tool) + " " + oneLine(it.Text)
+	case event.ItemApproval:
+		return t.Warn.Render("⏸ "+it.Tool) + " asks for approval"
+	case event.ItemAnswer:
+		return t.Accent.Render("⏵ "+it.Tool) + " " + oneLine(it.Text)
+	case event.ItemDrop:
+		return t.Bad.Render("■ stopped: ") + it.Text
+	case event.ItemReport:
+		return t.Warn.Render("▸ ") + it.Text
+	}
+	return oneLine(it.Text)
+}
+
+func foldThinking(s string) string {
+	for {
+		i := strings.Index(s, "<think>")
+		if i < 0 {
+			return s
+		}
+		j := strings.Index(s[i:], "</think>")
+		if j < 0 {
+			return s[:i] + "▸ thinking…"
+		}
+		s = s[:i] + "▸ (reasoning folded)" + s[i+j+len("</think>"):]
+	}
+}

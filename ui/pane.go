@@ -1,0 +1,37 @@
+package ui
+
+import (
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/themes"
+)
+
+// pane is one part of the screen. Update is offered the keys the routing
+// gives it and says whether it took the key; View draws the pane's inside
+// at w×h cells (the root draws the border and title).
+type pane interface {
+	Update(k tea.KeyMsg) (handled bool, cmd tea.Cmd)
+	View(w, h int) string
+	Title() string
+	Help() []key.Binding
+}
+
+// typer is a pane that may have a text input open; while Typing, every key
+// goes to it (routing step 1).
+type typer interface {
+	Typing() bool
+}
+
+// shared is what the panes read and the root writes: the folded state, the
+// selected agent, the theme and the run's controls.
+type shared struct {
+	st     *event.State
+	theme  themes.Theme
+	ctl    Controller
+	sel    int // selected agent id (0: none yet)
+	replay bool
+	width  int    // the detail pane's inner width, for report rendering
+	notice string // the one-line message above the key line
+}

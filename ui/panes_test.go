@@ -1,0 +1,114 @@
+package ui
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/muesli/termenv"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/themes"
+	"github.com/lloyal-ai/lloyal/trace"
+)
+
+// Per-pane goldens: each pane drawn alone at a fixed size from the fixture
+// run, so a change to one pane shows in that pane's golden only.
+
+func paneApp(t *testing.T, evs []event.Event) *Model {
+	t.Helper()
+	m := app(&fakeCtl{}, true)
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	m.Update(BatchMsg{Events: evs})
+	return m
+}
+
+func TestTreePane(t *testing.T) {
+	m := paneApp(t, append(fixture(), finish()[:2]...))
+	m.Update(tea.KeyMsg{Type: tea.KeyDown})
+	golden.RequireEqual(t, []byte(m.tree.View(34, 8)))
+}
+
+// The detail pane redraws a tool call's progress bar as progress arrives.
+func TestDetailPaneProgressMoves(t *testing.T) {
+	m := paneApp(t, fixture()[:11]) // A2's search at 12/20
+	m.s.sel = 2
+	before := m.detail.View(84, 6)
+	m.Update(BatchMsg{Events: []event.Event{{ID: 50, Type: event.ToolProgress, At: 46 * ms, Agent: 2, CallID: "c1", Tool: "search", Filled: 19, Total: 20}}})
+	after := m.detail.View(84, 6)
+	if before == after || !strings.Contains(before, "12/20") || !strings.Contains(after, "19/20") {
+		t.Fatalf("the progress bar did not move:\n%s\n---\n%s", before, after)
+	}
+	golden.RequireEqual(t, []byte(before+"\n---\n"+after))
+}
+
+func TestApprovalPane(t *testing.T) {
+	m := paneApp(t, fixture())
+	if !m.approval.Open() || m.modals[len(m.modals)-1] != m.approval {
+		t.Fatal("a waiting request did not put the prompt on top of the modal stack")
+	}
+	golden.RequireEqual(t, []byte(m.approval.Title()+"\n"+m.approval.View(84, 12)))
+}
+
+func TestDevPane(t *testing.T) {
+	m := paneApp(t, fixture())
+	m.Update(tea.KeyMsg{Type: tea.KeyTab})
+	m.Update(tea.KeyMsg{Type: tea.KeyTab}) // tree → detail → dev
+	m.Update(tea.KeyMsg{Type: tea.KeyDown})
+	golden.RequireEqual(t, []byte(m.dev.Title()+"\n"+m.dev.View(150, 10)))
+}
+
+func TestTransportPane(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fixture.jsonl")
+	w, err := trace.Create(path, trace.Header{ProgramVersion: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range append(fixture(), finish()...) {
+		w.Emit(e)
+	}
+	if err := w.Close("completed"); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := trace.BuildIndex(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix)})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	var frames []string
+	for _, k := range []string{" ", "n", "n", "a", "+", "+"} { // pause, next tool call twice, next approval, ×4
+		m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)})
+		frames = append(frames, fmt.Sprintf("%-3q at %2d: %s", k, m.o.Replay.next, m.transport.View(120, 1)))
+	}
+	if m.o.Replay.next != 13 || m.o.Replay.speed != 4 {
+		t.Fatalf("player at event %d, speed %g", m.o.Replay.next, m.o.Replay.speed)
+	}
+	golden.RequireEqual(t, []byte(strings.Join(frames, "\n")))
+}
+
+// One whole screen in colour (256 colours), one with NO_COLOR.
+func TestColourScreen(t *testing.T) {
+	lipgloss.SetColorProfile(termenv.ANSI256)
+	defer lipgloss.SetColorProfile(termenv.Ascii)
+	m := paneApp(t, fixture()[:12])
+	v := m.View()
+	if !strings.Contains(v, "\x1b[") {
+		t.Fatal("no colour in the colour screen")
+	}
+	golden.RequireEqual(t, []byte(v))
+}
+
+func TestNoColorScreen(t *testing.T) {
+	t.Setenv("NO_COLOR", "1")
+	m := paneApp(t, fixture()[:12])
+	v := m.View()
+	if strings.Contains(v, "\x1b[") {
+		t.Fatal("colour escapes under NO_COLOR")
+	}
+	golden.RequireEqual(t, []byte(v))
+}

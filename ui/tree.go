@@ -1,0 +1,107 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+// treePane lists the agents as a tree (sub-agents under their caller) with
+// each one's status, activity and share of the context; ↑/↓ select.
+type treePane struct {
+	*shared
+	up, down key.Binding
+	moved    func() // told when the selection changes (the detail resets its scroll)
+}
+
+func newTree(s *shared, moved func()) *treePane {
+	return &treePane{shared: s, moved: moved,
+		up:   key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "agent")),
+		down: key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "agent")),
+	}
+}
+
+func (p *treePane) Title() string { return "agents" }
+
+func (p *treePane) Help() []key.Binding { return []key.Binding{p.up, p.down} }
+
+func (p *treePane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
+	switch {
+	case key.Matches(k, p.up):
+		p.move(-1)
+	case key.Matches(k, p.down):
+		p.move(1)
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+func (p *treePane) move(d int) {
+	r := p.st.Roster()
+	if len(r) == 0 {
+		return
+	}
+	i := 0
+	for j, a := range r {
+		if a.ID == p.sel {
+			i = j
+		}
+	}
+	i = min(max(i+d, 0), len(r)-1)
+	if r[i].ID != p.sel {
+		p.sel = r[i].ID
+		p.moved()
+	}
+}
+
+func (p *treePane) View(w, h int) string {
+	t := p.theme
+	var rows []string
+	narrow := w < 30
+	if p.st.Spine > 0 {
+		rows = append(rows, t.Dim.Render(fit(fmt.Sprintf(" ◆ spine %d tok", p.st.Spine), w)))
+	}
+	for _, a := range p.st.Roster() {
+		indent := strings.Repeat("  ", p.st.Depth(a)) + "├"
+		mark := " "
+		if a.ID == p.sel {
+			mark = "›" // visible without colour too
+		}
+		label := fmt.Sprintf("%s%s%s A%d", mark, indent, glyph(a), a.ID)
+		info := ""
+		if !narrow {
+			switch {
+			case a.Status == event.StatusApproval:
+				info = "awaiting you"
+			case a.Status == event.StatusInTool && a.Tool != "":
+				info = a.Tool
+			default:
+				info = fmt.Sprintf("%dt %dc", a.Tokens, a.ToolCalls)
+			}
+		}
+		share := 0.0
+		if p.st.NCtx > 0 && !a.Done() {
+			share = float64(a.Unique) / float64(p.st.NCtx)
+		}
+		g := bar(share*4, 3) // a quarter of the context fills it
+		row := fmt.Sprintf("%s %s", label, info)
+		row = fit(row, w-5) + strings.Repeat(" ", max(w-5-ansi.StringWidth(fit(row, w-5)), 0)) + " " + g
+		row = styleFor(t, a).Render(row)
+		if a.ID == p.sel {
+			row = t.Selected.Render(ansi.Strip(row))
+		}
+		rows = append(rows, row)
+	}
+	if len(rows) == 0 || (len(rows) == 1 && p.st.Spine > 0) {
+		rows = append(rows, t.Dim.Render("no agents yet"))
+	}
+	if len(rows) > h {
+		rows = rows[len(rows)-h:]
+	}
+	return strings.Join(rows, "\n")
+}
