@@ -29,16 +29,13 @@ type Header struct {
 	Type           event.Type      `json:"type"` // trace:header
 	FormatVersion  int             `json:"formatVersion"`
 	ProgramVersion string          `json:"programVersion"`
-	Model          ModelInfo       `json:"model"`
+	Model          event.ModelInfo `json:"model"`
 	Context        ContextInfo     `json:"context"`
 	Sampling       engine.Sampling `json:"sampling"`
 	Tools          []ToolInfo      `json:"tools"`
 	Start          time.Time       `json:"start"`
 	CommandLine    []string        `json:"commandLine"`
 }
-
-// ModelInfo identifies the model of a run.
-type ModelInfo = event.ModelInfo
 
 // ContextInfo is the llama.cpp context a run used.
 type ContextInfo struct {

@@ -20,7 +20,7 @@ import (
 )
 
 func header() Header {
-	return Header{ProgramVersion: "test", Model: ModelInfo{Ref: "double", Architecture: "scripted"}, Context: ContextInfo{NCtx: 4096},
+	return Header{ProgramVersion: "test", Model: event.ModelInfo{Ref: "double", Architecture: "scripted"}, Context: ContextInfo{NCtx: 4096},
 		CommandLine: []string{"lloyal", "test"}, Sampling: engine.Sampling{Temperature: 0.7, Seed: 3}}
 }
 

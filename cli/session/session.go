@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -170,7 +171,9 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if p := broker.Store.Problem(); p != nil {
 		fmt.Fprintln(errOut, "warning:", p)
 	}
-	sinks := []engine.Sink{tw}
+	// The summary reads the same fold as the screen and the log.
+	folded := &fold{st: event.NewState()}
+	sinks := []engine.Sink{tw, folded}
 	var bridge *ui.Bridge
 	switch cfg.View {
 	case ViewApp:
@@ -211,7 +214,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		finished, err := runApp(ctx, stop, ui.Options{Theme: cfg.Theme, Title: title, Dev: cfg.Dev, Ctl: controller{rt, broker}}, bridge,
 			func(ctx context.Context) string {
 				res, runErr = h.Run(ctx, rt)
-				return summaryLine(res)
+				return folded.line() + " · q to quit"
 			})
 		switch {
 		case runErr != nil && !errors.Is(runErr, context.Canceled):
@@ -219,7 +222,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		case !finished:
 			end.set(Interrupted, nil) // quit before the run was over
 		}
-		printSummary(out, res)
+		folded.print(out, res)
 		return err
 	}
 	res, err := h.Run(ctx, rt)
@@ -229,7 +232,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	case err != nil:
 		end.set(Errored, err)
 	}
-	printSummary(out, res)
+	folded.print(out, res)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -271,30 +274,81 @@ func IsTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func summaryLine(agents []engine.AgentResult) string {
-	n := map[event.Outcome]int{}
-	tokens := 0
-	for _, a := range agents {
-		n[a.Outcome]++
-		tokens += a.Tokens
-	}
-	return fmt.Sprintf("run finished: %d returned, %d recovered, %d failed, %d cancelled · %d tokens · q to quit", n[event.Returned], n[event.Recovered], n[event.Failed], n[event.Cancelled], tokens)
+// fold is the run's state for the summary, folded as events arrive. Late
+// events (an ignored duplicate answer) may come from the app's goroutine,
+// so it is read under the same lock.
+type fold struct {
+	mu sync.Mutex
+	st *event.State
 }
 
-func printSummary(w io.Writer, agents []engine.AgentResult) {
-	if len(agents) == 0 {
+// Emit folds e.
+func (f *fold) Emit(e event.Event) {
+	f.mu.Lock()
+	f.st.Apply(e)
+	f.mu.Unlock()
+}
+
+func (f *fold) line() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return summaryLine(f.st)
+}
+
+func (f *fold) print(w io.Writer, res []engine.AgentResult) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	printSummary(w, f.st, res)
+}
+
+// summaryLine is the run in one line: agents by outcome, tokens, tool calls
+// by tool and the context's peak.
+func summaryLine(st *event.State) string {
+	line := fmt.Sprintf("run finished: %s · %d tokens", trace.Outcomes(st.Outcomes), st.Tokens)
+	var calls []string
+	for _, t := range sortedKeys(st.ToolCalls) {
+		calls = append(calls, fmt.Sprintf("%s %d", t, st.ToolCalls[t]))
+	}
+	if len(calls) > 0 {
+		line += " · tools: " + strings.Join(calls, ", ")
+	}
+	if st.NCtx > 0 {
+		line += fmt.Sprintf(" · context peak %d%%", st.PeakCells*100/st.NCtx)
+	}
+	return line
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// printSummary prints every agent's outcome (from the fold) and the
+// publisher's report (the harness's last result).
+func printSummary(w io.Writer, st *event.State, res []engine.AgentResult) {
+	roster := st.Roster()
+	if len(roster) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\n== agents")
-	for _, a := range agents {
-		line := fmt.Sprintf("agent %d %s", a.ID, a.Outcome)
+	for _, a := range roster {
+		line := fmt.Sprintf("agent %d %s", a.ID, status(a))
 		if a.Reason != "" {
 			line += " — " + event.Clean(a.Reason)
 		}
 		fmt.Fprintf(w, "%s: %s\n", line, event.Clean(strings.SplitN(a.Task, "\n", 2)[0]))
 	}
-	last := agents[len(agents)-1]
+	fmt.Fprintln(w, summaryLine(st))
 	fmt.Fprintln(w, "\n== report")
+	if len(res) == 0 {
+		fmt.Fprintln(w, "no report: the run ended before the publisher")
+		return
+	}
+	last := res[len(res)-1]
 	if !last.Ok() {
 		fmt.Fprintf(w, "no report: the publisher %s (%s)\n", last.Outcome, event.Clean(last.Reason))
 		return
@@ -304,4 +358,11 @@ func printSummary(w io.Writer, agents []engine.AgentResult) {
 	if len(r.Sources) > 0 {
 		fmt.Fprintln(w, "sources:", event.Clean(strings.Join(r.Sources, ", ")))
 	}
+}
+
+func status(a *event.Agent) string {
+	if a.Done() {
+		return string(a.Outcome)
+	}
+	return string(a.Status)
 }
