@@ -71,8 +71,8 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// Allowed reports whether a grant covers tool.
-func (b *Broker) Allowed(tool string) bool { return b.Store.Allowed(tool) }
+// Grant says whether a grant covers tool, and its source.
+func (b *Broker) Grant(tool string) (string, bool) { return b.Store.Grant(tool) }
 
 // Request registers a protected call and returns the channel its decision
 // arrives on (exactly once).
@@ -142,7 +142,7 @@ func (b *Broker) Answer(callID string, d event.Decision) error {
 	var err error
 	switch d.Answer {
 	case event.AllowSession:
-		b.Store.GrantSession(p.Tool)
+		b.Store.GrantSession(p.Tool, "allowed for this session")
 	case event.AllowAlways:
 		err = b.Store.GrantAlways(p.Tool)
 	}

@@ -311,10 +311,15 @@ func TestParkedAgentCostsNothingWhileSiblingsRun(t *testing.T) {
 
 func TestParseAnswer(t *testing.T) {
 	cases := map[string]event.Decision{
-		"a\n":                {Answer: event.AllowOnce, By: "user"},
+		"y\n":                {Answer: event.AllowOnce, By: "user"},
+		"n":                  {Answer: event.Deny, By: "user"},
+		"r":                  {Answer: event.Deny, By: "user"}, // the prompter asks for the reason next
 		"s":                  {Answer: event.AllowSession, By: "user"},
 		"A":                  {Answer: event.AllowAlways, By: "user"},
-		"d":                  {Answer: event.Deny, By: "user"},
+		// "a" meant "always" in the app before the one table; it is no
+		// answer now, so it denies (with itself as the reason) rather than
+		// saving a grant.
+		"a":                  {Answer: event.Deny, Reason: "a", By: "user"},
 		"use notes/ instead": {Answer: event.Deny, Reason: "use notes/ instead", By: "user"},
 	}
 	for in, want := range cases {
@@ -362,5 +367,25 @@ func TestWindDownResolvesPendingRequests(t *testing.T) {
 	}
 	if res.Agents[0].Outcome == event.Running || len(b.Pending()) != 0 {
 		t.Fatalf("%+v, pending %d", res.Agents[0], len(b.Pending()))
+	}
+}
+
+func TestLinePrompterDenyWithAReasonKey(t *testing.T) {
+	b := NewBroker(Open(""))
+	var out strings.Builder
+	lp := NewLinePrompter(b, strings.NewReader("r\nuse notes/\n"), &out)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go lp.Run(ctx)
+	select {
+	case d := <-b.Request(event.ApprovalRequest{CallID: "c1", Agent: 1, Tool: "write_note", Args: json.RawMessage(`{}`)}):
+		if d.Answer != event.Deny || d.Reason != "use notes/" {
+			t.Fatalf("decision %+v", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer")
+	}
+	if s := out.String(); !strings.Contains(s, "[y] allow once") || !strings.Contains(s, "reason (the model reads it)") {
+		t.Fatalf("prompt:\n%s", s)
 	}
 }

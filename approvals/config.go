@@ -38,14 +38,14 @@ func (f *Config) Broker(mode Mode) (*Broker, error) {
 	}
 	b := NewBroker(Open(path))
 	for _, t := range f.Grant {
-		b.Store.GrantSession(t)
+		b.Store.GrantSession(t, "--grant "+t)
 	}
 	b.Timeout = f.Timeout
 	switch {
 	case f.DenyProtected:
-		b.Policy = DenyAll("protected tools are refused in this run (--deny-protected)")
+		b.Policy = DenyAll("Protected tools are refused in this run (--deny-protected)")
 	case mode == ModeNobody:
-		b.Policy = DenyAll("nobody is here to approve it (input is not a terminal); the user can rerun with --grant TOOL")
+		b.Policy = DenyAll("Nobody is here to approve it (input is not a terminal); the user can rerun with --grant TOOL")
 	}
 	return b, nil
 }

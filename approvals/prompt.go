@@ -56,7 +56,7 @@ func (lp *LinePrompter) Run(ctx context.Context) {
 		}
 		fmt.Fprint(lp.out, Describe(req))
 		for {
-			fmt.Fprint(lp.out, "  [a] allow once  [s] allow for this session  [A] always  [d] deny  (or type a reason to deny): ")
+			fmt.Fprint(lp.out, keysPrompt())
 			var line string
 			var ok bool
 			select {
@@ -71,6 +71,19 @@ func (lp *LinePrompter) Run(ctx context.Context) {
 			d, valid := ParseAnswer(line)
 			if !valid {
 				continue
+			}
+			if k, _ := KeyFor(strings.TrimSpace(line)); k.AskReason {
+				fmt.Fprint(lp.out, "  reason (the model reads it): ")
+				select {
+				case <-ctx.Done():
+					return
+				case line, ok = <-lines:
+				}
+				if !ok {
+					lp.b.Withdraw(0, "input closed before anyone answered")
+					return
+				}
+				d.Reason = strings.TrimSpace(line)
 			}
 			if err := lp.b.Answer(req.CallID, d); err != nil && err != ErrAlreadyAnswered {
 				fmt.Fprintf(lp.out, "  (%v)\n", err)
@@ -89,23 +102,18 @@ func (lp *LinePrompter) stillPending(id string) bool {
 	return false
 }
 
-// ParseAnswer reads a typed answer: a, s, A, d, or any other text as a
-// denial with that reason. An empty line is not an answer.
+// ParseAnswer reads a typed answer: one of AnswerKeys, or any other text as
+// a denial with that reason. An empty line is not an answer. (For the
+// deny-with-a-reason key the caller asks for the reason next.)
 func ParseAnswer(line string) (event.Decision, bool) {
-	line = strings.TrimRight(line, "\r\n")
-	switch strings.TrimSpace(line) {
-	case "":
+	line = strings.TrimSpace(line)
+	if line == "" {
 		return event.Decision{}, false
-	case "a", "y", "yes":
-		return event.Decision{Answer: event.AllowOnce, By: "user"}, true
-	case "s":
-		return event.Decision{Answer: event.AllowSession, By: "user"}, true
-	case "A":
-		return event.Decision{Answer: event.AllowAlways, By: "user"}, true
-	case "d", "n", "no":
-		return event.Decision{Answer: event.Deny, By: "user"}, true
 	}
-	return event.Decision{Answer: event.Deny, Reason: strings.TrimSpace(line), By: "user"}, true
+	if k, ok := KeyFor(line); ok {
+		return event.Decision{Answer: k.Answer, By: "user"}, true
+	}
+	return event.Decision{Answer: event.Deny, Reason: line, By: "user"}, true
 }
 
 // Describe renders a request for a person: who, what, and the complete

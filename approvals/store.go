@@ -30,7 +30,7 @@ type grantsFile struct {
 type Store struct {
 	mu      sync.Mutex
 	path    string
-	session map[string]bool
+	session map[string]string // tool → where the grant came from
 	always  map[string]Grant
 	// corrupt is why the file could not be read: the store then holds no
 	// persisted grants (fail-closed) and refuses to overwrite the file.
@@ -55,7 +55,7 @@ func DefaultPath() (string, error) {
 // here: the store treats it as empty, refuses to rewrite it, and reports it
 // through Problem, so the caller can tell the user.
 func Open(path string) *Store {
-	s := &Store{path: path, session: map[string]bool{}, always: map[string]Grant{}}
+	s := &Store{path: path, session: map[string]string{}, always: map[string]Grant{}}
 	if path == "" {
 		return s
 	}
@@ -92,16 +92,29 @@ func (s *Store) Path() string { return s.path }
 
 // Allowed reports whether a session or persisted grant covers tool.
 func (s *Store) Allowed(tool string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, always := s.always[tool]
-	return s.session[tool] || always
+	_, ok := s.Grant(tool)
+	return ok
 }
 
-// GrantSession allows tool until the process ends.
-func (s *Store) GrantSession(tool string) {
+// Grant says whether a grant covers tool and where it came from: the
+// session grant's source, or the grants file.
+func (s *Store) Grant(tool string) (source string, ok bool) {
 	s.mu.Lock()
-	s.session[tool] = true
+	defer s.mu.Unlock()
+	if src, ok := s.session[tool]; ok {
+		return src, true
+	}
+	if _, ok := s.always[tool]; ok {
+		return "saved grant in " + s.path, true
+	}
+	return "", false
+}
+
+// GrantSession allows tool until the process ends; source says who granted
+// it ("--grant", "allowed for this session", …) for the trace and the screen.
+func (s *Store) GrantSession(tool, source string) {
+	s.mu.Lock()
+	s.session[tool] = source
 	s.mu.Unlock()
 }
 
@@ -109,7 +122,7 @@ func (s *Store) GrantSession(tool string) {
 func (s *Store) GrantAlways(tool string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.session[tool] = true
+	s.session[tool] = "allowed always (saved to the grants file)"
 	if s.corrupt != nil {
 		return fmt.Errorf("not saved: %w", s.corrupt)
 	}

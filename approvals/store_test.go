@@ -43,7 +43,7 @@ func TestGrantsPersistAcrossRestartsWithMode0600(t *testing.T) {
 func TestSessionGrantsAreNotPersisted(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "grants.json")
 	s := Open(p)
-	s.GrantSession("grep")
+	s.GrantSession("grep", "test")
 	if !s.Allowed("grep") {
 		t.Fatal("session grant not applied")
 	}

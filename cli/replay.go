@@ -19,7 +19,7 @@ func theme(name string) (themes.Theme, error) {
 	return themes.ByName(name)
 }
 
-func newReplayTUI(path, themeName string) error {
+func newReplayTUI(path, themeName string, speed float64, follow bool) error {
 	t, err := theme(themeName)
 	if err != nil {
 		return err
@@ -32,7 +32,11 @@ func newReplayTUI(path, themeName string) error {
 	if ix.Header != nil && ix.Header.Model.Name != "" {
 		title = "replay · " + ix.Header.Model.Name
 	}
-	m := ui.New(ui.Options{Theme: t, Title: title, Dev: os.Getenv("LLOYAL_DEV") == "1", Replay: ui.NewPlayer(ix)})
+	p := ui.NewPlayer(ix, speed)
+	if follow {
+		p.Follow()
+	}
+	m := ui.New(ui.Options{Theme: t, Title: title, Dev: os.Getenv("LLOYAL_DEV") == "1", Replay: p})
 	_, err = tea.NewProgram(m, tea.WithAltScreen()).Run()
 	return err
 }

@@ -3,11 +3,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
 
+	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/spf13/cobra"
 )
 
@@ -23,11 +26,18 @@ var (
 func Execute(ctx context.Context, args []string) int {
 	root := newRoot()
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "lloyal:", err)
-		return 1
+	err := root.ExecuteContext(ctx)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, session.ErrInterrupted):
+		return 130 // as a shell reports a process stopped by SIGINT
+	case errors.Is(err, session.ErrTerminated):
+		return 143 // SIGTERM
 	}
-	return 0
+	// An error may quote a model's text: escaped, it cannot drive the terminal.
+	fmt.Fprintln(os.Stderr, "lloyal:", event.Escape(err.Error()))
+	return 1
 }
 
 func newRoot() *cobra.Command {

@@ -14,6 +14,14 @@ import (
 	"github.com/lloyal-ai/lloyal/tools/research"
 )
 
+// The context sizes lloyal run accepts: below 512 cells not even the
+// planner's prompt fits; above 1M cells the cache alone outgrows any machine
+// this runs on.
+const (
+	minCtx = 512
+	maxCtx = 1 << 20
+)
+
 type runFlags struct {
 	cfg             session.Config
 	headless, jsonl bool
@@ -71,6 +79,15 @@ func (o *runFlags) run(cmd *cobra.Command) error {
 	c := o.cfg
 	if c.Agents < 1 || c.Agents > 16 {
 		return fmt.Errorf("--agents %d: use 1 to 16", c.Agents)
+	}
+	// llama.cpp sizes its cache in steps of 256 cells: any other size would
+	// silently become the next step, so it is refused with the sizes that
+	// are used as given.
+	if c.NCtx < minCtx || c.NCtx > maxCtx || c.NCtx%256 != 0 {
+		return fmt.Errorf("--ctx %d: use a multiple of 256 from %d to %d tokens (e.g. --ctx 4096)", c.NCtx, minCtx, maxCtx)
+	}
+	if c.Threads < 0 || c.Threads > 512 {
+		return fmt.Errorf("--threads %d: use 1 to 512, or 0 for all cores", c.Threads)
 	}
 	// The app when there is a terminal to draw on; a log otherwise.
 	switch {

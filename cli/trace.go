@@ -71,22 +71,19 @@ func newReplayCmd() *cobra.Command {
 		Long: `Plays a trace back as it happened, on the same screen as a live run, with a
 transport bar: space play/pause, . step an event, , step a tick, n/a/e jump
 to the next tool call / approval / failure, [ ] seek ±10 s, + - speed
-(×0.25…×64). --headless prints it as text at
---speed (1 = real time, 0 = at once); --follow keeps reading a trace that
-is still being written until its run closes it.`,
+(×0.25…×64). --speed sets the starting speed (1 = real time, 0 = at once);
+--headless prints the run as text instead; --follow keeps reading a trace
+that is still being written until its run closes it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if speed < 0 || speed > 64 || (speed > 0 && speed < 0.25) {
+				return fmt.Errorf("--speed %v: use 0 (at once) or a factor from 0.25 to 64", speed)
+			}
 			if !headless {
-				if follow {
-					return errors.New("--follow works with --headless (the terminal replay plays a finished trace)")
-				}
 				if !session.IsTerminal(os.Stdout) {
 					return errors.New("the replay screen needs a terminal: use --headless to print the run as text")
 				}
-				return newReplayTUI(args[0], themeName)
-			}
-			if speed < 0 {
-				return fmt.Errorf("--speed %v: use 0 (at once) or a positive factor", speed)
+				return newReplayTUI(args[0], themeName, speed, follow)
 			}
 			closing, problems, err := trace.Play(cmd.Context(), args[0], speed, follow, cmd.OutOrStdout())
 			for _, p := range problems {

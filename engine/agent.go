@@ -24,6 +24,7 @@ type Agent struct {
 	ID       int
 	ParentID int // the calling agent's id for sub-agents, 0 for top level
 	Task     string
+	Role     string // for people: "planner", "researcher", … ("" for none)
 
 	parent *Agent
 	pool   *pool

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -21,7 +22,12 @@ func (p *pool) dispatch() {
 			continue
 		}
 		pc := a.call
-		if pc.entry.spec.Protected && !pc.approved && !p.granted(pc.call.Tool) {
+		if pc.entry.spec.Protected && !pc.approved {
+			if src, ok := p.granted(pc.call.Tool); ok {
+				p.emit(event.Event{Type: event.ApprovalAuto, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Reason: src})
+				p.run(pc)
+				continue
+			}
 			if p.rt.opts.Approver == nil {
 				a.call = nil
 				p.refuse(a, pc.call, "protected", fmt.Sprintf("%s is protected and this session has no permission to run it. Do not call it again; continue without it.", pc.call.Tool))
@@ -34,11 +40,15 @@ func (p *pool) dispatch() {
 	}
 }
 
-func (p *pool) granted(tool string) bool {
+// granted says whether a grant lets tool run without asking, and its source.
+func (p *pool) granted(tool string) (string, bool) {
 	if p.rt.opts.Allow != nil && p.rt.opts.Allow(tool) {
-		return true
+		return "allowed by the program (Options.Allow)", true
 	}
-	return p.rt.opts.Approver != nil && p.rt.opts.Approver.Allowed(tool)
+	if p.rt.opts.Approver == nil {
+		return "", false
+	}
+	return p.rt.opts.Approver.Grant(tool)
 }
 
 // askApproval parks the agent until a person answers.
@@ -79,12 +89,7 @@ func (p *pool) answered(ans approvalAnswer) {
 		return
 	}
 	a.call = nil
-	msg := fmt.Sprintf("The user refused to let you run %s.", pc.call.Tool)
-	if ans.d.Reason != "" {
-		msg += " Their reason: " + ans.d.Reason
-	}
-	msg += " Do not call it again with these arguments; continue with what you can do without it, or report what you have."
-	p.refuse(a, pc.call, "denied", msg)
+	p.refuse(a, pc.call, "denied", denial(pc.call.Tool, ans.d)+" Do not call it again with these arguments; continue with what you can do without it, or report what you have.")
 }
 
 // run starts an allowed call: inline now (the loop waits), fanout on a
@@ -243,4 +248,37 @@ func (p *pool) serialise(v any) (json.RawMessage, error) {
 	}
 	obj["_contextAvailablePercent"] = mustJSON(percentFree(p.be))
 	return json.Marshal(obj)
+}
+
+// denial is what the model reads when a protected call is not allowed: who
+// decided and why, each in its own words (a timeout is not a refusal).
+func denial(tool string, d event.Decision) string {
+	var msg string
+	switch d.By {
+	case "timeout":
+		return fmt.Sprintf("Nobody answered the request to run %s in time: it timed out.", tool)
+	case "policy":
+		msg = fmt.Sprintf("%s is not allowed in this run.", tool)
+	case "cancel":
+		msg = fmt.Sprintf("The request to run %s was withdrawn.", tool)
+	default:
+		msg = fmt.Sprintf("The user refused to let you run %s.", tool)
+		if d.Reason != "" {
+			return msg + " Their reason: " + sentence(d.Reason)
+		}
+		return msg
+	}
+	if d.Reason != "" {
+		msg += " " + sentence(d.Reason)
+	}
+	return msg
+}
+
+// sentence ends s with a full stop unless it ends a sentence already.
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.ContainsAny(s[len(s)-1:], ".!?") {
+		return s
+	}
+	return s + "."
 }

@@ -14,6 +14,9 @@ import (
 // AgentSpec is one agent to spawn.
 type AgentSpec struct {
 	Task string
+	// Role names the agent's part for people ("planner", "researcher"):
+	// the app and the log show it; the model never reads it.
+	Role string
 	// Seed overrides the pool's per-agent seed.
 	Seed *uint32
 }

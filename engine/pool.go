@@ -476,7 +476,7 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 		return nil, errors.New(reason)
 	}
 	id := int(p.rt.nextAgent.Add(1))
-	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, parent: p.parent, pool: p, status: event.StatusPending, done: make(chan struct{}), suffix: toks}
+	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, Role: s.Role, parent: p.parent, pool: p, status: event.StatusPending, done: make(chan struct{}), suffix: toks}
 	p.kick = true
 	a.seed = p.spec.Sampling.Seed + uint32(len(p.agents))
 	if s.Seed != nil {
@@ -679,7 +679,7 @@ func (p *pool) prefill() {
 			a.activeAt = time.Now()
 			a.pausedAtStart = p.rt.pausedSoFar()
 			p.activate(a)
-			p.emit(event.Event{Type: event.AgentSpawn, Agent: a.ID, ParentAgent: a.ParentID, Branch: int(a.branch), Text: a.Task, Tokens: len(a.suffix)})
+			p.emit(event.Event{Type: event.AgentSpawn, Agent: a.ID, ParentAgent: a.ParentID, Branch: int(a.branch), Text: a.Task, Role: a.Role, Tokens: len(a.suffix)})
 			p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
 		default:
 			a := e.item.agent

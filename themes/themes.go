@@ -28,11 +28,13 @@ type Theme struct {
 func build(name string, fg, dim, border, focus, sel, good, warn, bad, accent lipgloss.TerminalColor) Theme {
 	s := lipgloss.NewStyle
 	return Theme{
-		Name:     name,
-		Title:    s().Bold(true).Foreground(fg),
-		Dim:      s().Foreground(dim),
-		Border:   s().BorderStyle(lipgloss.RoundedBorder()).BorderForeground(border),
-		Focus:    s().BorderStyle(lipgloss.RoundedBorder()).BorderForeground(focus),
+		Name:   name,
+		Title:  s().Bold(true).Foreground(fg),
+		Dim:    s().Foreground(dim),
+		Border: s().BorderStyle(lipgloss.RoundedBorder()).BorderForeground(border),
+		// The focused pane's border is thick as well as coloured, so it is
+		// marked under NO_COLOR too.
+		Focus:    s().BorderStyle(lipgloss.ThickBorder()).BorderForeground(focus),
 		Selected: s().Bold(true).Reverse(true),
 		Good:     s().Foreground(good),
 		Warn:     s().Foreground(warn),

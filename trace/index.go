@@ -27,6 +27,9 @@ type Index struct {
 	Problems []Problem
 }
 
+// Reload indexes the file again (a trace still being written has grown).
+func (ix *Index) Reload() (*Index, error) { return BuildIndex(ix.path) }
+
 // Len is the number of events.
 func (ix *Index) Len() int { return len(ix.Offsets) }
 

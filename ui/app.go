@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -34,13 +35,21 @@ type Options struct {
 	// Replay, when set, makes this a replay: the transport pane answers its
 	// keys and draws its bar above the key line.
 	Replay *Player
+	// ApprovalTimeout is --approval-timeout: the prompt counts it down.
+	ApprovalTimeout time.Duration
+	// Now is the wall clock (default time.Now; tests fix it).
+	Now func() time.Time
 }
 
 // BatchMsg carries events to the app (the Bridge sends one every ~16 ms).
 type BatchMsg struct{ Events []event.Event }
 
-// DoneMsg says the run is over (the app stays until the user quits).
-type DoneMsg struct{ Summary string }
+// DoneMsg says the run is over (the app stays until the user quits). Err is
+// why it failed, if it did: the app shows it, and the run exits non-zero.
+type DoneMsg struct {
+	Summary string
+	Err     error
+}
 
 type tickMsg time.Time
 
@@ -67,12 +76,16 @@ type Model struct {
 	interrupted bool
 	done        bool
 	summary     string
+	err         error // why the run failed
 	keys        globalKeys
 }
 
 // New makes the app.
 func New(o Options) *Model {
-	s := &shared{st: event.NewState(), theme: o.Theme, ctl: o.Ctl, replay: o.Replay != nil}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &shared{st: event.NewState(), theme: o.Theme, ctl: o.Ctl, replay: o.Replay != nil, now: o.Now, timeout: o.ApprovalTimeout}
 	m := &Model{o: o, s: s, devOpen: o.Dev, keys: defaultKeys()}
 	m.detail = newDetail(s)
 	m.tree = newTree(s, func() { m.detail.scroll = 0 })
@@ -126,10 +139,16 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		for _, e := range msg.Events {
 			m.s.st.Apply(e)
 		}
-		m.selectFirst()
+		if n := len(msg.Events); n > 0 && !msg.Events[n-1].Wall.IsZero() {
+			m.s.lastWall, m.s.lastAt = msg.Events[n-1].Wall, msg.Events[n-1].At
+		}
+		m.settleNotice()
+		m.follow()
 		return m, m.detail.render()
 	case DoneMsg:
-		m.done, m.summary = true, msg.Summary
+		m.done, m.summary, m.err = true, msg.Summary, msg.Err
+		m.s.done = true
+		m.s.notice = ""
 		m.s.st.Phase = event.PhaseDone
 		// Show the last report: in a pipeline, the final answer.
 		if r := m.s.st.Roster(); len(r) > 0 && m.o.Replay == nil {
@@ -166,8 +185,54 @@ func (m *Model) selectFirst() {
 	}
 }
 
+// follow keeps the selection on the active work until the user moves it:
+// the agent a waiting approval belongs to, else the newest agent still
+// running.
+func (m *Model) follow() {
+	m.selectFirst()
+	if m.s.moved || m.s.replay {
+		return
+	}
+	st := m.s.st
+	if len(st.Approvals) > 0 {
+		m.s.sel = st.Approvals[0].Agent
+		return
+	}
+	var pick *event.Agent
+	for _, a := range st.Agents {
+		if !a.Done() && (pick == nil || a.Order > pick.Order) {
+			pick = a
+		}
+	}
+	if pick != nil && pick.ID != m.s.sel {
+		m.s.sel = pick.ID
+		m.detail.scroll = 0
+	}
+}
+
+// settleNotice replaces a notice about an agent with what became of it.
+func (m *Model) settleNotice() {
+	if m.s.noticeFor == 0 {
+		return
+	}
+	if a := m.s.st.Agents[m.s.noticeFor]; a != nil && a.Done() {
+		m.s.notice = fmt.Sprintf("agent %d %s", a.ID, a.Outcome)
+		m.s.noticeFor = 0
+	}
+}
+
 // key routes a key: text input, modal stack, global keys, focused pane.
+// Keys that arrived together in one read ("jj" on a busy machine) come as
+// one message: outside a text input each is routed on its own.
 func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if k.Type == tea.KeyRunes && len(k.Runes) > 1 && !k.Paste && !m.approval.Typing() && !m.dev.Typing() {
+		var cmds []tea.Cmd
+		for _, r := range k.Runes {
+			_, cmd := m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: k.Alt})
+			cmds = append(cmds, cmd)
+		}
+		return m, tea.Batch(cmds...)
+	}
 	// 1. An open text input takes every key.
 	for _, p := range []pane{m.approval, m.dev} {
 		if t, ok := p.(typer); ok && t.Typing() {
@@ -226,6 +291,15 @@ func (m *Model) global(k tea.KeyMsg) (bool, tea.Cmd) {
 			m.focus = 0
 			m.dev.focused = false
 		}
+	case key.Matches(k, m.keys.Inspect):
+		// One key to the JSON inspector: open the dev pane and focus it.
+		m.devOpen = true
+		for i, p := range m.focusable {
+			if p == m.dev {
+				m.focus = i
+			}
+		}
+		m.dev.focused = true
 	case key.Matches(k, m.keys.Filter):
 		return true, m.dev.openFilter()
 	case key.Matches(k, m.keys.Freeze):
@@ -247,6 +321,7 @@ func (m *Model) global(k tea.KeyMsg) (bool, tea.Cmd) {
 		if ctl != nil && m.s.sel != 0 {
 			ctl.Cancel(m.s.sel)
 			m.s.notice = "cancelling agent " + itoa(m.s.sel)
+			m.s.noticeFor = m.s.sel
 		}
 	default:
 		return false, nil
@@ -265,7 +340,7 @@ func (m *Model) applyStep(st step) tea.Cmd {
 	for _, e := range st.events {
 		m.s.st.Apply(e)
 	}
-	m.selectFirst()
+	m.follow()
 	if st.done {
 		m.done, m.summary = true, "replay finished"
 	}
@@ -274,9 +349,9 @@ func (m *Model) applyStep(st step) tea.Cmd {
 
 func (m *Model) treeWidth() int {
 	if m.w < 100 {
-		return max(m.w/3, 22)
+		return max(m.w*2/5, 22)
 	}
-	return 36
+	return 42
 }
 
 func (m *Model) detailWidth() int { return max(m.w-m.treeWidth(), 20) }
@@ -341,7 +416,7 @@ func (m *Model) box(p pane, w, h int, focused bool) string {
 		border := top[0]
 		plain := ansi.Strip(border)
 		if r := []rune(plain); len(r) >= 2 {
-			top[0] = st.UnsetWidth().UnsetHeight().Border(lipgloss.Border{}).Render(string(r[0])+"─") + t.Title.Render(label) +
+			top[0] = st.UnsetWidth().UnsetHeight().Border(lipgloss.Border{}).Render(string(r[:2])) + t.Title.Render(label) +
 				ansi.Cut(border, 2+ansi.StringWidth(label), ansi.StringWidth(border))
 		}
 		b = top[0] + "\n" + top[1]
@@ -360,7 +435,7 @@ func (m *Model) header() string {
 	if m.o.Replay != nil {
 		phase = "▶ replay"
 	}
-	left := " lloyal · " + m.o.Title + " · ctx " + itoa(st.NCtx) + " · " + clock(st.Now) + " · " + phase
+	left := " lloyal · " + m.o.Title + " · ctx " + itoa(st.NCtx) + " · " + clock(m.s.elapsed()) + " · " + phase
 	gw := 12
 	if m.w < 100 {
 		gw = 8
@@ -382,9 +457,13 @@ func (m *Model) help() keyHelp {
 		return keyHelp{short: append(tk[:6:6], g.Help, g.Quit), full: [][]key.Binding{tk, m.tree.Help(), {g.Focus, g.Dev, g.Filter, g.Freeze, g.Help, g.Quit}}}
 	}
 	short := append(m.focusable[m.focus].Help()[:1:1], g.Dev, g.Filter, g.Pause, g.Finish, g.Cancel, g.Help, g.Quit)
+	if m.done {
+		// Nothing is running: pause, finish up and cancel would do nothing.
+		short = append(m.focusable[m.focus].Help()[:1:1], g.Dev, g.Inspect, g.Filter, g.Help, g.Quit)
+	}
 	full := [][]key.Binding{
 		append(append([]key.Binding{}, m.tree.Help()...), append(m.detail.Help(), g.Focus)...),
-		{g.Dev, g.Filter, g.Freeze},
+		append([]key.Binding{g.Dev, g.Inspect}, m.dev.Help()...),
 		{g.Pause, g.Finish, g.Cancel, g.Interrupt, g.Quit},
 		m.approval.Help(),
 	}
@@ -407,8 +486,21 @@ func (m *Model) footer() string {
 	h.Width = m.w - 1
 	h.ShowAll = m.showHelp
 	lines = append(lines, " "+h.View(m.help()))
-	if m.done && m.summary != "" {
-		lines = append([]string{fit(" "+m.summary, m.w)}, lines...)
+	if m.done {
+		var top []string
+		if m.err != nil {
+			top = append(top, fit(" "+t.Bad.Render("run failed: "+oneLine(m.err.Error())), m.w))
+		}
+		if m.summary != "" {
+			s := m.summary
+			if m.o.Replay == nil {
+				s += " · q to quit"
+			}
+			for _, l := range wrap(" "+s, m.w) {
+				top = append(top, l)
+			}
+		}
+		lines = append(top, lines...)
 	}
 	return strings.Join(lines, "\n")
 }

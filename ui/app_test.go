@@ -183,7 +183,7 @@ func TestReplayPausedMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix)})
+	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix, 1)})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 36))
 	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(" ")}) // pause at once
 	for i := 0; i < 9; i++ {                                    // step 9 events
@@ -265,7 +265,7 @@ func TestReplayEndsOnTheLiveScreen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := New(Options{Theme: themes.Dark(), Title: "test-model", Dev: true, Replay: NewPlayer(ix)})
+	rp := New(Options{Theme: themes.Dark(), Title: "test-model", Dev: true, Replay: NewPlayer(ix, 1)})
 	rp.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
 	rp.o.Replay.playing = false
 	st, _ := rp.o.Replay.seek(ix.Len())

@@ -3,11 +3,14 @@ package ui
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
+	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
@@ -17,23 +20,26 @@ import (
 // text input for the reason the model reads on a denial.
 type approvalPane struct {
 	*shared
-	reason                                              textinput.Model
-	typing                                              bool
-	allowOnce, allowSession, allowAlways, deny, denyWhy key.Binding
+	reason textinput.Model
+	typing bool
+	keys   []answerBinding // approvals.AnswerKeys, as key bindings
+}
+
+// answerBinding is one row of the answer-key table, bound to its key.
+type answerBinding struct {
+	approvals.AnswerKey
+	binding key.Binding
 }
 
 func newApproval(s *shared) *approvalPane {
 	ri := textinput.New()
 	ri.Placeholder = "why (the model reads this)"
 	ri.Prompt = "reason: "
-	b := func(k, h string) key.Binding { return key.NewBinding(key.WithKeys(k), key.WithHelp(k, h)) }
-	return &approvalPane{shared: s, reason: ri,
-		allowOnce:    b("y", "allow once"),
-		allowSession: b("s", "allow for this session"),
-		allowAlways:  b("a", "always"),
-		deny:         b("n", "deny"),
-		denyWhy:      b("r", "deny with a reason"),
+	p := &approvalPane{shared: s, reason: ri}
+	for _, k := range approvals.AnswerKeys() {
+		p.keys = append(p.keys, answerBinding{AnswerKey: k, binding: key.NewBinding(key.WithKeys(k.Key), key.WithHelp(k.Key, k.Help))})
 	}
+	return p
 }
 
 // Open reports whether a request waits (the modal is shown).
@@ -43,7 +49,11 @@ func (p *approvalPane) Open() bool { return len(p.st.Approvals) > 0 && !p.replay
 func (p *approvalPane) Typing() bool { return p.typing }
 
 func (p *approvalPane) Help() []key.Binding {
-	return []key.Binding{p.allowOnce, p.allowSession, p.allowAlways, p.deny, p.denyWhy}
+	var out []key.Binding
+	for _, k := range p.keys {
+		out = append(out, k.binding)
+	}
+	return out
 }
 
 func (p *approvalPane) Title() string {
@@ -70,22 +80,18 @@ func (p *approvalPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
 		p.reason, cmd = p.reason.Update(k)
 		return true, cmd
 	}
-	switch {
-	case key.Matches(k, p.allowOnce):
-		p.answer(event.Decision{Answer: event.AllowOnce, By: "user"})
-	case key.Matches(k, p.allowSession):
-		p.answer(event.Decision{Answer: event.AllowSession, By: "user"})
-	case key.Matches(k, p.allowAlways):
-		p.answer(event.Decision{Answer: event.AllowAlways, By: "user"})
-	case key.Matches(k, p.deny):
-		p.answer(event.Decision{Answer: event.Deny, By: "user"})
-	case key.Matches(k, p.denyWhy):
-		p.typing = true
-		return true, p.reason.Focus()
-	default:
-		return false, nil
+	for _, b := range p.keys {
+		if !key.Matches(k, b.binding) {
+			continue
+		}
+		if b.AskReason {
+			p.typing = true
+			return true, p.reason.Focus()
+		}
+		p.answer(event.Decision{Answer: b.Answer, By: "user"})
+		return true, nil
 	}
-	return true, nil
+	return false, nil
 }
 
 func (p *approvalPane) closeInput() {
@@ -107,26 +113,54 @@ func (p *approvalPane) answer(d event.Decision) {
 	p.st.DropApproval(req.CallID)
 }
 
+// waited is how long the request has waited: by the wall clock while the
+// run is live (it ticks every second between events), else by the events.
+func (p *approvalPane) waited(r event.Event) time.Duration {
+	if r.Wall.IsZero() || p.done {
+		return p.st.Now - r.At
+	}
+	return max(p.now().Sub(r.Wall), 0)
+}
+
 func (p *approvalPane) View(w, h int) string {
 	t := p.theme
 	r := p.st.Approvals[0]
-	out := []string{t.Accent.Render(r.Tool) + " — " + oneLine(r.Text), ""}
+	head := []string{t.Accent.Render(r.Tool) + " — " + oneLine(r.Text), ""}
 	for _, l := range strings.Split(sanitize(pretty(string(r.Args))), "\n") {
-		out = append(out, wrap(l, w)...)
+		head = append(head, wrap(l, w)...)
 	}
-	out = append(out, "", t.Dim.Render(fmt.Sprintf("asked %s · waiting %s", stamp(r.At), clock(p.st.Now-r.At))))
+	waited := p.waited(r)
+	when := fmt.Sprintf("asked %s · waiting %s", stamp(r.At), clock(waited))
+	if p.timeout > 0 {
+		// Rounded up: a one-minute timeout reads 01:00 when asked.
+		when += fmt.Sprintf(" · denied in %s unless you answer", clock(max(p.timeout-waited+time.Second-1, 0)))
+	}
+	if n := len(p.st.Approvals); n > 1 {
+		when += fmt.Sprintf(" · 1 of %d waiting", n)
+	}
+	tail := append([]string{""}, wrap(t.Dim.Render(when), w)...)
 	if p.typing {
-		out = append(out, p.reason.View())
+		tail = append(tail, p.reason.View())
 	} else {
-		var keys []string
+		// The keys wrap rather than run off a narrow window: deny and deny
+		// with a reason stay visible at 80×24.
+		line := ""
 		for _, b := range p.Help() {
-			keys = append(keys, t.Key.Render(b.Help().Key)+" "+b.Help().Desc)
+			k := t.Key.Render(b.Help().Key) + " " + b.Help().Desc
+			if line != "" && ansi.StringWidth(line)+2+ansi.StringWidth(k) > w {
+				tail = append(tail, line)
+				line = ""
+			}
+			if line != "" {
+				line += "  "
+			}
+			line += k
 		}
-		out = append(out, strings.Join(keys, "  "))
+		tail = append(tail, line)
 	}
-	if len(out) > h && h >= 3 {
+	if len(head)+len(tail) > h && h > len(tail)+1 {
 		// Keep the keys visible: cut the arguments, not the prompt.
-		out = append(out[:h-3], append([]string{t.Dim.Render("… (arguments cut: widen the window to see them all)")}, out[len(out)-2:]...)...)
+		head = append(head[:h-len(tail)-1], t.Dim.Render("… (arguments cut: widen the window to see them all)"))
 	}
-	return strings.Join(out, "\n")
+	return strings.Join(append(head, tail...), "\n")
 }

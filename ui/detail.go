@@ -17,8 +17,10 @@ import (
 // the tail of its stream. pgup/pgdn scroll.
 type detailPane struct {
 	*shared
-	scroll               int // lines from the bottom
+	scroll               int  // lines from the bottom
+	json                 bool // the latest tool result in full (pretty JSON)
 	scrollUp, scrollDown key.Binding
+	toggleJSON           key.Binding
 	reports              map[string]string // glamour-rendered reports by agent/width
 }
 
@@ -26,10 +28,13 @@ func newDetail(s *shared) *detailPane {
 	return &detailPane{shared: s, reports: map[string]string{},
 		scrollUp:   key.NewBinding(key.WithKeys("pgup", "K"), key.WithHelp("pgup", "scroll up")),
 		scrollDown: key.NewBinding(key.WithKeys("pgdown", "J"), key.WithHelp("pgdn", "scroll down")),
+		toggleJSON: key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "result JSON")),
 	}
 }
 
-func (p *detailPane) Help() []key.Binding { return []key.Binding{p.scrollUp, p.scrollDown} }
+func (p *detailPane) Help() []key.Binding {
+	return []key.Binding{p.toggleJSON, p.scrollUp, p.scrollDown}
+}
 
 func (p *detailPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
 	switch {
@@ -37,6 +42,8 @@ func (p *detailPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
 		p.scroll += 5
 	case key.Matches(k, p.scrollDown):
 		p.scroll = max(p.scroll-5, 0)
+	case key.Matches(k, p.toggleJSON):
+		p.json = !p.json
 	default:
 		return false, nil
 	}
@@ -108,12 +115,15 @@ func (p *detailPane) View(w, h int) string {
 			out = append(out, t.Good.Render("report"))
 			out = append(out, strings.Split(strings.TrimRight(rep, "\n"), "\n")...)
 		case a.Reason != "":
-			out = append(out, styleFor(t, a).Render(string(a.Outcome)+": "+oneLine(a.Reason)))
+			out = append(out, styleFor(t, a).Render(string(a.Outcome)+": "+oneLine(event.Plain(a.Reason))))
+		}
+		if event.IsCode(a.Reason) {
+			out = append(out, t.Dim.Render("code: "+oneLine(a.Reason)))
 		}
 		out = append(out, "")
 	}
-	// Timeline, newest last; the latest result is shown in full (pretty
-	// JSON, scroll with pgup/pgdn).
+	// Timeline, newest last: one line each; v shows the latest result in
+	// full (pretty JSON, scroll with pgup/pgdn).
 	last := -1
 	for i, it := range a.Timeline {
 		if it.Kind == event.ItemResult {
@@ -121,8 +131,8 @@ func (p *detailPane) View(w, h int) string {
 		}
 	}
 	for i, it := range a.Timeline {
-		out = append(out, item(t, it, w))
-		if i == last {
+		out = append(out, item(t, it, w, a.Done()))
+		if i == last && p.json {
 			for _, l := range strings.Split(sanitize(pretty(it.Text)), "\n") {
 				out = append(out, wrap("   "+l, w)...)
 			}
@@ -139,7 +149,7 @@ func (p *detailPane) View(w, h int) string {
 		}
 		tail = tail[cut:]
 	}
-	text := foldThinking(sanitize(tail))
+	text := foldThinking(sanitize(tail), a.Done())
 	if strings.TrimSpace(text) != "" {
 		out = append(out, t.Dim.Render("── stream"))
 		for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
@@ -152,7 +162,7 @@ func (p *detailPane) View(w, h int) string {
 	return strings.Join(out[start:end], "\n")
 }
 
-func item(t themes.Theme, it event.Item, w int) string {
+func item(t themes.Theme, it event.Item, w int, done bool) string {
 	switch it.Kind {
 	case event.ItemCall:
 		s := t.Accent.Render("› "+it.Tool) + " " + oneLine(it.Text)
@@ -178,14 +188,19 @@ func item(t themes.Theme, it event.Item, w int) string {
 	case event.ItemAnswer:
 		return t.Accent.Render("⏵ "+it.Tool) + " " + oneLine(it.Text)
 	case event.ItemDrop:
-		return t.Bad.Render("■ stopped: ") + it.Text
+		return t.Bad.Render("■ ") + oneLine(event.Plain(it.Text))
 	case event.ItemReport:
-		return t.Warn.Render("▸ ") + it.Text
+		if done {
+			return t.Warn.Render("▸ ") + "wrote its report (" + oneLine(event.Plain(it.Text)) + ")"
+		}
+		return t.Warn.Render("▸ ") + "writing its report (" + oneLine(event.Plain(it.Text)) + ")"
 	}
 	return oneLine(it.Text)
 }
 
-func foldThinking(s string) string {
+// foldThinking shows <think> blocks as one line each; an unclosed one is
+// the agent thinking now, or (once it has ended) reasoning it never closed.
+func foldThinking(s string, done bool) string {
 	for {
 		i := strings.Index(s, "<think>")
 		if i < 0 {
@@ -193,6 +208,9 @@ func foldThinking(s string) string {
 		}
 		j := strings.Index(s[i:], "</think>")
 		if j < 0 {
+			if done {
+				return s[:i] + "▸ (reasoning cut off)"
+			}
 			return s[:i] + "▸ thinking…"
 		}
 		s = s[:i] + "▸ (reasoning folded)" + s[i+j+len("</think>"):]

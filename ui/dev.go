@@ -24,8 +24,11 @@ type devPane struct {
 	filter              string
 	input               textinput.Model
 	typing              bool
-	sel                 int // selected row (0: newest)
+	sel                 int  // selected row (0: newest)
+	ticks               bool // show pool:tick events too
+	jsonScroll          int  // lines the inspector is scrolled down
 	up, down, find, frz key.Binding
+	tick, jsUp, jsDown  key.Binding
 }
 
 func newDev(s *shared) *devPane {
@@ -33,17 +36,22 @@ func newDev(s *shared) *devPane {
 	fi.Placeholder = "type or agent (e.g. tool: or A3)"
 	fi.Prompt = "filter: "
 	return &devPane{shared: s, input: fi,
-		up:   key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "event")),
-		down: key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "event")),
-		find: key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
-		frz:  key.NewBinding(key.WithKeys("z"), key.WithHelp("z", "freeze dev pane")),
+		up:     key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "event")),
+		down:   key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "event")),
+		find:   key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		frz:    key.NewBinding(key.WithKeys("z"), key.WithHelp("z", "freeze dev pane")),
+		tick:   key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "show ticks")),
+		jsUp:   key.NewBinding(key.WithKeys("pgup", "K"), key.WithHelp("pgup", "scroll JSON")),
+		jsDown: key.NewBinding(key.WithKeys("pgdown", "J"), key.WithHelp("pgdn", "scroll JSON")),
 	}
 }
 
 // Typing reports whether the filter input is open.
 func (p *devPane) Typing() bool { return p.typing }
 
-func (p *devPane) Help() []key.Binding { return []key.Binding{p.up, p.down, p.find, p.frz} }
+func (p *devPane) Help() []key.Binding {
+	return []key.Binding{p.up, p.down, p.tick, p.jsUp, p.jsDown, p.find, p.frz}
+}
 
 // openFilter opens the filter input (the "/" key works from any pane).
 func (p *devPane) openFilter() tea.Cmd {
@@ -67,8 +75,16 @@ func (p *devPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
 	switch {
 	case key.Matches(k, p.up):
 		p.sel = max(p.sel-1, 0)
+		p.jsonScroll = 0
 	case key.Matches(k, p.down):
 		p.sel++
+		p.jsonScroll = 0
+	case key.Matches(k, p.tick):
+		p.ticks = !p.ticks
+	case key.Matches(k, p.jsUp):
+		p.jsonScroll = max(p.jsonScroll-5, 0)
+	case key.Matches(k, p.jsDown):
+		p.jsonScroll += 5
 	default:
 		return false, nil
 	}
@@ -88,6 +104,9 @@ func (p *devPane) Title() string {
 	}
 	if p.frozen {
 		s += " · frozen"
+	}
+	if !p.ticks {
+		s += " · ticks hidden (t)"
 	}
 	return s
 }
@@ -111,6 +130,9 @@ func (p *devPane) View(w, h int) string {
 		if p.filter != "" && !matches(e.Type, e.Agent, p.filter) {
 			continue
 		}
+		if !p.ticks && e.Type.Kind() == event.KindTick {
+			continue
+		}
 		row := fit(devLine(e), listW)
 		if p.focused && len(rows) == p.sel {
 			picked = &evs[i]
@@ -125,6 +147,12 @@ func (p *devPane) View(w, h int) string {
 	var right []string
 	for _, l := range strings.Split(sanitize(string(js)), "\n") {
 		right = append(right, wrap(l, w-listW-3)...)
+	}
+	// The inspector scrolls (pgup/pgdn) instead of cutting the event off.
+	p.jsonScroll = min(p.jsonScroll, max(len(right)-h, 0))
+	right = right[p.jsonScroll:]
+	for len(rows) < min(h, len(right)) {
+		rows = append(rows, "")
 	}
 	for i := range rows {
 		pad := strings.Repeat(" ", max(listW-ansi.StringWidth(rows[i]), 0))

@@ -4,7 +4,7 @@ import "github.com/charmbracelet/bubbles/key"
 
 // globalKeys are the keys routing step 3 answers, whatever has the focus.
 type globalKeys struct {
-	Focus, Dev, Filter, Freeze, Pause, Finish, Cancel, Help, Quit, Interrupt key.Binding
+	Focus, Dev, Inspect, Filter, Freeze, Pause, Finish, Cancel, Help, Quit, Interrupt key.Binding
 }
 
 func defaultKeys() globalKeys {
@@ -14,6 +14,7 @@ func defaultKeys() globalKeys {
 	return globalKeys{
 		Focus:     b([]string{"tab"}, "tab", "focus"),
 		Dev:       b([]string{"d"}, "d", "dev pane"),
+		Inspect:   b([]string{"i"}, "i", "inspect events (JSON)"),
 		Filter:    b([]string{"/"}, "/", "filter"),
 		Freeze:    b([]string{"z"}, "z", "freeze dev pane"),
 		Pause:     b([]string{"p"}, "p", "pause/resume"),

@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"time"
+
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
@@ -34,4 +36,28 @@ type shared struct {
 	replay bool
 	width  int    // the detail pane's inner width, for report rendering
 	notice string // the one-line message above the key line
+	// noticeFor is the agent a notice is about ("cancelling agent 3"):
+	// when it ends, the notice gives way to what happened.
+	noticeFor int
+	// moved: the user chose an agent; until then the selection follows
+	// the active work.
+	moved bool
+	// now is the wall clock (a fixed one in tests); lastWall and lastAt
+	// are the newest event's wall time and run time, so the clock and the
+	// waiting time of an approval tick between events.
+	now      func() time.Time
+	lastWall time.Time
+	lastAt   time.Duration
+	done     bool
+	// timeout is --approval-timeout (0: a request waits for ever).
+	timeout time.Duration
+}
+
+// elapsed is the run's time now: the newest event's, moved on by the wall
+// clock while the run is live.
+func (s *shared) elapsed() time.Duration {
+	if s.done || s.replay || s.lastWall.IsZero() || s.st.Phase == event.PhasePaused {
+		return s.st.Now
+	}
+	return max(s.st.Now, s.lastAt+s.now().Sub(s.lastWall))
 }

@@ -36,7 +36,7 @@ func TestTreePane(t *testing.T) {
 // The detail pane redraws a tool call's progress bar as progress arrives.
 func TestDetailPaneProgressMoves(t *testing.T) {
 	m := paneApp(t, fixture()[:11]) // A2's search at 12/20
-	m.s.sel = 2
+	m.s.sel, m.s.moved = 2, true // the user picked A2
 	before := m.detail.View(84, 6)
 	m.Update(BatchMsg{Events: []event.Event{{ID: 50, Type: event.ToolProgress, At: 46 * ms, Agent: 2, CallID: "c1", Tool: "search", Filled: 19, Total: 20}}})
 	after := m.detail.View(84, 6)
@@ -78,7 +78,7 @@ func TestTransportPane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix)})
+	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix, 1)})
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
 	var frames []string
 	for _, k := range []string{" ", "n", "n", "a", "+", "+"} { // pause, next tool call twice, next approval, ×4

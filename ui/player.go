@@ -20,11 +20,19 @@ type Player struct {
 	vt      time.Duration
 	gen     int
 	frame   time.Duration
+	// follow: the trace is still being written; at its end, wait for more
+	// until its closing record arrives.
+	follow bool
+	idle   int // frames at the end since the last reload
 }
 
-// NewPlayer plays ix.
-func NewPlayer(ix *trace.Index) *Player {
-	return &Player{ix: ix, playing: true, speed: 1, frame: 33 * time.Millisecond}
+// Follow makes the player keep reading a trace that is still being written.
+func (p *Player) Follow() { p.follow = true }
+
+// NewPlayer plays ix at speed (1: as it happened; 0: at once, straight to
+// the end; otherwise 0.25…64).
+func NewPlayer(ix *trace.Index, speed float64) *Player {
+	return &Player{ix: ix, playing: true, speed: speed, frame: 33 * time.Millisecond}
 }
 
 type playTick struct{ gen int }
@@ -68,8 +76,25 @@ func (p *Player) onTick(t playTick) (step, tea.Cmd) {
 	if t.gen != p.gen || !p.playing {
 		return step{}, nil
 	}
-	p.vt += time.Duration(float64(p.frame) * p.speed)
+	if p.speed == 0 {
+		p.vt = p.total()
+	}
+	// The position never passes the end.
+	p.vt = min(p.vt+time.Duration(float64(p.frame)*p.speed), p.total())
 	st := step{events: p.deliver(p.ix.SeekTime(p.vt + 1))}
+	if p.vt >= p.total() {
+		st.events = append(st.events, p.deliver(p.ix.Len())...)
+	}
+	if p.follow && p.next >= p.ix.Len() && p.ix.Close == nil {
+		// About twice a second, look for what the run wrote since.
+		if p.idle++; p.idle >= 15 {
+			p.idle = 0
+			if ix, err := p.ix.Reload(); err == nil && ix.Len() >= p.ix.Len() {
+				p.ix = ix
+			}
+		}
+		return st, p.tickCmd()
+	}
 	if p.next >= p.ix.Len() {
 		p.playing = false
 		st.done = true

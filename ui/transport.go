@@ -81,7 +81,7 @@ func (t *transportPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
 			st, cmd = p.seek(j + 1)
 		}
 	case key.Matches(k, t.faster):
-		p.speed = min(p.speed*2, 64)
+		p.speed = min(max(p.speed*2, 0.25), 64)
 	case key.Matches(k, t.slower):
 		p.speed = max(p.speed/2, 0.25)
 	case key.Matches(k, t.back), key.Matches(k, t.fwd):
@@ -105,7 +105,11 @@ func (t *transportPane) View(w, _ int) string {
 	if !p.playing {
 		state = "⏸"
 	}
-	head := fmt.Sprintf(" ◀◀ %s ▶▶  %s / %s  ×%g  ", state, stamp(p.vt), stamp(p.total()), p.speed)
+	speed := fmt.Sprintf("×%g", p.speed)
+	if p.speed == 0 {
+		speed = "at once"
+	}
+	head := fmt.Sprintf(" ◀◀ %s ▶▶  %s / %s  %s  ", state, stamp(p.vt), stamp(p.total()), speed)
 	keys := "  space play  . step  , tick  n tool  a approval  e failure  [ ] ±10s  + - speed"
 	track := max(w-len([]rune(head))-len([]rune(keys))-2, 10)
 	pos := 0

@@ -3,6 +3,7 @@ package ui
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -15,11 +16,11 @@ import (
 type treePane struct {
 	*shared
 	up, down key.Binding
-	moved    func() // told when the selection changes (the detail resets its scroll)
+	onMove   func() // told when the selection changes (the detail resets its scroll)
 }
 
-func newTree(s *shared, moved func()) *treePane {
-	return &treePane{shared: s, moved: moved,
+func newTree(s *shared, onMove func()) *treePane {
+	return &treePane{shared: s, onMove: onMove,
 		up:   key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "agent")),
 		down: key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "agent")),
 	}
@@ -53,9 +54,10 @@ func (p *treePane) move(d int) {
 		}
 	}
 	i = min(max(i+d, 0), len(r)-1)
+	p.shared.moved = true
 	if r[i].ID != p.sel {
 		p.sel = r[i].ID
-		p.moved()
+		p.onMove()
 	}
 }
 
@@ -75,14 +77,7 @@ func (p *treePane) View(w, h int) string {
 		label := fmt.Sprintf("%s%s%s A%d", mark, indent, glyph(a), a.ID)
 		info := ""
 		if !narrow {
-			switch {
-			case a.Status == event.StatusApproval:
-				info = "awaiting you"
-			case a.Status == event.StatusInTool && a.Tool != "":
-				info = a.Tool
-			default:
-				info = fmt.Sprintf("%dt %dc", a.Tokens, a.ToolCalls)
-			}
+			info = role(a) + " · " + p.activity(a)
 		}
 		share := 0.0
 		if p.st.NCtx > 0 && !a.Done() {
@@ -104,4 +99,57 @@ func (p *treePane) View(w, h int) string {
 		rows = rows[len(rows)-h:]
 	}
 	return strings.Join(rows, "\n")
+}
+
+// role is the agent's part: the harness's name for it, or whose sub-agent
+// it is.
+func role(a *event.Agent) string {
+	switch {
+	case a.Role != "":
+		return a.Role
+	case a.Parent != 0:
+		return fmt.Sprintf("sub-agent of A%d", a.Parent)
+	}
+	return "agent"
+}
+
+// activity is what the agent is doing now, in words.
+func (p *treePane) activity(a *event.Agent) string {
+	if a.Done() {
+		return fmt.Sprintf("%s %dt", a.Outcome, a.Tokens)
+	}
+	switch a.Status {
+	case event.StatusApproval:
+		return "awaiting you"
+	case event.StatusInTool, event.StatusDispatch:
+		if it := lastCall(a); it != nil && it.Total > 0 {
+			return fmt.Sprintf("in %s %d%%", a.Tool, it.Filled*100/it.Total)
+		}
+		return "in " + a.Tool
+	case event.StatusParked:
+		for i := len(a.Timeline) - 1; i >= 0; i-- {
+			if it := a.Timeline[i]; it.Kind == event.ItemRetry {
+				if left := it.Retry.Sub(p.now()).Round(time.Second); left > 0 && !it.Retry.IsZero() {
+					return "parked " + left.String()
+				}
+				break
+			}
+		}
+		return "parked"
+	case event.StatusReporting:
+		return "writing its report"
+	case event.StatusPending:
+		return "waiting for room"
+	}
+	return "thinking"
+}
+
+// lastCall is the agent's newest tool call in its timeline.
+func lastCall(a *event.Agent) *event.Item {
+	for i := len(a.Timeline) - 1; i >= 0; i-- {
+		if a.Timeline[i].Kind == event.ItemCall {
+			return &a.Timeline[i]
+		}
+	}
+	return nil
 }

@@ -26,9 +26,9 @@ func (c controller) Paused() bool                             { return c.rt.Paus
 func (c controller) Answer(id string, d event.Decision) error { return c.b.Answer(id, d) }
 
 // runApp shows the app while work runs in the background; work's end sends
-// DoneMsg. Quitting the app cancels work's context. finished reports
+// its DoneMsg. Quitting the app cancels work's context. finished reports
 // whether work returned before the app was quit.
-func runApp(ctx context.Context, cancel context.CancelFunc, o ui.Options, bridge *ui.Bridge, work func(ctx context.Context) string) (finished bool, err error) {
+func runApp(ctx context.Context, cancel context.CancelFunc, o ui.Options, bridge *ui.Bridge, work func(ctx context.Context) ui.DoneMsg) (finished bool, err error) {
 	m := ui.New(o)
 	// Signals are ours (the first SIGINT finishes up, SIGTERM stops), not
 	// the program's.
@@ -54,10 +54,10 @@ func runApp(ctx context.Context, cancel context.CancelFunc, o ui.Options, bridge
 	workDone := make(chan struct{})
 	go func() {
 		defer close(workDone)
-		summary := work(ctx)
+		done := work(ctx)
 		stopBridge()
 		<-bridgeDone
-		send(ui.DoneMsg{Summary: summary})
+		send(done)
 	}()
 	_, err = p.Run()
 	close(runDone)

@@ -28,6 +28,7 @@ import (
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/trace"
 	"github.com/lloyal-ai/lloyal/ui"
+	"golang.org/x/term"
 )
 
 // View is how a run is shown.
@@ -59,6 +60,13 @@ type Config struct {
 	Version   string
 	Args      []string // the command line, for the trace header
 }
+
+// Errors Run returns for runs that were stopped rather than failed; the
+// command line turns them into exit codes 130 and 143.
+var (
+	ErrInterrupted = errors.New("interrupted")
+	ErrTerminated  = errors.New("terminated")
+)
 
 // Ending is how a run ended: the reason its trace's closing record gives.
 type Ending int
@@ -211,10 +219,14 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		}
 		var res []engine.AgentResult
 		var runErr error
-		finished, err := runApp(ctx, stop, ui.Options{Theme: cfg.Theme, Title: title, Dev: cfg.Dev, Ctl: controller{rt, broker}}, bridge,
-			func(ctx context.Context) string {
+		finished, err := runApp(ctx, stop, ui.Options{Theme: cfg.Theme, Title: title, Dev: cfg.Dev, Ctl: controller{rt, broker},
+			ApprovalTimeout: cfg.Approvals.Timeout}, bridge,
+			func(ctx context.Context) ui.DoneMsg {
 				res, runErr = h.Run(ctx, rt)
-				return folded.line() + " · q to quit"
+				if runErr != nil && !errors.Is(runErr, context.Canceled) {
+					return ui.DoneMsg{Summary: folded.line(), Err: runErr}
+				}
+				return ui.DoneMsg{Summary: folded.line()}
 			})
 		switch {
 		case runErr != nil && !errors.Is(runErr, context.Canceled):
@@ -223,7 +235,10 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 			end.set(Interrupted, nil) // quit before the run was over
 		}
 		folded.print(out, res)
-		return err
+		if err != nil {
+			return err
+		}
+		return end.result()
 	}
 	res, err := h.Run(ctx, rt)
 	switch {
@@ -232,11 +247,13 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	case err != nil:
 		end.set(Errored, err)
 	}
-	folded.print(out, res)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
+	// With --jsonl stdout carries JSON lines only.
+	sum := out
+	if cfg.View == ViewJSONL {
+		sum = errOut
 	}
-	return nil
+	folded.print(sum, res)
+	return end.result()
 }
 
 // handleSignals: the first SIGINT finishes up (every agent writes its
@@ -268,11 +285,9 @@ func handleSignals(ctx context.Context, stop context.CancelFunc, rt *engine.Runt
 	}
 }
 
-// IsTerminal reports whether f is a terminal.
-func IsTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
+// IsTerminal reports whether f is a terminal (a tty: /dev/null is a
+// character device, but nobody answers a prompt there).
+func IsTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // fold is the run's state for the summary, folded as events arrive. Late
 // events (an ignored duplicate answer) may come from the app's goroutine,
@@ -365,4 +380,20 @@ func status(a *event.Agent) string {
 		return string(a.Outcome)
 	}
 	return string(a.Status)
+}
+
+// err is what Run returns for the ending: nil when it completed, the
+// harness's error, or ErrInterrupted / ErrTerminated.
+func (e *ending) result() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch e.end {
+	case Interrupted:
+		return ErrInterrupted
+	case Terminated:
+		return ErrTerminated
+	case Errored:
+		return e.err
+	}
+	return nil
 }

@@ -59,6 +59,7 @@ const (
 	ApprovalRequested Type = "approval:request"
 	ApprovalAnswered  Type = "approval:answer"
 	ApprovalDuplicate Type = "approval:duplicate" // an answer after the first, ignored
+	ApprovalAuto      Type = "approval:auto"      // a grant let a protected call run without asking (Reason: the grant's source)
 
 	RuntimeCommand Type = "runtime:command" // a UI command received (cancel, wind-down, pause…)
 
@@ -145,7 +146,7 @@ var catalog = map[Type]info{
 	AgentCancelled: {}, AgentDone: {quiet: true},
 	ToolDispatch: {quiet: true}, ToolProgress: {quiet: true}, ToolResult: {}, ToolRetry: {},
 	ToolError: {kind: KindFailure}, ToolNote: {},
-	ApprovalRequested: {kind: KindApproval}, ApprovalAnswered: {}, ApprovalDuplicate: {},
+	ApprovalRequested: {kind: KindApproval}, ApprovalAnswered: {}, ApprovalDuplicate: {}, ApprovalAuto: {kind: KindApproval},
 	RuntimeCommand: {quiet: true},
 	ReplayError:    {kind: KindFailure},
 	TraceHeader:    {quiet: true}, TraceClose: {quiet: true},

@@ -167,3 +167,32 @@ func TestCleanEscapesTerminalControl(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+func TestPlainWords(t *testing.T) {
+	for in, want := range map[string]string{
+		"pressure_critical":                "stopped: the shared context was nearly full",
+		"settle_stall_break: no room left": "stopped: its tool result did not fit in the context (no room left)",
+		"tool error: disk full":            "tool error: disk full",
+	} {
+		if got := Plain(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Runes terminals draw at widths of their own (private use, unassigned,
+// bidi and zero-width format characters) are escaped, so they can neither
+// shift a border nor reorder a line; ordinary letters, accents and CJK stay.
+func TestEscapeUndrawableRunes(t *testing.T) {
+	for in, want := range map[string]string{
+		"a\U00095526b":      `a\u{95526}b`,
+		"x\ue000y":          `x\u{e000}y`,
+		"evil\u202etxt.exe": `evil\u{202e}txt.exe`,
+		"zw\u200bj":         `zw\u{200b}j`,
+		"καλή ţ 日本 e\u0301": "καλή ţ 日本 e\u0301",
+	} {
+		if got := Escape(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}

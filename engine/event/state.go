@@ -61,6 +61,7 @@ type Item struct {
 type Agent struct {
 	ID, Parent int
 	Task       string
+	Role       string // "planner", "researcher", … as the harness named it
 	Status     Status
 	Outcome    Outcome
 	Tool       string // the tool in flight
@@ -96,6 +97,7 @@ type State struct {
 	// Approvals are the requests that wait for an answer, oldest first.
 	Approvals      []Event
 	ApprovalsAsked int
+	AutoApproved   int // protected calls a grant allowed without asking
 	ToolCalls      map[string]int
 	ToolTime       map[string]time.Duration
 	ToolErrors     map[string]int
@@ -218,7 +220,7 @@ func (s *State) fold(e Event) string {
 	case RecoveryStart:
 		a := s.agent(e.Agent)
 		a.Status = StatusReporting
-		a.add(Item{Kind: ItemReport, Text: "writing its report (" + e.Reason + ")", At: e.At})
+		a.add(Item{Kind: ItemReport, Text: e.Reason, At: e.At})
 		return fmt.Sprintf("%swrites its report (%s)", who, Clean(e.Reason))
 	case RecoveryReturn:
 	case RecoveryFailed:
@@ -235,7 +237,7 @@ func (s *State) fold(e Event) string {
 		}
 	case AgentSpawn:
 		a := s.agent(e.Agent)
-		a.Parent, a.Task, a.Status = e.ParentAgent, e.Text, StatusThinking
+		a.Parent, a.Task, a.Role, a.Status = e.ParentAgent, e.Text, e.Role, StatusThinking
 		parent := ""
 		if e.ParentAgent != 0 {
 			s.SubAgents++
@@ -306,7 +308,7 @@ func (s *State) fold(e Event) string {
 		return fmt.Sprintf("%s%s %s: %s", who, e.Tool, Clean(e.Role), Clean(short(string(e.Data), 300)))
 	case ApprovalRequested:
 		a := s.agent(e.Agent)
-		a.Status = StatusApproval
+		a.Status, a.Tool = StatusApproval, e.Tool
 		a.add(Item{Kind: ItemApproval, Tool: e.Tool, CallID: e.CallID, Text: string(e.Args), At: e.At})
 		s.Approvals = append(s.Approvals, e)
 		s.ApprovalsAsked++
@@ -316,11 +318,15 @@ func (s *State) fold(e Event) string {
 		a := s.agent(e.Agent)
 		var d Decision
 		_ = json.Unmarshal(e.Data, &d)
-		a.add(Item{Kind: ItemAnswer, Tool: e.Tool, CallID: e.CallID, Text: strings.TrimSpace(string(d.Answer) + " " + e.Reason), At: e.At})
+		a.add(Item{Kind: ItemAnswer, Tool: e.Tool, CallID: e.CallID, Text: answerWords(d, e.Reason), At: e.At})
 		if a.Status == StatusApproval {
 			a.Status = StatusInTool
 		}
 		return fmt.Sprintf("%s%s: %s after %s %s", who, e.Tool, Clean(string(e.Data)), e.Duration.Round(time.Millisecond), Clean(e.Reason))
+	case ApprovalAuto:
+		s.agent(e.Agent).add(Item{Kind: ItemAnswer, Tool: e.Tool, CallID: e.CallID, Text: "allowed without asking: " + e.Reason, At: e.At})
+		s.AutoApproved++
+		return fmt.Sprintf("%s%s allowed without asking (%s)", who, e.Tool, Clean(e.Reason))
 	case ApprovalDuplicate:
 		return fmt.Sprintf("answer to %s ignored: %s", e.CallID, Clean(e.Reason))
 	case RuntimeCommand:
@@ -397,4 +403,25 @@ func (s *State) Depth(a *Agent) int {
 		d++
 	}
 	return d
+}
+
+// answerWords says a decision in words: what was decided, by whom, and why.
+func answerWords(d Decision, reason string) string {
+	what := map[Answer]string{AllowOnce: "allowed once", AllowSession: "allowed for this session",
+		AllowAlways: "allowed always (saved)", Deny: "denied"}[d.Answer]
+	if what == "" {
+		what = string(d.Answer)
+	}
+	switch d.By {
+	case "", "user":
+		what += " by you"
+	case "timeout":
+		what += ": nobody answered in time"
+	default:
+		what += " (" + d.By + ")"
+	}
+	if reason != "" && d.By != "timeout" {
+		what += ": " + reason
+	}
+	return what
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Report is an agent's result read as a report: the answer and its sources.
@@ -60,6 +62,9 @@ func Clean(s string) string {
 // Escape makes control characters (ESC, BEL, carriage returns, C1 codes …)
 // visible as \xNN so text from a model or a tool can neither repaint nor
 // retitle a terminal. Newlines and tabs are kept for the caller to lay out.
+// Runes whose width terminals disagree on — private-use, unassigned and
+// format characters (bidi overrides, zero-width joiners) — become \u{…}
+// too: they would shift a pane's border, or reorder what is shown.
 func Escape(s string) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -68,12 +73,17 @@ func Escape(s string) string {
 			b.WriteRune(r)
 		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
 			fmt.Fprintf(&b, "\\x%02x", r)
+		case r >= 0xa0 && (r == utf8.RuneError || unicode.In(r, unicode.Co, unicode.Cf, unicode.Cs) || !unicode.In(r, drawn...)):
+			fmt.Fprintf(&b, "\\u{%x}", r)
 		default:
 			b.WriteRune(r)
 		}
 	}
 	return b.String()
 }
+
+// drawn are the categories of assigned runes a terminal draws.
+var drawn = []*unicode.RangeTable{unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Zs}
 
 func short(s string, n int) string {
 	r := []rune(s)

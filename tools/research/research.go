@@ -58,7 +58,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	planSchema := json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"questions":{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}},"required":["questions"]}`, h.Agents))
 	plan := engine.Terminal("plan", "Give the research questions that together answer the task.", planSchema)
 	res, err := rt.Run(ctx, engine.PoolSpec{System: "You plan research. Split the task into independent questions a researcher can answer from the documents.", Terminal: plan,
-		MaxTurnTokens: 400, Sampling: h.Sampling, Orchestrate: engine.Parallel(engine.AgentSpec{Task: h.Task})})
+		MaxTurnTokens: 400, Sampling: h.Sampling, Orchestrate: engine.Parallel(engine.AgentSpec{Task: h.Task, Role: "planner"})})
 	if res != nil {
 		all = append(all, res.Agents...)
 	}
@@ -81,7 +81,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	// 2. Research in parallel, forked from one spine holding the tools.
 	var specs []engine.AgentSpec
 	for _, q := range questions {
-		specs = append(specs, engine.AgentSpec{Task: q + "\n\n(Part of the task: " + h.Task + ")"})
+		specs = append(specs, engine.AgentSpec{Task: q + "\n\n(Part of the task: " + h.Task + ")", Role: "researcher"})
 	}
 	res, err = rt.Run(ctx, engine.PoolSpec{System: "You are a research agent. Answer your question from the documents: search, read, then report with the files you used.",
 		Tools: h.research, Terminal: h.report, ToolChoice: h.Choice, MaxTurns: 6, Sampling: h.Sampling, Orchestrate: engine.Parallel(specs...)})
@@ -103,7 +103,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	// 3. Publish: save the report as a note (a person approves it), then report.
 	res, err = rt.Run(ctx, engine.PoolSpec{System: "You write the final report from the findings, save it as a note, then report it.",
 		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, Sampling: h.Sampling,
-		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "Task: " + h.Task + "\n\nFindings:\n" + findings.String() +
+		Orchestrate: engine.Parallel(engine.AgentSpec{Role: "publisher", Task: "Task: " + h.Task + "\n\nFindings:\n" + findings.String() +
 			"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."})})
 	if res != nil {
 		all = append(all, res.Agents...)

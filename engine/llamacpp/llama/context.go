@@ -68,13 +68,17 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	if c == nil {
 		return nil, fmt.Errorf("new context (n_ctx %d, n_seq_max %d): %s", p.NCtx, p.NSeqMax, takeLog())
 	}
+	// llama.cpp caps n_batch at n_ctx: a batch built to the requested size
+	// would trip its GGML_ASSERT(n_tokens_all <= n_batch), so the batch and
+	// every caller use the size it actually took.
+	nBatch := min(p.NBatch, int(C.llama_n_batch(c)))
 	ctx := &Context{
 		c:      c,
 		mem:    C.llama_get_memory(c),
-		batch:  C.llama_batch_init(C.int32_t(p.NBatch), 0, 1),
+		batch:  C.llama_batch_init(C.int32_t(nBatch), 0, 1),
 		model:  m,
 		nCtx:   int(C.llama_n_ctx(c)),
-		nBatch: p.NBatch,
+		nBatch: nBatch,
 		nSeq:   p.NSeqMax,
 	}
 	return ctx, nil

@@ -54,3 +54,27 @@ func TestBadGrammarIsAnError(t *testing.T) {
 		t.Fatal("malformed schema converted")
 	}
 }
+
+// llama.cpp caps n_batch at n_ctx; a batch built to the requested 512 in a
+// 256-cell context used to reach GGML_ASSERT(n_tokens_all <= n_batch) and
+// abort the process (`lloyal run --ctx 256`). The binding takes the size
+// llama.cpp took, so an oversized batch is an error, never an abort.
+func TestBatchFollowsTheContextsCap(t *testing.T) {
+	m, err := LoadModel(testmodel.Tiny(t), ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := NewContext(m, ContextParams{NCtx: 256, NBatch: 512, NSeqMax: 1, NThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.NBatch() > c.NCtx() {
+		t.Fatalf("n_batch %d over n_ctx %d", c.NBatch(), c.NCtx())
+	}
+	n := c.NBatch() + 1
+	if err := c.Decode(make([]Token, n), make([]int32, n), make([]int32, n), make([]int8, n)); err == nil {
+		t.Fatal("a batch over llama.cpp's n_batch was accepted")
+	}
+}
