@@ -89,6 +89,9 @@ func (o *runFlags) run(cmd *cobra.Command) error {
 	if c.Threads < 0 || c.Threads > 512 {
 		return fmt.Errorf("--threads %d: use 1 to 512, or 0 for all cores", c.Threads)
 	}
+	if c.Approvals.Timeout < 0 {
+		return fmt.Errorf("--approval-timeout %s: use a positive time (e.g. 2m), or 0 to wait", c.Approvals.Timeout)
+	}
 	// The app when there is a terminal to draw on; a log otherwise.
 	switch {
 	case o.jsonl:

@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,5 +42,76 @@ func TestRunHeadlessOnTheGeneratedModel(t *testing.T) {
 	// --deny-protected: the publisher's note was refused, never written.
 	if entries, _ := os.ReadDir(filepath.Join(dir, "notes")); len(entries) != 0 {
 		t.Fatalf("a protected note was written without a grant: %v", entries)
+	}
+}
+
+// Out-of-range numbers on the command line are refused before any work,
+// with the flag, the value and what to use.
+func TestRunRefusesBadNumbers(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ctx", "256"}, "--ctx 256: use a multiple of 256 from 512"},
+		{[]string{"--ctx", "384"}, "--ctx 384: use a multiple of 256"},
+		{[]string{"--ctx", "0"}, "--ctx 0:"},
+		{[]string{"--ctx", "-4096"}, "--ctx -4096:"},
+		{[]string{"--ctx", "2147483648"}, "--ctx 2147483648:"},
+		{[]string{"--agents", "0"}, "--agents 0: use 1 to 16"},
+		{[]string{"--agents", "17"}, "--agents 17: use 1 to 16"},
+		{[]string{"--threads", "-1"}, "--threads -1:"},
+		{[]string{"--threads", "100000"}, "--threads 100000:"},
+		{[]string{"--seed", "-1"}, "invalid argument \"-1\" for \"--seed\""},
+		{[]string{"--approval-timeout", "-5s"}, "--approval-timeout -5s:"},
+	} {
+		t.Run(strings.Join(c.args, "="), func(t *testing.T) {
+			dir := t.TempDir()
+			out, err := runCLI(t, append([]string{"run", "--headless", "--trace", filepath.Join(dir, "t.jsonl")}, c.args...)...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want %q\n%s", err, c.want, out)
+			}
+			if _, statErr := os.Stat(filepath.Join(dir, "t.jsonl")); statErr == nil {
+				t.Fatal("a refused run started a trace")
+			}
+		})
+	}
+}
+
+// Headless with no terminal on stdin (/dev/null) never prompts: protected
+// calls are refused by policy with a reason; --jsonl keeps stdout to JSON
+// lines (the summary goes to stderr).
+func TestHeadlessWithoutATerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole harness on llama.cpp")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	tp := filepath.Join(dir, "run.jsonl")
+	cmd := exec.Command(bin, "run", "--jsonl", "--agents", "1", "--ctx", "4096", "--corpus", filepath.Join("..", "testdata", "corpus"),
+		"--workspace", filepath.Join(dir, "notes"), "--trace", tp, "--grants-file", filepath.Join(dir, "grants.json"))
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	for i, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("stdout line %d is not JSON: %q", i+1, line)
+		}
+	}
+	if strings.Contains(stderr.String(), "allow once") {
+		t.Fatalf("prompted with nobody to answer:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "== report") {
+		t.Fatalf("no summary on stderr:\n%s", stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "Nobody is here to approve it") {
+		t.Fatal("the protected call was not refused by policy")
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lloyal-ai/lloyal/approvals"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -41,7 +44,7 @@ func startTmux(t *testing.T, cmdline string, env ...string) *tmux {
 	for _, e := range env {
 		args = append(args, "-e", e)
 	}
-	args = append(args, cmdline+"; echo LLOYAL-EXITED; sleep 60")
+	args = append(args, cmdline+"; echo LLOYAL-EXITED=$?; sleep 60")
 	if out, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v %s", err, out)
 	}
@@ -86,27 +89,153 @@ func (s *tmux) keys(k ...string) {
 	_ = exec.Command("tmux", append([]string{"send-keys", "-t", s.session}, k...)...).Run()
 }
 
+// runApp starts `lloyal run` in the app with the demo corpus and a private
+// workspace, trace and grants file.
+func runApp(t *testing.T, bin, dir string, flags ...string) *tmux {
+	t.Helper()
+	cmd := bin + " run --ctx 4096 --agents 2 --corpus " + filepath.Join("..", "testdata", "corpus") + " --workspace " + filepath.Join(dir, "notes") +
+		" --trace " + filepath.Join(dir, "run.jsonl") + " --grants-file " + filepath.Join(dir, "grants.json") + " " + strings.Join(flags, " ")
+	return startTmux(t, cmd, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+}
+
+// closing reads the run's trace and returns its closing reason.
+func closing(t *testing.T, dir string) (string, []trace.Record) {
+	t.Helper()
+	tp := filepath.Join(dir, "run.jsonl")
+	c, err := trace.CheckFile(tp)
+	if err != nil || len(c.Problems) != 0 || c.Close == nil {
+		t.Fatalf("trace %+v %v", c, err)
+	}
+	f, err := os.Open(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var recs []trace.Record
+	for s := trace.NewScanner(f); s.Next(); {
+		recs = append(recs, s.Record())
+	}
+	return c.Close.Reason, recs
+}
+
+// The README's "allow once" key lets the call run and saves no grant; the
+// run closes completed and exits 0.
 func TestTmuxLiveRunApproveAndFinish(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives the real binary")
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	tp := filepath.Join(dir, "live.jsonl")
-	s := startTmux(t, bin+" run --ctx 4096 --agents 2 --corpus "+filepath.Join("..", "testdata", "corpus")+" --workspace "+filepath.Join(dir, "notes")+" --trace "+tp+" --grants-file "+filepath.Join(dir, "grants.json"),
-		"XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+	once, _ := approvals.KeyFor("y")
+	if once.Answer != event.AllowOnce {
+		t.Fatal("y is not allow once in the key table")
+	}
+	s := runApp(t, bin, dir)
 	s.waitFor("wants to run a protected tool", 3*time.Minute)
-	s.keys("y")
+	s.keys(once.Key)
 	s.waitFor("run finished", 3*time.Minute)
 	s.keys("q")
-	s.waitFor("LLOYAL-EXITED", 20*time.Second) // the app quit and gave the terminal back
+	s.waitFor("LLOYAL-EXITED=0", 20*time.Second) // the app quit, exit 0, and gave the terminal back
 	notes, _ := os.ReadDir(filepath.Join(dir, "notes"))
 	if len(notes) != 1 {
 		t.Fatalf("the approved note was not written: %v", notes)
 	}
-	c, err := trace.CheckFile(tp)
-	if err != nil || len(c.Problems) != 0 || c.Close == nil {
-		t.Fatalf("trace %+v %v", c, err)
+	if _, err := os.Stat(filepath.Join(dir, "grants.json")); !os.IsNotExist(err) {
+		b, _ := os.ReadFile(filepath.Join(dir, "grants.json"))
+		t.Fatalf("allow once saved a grant: %s", b)
+	}
+	if reason, _ := closing(t, dir); reason != "completed" {
+		t.Fatalf("closing record %q, want completed", reason)
+	}
+}
+
+// The deny key denies: the note is not written and the model is told the
+// user refused.
+func TestTmuxDenyKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the real binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	s := runApp(t, bin, dir)
+	s.waitFor("wants to run a protected tool", 3*time.Minute)
+	s.keys("n")
+	s.waitFor("run finished", 3*time.Minute)
+	s.keys("q")
+	s.waitFor("LLOYAL-EXITED=0", 20*time.Second)
+	if notes, _ := os.ReadDir(filepath.Join(dir, "notes")); len(notes) != 0 {
+		t.Fatalf("a denied note was written: %v", notes)
+	}
+	_, recs := closing(t, dir)
+	if !hasEvent(recs, event.ApprovalAnswered, `"answer":"deny"`) || !hasEvent(recs, event.AgentNudge, "The user refused to let you run write_note") {
+		t.Fatal("no user denial in the trace")
+	}
+}
+
+// An approval timeout counts down on screen, and the model reads that it
+// timed out (not that the user refused).
+func TestTmuxApprovalTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the real binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	s := runApp(t, bin, dir, "--approval-timeout", "4s")
+	s.waitFor("wants to run a protected tool", 3*time.Minute)
+	s.waitFor("unless you answer", 5*time.Second)
+	first := countdown(s.screen())
+	s.waitForAny(3*time.Minute, "run finished", "run failed")
+	if first == "" {
+		t.Fatal("no countdown on the prompt")
+	}
+	s.keys("q")
+	s.waitFor("LLOYAL-EXITED=0", 20*time.Second)
+	_, recs := closing(t, dir)
+	if !hasEvent(recs, event.AgentNudge, "timed out") || hasEvent(recs, event.AgentNudge, "The user refused") {
+		t.Fatal("the model did not read that the request timed out")
+	}
+}
+
+func countdown(screen string) string {
+	i := strings.Index(screen, "denied in ")
+	if i < 0 {
+		return ""
+	}
+	return screen[i : i+len("denied in 00:00")]
+}
+
+func hasEvent(recs []trace.Record, typ event.Type, text string) bool {
+	for _, r := range recs {
+		if r.Event == nil || r.Event.Type != typ {
+			continue
+		}
+		b, _ := json.Marshal(r.Event)
+		if strings.Contains(string(b), text) || strings.Contains(string(r.Event.Result), text) || strings.Contains(string(r.Event.Data), text) {
+			return true
+		}
+	}
+	return false
+}
+
+// A run that fails in the app shows the error, exits non-zero and closes
+// its trace as an error (a 2,048-token context cannot hold three researchers).
+func TestTmuxErrorInTheApp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the real binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cmd := bin + " run --ctx 2048 --agents 3 --corpus " + filepath.Join("..", "testdata", "corpus") + " --workspace " + filepath.Join(dir, "notes") +
+		" --trace " + filepath.Join(dir, "run.jsonl") + " --deny-protected"
+	s := startTmux(t, cmd, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+	s.waitFor("run failed", 3*time.Minute)
+	if !strings.Contains(s.screen(), "spawn refused") {
+		t.Fatalf("the error is not on screen:\n%s", s.screen())
+	}
+	s.keys("q")
+	s.waitFor("LLOYAL-EXITED=1", 20*time.Second)
+	if reason, _ := closing(t, dir); !strings.HasPrefix(reason, "error: ") {
+		t.Fatalf("closing record %q, want an error", reason)
 	}
 }
 
@@ -124,12 +253,18 @@ func TestTmuxReplay(t *testing.T) {
 	if out, err := rec.CombinedOutput(); err != nil {
 		t.Fatalf("record: %v\n%s", err, out)
 	}
-	s := startTmux(t, bin+" replay "+tp)
-	s.waitFor("▶ replay", 20*time.Second)
-	s.keys("+", "+", "+", "+", "+", "+") // ×64
-	s.waitFor("replay finished", 60*time.Second)
+	// At speed 0 the replay goes straight to the end: the test waits for
+	// no clock, however long the recorded run took.
+	s := startTmux(t, bin+" replay --speed 0 "+tp)
+	s.waitFor("replay finished", 20*time.Second)
+	if !strings.Contains(s.screen(), "space play/pause") || strings.Contains(s.screen(), "finish up") {
+		t.Fatalf("the key line is not the replay's:\n%s", s.screen())
+	}
+	// Two keys in one send-keys both act: "at once" → ×0.25 → ×0.5.
+	s.keys("++")
+	s.waitFor("×0.5", 10*time.Second)
 	s.keys("q")
-	s.waitFor("LLOYAL-EXITED", 10*time.Second) // the app quit and gave the terminal back
+	s.waitFor("LLOYAL-EXITED=0", 10*time.Second) // the app quit and gave the terminal back
 }
 
 // Signals: Ctrl-C in the app finishes up and a second one quits; SIGTERM
@@ -145,7 +280,7 @@ func TestTmuxSignals(t *testing.T) {
 			dir := t.TempDir()
 			tp := filepath.Join(dir, "run.jsonl")
 			s := startTmux(t, bin+" run --ctx 4096 --agents 2 --corpus "+filepath.Join("..", "testdata", "corpus")+" --workspace "+filepath.Join(dir, "notes")+
-				" --trace "+tp+" --grants-file "+filepath.Join(dir, "grants.json")+"; stty -a | grep -o -- '-\\?icanon' ; echo STTY-DONE",
+				" --trace "+tp+" --grants-file "+filepath.Join(dir, "grants.json")+"; echo EXIT=$?; stty -a | grep -o -- '-\\?icanon' ; echo STTY-DONE",
 				"XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
 			s.waitFor("KV", time.Minute) // the app is up
 			if c.name == "ctrl-c" {
@@ -181,6 +316,11 @@ func TestTmuxSignals(t *testing.T) {
 			}
 			if c.name == "ctrl-c" && ck.Close.Reason != "interrupted" && ck.Close.Reason != "completed" {
 				t.Fatalf("closing record %q", ck.Close.Reason)
+			}
+			// The exit status says how it ended, as a shell would.
+			want := map[string]string{"interrupted": "EXIT=130", "terminated": "EXIT=143", "completed": "EXIT=0"}[ck.Close.Reason]
+			if scr := s.screen(); !strings.Contains(scr, want) {
+				t.Fatalf("closed %q, want %s:\n%s", ck.Close.Reason, want, scr)
 			}
 		})
 	}
