@@ -184,6 +184,38 @@ func TestBudgetNudgesOnePerTick(t *testing.T) {
 // Critical pressure: at most one kill per tick; each killed agent is
 // recovered (staggered), with exactly one recovery outcome and one done.
 func TestCriticalKillsOnePerTickAndRecovers(t *testing.T) {
+	// In the loop, every writer is still thinking when the context turns
+	// critical: a reap that stopped more than one per tick shows at once.
+	t.Run("in_loop", func(t *testing.T) {
+		h := small(t, 100000)
+		var specs []engine.AgentSpec
+		for i := 0; i < 3; i++ {
+			task := fmt.Sprintf("writer %d", i)
+			h.be.Script(task, strings.Repeat("word ", 400), reportCall(fmt.Sprintf("report %d", i)))
+			specs = append(specs, engine.AgentSpec{Task: task})
+		}
+		var tick uint64
+		killsIn := map[uint64]int{}
+		h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+			switch {
+			case e.Type == event.PoolTick && e.Role != "recovery":
+				tick = e.ID
+			case e.Type == event.AgentDrop && e.Reason == "pressure_critical":
+				killsIn[tick]++
+			case e.Type == event.AgentSpawn && strings.HasSuffix(e.Text, "2"):
+				h.be.SetNCtx(h.be.CellsUsed() + 200)
+			}
+		})}})
+		h.run(engine.PoolSpec{Terminal: report, SoftLimit: 190, HardLimit: 120, MaxTurnTokens: 2000, RecoveryShape: engine.InLoop, Orchestrate: engine.Parallel(specs...)})
+		if len(killsIn) == 0 {
+			t.Fatal("nobody was killed")
+		}
+		for tk, n := range killsIn {
+			if n > 1 {
+				t.Fatalf("%d kills in the tick of event %d", n, tk)
+			}
+		}
+	})
 	h := small(t, 100000)
 	var specs []engine.AgentSpec
 	for i := 0; i < 3; i++ {
@@ -613,5 +645,52 @@ func TestWindDownLetsTheReportFinish(t *testing.T) {
 	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, MaxTurnTokens: 1000, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "reporter"})})
 	if a := res.Agents[0]; a.Outcome != event.Returned || !strings.HasPrefix(a.Text(), "careful words") || len(h.rec.Of(event.AgentDrop)) != 0 {
 		t.Fatalf("%+v, drops %v", a, reasons(h.rec, event.AgentDrop))
+	}
+}
+
+// Invariant 25 with tool calls: agents that end a turn with a tool call in
+// the same tick while the context is critical are not each killed there: one
+// kill per tick in all, whether reap or a turn's end does it. The context is
+// made critical at the first turn's end of that tick, so every call of the
+// tick meets it. Only the main loop's ticks count (blocking recovery emits
+// pool:tick events of its own, role "recovery").
+func TestCriticalKillsOnePerTickWhenAgentsCallTools(t *testing.T) {
+	for _, shape := range []engine.RecoveryShape{engine.InLoop, engine.Staggered} {
+		t.Run(string(shape), func(t *testing.T) { criticalKillsWithToolCalls(t, shape) })
+	}
+}
+
+func criticalKillsWithToolCalls(t *testing.T, shape engine.RecoveryShape) {
+	const soft, hard = 190, 120
+	h := small(t, 100000)
+	var n atomic.Int32
+	var specs []engine.AgentSpec
+	for i := 0; i < 3; i++ {
+		task := fmt.Sprintf("caller %d", i)
+		h.be.Script(task, call("lookup", `{"term":"tick"}`), reportCall(fmt.Sprintf("report %d", i)))
+		specs = append(specs, engine.AgentSpec{Task: task})
+	}
+	var tick uint64
+	killsIn := map[uint64]int{}
+	shrunk := false
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		switch {
+		case e.Type == event.PoolTick && e.Role != "recovery":
+			tick = e.ID
+		case e.Type == event.AgentTurn && !shrunk:
+			shrunk = true
+			h.be.SetNCtx(h.be.CellsUsed() + hard - 1) // critical from here on
+		case e.Type == event.AgentDrop && e.Reason == "pressure_critical":
+			killsIn[tick]++
+		}
+	})}})
+	h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, SoftLimit: soft, HardLimit: hard, RecoveryShape: shape, Orchestrate: engine.Parallel(specs...)})
+	if len(killsIn) == 0 {
+		t.Fatal("nobody was killed: the test did not reach critical pressure")
+	}
+	for tk, k := range killsIn {
+		if k > 1 {
+			t.Fatalf("%d pressure_critical kills in the tick of event %d (invariant 25: one per tick)", k, tk)
+		}
 	}
 }

@@ -109,6 +109,9 @@ type pool struct {
 	cancelOrch     context.CancelFunc
 	woundDown      bool
 	nudgedThisTick bool
+	// killedThisTick: one agent at most is stopped for critical pressure
+	// per tick (invariant 25), whether reap or a turn's end stops it.
+	killedThisTick bool
 	kick           bool // something changed this tick: do not block
 
 	steps       int

@@ -58,7 +58,6 @@ func (p *pool) midTerminal(a *Agent) bool {
 // reap applies the per-tick stops before sampling: wind-down, the time hard
 // limit, and (one per tick) the critical-pressure kill.
 func (p *pool) reap(pr Pressure) {
-	killed := false
 	for _, a := range p.agents {
 		if a.status != event.StatusThinking || a.outcome != event.Running || a.extracting {
 			continue
@@ -68,10 +67,10 @@ func (p *pool) reap(pr Pressure) {
 			p.drop(a, "wind_down", InLoop)
 		case p.spec.TimeHard > 0 && p.elapsed(a) > p.spec.TimeHard:
 			p.drop(a, "time_exceeded", p.spec.RecoveryShape)
-		case pr.Critical && !killed:
+		case pr.Critical && !p.killedThisTick:
 			// The terminal call in progress is protected only while the
 			// context is not critical: now it is salvaged instead.
-			killed = true
+			p.killedThisTick = true
 			p.drop(a, "pressure_critical", p.spec.RecoveryShape)
 		}
 	}

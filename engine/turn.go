@@ -42,7 +42,7 @@ func (p *pool) activate(a *Agent) {
 // produce samples one token for every thinking agent and decodes them all in
 // one batch. It reports whether any agent is still thinking.
 func (p *pool) produce() bool {
-	p.nudgedThisTick = false
+	p.nudgedThisTick, p.killedThisTick = false, false
 	p.reap(p.pressure())
 	var steps []Step
 	var who []*Agent
@@ -185,7 +185,8 @@ func (p *pool) endTurn(a *Agent) {
 			p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: over})
 			p.finish(a, event.Failed, over+": "+why, "")
 			return
-		case pr.Critical:
+		case pr.Critical && !p.killedThisTick:
+			p.killedThisTick = true
 			p.drop(a, "pressure_critical", p.spec.RecoveryShape)
 			return
 		case !p.nudgedThisTick:

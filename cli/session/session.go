@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine"
@@ -180,7 +181,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		fmt.Fprintln(errOut, "warning:", p)
 	}
 	// The summary reads the same fold as the screen and the log.
-	folded := &fold{st: event.NewState()}
+	folded := &fold{st: event.NewState(), trace: tw.Path(), workspace: cfg.Workspace}
 	sinks := []engine.Sink{tw, folded}
 	var bridge *ui.Bridge
 	switch cfg.View {
@@ -293,8 +294,9 @@ func IsTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 // events (an ignored duplicate answer) may come from the app's goroutine,
 // so it is read under the same lock.
 type fold struct {
-	mu sync.Mutex
-	st *event.State
+	mu               sync.Mutex
+	st               *event.State
+	trace, workspace string
 }
 
 // Emit folds e.
@@ -307,19 +309,38 @@ func (f *fold) Emit(e event.Event) {
 func (f *fold) line() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return summaryLine(f.st)
+	line := summaryLine(f.st) + " · trace " + f.trace
+	for _, n := range savedNotes(f.st, f.workspace) {
+		line += " · note " + n
+	}
+	return line
+}
+
+// savedNotes lists the notes write_note saved in this run (its results say
+// {"saved": name}), as paths.
+func savedNotes(st *event.State, workspace string) []string {
+	var out []string
+	for _, a := range st.Roster() {
+		for _, it := range a.Timeline {
+			var r struct{ Saved string }
+			if it.Kind == event.ItemResult && it.Tool == "write_note" && json.Unmarshal([]byte(it.Text), &r) == nil && r.Saved != "" {
+				out = append(out, filepath.Join(workspace, r.Saved))
+			}
+		}
+	}
+	return out
 }
 
 func (f *fold) print(w io.Writer, res []engine.AgentResult) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	printSummary(w, f.st, res)
+	printSummary(w, f.st, f.workspace, res)
 }
 
 // summaryLine is the run in one line: agents by outcome, tokens, tool calls
 // by tool and the context's peak.
 func summaryLine(st *event.State) string {
-	line := fmt.Sprintf("run finished: %s · %d tokens", trace.Outcomes(st.Outcomes), st.Tokens)
+	line := fmt.Sprintf("run finished in %s: %s · %d tokens", st.Now.Round(100*time.Millisecond), trace.Outcomes(st.Outcomes), st.Tokens)
 	var calls []string
 	for _, t := range sortedKeys(st.ToolCalls) {
 		calls = append(calls, fmt.Sprintf("%s %d", t, st.ToolCalls[t]))
@@ -344,7 +365,7 @@ func sortedKeys(m map[string]int) []string {
 
 // printSummary prints every agent's outcome (from the fold) and the
 // publisher's report (the harness's last result).
-func printSummary(w io.Writer, st *event.State, res []engine.AgentResult) {
+func printSummary(w io.Writer, st *event.State, workspace string, res []engine.AgentResult) {
 	roster := st.Roster()
 	if len(roster) == 0 {
 		return
@@ -358,6 +379,9 @@ func printSummary(w io.Writer, st *event.State, res []engine.AgentResult) {
 		fmt.Fprintf(w, "%s: %s\n", line, event.Clean(strings.SplitN(a.Task, "\n", 2)[0]))
 	}
 	fmt.Fprintln(w, summaryLine(st))
+	for _, n := range savedNotes(st, workspace) {
+		fmt.Fprintln(w, "note saved:", n)
+	}
 	fmt.Fprintln(w, "\n== report")
 	if len(res) == 0 {
 		fmt.Fprintln(w, "no report: the run ended before the publisher")

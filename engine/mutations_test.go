@@ -1,0 +1,177 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+// Tests written against mutations of invariant-critical code that the
+// earlier suite let survive (engine/INVARIANTS.md, "Mutations"). Each fails
+// when its mutation is applied.
+
+// terminalEvents checks invariant 48 for every agent of a run: exactly one
+// terminal event, of the type its outcome says, and one agent:done for
+// every agent not cancelled.
+func terminalEvents(t *testing.T, rec *engine.Recorder, res *engine.PoolResult) {
+	t.Helper()
+	terminal := map[int][]event.Type{}
+	done := map[int]int{}
+	for _, e := range rec.Events() {
+		if e.Type.Terminal() {
+			terminal[e.Agent] = append(terminal[e.Agent], e.Type)
+		}
+		if e.Type == event.AgentDone {
+			done[e.Agent]++
+		}
+	}
+	for _, a := range res.Agents {
+		got := terminal[a.ID]
+		if len(got) != 1 || got[0].Outcome() != a.Outcome {
+			t.Errorf("agent %d (%s): terminal events %v", a.ID, a.Outcome, got)
+		}
+		if want := map[bool]int{true: 0, false: 1}[a.Outcome == event.Cancelled]; done[a.ID] != want {
+			t.Errorf("agent %d (%s): %d agent:done", a.ID, a.Outcome, done[a.ID])
+		}
+	}
+}
+
+// Mutation: finish emits agent:return as well for a recovered agent.
+func TestRecoveredAgentsEmitOnlyRecovered(t *testing.T) {
+	for _, shape := range []engine.RecoveryShape{engine.Staggered} {
+		t.Run(string(shape), func(t *testing.T) {
+			h := small(t, 100000)
+			var specs []engine.AgentSpec
+			for i := 0; i < 3; i++ {
+				task := fmt.Sprintf("writer %d", i)
+				h.be.Script(task, strings.Repeat("word ", 300), reportCall(fmt.Sprintf("report %d", i)))
+				specs = append(specs, engine.AgentSpec{Task: task})
+			}
+			h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+				if e.Type == event.AgentSpawn && strings.HasSuffix(e.Text, "2") {
+					h.be.SetNCtx(h.be.CellsUsed() + 200)
+				}
+			})}})
+			res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 190, HardLimit: 120, MaxTurnTokens: 2000, RecoveryShape: shape, Orchestrate: engine.Parallel(specs...)})
+			if len(h.rec.Of(event.AgentRecovered)) == 0 {
+				for _, a := range res.Agents {
+					t.Logf("%d %s %s", a.ID, a.Outcome, a.Reason)
+				}
+				t.Fatal("nobody was recovered: the test did not reach critical pressure")
+			}
+			terminalEvents(t, h.rec, res)
+		})
+	}
+}
+
+// Mutation: the critical kill in reap no longer spares an agent that is
+// writing its report (extracting). Each agent is dropped at most once.
+func TestCriticalKillSparesAReportBeingWritten(t *testing.T) {
+	h := small(t, 100000)
+	var specs []engine.AgentSpec
+	for i := 0; i < 2; i++ {
+		task := fmt.Sprintf("writer %d", i)
+		// Long reports: the first one is still being written when the next
+		// tick's reap looks for an agent to stop.
+		h.be.Script(task, strings.Repeat("word ", 300), reportCall(strings.Repeat("finding ", 40)))
+		specs = append(specs, engine.AgentSpec{Task: task})
+	}
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentSpawn && strings.HasSuffix(e.Text, "1") {
+			h.be.SetNCtx(h.be.CellsUsed() + 200)
+		}
+	})}})
+	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 190, HardLimit: 120, MaxTurnTokens: 2000, RecoveryShape: engine.InLoop, Orchestrate: engine.Parallel(specs...)})
+	drops := map[int]int{}
+	for _, e := range h.rec.Of(event.AgentDrop) {
+		drops[e.Agent]++
+	}
+	if len(drops) == 0 {
+		t.Fatal("nobody was dropped: the test did not reach critical pressure")
+	}
+	for id, n := range drops {
+		if n > 1 {
+			t.Fatalf("agent %d dropped %d times: a report being written was killed", id, n)
+		}
+	}
+	terminalEvents(t, h.rec, res)
+}
+
+// Mutation: cancel only reaches agents in a tool. A thinking agent is
+// cancelled too: one agent:cancelled, no recovery, no result, its branch
+// given back; its sibling finishes.
+func TestCancelAThinkingAgent(t *testing.T) {
+	h := newHarness(t, 1<<16, engine.Options{})
+	h.be.Script("thinker", strings.Repeat("word ", 400), reportCall("never"))
+	h.be.Script("bystander", strings.Repeat("word ", 20), reportCall("fine"))
+	var once atomic.Bool
+	var victim atomic.Int64
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentSpawn && e.Text == "thinker" {
+			victim.Store(int64(e.Agent))
+		}
+		if e.Type == event.PoolTick && len(e.Texts) > 0 && once.CompareAndSwap(false, true) {
+			h.rt.Cancel(int(victim.Load())) // queued: it takes effect at the next tick, deterministically
+		}
+	})}})
+	res := h.run(engine.PoolSpec{Terminal: report, MaxTurnTokens: 100000, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "thinker"}, engine.AgentSpec{Task: "bystander"})})
+	v := byTask(res, "thinker")
+	if v.Outcome != event.Cancelled || len(v.Result) != 0 || len(h.rec.Of(event.AgentCancelled)) != 1 || len(h.rec.Of(event.RecoveryStart)) != 0 {
+		t.Fatalf("thinker %+v, %d cancelled, %d recoveries", v, len(h.rec.Of(event.AgentCancelled)), len(h.rec.Of(event.RecoveryStart)))
+	}
+	if byTask(res, "bystander").Outcome != event.Returned {
+		t.Fatal("the bystander did not finish")
+	}
+	if v.Tokens >= 400 {
+		t.Fatalf("the cancelled agent wrote all %d tokens", v.Tokens)
+	}
+	terminalEvents(t, h.rec, res)
+}
+
+// Mutation: the terminal tool goes through authorization like a protected
+// tool (invariant 21: it never does). A terminal marked protected, with no
+// approver at all, still returns the agent's report.
+func TestTerminalToolIsNeverAuthBlocked(t *testing.T) {
+	protectedReport := engine.Func{S: engine.ToolSpec{Name: "report", Description: "Report your answer.", Parameters: engine.ReportSchema, Protected: true},
+		Fn: func(context.Context, json.RawMessage) (any, error) { return nil, nil }}
+	h := newHarness(t, 4096, engine.Options{})
+	h.be.Script("reporter", reportCall("the answer"))
+	res := h.run(engine.PoolSpec{Terminal: protectedReport, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "reporter"})})
+	if a := res.Agents[0]; a.Outcome != event.Returned || !strings.Contains(a.Text(), "the answer") {
+		t.Fatalf("%+v", a)
+	}
+	if n := len(h.rec.Of(event.ApprovalRequested)) + len(h.rec.Of(event.AgentNudge)); n != 0 {
+		t.Fatalf("the terminal call was gated: %d requests or refusals", n)
+	}
+}
+
+// Invariant 28, mutation: the critical kill spares an agent that is writing
+// its terminal call. It must not: under critical pressure the report in
+// progress is stopped and salvaged (wind-down, not critical, leaves it).
+func TestCriticalKillSalvagesAReportInProgress(t *testing.T) {
+	h := small(t, 100000)
+	h.be.Script("reporter", reportCall(strings.Repeat("finding ", 200)))
+	ticks := 0
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		// Thirty tokens in, the call's name is written: it is mid-report.
+		if e.Type == event.PoolTick && e.Role != "recovery" {
+			if ticks++; ticks == 30 {
+				h.be.SetNCtx(h.be.CellsUsed() + 100)
+			}
+		}
+	})}})
+	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 150, HardLimit: 120, MaxTurnTokens: 4000, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "reporter"})})
+	a := res.Agents[0]
+	if d := reasons(h.rec, event.AgentDrop); len(d) != 1 || d[0] != "pressure_critical" {
+		t.Fatalf("drops %v: the report in progress was not stopped under critical pressure (%s %s)", d, a.Outcome, a.Reason)
+	}
+	if a.Outcome != event.Recovered || !strings.Contains(a.Text(), "finding") {
+		t.Fatalf("%s %q: the report in progress was not salvaged", a.Outcome, a.Text())
+	}
+}
