@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,6 +123,11 @@ func TestAllowOnceRunsOnceAndAsksAgain(t *testing.T) {
 	}
 	// The allowed run is the same call (same id) that asked.
 	req, disp := r.rec.Of(event.ApprovalRequested), r.rec.Of(event.ToolDispatch)
+	// I18: the request names the agent, the tool, the arguments and why.
+	calls := r.rec.Of(event.AgentToolCall)
+	if q := req[0]; q.Agent == 0 || q.Agent != calls[0].Agent || q.Tool != "write_note" || string(q.Args) != `{"text":"hi"}` || q.Text == "" || q.CallID != calls[0].CallID {
+		t.Fatalf("approval request %+v for call %+v", q, calls[0])
+	}
 	if len(disp) != 1 || disp[0].CallID != req[0].CallID {
 		t.Fatalf("dispatched %+v for request %+v", disp, req[0])
 	}
@@ -139,6 +145,25 @@ func TestSessionGrantCoversLaterCalls(t *testing.T) {
 	r.run(t, "writer")
 	if r.ran.Load() != 3 || asked.Load() != 1 {
 		t.Fatalf("ran %d, asked %d; want 3 and 1", r.ran.Load(), asked.Load())
+	}
+	// The calls the grant let through say so, with the grant's source.
+	auto := r.rec.Of(event.ApprovalAuto)
+	if len(auto) != 2 || auto[0].Reason != "allowed for this session" || auto[0].Tool != "write_note" || auto[0].CallID == "" {
+		t.Fatalf("approval:auto %+v", auto)
+	}
+}
+
+func TestFlagGrantSaysItsSource(t *testing.T) {
+	b, err := (&Config{Grant: []string{"write_note"}, GrantsFile: filepath.Join(t.TempDir(), "g.json")}).Broker(ModeNobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, b)
+	r.be.Script("writer", call("write_note", `{"text":"1"}`), report("done"))
+	r.run(t, "writer")
+	auto := r.rec.Of(event.ApprovalAuto)
+	if r.ran.Load() != 1 || len(auto) != 1 || auto[0].Reason != "--grant write_note" || len(r.rec.Of(event.ApprovalRequested)) != 0 {
+		t.Fatalf("ran %d, approval:auto %+v", r.ran.Load(), auto)
 	}
 }
 
@@ -311,11 +336,11 @@ func TestParkedAgentCostsNothingWhileSiblingsRun(t *testing.T) {
 
 func TestParseAnswer(t *testing.T) {
 	cases := map[string]event.Decision{
-		"y\n":                {Answer: event.AllowOnce, By: "user"},
-		"n":                  {Answer: event.Deny, By: "user"},
-		"r":                  {Answer: event.Deny, By: "user"}, // the prompter asks for the reason next
-		"s":                  {Answer: event.AllowSession, By: "user"},
-		"A":                  {Answer: event.AllowAlways, By: "user"},
+		"y\n": {Answer: event.AllowOnce, By: "user"},
+		"n":   {Answer: event.Deny, By: "user"},
+		"r":   {Answer: event.Deny, By: "user"}, // the prompter asks for the reason next
+		"s":   {Answer: event.AllowSession, By: "user"},
+		"A":   {Answer: event.AllowAlways, By: "user"},
 		// "a" meant "always" in the app before the one table; it is no
 		// answer now, so it denies (with itself as the reason) rather than
 		// saving a grant.

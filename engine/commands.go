@@ -46,10 +46,14 @@ func (rt *Runtime) Resume() {
 	rt.pausedTotal += d
 	rt.pausedAt = time.Time{}
 	rt.paused.Store(false)
+	// The resume is in the stream before anything the loop does after it
+	// (as Pause's event is before the pause takes effect): emitted under the
+	// lock, before the loop is released. A sink must not call Pause or
+	// Resume from inside these two events.
+	rt.em.emit(event.Event{Type: event.PoolResume, Duration: d})
 	close(rt.resumed)
 	rt.resumed = make(chan struct{})
 	rt.pauseMu.Unlock()
-	rt.em.emit(event.Event{Type: event.PoolResume, Duration: d})
 	rt.wake()
 }
 
