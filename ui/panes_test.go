@@ -36,7 +36,7 @@ func TestTreePane(t *testing.T) {
 // The detail pane redraws a tool call's progress bar as progress arrives.
 func TestDetailPaneProgressMoves(t *testing.T) {
 	m := paneApp(t, fixture()[:11]) // A2's search at 12/20
-	m.s.sel, m.s.moved = 2, true // the user picked A2
+	m.s.sel, m.s.moved = 2, true    // the user picked A2
 	before := m.detail.View(84, 6)
 	m.Update(BatchMsg{Events: []event.Event{{ID: 50, Type: event.ToolProgress, At: 46 * ms, Agent: 2, CallID: "c1", Tool: "search", Filled: 19, Total: 20}}})
 	after := m.detail.View(84, 6)
