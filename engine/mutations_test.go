@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -173,5 +174,66 @@ func TestCriticalKillSalvagesAReportInProgress(t *testing.T) {
 	}
 	if a.Outcome != event.Recovered || !strings.Contains(a.Text(), "finding") {
 		t.Fatalf("%s %q: the report in progress was not salvaged", a.Outcome, a.Text())
+	}
+}
+
+// Invariant 73: an extension of the spine that does not fit the headroom is
+// held until a finished agent's prune makes room; it is never prefilled on
+// faith (the spine:extend comes after the agent that held the room ends, and
+// the context never goes past its soft limit for it).
+func TestExtendWaitsForHeadroom(t *testing.T) {
+	const soft = 100
+	h := small(t, 1<<16)
+	// The holder's long task holds cells from its admission until its
+	// prune, and it waits in a tool until the extension has been looked at
+	// (held: a pool:note, or prefilled on faith: a spine:extend). Once it
+	// is in, the context is left ten cells short of room for the extension
+	// above the soft limit, with room below it: an extension prefilled on
+	// faith would succeed, and show.
+	task := "holder " + strings.Repeat("context ", 60)
+	looked := make(chan struct{})
+	var once sync.Once
+	wait := engine.Func{S: engine.ToolSpec{Name: "wait", Description: "Waits.", Fanout: true, Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) { <-looked; return "ok", nil }}
+	h.be.Script(task, call("wait", `{}`), reportCall("held"))
+	big := strings.Repeat("fact ", 20)
+	extToks, _ := h.be.Tokenize(h.be.Format().Exchange("notes", big))
+	var overSoft atomic.Bool
+	var holder atomic.Int64
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		switch {
+		case e.Type == event.AgentSpawn:
+			holder.Store(int64(e.Agent))
+		case e.Type == event.BranchPrefill && e.Role == "suffix" && int64(e.Agent) == holder.Load():
+			h.be.SetNCtx(e.CellsUsed + soft + len(extToks) - 10)
+		case e.Type == event.PoolNote && e.Role == "extend_held", e.Type == event.SpineExtend:
+			if e.Type == event.SpineExtend && h.be.NCtx()-h.be.CellsUsed() < soft {
+				overSoft.Store(true)
+			}
+			once.Do(func() { close(looked) })
+		}
+	})}})
+	var extendErr error
+	h.run(engine.PoolSpec{Tools: []engine.Tool{wait}, Terminal: report, SoftLimit: soft, HardLimit: 8, Orchestrate: func(ctx context.Context, pc *engine.PoolContext) error {
+		a, err := pc.Spawn(ctx, engine.AgentSpec{Task: task})
+		if err != nil {
+			return err
+		}
+		extendErr = pc.ExtendSpine(ctx, "notes", big) // does not fit while the holder holds its cells
+		_, err = pc.Wait(ctx, a)
+		return err
+	}})
+	if extendErr != nil {
+		t.Fatal(extendErr)
+	}
+	ext, done := h.rec.Of(event.SpineExtend), h.rec.Of(event.AgentDone)
+	if len(ext) != 1 || len(done) != 1 {
+		t.Fatalf("%d extends, %d agents done", len(ext), len(done))
+	}
+	if ext[0].ID < done[0].ID {
+		t.Fatal("the extension was prefilled while the holder still held the room it needed")
+	}
+	if overSoft.Load() {
+		t.Fatal("the extension took the context past its soft limit")
 	}
 }

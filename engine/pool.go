@@ -59,6 +59,7 @@ type request struct {
 	spawn     []AgentSpec
 	user, ans string // extend
 	reply     chan reqReply
+	held      bool // an extend already reported as waiting for room
 }
 
 type reqReply struct {
@@ -616,6 +617,11 @@ func (p *pool) prefill() {
 			continue
 		}
 		if len(toks) > room {
+			if !r.held {
+				r.held = true
+				p.emit(event.Event{Type: event.PoolNote, Role: "extend_held", Pool: p.scope, Parent: p.scope, Tokens: len(toks),
+					Reason: fmt.Sprintf("a spine extension of %d tokens waits for room (%d above the soft limit)", len(toks), max(room, 0))})
+			}
 			held = append(held, r) // held until agents finish and free room
 			continue
 		}
