@@ -83,6 +83,10 @@ func (l *Backend) NCtx() int                                      { return l.sto
 func (l *Backend) NBatch() int                                    { return l.ctx.NBatch() }
 func (l *Backend) CellsUsed() int                                 { return l.store.CellsUsed() }
 
+// FreeCells is llama.cpp's own count of free cells (kv.Store.FreeCells),
+// for tests and diagnostics: call it on the goroutine that runs the pool.
+func (l *Backend) FreeCells() (int, error) { return l.store.FreeCells() }
+
 func (l *Backend) Unique(b engine.BranchID) int {
 	if br, ok := l.branches[b]; ok {
 		return br.Unique()

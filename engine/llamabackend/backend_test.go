@@ -160,6 +160,10 @@ func TestPressureEndToEndOnLlama(t *testing.T) {
 	if got := be.CellsUsed(); got != 0 {
 		t.Fatalf("%d cells still used after the pool: leaked branches", got)
 	}
+	// The same through llama.cpp's own view, not the store's count.
+	if free, err := be.FreeCells(); err != nil || free != be.NCtx() {
+		t.Fatalf("llama.cpp has %d of %d cells free after the pool (%v)", free, be.NCtx(), err)
+	}
 	// The trace tells the story: every drop and nudge names its reason.
 	for _, e := range append(rec.Of(event.AgentDrop), rec.Of(event.AgentNudge)...) {
 		if e.Reason == "" {

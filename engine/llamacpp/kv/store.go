@@ -434,3 +434,37 @@ func (s *Store) Reset() {
 		s.freeSeqs = append(s.freeSeqs, int32(i))
 	}
 }
+
+// FreeCells asks llama.cpp itself how many cells are free, independent of
+// the store's own count: it fills a scratch sequence until llama_decode finds
+// no slot, then removes it. A fork that copied cells instead of sharing them
+// passes the store's count but not this. For tests and diagnostics: it runs
+// on the goroutine that owns the context, between decodes.
+func (s *Store) FreeCells() (int, error) {
+	seq, err := s.allocSeq()
+	if err != nil {
+		return 0, fmt.Errorf("free cells: %w", err)
+	}
+	defer func() {
+		s.ctx.SeqRemove(seq, -1, -1)
+		s.freeSeqs = append(s.freeSeqs, seq)
+	}()
+	tok := SyntheticTokens(s.ctx.Model(), 1, 0)[0]
+	n, step := 0, s.ctx.NBatch()
+	for step > 0 {
+		toks, pos, seqs, logits := make([]llama.Token, step), make([]int32, step), make([]int32, step), make([]int8, step)
+		for i := range toks {
+			toks[i], pos[i], seqs[i] = tok, int32(n+i), seq
+		}
+		logits[step-1] = 1
+		switch err := s.ctx.Decode(toks, pos, seqs, logits); {
+		case err == nil:
+			n += step
+		case errors.Is(err, llama.ErrNoKVSlot):
+			step /= 2 // the cache is as it was: try a smaller batch
+		default:
+			return 0, fmt.Errorf("free cells: %w", err)
+		}
+	}
+	return n, nil
+}

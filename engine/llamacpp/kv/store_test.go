@@ -37,22 +37,8 @@ func tokens(n, salt int) []Token {
 // a time on a scratch branch until llama.cpp finds no slot, then removes them.
 func freeCells(t *testing.T, s *Store) int {
 	t.Helper()
-	probe, err := s.Create()
+	n, err := s.FreeCells()
 	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for {
-		err := s.DecodeEach([]Step{{probe, Token(300 + n%500)}})
-		if errors.Is(err, ErrKVFull) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("probe decode: %v", err)
-		}
-		n++
-	}
-	if err := s.Prune(probe); err != nil {
 		t.Fatal(err)
 	}
 	return n
