@@ -77,20 +77,8 @@ func approvalFlags(fs *pflag.FlagSet, c *approvals.Config) {
 
 func (o *runFlags) run(cmd *cobra.Command) error {
 	c := o.cfg
-	if c.Agents < 1 || c.Agents > 16 {
-		return fmt.Errorf("--agents %d: use 1 to 16", c.Agents)
-	}
-	// llama.cpp sizes its cache in steps of 256 cells: any other size would
-	// silently become the next step, so it is refused with the sizes that
-	// are used as given.
-	if c.NCtx < minCtx || c.NCtx > maxCtx || c.NCtx%256 != 0 {
-		return fmt.Errorf("--ctx %d: use a multiple of 256 from %d to %d tokens (e.g. --ctx 4096)", c.NCtx, minCtx, maxCtx)
-	}
-	if c.Threads < 0 || c.Threads > 512 {
-		return fmt.Errorf("--threads %d: use 1 to 512, or 0 for all cores", c.Threads)
-	}
-	if c.Approvals.Timeout < 0 {
-		return fmt.Errorf("--approval-timeout %s: use a positive time (e.g. 2m), or 0 to wait", c.Approvals.Timeout)
+	if err := checkRun(c); err != nil {
+		return err
 	}
 	// The app when there is a terminal to draw on; a log otherwise.
 	switch {
@@ -119,4 +107,25 @@ func (o *runFlags) run(cmd *cobra.Command) error {
 	c.Dev = os.Getenv("LLOYAL_DEV") == "1"
 	c.Version, c.Args = Version, os.Args
 	return session.Run(cmd.Context(), c, os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr())
+}
+
+// checkRun refuses numbers out of range before any work, naming the flag,
+// the value and what to use.
+func checkRun(c session.Config) error {
+	if c.Agents < 1 || c.Agents > 16 {
+		return fmt.Errorf("--agents %d: use 1 to 16", c.Agents)
+	}
+	// llama.cpp sizes its cache in steps of 256 cells: any other size would
+	// silently become the next step, so it is refused with the sizes that
+	// are used as given.
+	if c.NCtx < minCtx || c.NCtx > maxCtx || c.NCtx%256 != 0 {
+		return fmt.Errorf("--ctx %d: use a multiple of 256 from %d to %d tokens (e.g. --ctx 4096)", c.NCtx, minCtx, maxCtx)
+	}
+	if c.Threads < 0 || c.Threads > 512 {
+		return fmt.Errorf("--threads %d: use 1 to 512, or 0 for all cores", c.Threads)
+	}
+	if c.Approvals.Timeout < 0 {
+		return fmt.Errorf("--approval-timeout %s: use a positive time (e.g. 2m), or 0 to wait", c.Approvals.Timeout)
+	}
+	return nil
 }

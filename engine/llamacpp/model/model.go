@@ -79,6 +79,9 @@ func Open(ref string, o Options) (*Model, error) {
 	if !o.VocabOnly && len(gf.Tensors) == 0 {
 		return nil, fmt.Errorf("%s: GGUF file has no tensors (a vocabulary-only file?): it cannot generate text", path)
 	}
+	if err := checkHyperparameters(path, gf); err != nil {
+		return nil, err
+	}
 	lm, err := llama.LoadModel(path, llama.ModelParams{VocabOnly: o.VocabOnly})
 	if err != nil {
 		return nil, err
