@@ -42,6 +42,7 @@ type ContextInfo struct {
 	NCtx      int `json:"nCtx"`
 	NBatch    int `json:"nBatch"`
 	NSeqMax   int `json:"nSeqMax"`
+	Threads   int `json:"threads,omitempty"` // CPU threads llama.cpp decoded with
 	SoftLimit int `json:"softLimit,omitempty"`
 	HardLimit int `json:"hardLimit,omitempty"`
 }

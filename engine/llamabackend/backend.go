@@ -7,6 +7,7 @@ package llamabackend
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -22,6 +23,7 @@ type Backend struct {
 	ctx      *llama.Context
 	store    *kv.Store
 	branches map[engine.BranchID]*kv.Branch
+	threads  int
 }
 
 // ContextOptions size a Backend's context.
@@ -29,7 +31,22 @@ type ContextOptions struct {
 	NCtx     int // cells shared by every agent (default 4096)
 	NBatch   int // default 512
 	NSeqMax  int // most live branches (default 64)
-	NThreads int // default: all CPUs
+	NThreads int // default: DefaultThreads(model)
+}
+
+// smallModel is the size below which one thread decodes fastest: the work
+// per token is too little to share, and ggml's worker threads spin at their
+// barriers, so a second thread costs more than it gives — and collapses the
+// run (tens of times slower) when another program takes a core.
+const smallModel = 100_000_000
+
+// DefaultThreads is the thread count a context over m gets unless the user
+// says otherwise: one for small models, every CPU for larger ones.
+func DefaultThreads(m *model.Model) int {
+	if m.NParams() < smallModel {
+		return 1
+	}
+	return runtime.NumCPU()
 }
 
 // New creates a context over m, identifying its chat format (see Open).
@@ -47,11 +64,14 @@ func New(m *model.Model, o ContextOptions) (*Backend, error) {
 	if o.NSeqMax == 0 {
 		o.NSeqMax = 64
 	}
+	if o.NThreads <= 0 {
+		o.NThreads = DefaultThreads(m)
+	}
 	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads})
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{m: m, format: f, ctx: c, store: kv.New(c), branches: map[engine.BranchID]*kv.Branch{}}, nil
+	return &Backend{m: m, format: f, ctx: c, store: kv.New(c), branches: map[engine.BranchID]*kv.Branch{}, threads: o.NThreads}, nil
 }
 
 // Close frees the context (not the model).
@@ -181,3 +201,6 @@ func (l *Backend) DecodeEach(steps []engine.Step) error {
 	}
 	return wrapFull(l.store.DecodeEach(ks))
 }
+
+// Threads is the number of CPU threads the context decodes with.
+func (l *Backend) Threads() int { return l.threads }
