@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -38,10 +37,10 @@ research agents work on them in parallel (search, read_file, grep, glossary,
 delegate), a publisher saves the report as a note (write_note: protected, you
 approve it) and reports.
 
-With no flags it runs the built-in demo over testdata/corpus (the handbook of
-a fictional product) on a tiny model it generates on first use, whose text is
+With no flags it researches the built-in handbook of Tidewater (a fictional
+job scheduler) on a tiny model it generates on first use, whose text is
 noise: point --model at a real GGUF file or an ollama model name for real
-answers.
+answers, and --corpus at a folder of your own documents.
 
 Ctrl-C once finishes up (every agent writes its report); twice stops now.
 The trace is written as the run goes and its path printed at exit.`,
@@ -51,7 +50,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	f := cmd.Flags()
 	c := &o.cfg
 	f.StringVar(&c.Model, "model", "", "GGUF file or ollama model name (default: a generated tiny model)")
-	f.StringVar(&c.Corpus, "corpus", filepath.Join("testdata", "corpus"), "folder of .md/.txt documents")
+	f.StringVar(&c.Corpus, "corpus", "", "folder of .md/.txt documents (default: the built-in Tidewater handbook)")
 	f.StringVar(&c.Task, "task", research.DemoTask, "what to research")
 	f.IntVar(&c.Agents, "agents", 3, "most research agents")
 	f.IntVar(&c.NCtx, "ctx", 8192, "context size shared by all agents, in tokens")

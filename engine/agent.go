@@ -25,6 +25,7 @@ type Agent struct {
 	ParentID int // the calling agent's id for sub-agents, 0 for top level
 	Task     string
 	Role     string // for people: "planner", "researcher", … ("" for none)
+	plan     []ToolChoice
 
 	parent *Agent
 	pool   *pool
@@ -42,6 +43,7 @@ type Agent struct {
 	raw                      strings.Builder // the current turn's output
 	dec                      chat.Decoder
 	forceTerminal            bool
+	cut                      bool // the current turn ended at MaxTurnTokens
 
 	call     *pendingCall
 	activeAt time.Time

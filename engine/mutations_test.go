@@ -237,3 +237,32 @@ func TestExtendWaitsForHeadroom(t *testing.T) {
 		t.Fatal("the extension took the context past its soft limit")
 	}
 }
+
+// A turn that reaches MaxTurnTokens inside a call is unfinished, not
+// malformed: a report is salvaged (its text so far, marked truncated), any
+// other call is asked for again, shorter. (A forced report longer than the
+// turn limit used to be refused as malformed until the agent was dropped.)
+func TestTurnCutInsideACall(t *testing.T) {
+	var n atomic.Int32
+	h := newHarness(t, 1<<16, engine.Options{})
+	h.be.Script("long report", reportCall(strings.Repeat("finding ", 100)))
+	h.be.Script("long lookup", call("lookup", `{"term":"`+strings.Repeat("x", 400)+`"}`), reportCall("short"))
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, MaxTurnTokens: 40,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "long report"}, engine.AgentSpec{Task: "long lookup"})})
+	a := byTask(res, "long report")
+	if a.Outcome != event.Returned || a.Source != "turn_cut_salvaged" || !strings.Contains(string(a.Result), `"truncated":true`) || !strings.Contains(a.Text(), "finding") {
+		t.Fatalf("cut report: %+v", a)
+	}
+	var cut bool
+	for _, e := range h.rec.Of(event.AgentNudge) {
+		if e.Reason == "turn_cut" && strings.Contains(string(e.Result), "limit of 40 tokens") {
+			cut = true
+		}
+		if e.Reason == "malformed" {
+			t.Fatalf("a cut call was refused as malformed: %s", e.Result)
+		}
+	}
+	if !cut {
+		t.Fatal("the cut lookup was not asked for again")
+	}
+}

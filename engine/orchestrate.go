@@ -17,6 +17,12 @@ type AgentSpec struct {
 	// Role names the agent's part for people ("planner", "researcher"):
 	// the app and the log show it; the model never reads it.
 	Role string
+	// Plan is the tool each of its first turns must call, in order (a tool
+	// of the pool by name, or ToolRequired / ToolAuto); later turns follow
+	// the pool's ToolChoice, and a budget nudge's forced report wins over
+	// the plan. A model that never opens a call on its own (random weights)
+	// is walked through the tools this way.
+	Plan []ToolChoice
 	// Seed overrides the pool's per-agent seed.
 	Seed *uint32
 }

@@ -85,7 +85,8 @@ type pool struct {
 	gLazy     *chat.Grammar
 	gRequired *chat.Grammar
 	gTerminal *chat.Grammar
-	gFirst    *chat.Grammar // ToolChoice naming a tool: forced on the first turn
+	gFirst    *chat.Grammar            // ToolChoice naming a tool: forced on the first turn
+	gNamed    map[string]*chat.Grammar // a call to one named tool, built when a plan needs it
 
 	agents []*Agent
 	byID   map[int]*Agent
@@ -466,6 +467,11 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 	if s.Task == "" {
 		return nil, errors.New("spawn: the agent has no task")
 	}
+	for _, c := range s.Plan {
+		if _, ok := p.tools[string(c)]; !ok && c != ToolAuto && c != ToolRequired {
+			return nil, fmt.Errorf("spawn: its plan names %q, which is neither auto, required nor a tool of this pool", c)
+		}
+	}
 	toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.User, Content: s.Task}, false))
 	if err != nil {
 		return nil, fmt.Errorf("spawn: %w", err)
@@ -480,7 +486,7 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 		return nil, errors.New(reason)
 	}
 	id := int(p.rt.nextAgent.Add(1))
-	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, Role: s.Role, parent: p.parent, pool: p, status: event.StatusPending, done: make(chan struct{}), suffix: toks}
+	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, Role: s.Role, plan: s.Plan, parent: p.parent, pool: p, status: event.StatusPending, done: make(chan struct{}), suffix: toks}
 	p.kick = true
 	a.seed = p.spec.Sampling.Seed + uint32(len(p.agents))
 	if s.Seed != nil {

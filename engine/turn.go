@@ -14,12 +14,37 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
+// planned is the grammar of one step of an agent's plan.
+func (p *pool) planned(c ToolChoice) *chat.Grammar {
+	switch c {
+	case ToolAuto:
+		return p.gLazy
+	case ToolRequired:
+		return p.gRequired
+	}
+	if g, ok := p.gNamed[string(c)]; ok {
+		return g
+	}
+	e := p.tools[string(c)]
+	g, err := p.be.Format().ToolCallGrammar([]chat.ToolSpec{{Name: e.spec.Name, Description: e.spec.Description, Parameters: e.spec.Parameters}}, false, p.be.SchemaToGrammar)
+	if err != nil {
+		return p.gRequired // validated at spawn; a converter failure falls back to any tool
+	}
+	if p.gNamed == nil {
+		p.gNamed = map[string]*chat.Grammar{}
+	}
+	p.gNamed[string(c)] = &g
+	return &g
+}
+
 // activate (re)arms the agent's sampler for a new turn and lets it think.
 func (p *pool) activate(a *Agent) {
 	var g *chat.Grammar
 	switch {
 	case a.forceTerminal && p.gTerminal != nil, p.onlyTerm:
 		g = p.gTerminal
+	case a.turns < len(a.plan):
+		g = p.planned(a.plan[a.turns])
 	case p.gFirst != nil && a.turns == 0:
 		g = p.gFirst
 	case p.spec.ToolChoice == ToolRequired:
@@ -98,6 +123,7 @@ func (p *pool) produce() bool {
 		a.turnTokens++
 		if !a.extracting && a.turnTokens >= p.spec.MaxTurnTokens {
 			a.raw.WriteString(a.dec.Flush())
+			a.cut = true
 			p.endTurn(a)
 			continue
 		}
@@ -127,6 +153,8 @@ func (p *pool) endTurn(a *Agent) {
 	}
 	f := p.be.Format()
 	out, perr := f.Parse(raw)
+	cut := a.cut
+	a.cut = false
 	a.turns++
 	p.emit(event.Event{Type: event.AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Data: mustJSON(map[string]any{"turn": a.turns, "content": out.Content, "reasoning": out.Reasoning, "calls": len(out.Calls)})})
 	if len(out.Calls) == 0 {
@@ -134,6 +162,18 @@ func (p *pool) endTurn(a *Agent) {
 		if errors.As(perr, &pe) && pe.Unclosed && out.Content != "" {
 			// Prose that trails off into the start of a call: keep the prose.
 			perr = nil
+		}
+		if perr != nil && cut {
+			// The turn hit MaxTurnTokens inside a call: the call is not
+			// malformed, it is unfinished. A report is salvaged (its text
+			// so far); another call is asked for again, shorter.
+			if body, ok := salvage(raw, p.terminal, f); ok && p.terminal != "" {
+				p.finish(a, event.Returned, "", "turn_cut_salvaged", body)
+				return
+			}
+			p.refuse(a, Call{ID: p.newCallID(), Tool: "(cut)", Agent: a.ID}, "turn_cut",
+				fmt.Sprintf("Your turn reached its limit of %d tokens before the tool call was finished. Write the call again, shorter.", p.spec.MaxTurnTokens))
+			return
 		}
 		if perr != nil {
 			p.refuse(a, Call{ID: p.newCallID(), Tool: "(malformed)", Agent: a.ID}, "malformed",

@@ -31,12 +31,22 @@ type Chunk struct {
 
 // Corpus is a folder of text documents, read once.
 type Corpus struct {
-	Root   string // absolute
+	Root   string // absolute path, or a name for a built-in corpus
 	Docs   []*Doc
 	Chunks []*Chunk
 	df     map[string]int
 	avgLen float64
-	root   *os.Root
+	fsys   fs.FS
+	close  func() error
+}
+
+// Restricted is the top-level folder of a corpus that is off limits: its
+// files are neither indexed nor read (read_file and grep refuse them).
+const Restricted = "restricted"
+
+// restricted reports whether a corpus path is in the off-limits folder.
+func restricted(p string) bool {
+	return p == Restricted || strings.HasPrefix(p, Restricted+"/")
 }
 
 // Extensions read as text.
@@ -60,15 +70,33 @@ func LoadCorpus(dir string) (*Corpus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("corpus %s: %w", dir, err)
 	}
-	c := &Corpus{Root: abs, df: map[string]int{}, root: root}
-	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+	// os.Root's FS refuses "..", absolute paths and symlinks that lead out
+	// of the folder, even one swapped in during a call.
+	c, err := LoadCorpusFS(root.FS(), abs)
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	c.close = root.Close
+	return c, nil
+}
+
+// LoadCorpusFS reads every text file of fsys (a built-in corpus, say) and
+// indexes it for search; name is how errors and results refer to it.
+func LoadCorpusFS(fsys fs.FS, name string) (*Corpus, error) {
+	dir := name
+	c := &Corpus{Root: name, df: map[string]int{}, fsys: fsys, close: func() error { return nil }}
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // unreadable entries are skipped, not fatal
+		}
+		if d.IsDir() && restricted(p) {
+			return fs.SkipDir // off limits: not indexed, not searchable
 		}
 		if d.IsDir() || !textExt[strings.ToLower(filepath.Ext(p))] || d.Type()&fs.ModeSymlink != 0 {
 			return nil
 		}
-		f, err := root.Open(p)
+		f, err := fsys.Open(p)
 		if err != nil {
 			return nil
 		}
@@ -104,7 +132,7 @@ func LoadCorpus(dir string) (*Corpus, error) {
 }
 
 // Close releases the corpus folder handle.
-func (c *Corpus) Close() error { return c.root.Close() }
+func (c *Corpus) Close() error { return c.close() }
 
 // chunk splits a document at blank lines into chunks of about 8 lines.
 func (c *Corpus) chunk(d *Doc) {

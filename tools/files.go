@@ -51,7 +51,10 @@ func ReadFileTool(c *Corpus) engine.Tool {
 		if err != nil {
 			return engine.ErrorResult("cannot read %s: %v. Use a path from search results.", a.Path, err), nil
 		}
-		f, err := c.root.Open(rel)
+		if restricted(rel) {
+			return engine.ErrorResult("%s is in the %s/ folder, which is off limits: do not read it. Use other documents.", a.Path, Restricted), nil
+		}
+		f, err := c.fsys.Open(rel)
 		if err != nil {
 			return engine.ErrorResult("cannot read %s: %v. Use a path from search results.", a.Path, cleanErr(err, c.Root)), nil
 		}

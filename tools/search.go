@@ -62,7 +62,9 @@ func (c *Corpus) Search(ctx context.Context, query string, limit int, prefer map
 			continue
 		}
 		seen[s.ch.Doc.Path]++
-		hits = append(hits, Hit{Path: s.ch.Doc.Path, Lines: lineRange(s.ch.Start, s.ch.End), Score: math.Round(s.score*100) / 100, Text: s.ch.Text})
+		// A passage is a preview (read_file has the whole): every hit costs
+		// the agent context, and four full chunks can fill a small one.
+		hits = append(hits, Hit{Path: s.ch.Doc.Path, Lines: lineRange(s.ch.Start, s.ch.End), Score: math.Round(s.score*100) / 100, Text: clip(s.ch.Text, 320)})
 	}
 	return hits
 }
@@ -72,14 +74,14 @@ func SearchTool(c *Corpus) engine.Tool {
 	return engine.Typed(engine.ToolSpec{
 		Name:        "search",
 		Description: "Search the document corpus for passages about a question. Returns the best passages with their file and line range; read_file gives the full text around a hit.",
-		Parameters:  json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"words to look for","maxLength":200},"limit":{"type":"integer","description":"how many passages (1-8, default 4)","minimum":1,"maximum":8}},"required":["query"]}`),
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"words to look for","maxLength":200},"limit":{"type":"integer","description":"how many passages (1-6, default 3)","minimum":1,"maximum":6}},"required":["query"]}`),
 		Fanout:      true,
 	}, func(ctx context.Context, a struct {
 		Query string `json:"query"`
 		Limit int    `json:"limit"`
 	}) (any, error) {
 		if a.Limit == 0 {
-			a.Limit = 4
+			a.Limit = 3
 		}
 		var prefer map[string]bool
 		if !engine.Explore(ctx) {

@@ -118,7 +118,12 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		return err
 	}
 	defer m.Close()
-	corpus, err := tools.LoadCorpus(cfg.Corpus)
+	var corpus *tools.Corpus
+	if cfg.Corpus == "" {
+		corpus, err = tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	} else {
+		corpus, err = tools.LoadCorpus(cfg.Corpus)
+	}
 	if err != nil {
 		return err
 	}
@@ -135,11 +140,9 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 
 	h := research.New(corpus, note, cfg.Task, cfg.Agents)
 	h.Sampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: cfg.Seed}
-	if cfg.Generated {
-		// A random model never opens a call on its own: force calls so the
-		// demo exercises the tools (and asks you about write_note).
-		h.Choice = engine.ToolRequired
-	}
+	// A random model never opens a call on its own: walk it through the
+	// tools so the demo exercises them (and asks you about write_note).
+	h.Walk = cfg.Generated
 
 	// Trace first: everything after this point is recorded.
 	tp := cfg.TracePath
@@ -282,6 +285,7 @@ func handleSignals(ctx context.Context, stop context.CancelFunc, rt *engine.Runt
 			if say { // the app shows "finishing" itself; stderr would paint over it
 				fmt.Fprintln(errOut, "finishing up: every agent writes its report (Ctrl-C again to stop now)")
 			}
+			end.set(Interrupted, nil) // however it finishes up, it was interrupted
 			rt.WindDown()
 		}
 	}

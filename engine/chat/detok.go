@@ -15,43 +15,77 @@ type Decoder struct {
 }
 
 // Write adds a piece and returns the text that is now complete.
+//
+// Bytes that are not UTF-8 become U+FFFD, one per character as llama.cpp's
+// grammar counts characters: a lead byte and the continuation bytes it
+// announces are one character even when their value is not valid (overlong,
+// a surrogate, past U+10FFFF). So a string the grammar let through with at
+// most N characters has at most N runes here, and a schema's maxLength
+// holds on both sides.
 func (d *Decoder) Write(piece []byte) string {
 	d.pending = append(d.pending, piece...)
-	cut := completePrefix(d.pending)
-	out := d.pending[:cut]
-	s := strings.ToValidUTF8(string(out), "\uFFFD")
-	d.pending = append(d.pending[:0], d.pending[cut:]...)
-	return s
+	var b strings.Builder
+	i := 0
+	for i < len(d.pending) {
+		c := d.pending[i]
+		n := seqLen(c)
+		if n == 1 {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		if n == 0 { // a continuation byte with no lead, or no lead at all
+			b.WriteRune(utf8.RuneError)
+			i++
+			continue
+		}
+		k := 1 // continuation bytes that follow the lead, up to n-1
+		for k < n && i+k < len(d.pending) && d.pending[i+k]&0xC0 == 0x80 {
+			k++
+		}
+		switch {
+		case k == n:
+			if seq := d.pending[i : i+n]; utf8.Valid(seq) {
+				b.Write(seq)
+			} else {
+				b.WriteRune(utf8.RuneError)
+			}
+			i += n
+		case i+k == len(d.pending):
+			// Incomplete so far: the next piece may finish it.
+			d.pending = append(d.pending[:0], d.pending[i:]...)
+			return b.String()
+		default: // cut short by a byte that does not continue it
+			b.WriteRune(utf8.RuneError)
+			i += k
+		}
+	}
+	d.pending = d.pending[:0]
+	return b.String()
+}
+
+// seqLen is how many bytes a sequence starting with c has, as llama.cpp's
+// grammar decodes UTF-8 (0: c is a continuation byte, or a byte that starts
+// nothing valid, released at once rather than held).
+func seqLen(c byte) int {
+	switch {
+	case c < 0x80:
+		return 1
+	case c < 0xC0, c >= 0xF8:
+		return 0
+	case c < 0xE0:
+		return 2
+	case c < 0xF0:
+		return 3
+	}
+	return 4
 }
 
 // Flush returns whatever is held (an unfinished character becomes U+FFFD).
 func (d *Decoder) Flush() string {
-	s := strings.ToValidUTF8(string(d.pending), "\uFFFD")
-	d.pending = d.pending[:0]
-	return s
-}
-
-// completePrefix is the length of b without a trailing, possibly still
-// valid, incomplete UTF-8 sequence.
-func completePrefix(b []byte) int {
-	for back := 1; back <= 3 && back <= len(b); back++ {
-		c := b[len(b)-back]
-		if c&0xC0 == 0x80 { // continuation byte: keep looking for the lead
-			continue
-		}
-		need := 0
-		switch {
-		case c&0xE0 == 0xC0:
-			need = 2
-		case c&0xF0 == 0xE0:
-			need = 3
-		case c&0xF8 == 0xF0:
-			need = 4
-		}
-		if need > back && utf8.FullRune(b[len(b)-back:]) == false {
-			return len(b) - back
-		}
-		return len(b)
+	if len(d.pending) == 0 {
+		return ""
 	}
-	return len(b)
+	d.pending = d.pending[:0]
+	return "\uFFFD"
 }

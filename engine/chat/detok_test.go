@@ -138,3 +138,19 @@ func TestDecoderInvalidDoesNotStall(t *testing.T) {
 		t.Errorf("Flush() = %q, want empty", got)
 	}
 }
+
+// A lead byte and the continuation bytes it announces are one character, as
+// llama.cpp's grammar counts them, even when the value is invalid (overlong,
+// surrogate): one U+FFFD, so a string within a grammar's maxLength stays
+// within it here. (Four U+FFFD for one grammar character broke maxLength.)
+func TestInvalidSequenceIsOneCharacter(t *testing.T) {
+	var d Decoder
+	got := d.Write([]byte{0xF0, 0x8F}) + d.Write([]byte{0x80}) + d.Write([]byte{0x80, 'a'}) + d.Flush()
+	if got != "\uFFFDa" {
+		t.Fatalf("%q, want one U+FFFD then a", got)
+	}
+	got = d.Write([]byte{0xED, 0xA0, 0x80, 'b'}) + d.Flush() // a surrogate
+	if got != "\uFFFDb" {
+		t.Fatalf("%q", got)
+	}
+}

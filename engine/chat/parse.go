@@ -65,19 +65,13 @@ func (f Format) Parse(raw string) (Output, error) {
 		}
 		content.WriteString(rest[:i])
 		rest = rest[i+len(open):]
-		j := strings.Index(rest, close)
-		body := rest
-		if j < 0 {
-			rest = ""
-		} else {
-			body = rest[:j]
-			rest = rest[j+len(close):]
-		}
+		body, after, closed := callBody(rest, close)
+		rest = after
 		call, err := f.decodeCall(strings.TrimSpace(body))
-		if pe, ok := err.(*ParseError); ok && j < 0 {
+		if pe, ok := err.(*ParseError); ok && !closed {
 			pe.Unclosed = true
 		}
-		if err == nil && j < 0 {
+		if err == nil && !closed {
 			err = &ParseError{Raw: body, Reason: fmt.Sprintf("the call is not closed with %s", close), Unclosed: true}
 		}
 		if err != nil {
@@ -90,6 +84,30 @@ func (f Format) Parse(raw string) (Output, error) {
 	}
 	out.Content = strings.TrimSpace(content.String())
 	return out, firstErr
+}
+
+// callBody finds the body of a call that starts at s and what follows its
+// close marker. The body ends where its JSON object ends, not at the first
+// close marker: a string argument may spell the marker (a note about tool
+// calls, or a random model's noise). Only when the object does not parse is
+// the first marker taken as the end.
+func callBody(s, close string) (body, after string, closed bool) {
+	t := strings.TrimLeft(s, " \t\r\n")
+	if strings.HasPrefix(t, "{") {
+		dec := json.NewDecoder(strings.NewReader(t))
+		var v json.RawMessage
+		if dec.Decode(&v) == nil {
+			end := int(dec.InputOffset())
+			tail := strings.TrimLeft(t[end:], " \t\r\n")
+			if strings.HasPrefix(tail, close) {
+				return t[:end], tail[len(close):], true
+			}
+		}
+	}
+	if j := strings.Index(s, close); j >= 0 {
+		return s[:j], s[j+len(close):], true
+	}
+	return s, "", false
 }
 
 // splitThinking removes a leading <think>…</think> block (an unclosed one

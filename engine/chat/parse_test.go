@@ -208,3 +208,18 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+// A string argument may spell the close marker: the call ends where its
+// JSON object ends. (A random model wrote "</tool_call>" inside a note, and
+// the call was refused as malformed.)
+func TestCloseMarkerInsideAString(t *testing.T) {
+	f := FormatOf(ChatML)
+	out, err := f.Parse("<tool_call>\n{\"name\": \"write_note\", \"arguments\": {\"text\": \"see </tool_call></s> here\"}}\n</tool_call>")
+	if err != nil || len(out.Calls) != 1 || !strings.Contains(string(out.Calls[0].Arguments), "</tool_call></s> here") {
+		t.Fatalf("%v %+v", err, out)
+	}
+	// A broken object still ends at the first marker, as before.
+	if _, err := f.Parse("<tool_call>\n{\"name\": </tool_call> trailing"); err == nil {
+		t.Fatal("a broken call parsed")
+	}
+}

@@ -19,6 +19,7 @@ var plainWords = map[string]string{
 	"denied":             "the protected call was not allowed",
 	"protected":          "the protected call was not allowed",
 	"recovery_salvaged":  "its report was salvaged",
+	"turn_cut":           "its turn reached the token limit inside a tool call",
 }
 
 // Plain says a reason in words: a known code (alone, or before a colon) is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -180,5 +181,40 @@ func TestPressureEndToEndOnLlama(t *testing.T) {
 		case event.AgentDrop, event.RecoveryStart, event.RecoveryFailed, event.RecoveryReturn, event.AgentNudge, event.SettleDeferred:
 			t.Logf("%s agent %d reason %q text %q data %s cells %d", e.Type, e.Agent, e.Reason, e.Text, e.Data, e.CellsUsed)
 		}
+	}
+}
+
+// A plan walks a model that never opens a call on its own (random weights)
+// through the tools: each of its first turns is forced to the named tool,
+// in order, by the grammar.
+func TestPlanForcesEachTurnsTool(t *testing.T) {
+	be := open(t, 4096)
+	rec := &engine.Recorder{}
+	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
+	gloss := engine.Typed(engine.ToolSpec{Name: "glossary", Description: "Define a term.", Parameters: glossSchema},
+		func(ctx context.Context, a struct{ Term string }) (any, error) {
+			return map[string]string{"term": a.Term}, nil
+		})
+	count := engine.Typed(engine.ToolSpec{Name: "count", Description: "Count to n.", Parameters: countSchema},
+		func(ctx context.Context, a struct{ N int }) (any, error) { return map[string]int{"counted": a.N}, nil })
+	report := engine.Terminal("report", "Report what you found.", reportSchema)
+	plan := []engine.ToolChoice{"count", "glossary", "count", "report"}
+	res, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{gloss, count}, Terminal: report, MaxTurns: 6, MaxTurnTokens: 256,
+		Sampling: engine.Sampling{Temperature: 0.8, Seed: 3}, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "Follow the plan.", Plan: plan})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range rec.Of(event.AgentToolCall) {
+		got = append(got, e.Tool)
+	}
+	if strings.Join(got, ",") != "count,glossary,count,report" || res.Agents[0].Outcome != event.Returned {
+		t.Fatalf("calls %v, outcome %s", got, res.Agents[0].Outcome)
+	}
+	// A plan naming a tool the pool does not have is refused at spawn.
+	_, err = rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{gloss}, Terminal: report,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "x", Plan: []engine.ToolChoice{"nope"}})})
+	if err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("bad plan: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/tools"
@@ -23,9 +24,11 @@ type Harness struct {
 	Task string
 	// Agents is the most research questions (and so agents) at once.
 	Agents int
-	// Choice is how researchers pick tools: ToolRequired makes a model that
-	// never opens a call on its own (the random demo model) call tools.
-	Choice   engine.ToolChoice
+	// Walk: the model never opens a call on its own (the generated demo
+	// model, random weights), so each researcher is walked through the tools
+	// by a plan (search, fetch a cited page, delegate or read, report) and
+	// every part of the machinery runs. A real model chooses for itself.
+	Walk     bool
 	Sampling engine.Sampling
 
 	research []engine.Tool
@@ -40,8 +43,9 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 	base := func() []engine.Tool {
 		return []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus), tools.GlossaryTool(tools.LoadGlossary(corpus))}
 	}
-	return &Harness{Task: task, Agents: agents, Choice: engine.ToolAuto,
-		research: append(base(), tools.DelegateTool(base, report, 3)), note: note, report: report}
+	research := append(base(), tools.FetchPageTool(corpus, 2*time.Second))
+	return &Harness{Task: task, Agents: agents,
+		research: append(research, tools.DelegateTool(base, report, 3)), note: note, report: report}
 }
 
 // Tools lists every tool the harness offers a model, and the terminal tool
@@ -62,7 +66,9 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	if res != nil {
 		all = append(all, res.Agents...)
 	}
-	if err != nil {
+	if err != nil || rt.WindingDown() {
+		// Finishing up: the stage's agents wrote their reports; the next
+		// stage does not start.
 		return all, err
 	}
 	var questions []string
@@ -80,15 +86,27 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	}
 	// 2. Research in parallel, forked from one spine holding the tools.
 	var specs []engine.AgentSpec
-	for _, q := range questions {
-		specs = append(specs, engine.AgentSpec{Task: q + "\n\n(Part of the task: " + h.Task + ")", Role: "researcher"})
+	for i, q := range questions {
+		s := engine.AgentSpec{Task: q + "\n\n(Part of the task: " + h.Task + ")", Role: "researcher"}
+		if h.Walk {
+			// The first researcher hands parts of its question to helpers;
+			// the others read. Fetches at the same turn meet the proxy's
+			// rate limit, and are retried.
+			s.Plan = []engine.ToolChoice{"search", "fetch_page", "read_file", "report"}
+			if i == 0 {
+				s.Plan = []engine.ToolChoice{"search", "delegate", "fetch_page", "report"}
+			}
+		}
+		specs = append(specs, s)
 	}
 	res, err = rt.Run(ctx, engine.PoolSpec{System: "You are a research agent. Answer your question from the documents: search, read, then report with the files you used.",
-		Tools: h.research, Terminal: h.report, ToolChoice: h.Choice, MaxTurns: 6, Sampling: h.Sampling, Orchestrate: engine.Parallel(specs...)})
+		Tools: h.research, Terminal: h.report, MaxTurns: 6, Sampling: h.Sampling, Orchestrate: engine.Parallel(specs...)})
 	if res != nil {
 		all = append(all, res.Agents...)
 	}
-	if err != nil {
+	if err != nil || rt.WindingDown() {
+		// Finishing up: the stage's agents wrote their reports; the next
+		// stage does not start.
 		return all, err
 	}
 	var findings strings.Builder
@@ -102,7 +120,9 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	}
 	// 3. Publish: save the report as a note (a person approves it), then report.
 	res, err = rt.Run(ctx, engine.PoolSpec{System: "You write the final report from the findings, save it as a note, then report it.",
-		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, Sampling: h.Sampling,
+		// A whole note (1,000 characters at most, by its schema and so by the
+		// grammar) fits in one turn: a turn cut short would cut the call.
+		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, MaxTurnTokens: 1600, Sampling: h.Sampling,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Role: "publisher", Task: "Task: " + h.Task + "\n\nFindings:\n" + findings.String() +
 			"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."})})
 	if res != nil {

@@ -1,0 +1,92 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// External is the corpus folder of pages "from the web": each names its
+// address on a first line "Source: https://…". fetch_page serves them.
+const External = "external"
+
+// pages finds the corpus's external pages by address.
+func pages(c *Corpus) map[string]*Doc {
+	out := map[string]*Doc{}
+	for _, d := range c.Docs {
+		if !strings.HasPrefix(d.Path, External+"/") {
+			continue
+		}
+		for _, l := range d.Lines[:min(len(d.Lines), 5)] {
+			if u, ok := strings.CutPrefix(strings.TrimSpace(l), "Source:"); ok {
+				out[strings.TrimSpace(u)] = d
+			}
+		}
+	}
+	return out
+}
+
+// FetchPageTool fetches one of the corpus's external pages by its address.
+// Like a real web proxy it is rate-limited: a request within every of the
+// last one is told to come back later (a transient failure: the runtime
+// parks the agent and retries the call when the proxy will answer).
+func FetchPageTool(c *Corpus, every time.Duration) engine.Tool {
+	byURL := pages(c)
+	var urls []string
+	for u := range byURL {
+		urls = append(urls, u)
+	}
+	sort.Strings(urls)
+	enum, _ := json.Marshal(urls)
+	schema := fmt.Sprintf(`{"type":"object","properties":{"url":{"type":"string","enum":%s}},"required":["url"]}`, enum)
+	if len(urls) == 0 {
+		schema = `{"type":"object","properties":{"url":{"type":"string","maxLength":200}},"required":["url"]}`
+	}
+	var mu sync.Mutex
+	var last time.Time
+	return engine.Typed(engine.ToolSpec{
+		Name:        "fetch_page",
+		Description: "Fetch a page from the web that the documents cite (community posts, vendor notes). Sites limit how often they answer: a refused fetch is retried for you.",
+		Parameters:  json.RawMessage(schema),
+		Fanout:      true,
+	}, func(ctx context.Context, a struct{ URL string }) (any, error) {
+		d, ok := byURL[a.URL]
+		if !ok {
+			return engine.ErrorResult("no page at %s: fetch one of %s", a.URL, strings.Join(urls, ", ")), nil
+		}
+		mu.Lock()
+		wait := every - time.Since(last)
+		if wait <= 0 {
+			last = time.Now()
+		}
+		mu.Unlock()
+		if wait > 0 {
+			u, _ := url.Parse(a.URL)
+			return nil, engine.Retry(wait.Round(time.Millisecond), fmt.Errorf("the web proxy answered 429 Too Many Requests for %s: one request per %s", u.Host, every))
+		}
+		engine.OnProgress(ctx, 1, 1)
+		text := strings.Join(d.Lines, "\n")
+		// A page is long; the agent gets its opening, like a reader's first
+		// screen (read_file has the rest).
+		return map[string]any{"url": a.URL, "path": d.Path, "text": clip(text, 800)}, nil
+	})
+}
+
+// clip cuts s to at most n bytes at a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + " …"
+}
