@@ -53,7 +53,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.StringVar(&c.Corpus, "corpus", "", "folder of .md/.txt documents (default: the built-in Tidewater handbook)")
 	f.StringVar(&c.Task, "task", research.DemoTask, "what to research")
 	f.IntVar(&c.Agents, "agents", 3, "most research agents")
-	f.IntVar(&c.NCtx, "ctx", 8192, "context size shared by all agents, in tokens")
+	f.IntVar(&c.NCtx, "ctx", 8192, "context size shared by all agents, in tokens (16384 for the generated demo model)")
 	f.Uint32Var(&c.Seed, "seed", 1, "sampling seed")
 	f.IntVar(&c.Threads, "threads", 0, "CPU threads (default: all)")
 	f.StringVar(&c.TracePath, "trace", "", "write the trace here (default: a new file under the state dir)")
@@ -94,6 +94,11 @@ func (o *runFlags) run(cmd *cobra.Command) error {
 	}
 	c.Theme = th
 	if c.Model == "" {
+		// The generated model is tiny (its cache costs about 0.5 KiB a
+		// cell), and its noise fills a context fast: give the demo room.
+		if !cmd.Flags().Changed("ctx") {
+			c.NCtx = 16384
+		}
 		p, err := cachedModel("tiny", modelgen.Tiny())
 		if err != nil {
 			return err

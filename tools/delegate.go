@@ -13,7 +13,7 @@ import (
 // know everything it has read), on sub-questions; their answers come back as
 // its result.
 func DelegateTool(sub func() []engine.Tool, report engine.Tool, maxTasks int) engine.Tool {
-	schema := fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string","maxLength":300},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, maxTasks)
+	schema := fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, maxTasks)
 	return engine.Typed(engine.ToolSpec{
 		Name:        "delegate",
 		Description: fmt.Sprintf("Hand up to %d sub-questions to helper agents that start from what you already know and research them in parallel; returns their answers.", maxTasks),
@@ -33,7 +33,7 @@ func DelegateTool(sub func() []engine.Tool, report engine.Tool, maxTasks int) en
 			Tools:  sub(), Terminal: report, MaxTurns: 4,
 			Orchestrate: engine.Parallel(specs...),
 		})
-		if err != nil && res == nil {
+		if err != nil && (res == nil || len(res.Agents) == 0) {
 			return engine.ErrorResult("the helpers could not start: %v", err), nil
 		}
 		type answer struct {

@@ -65,13 +65,13 @@ func (d *Decoder) Write(piece []byte) string {
 }
 
 // seqLen is how many bytes a sequence starting with c has, as llama.cpp's
-// grammar decodes UTF-8 (0: c is a continuation byte, or a byte that starts
-// nothing valid, released at once rather than held).
+// grammar decodes UTF-8 (0: c is a continuation byte; 0xF8–0xFF, which
+// start nothing valid, are read as four-byte leads, as the grammar does).
 func seqLen(c byte) int {
 	switch {
 	case c < 0x80:
 		return 1
-	case c < 0xC0, c >= 0xF8:
+	case c < 0xC0:
 		return 0
 	case c < 0xE0:
 		return 2

@@ -43,7 +43,7 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 	base := func() []engine.Tool {
 		return []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus), tools.GlossaryTool(tools.LoadGlossary(corpus))}
 	}
-	research := append(base(), tools.FetchPageTool(corpus, 2*time.Second))
+	research := append(base(), tools.FetchPageTool(corpus, 8*time.Second))
 	return &Harness{Task: task, Agents: agents,
 		research: append(research, tools.DelegateTool(base, report, 3)), note: note, report: report}
 }
@@ -89,12 +89,13 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	for i, q := range questions {
 		s := engine.AgentSpec{Task: q + "\n\n(Part of the task: " + h.Task + ")", Role: "researcher"}
 		if h.Walk {
-			// The first researcher hands parts of its question to helpers;
-			// the others read. Fetches at the same turn meet the proxy's
-			// rate limit, and are retried.
+			// The first researcher hands parts of its question to helpers
+			// first, while the context has the most room, then fetches two
+			// cited pages in a row: the second meets the proxy's rate limit
+			// and is retried. The others search, fetch and read.
 			s.Plan = []engine.ToolChoice{"search", "fetch_page", "read_file", "report"}
 			if i == 0 {
-				s.Plan = []engine.ToolChoice{"search", "delegate", "fetch_page", "report"}
+				s.Plan = []engine.ToolChoice{"delegate", "search", "fetch_page", "fetch_page", "report"}
 			}
 		}
 		specs = append(specs, s)
