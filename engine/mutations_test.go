@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
@@ -264,5 +265,44 @@ func TestTurnCutInsideACall(t *testing.T) {
 	}
 	if !cut {
 		t.Fatal("the cut lookup was not asked for again")
+	}
+}
+
+// AsRoomAllows runs tasks a few at a time when the context cannot hold them
+// all: a refused spawn waits for an agent to finish and its cells to come
+// back, then starts; every task gets its report.
+func TestAsRoomAllowsWaitsForRoom(t *testing.T) {
+	h := small(t, 1<<16)
+	var specs []engine.AgentSpec
+	for i := 0; i < 3; i++ {
+		task := fmt.Sprintf("task %d %s", i, strings.Repeat("long words ", 20))
+		h.be.Script(task, reportCall(fmt.Sprint("done ", i)))
+		specs = append(specs, engine.AgentSpec{Task: task})
+	}
+	taskToks, _ := h.be.Tokenize(h.be.Format().Turn(chat.Message{Role: chat.User, Content: specs[0].Task}, false))
+	var once sync.Once
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.SpineCreate {
+			// Room above the soft limit for one task and a bit, not two.
+			once.Do(func() { h.be.SetNCtx(h.be.CellsUsed() + 100 + len(taskToks) + len(taskToks)/2) })
+		}
+	})}})
+	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, Orchestrate: engine.AsRoomAllows(specs...)})
+	if len(res.Agents) != 3 {
+		t.Fatalf("%d agents ran", len(res.Agents))
+	}
+	for _, a := range res.Agents {
+		if a.Outcome != event.Returned {
+			t.Fatalf("%+v", a)
+		}
+	}
+	waits := 0
+	for _, e := range h.rec.Of(event.PoolNote) {
+		if e.Role == "waiting_for_room" {
+			waits++
+		}
+	}
+	if waits == 0 {
+		t.Fatal("every task fit at once: the test did not make the context small")
 	}
 }

@@ -96,6 +96,52 @@ func (pc *PoolContext) Note(name, reason string) {
 	pc.p.rt.em.emit(event.Event{Type: event.PoolNote, Role: name, Parent: pc.p.scope, Pool: pc.p.scope, Reason: reason})
 }
 
+// ErrNoRoom is what a spawn refused for room matches (errors.Is): the
+// context has too few free cells above the soft limit for the agent's task.
+var ErrNoRoom = errors.New("no room in the context")
+
+// roomError is a spawn refused for room, in words that say what to do.
+type roomError string
+
+func (e roomError) Error() string        { return string(e) }
+func (e roomError) Is(target error) bool { return target == ErrNoRoom }
+
+// AsRoomAllows runs every task, each as soon as the context has room for it:
+// a spawn refused for room waits until an agent of the pool finishes (its
+// cells go back at once) and is tried again, so a small context runs the
+// tasks a few at a time instead of refusing them. A refusal with nothing
+// left to wait for is returned.
+func AsRoomAllows(specs ...AgentSpec) Orchestrator {
+	return func(ctx context.Context, pc *PoolContext) error {
+		var running []*Agent
+		var errs []error
+		for _, s := range specs {
+			for {
+				a, err := pc.Spawn(ctx, s)
+				if err == nil {
+					running = append(running, a)
+					break
+				}
+				if !errors.Is(err, ErrNoRoom) || len(running) == 0 {
+					errs = append(errs, fmt.Errorf("spawn %q: %w", truncate(s.Task, 40), err))
+					break
+				}
+				pc.Note("waiting_for_room", fmt.Sprintf("%q waits for agent %d to finish: the context has no room for it yet", truncate(s.Task, 40), running[0].ID))
+				if _, err := pc.Wait(ctx, running[0]); err != nil {
+					return err
+				}
+				running = running[1:]
+			}
+		}
+		for _, a := range running {
+			if _, err := pc.Wait(ctx, a); err != nil {
+				return err
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
 // Parallel spawns every task at once and waits for all.
 func Parallel(specs ...AgentSpec) Orchestrator {
 	return func(ctx context.Context, pc *PoolContext) error {

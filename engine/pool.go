@@ -483,7 +483,7 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 	if room := pr.Headroom - p.reserved(); len(toks) > room {
 		reason := fmt.Sprintf("spawn refused (pressure_init): its task needs %d cells and only %d are free above the soft limit (%d free of %d); wait for agents to finish, shorten the task or give the context more room", len(toks), max(room, 0), pr.Remaining, pr.NCtx)
 		p.emit(event.Event{Type: event.SpawnRefused, Text: s.Task, Tokens: len(toks), Reason: reason})
-		return nil, errors.New(reason)
+		return nil, roomError(reason)
 	}
 	id := int(p.rt.nextAgent.Add(1))
 	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, Role: s.Role, plan: s.Plan, parent: p.parent, pool: p, status: event.StatusPending, done: make(chan struct{}), suffix: toks}

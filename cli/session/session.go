@@ -132,7 +132,13 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if err != nil {
 		return err
 	}
-	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NThreads: cfg.Threads})
+	// A decode batch in proportion to a small context: the hard limit must
+	// hold one, and 512 cells of reserve would leave 2,048 no room to work.
+	nBatch := 512
+	if cfg.NCtx < 4096 {
+		nBatch = max(64, cfg.NCtx/8)
+	}
+	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads})
 	if err != nil {
 		return err
 	}
@@ -142,7 +148,10 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	h.Sampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: cfg.Seed}
 	// A random model never opens a call on its own: walk it through the
 	// tools so the demo exercises them (and asks you about write_note).
-	h.Walk = cfg.Generated
+	h.Walk = cfg.Generated && cfg.NCtx >= 4096
+	if what := h.Fit(be.NCtx(), be.NBatch()); what != "" {
+		fmt.Fprintln(errOut, "adapted to the context:", what)
+	}
 
 	// Trace first: everything after this point is recorded.
 	tp := cfg.TracePath

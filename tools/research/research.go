@@ -30,10 +30,38 @@ type Harness struct {
 	// every part of the machinery runs. A real model chooses for itself.
 	Walk     bool
 	Sampling engine.Sampling
+	// SoftLimit and HardLimit are the pools' pressure limits in cells (0:
+	// the engine's defaults); Fit sets them for a small context.
+	SoftLimit, HardLimit int
 
 	research []engine.Tool
+	compact  []engine.Tool // the research tools for a small context
+	// findingChars bounds each researcher's finding in the publisher's
+	// task: the task must fit the context with room to write the note.
+	findingChars int
 	note     engine.Tool
 	report   engine.Tool
+}
+
+// Fit sizes the harness to a context of nCtx cells decoded nBatch tokens at
+// a time, and says what it changed ("" when nothing): pressure limits in
+// proportion to the context (the defaults, 1,024 and 512 cells, would leave
+// a 2,048-cell context no room to work), and in a small context a compact
+// set of tools, whose descriptions fill less of it. Researchers always start
+// as room allows (AsRoomAllows), so a small context runs them in turn.
+func (h *Harness) Fit(nCtx, nBatch int) string {
+	if nCtx >= 8192 {
+		return ""
+	}
+	h.HardLimit = max(nBatch, min(engine.DefaultHardLimit, nCtx/16))
+	h.SoftLimit = max(h.HardLimit+nBatch/2, min(engine.DefaultSoftLimit, nCtx/6))
+	h.findingChars = max(120, nCtx/16)
+	what := fmt.Sprintf("context %d: pressure limits %d/%d cells (soft/hard), researchers start as room allows, findings cut to %d characters each", nCtx, h.SoftLimit, h.HardLimit, h.findingChars)
+	if nCtx < 4096 {
+		h.research = h.compact
+		what += ", compact tools (search, read_file, grep)"
+	}
+	return what
 }
 
 // New builds the harness over a corpus; note is the write_note tool (it
@@ -45,7 +73,8 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 	}
 	research := append(base(), tools.FetchPageTool(corpus, 8*time.Second))
 	return &Harness{Task: task, Agents: agents,
-		research: append(research, tools.DelegateTool(base, report, 3)), note: note, report: report}
+		research: append(research, tools.DelegateTool(base, report, 3)), note: note, report: report,
+		compact: []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus)}, findingChars: 1200}
 }
 
 // Tools lists every tool the harness offers a model, and the terminal tool
@@ -62,7 +91,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	planSchema := json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"questions":{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}},"required":["questions"]}`, h.Agents))
 	plan := engine.Terminal("plan", "Give the research questions that together answer the task.", planSchema)
 	res, err := rt.Run(ctx, engine.PoolSpec{System: "You plan research. Split the task into independent questions a researcher can answer from the documents.", Terminal: plan,
-		MaxTurnTokens: 400, Sampling: h.Sampling, Orchestrate: engine.Parallel(engine.AgentSpec{Task: h.Task, Role: "planner"})})
+		MaxTurnTokens: 400, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit, Orchestrate: engine.Parallel(engine.AgentSpec{Task: h.Task, Role: "planner"})})
 	if res != nil {
 		all = append(all, res.Agents...)
 	}
@@ -101,7 +130,8 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		specs = append(specs, s)
 	}
 	res, err = rt.Run(ctx, engine.PoolSpec{System: "You are a research agent. Answer your question from the documents: search, read, then report with the files you used.",
-		Tools: h.research, Terminal: h.report, MaxTurns: 6, Sampling: h.Sampling, Orchestrate: engine.Parallel(specs...)})
+		Tools: h.research, Terminal: h.report, MaxTurns: 6, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
+		Orchestrate: engine.AsRoomAllows(specs...)})
 	if res != nil {
 		all = append(all, res.Agents...)
 	}
@@ -113,7 +143,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	var findings strings.Builder
 	for _, a := range res.Agents {
 		if a.Ok() {
-			fmt.Fprintf(&findings, "- %s\n  %s\n", strings.SplitN(a.Task, "\n", 2)[0], a.Text())
+			fmt.Fprintf(&findings, "- %s\n  %s\n", clip(strings.SplitN(a.Task, "\n", 2)[0], h.findingChars/3), clip(a.Text(), h.findingChars))
 		}
 	}
 	if findings.Len() == 0 {
@@ -123,11 +153,20 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	res, err = rt.Run(ctx, engine.PoolSpec{System: "You write the final report from the findings, save it as a note, then report it.",
 		// A whole note (1,000 characters at most, by its schema and so by the
 		// grammar) fits in one turn: a turn cut short would cut the call.
-		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, MaxTurnTokens: 1600, Sampling: h.Sampling,
+		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, MaxTurnTokens: 1600, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Role: "publisher", Task: "Task: " + h.Task + "\n\nFindings:\n" + findings.String() +
 			"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."})})
 	if res != nil {
 		all = append(all, res.Agents...)
 	}
 	return all, err
+}
+
+// clip cuts s to at most n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
 }
