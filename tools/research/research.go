@@ -39,8 +39,8 @@ type Harness struct {
 	// findingChars bounds each researcher's finding in the publisher's
 	// task: the task must fit the context with room to write the note.
 	findingChars int
-	note     engine.Tool
-	report   engine.Tool
+	note         engine.Tool
+	report       engine.Tool
 }
 
 // Fit sizes the harness to a context of nCtx cells decoded nBatch tokens at
