@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,7 +20,12 @@ import (
 )
 
 func newBenchCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "bench", Short: "Measure lloyal's speed and memory"}
+	cmd := &cobra.Command{Use: "bench", Short: "Measure lloyal's speed and memory",
+		// A figure means little without the machine's load: every bench
+		// says it at the start and the end.
+		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { printLoad(cmd.OutOrStdout(), "start") },
+		PersistentPostRun: func(cmd *cobra.Command, _ []string) { printLoad(cmd.OutOrStdout(), "end") },
+	}
 	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd())
 	return cmd
 }
@@ -96,7 +103,10 @@ func (b *engineBench) spawn(w io.Writer) error {
 	defer m.Close()
 	fmt.Fprintf(w, "spawn: %s (%.1fM params), spine %d tokens, suffix %d tokens per agent\n", m.Info.Name, float64(m.Info.NParams)/1e6, b.spine, b.suffix)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\tshared: prefilled\tper own suffix\ttime\tre-prefill: prefilled\ttime\tfewer tokens\tfaster\t")
+	// "fewer tokens" counts the spine's own prefill once on the shared
+	// side (it is paid once, before any agent): at N=1 sharing saves
+	// nothing, and the saving grows with N.
+	fmt.Fprintln(tw, "N\tshared: prefilled\tper own suffix\ttime\tre-prefill: prefilled\ttime\tfewer tokens (spine counted once)\tfaster\t")
 	for _, n := range b.agents {
 		shared, sharedT, err := kv.MeasureSpawn(m.Model, b.spine, b.suffix, n, b.threads, true)
 		if err != nil {
@@ -108,7 +118,7 @@ func (b *engineBench) spawn(w io.Writer) error {
 		}
 		own := n * b.suffix
 		fmt.Fprintf(tw, "%d\t%d\t%.2f×\t%s\t%d\t%s\t%.1f×\t%.1f×\t\n", n, shared, float64(shared)/float64(own), sharedT.Round(time.Millisecond),
-			re, reT.Round(time.Millisecond), float64(re)/float64(shared), float64(reT)/float64(sharedT))
+			re, reT.Round(time.Millisecond), float64(re)/float64(shared+b.spine), float64(reT)/float64(sharedT))
 	}
 	return tw.Flush()
 }
@@ -134,4 +144,23 @@ func (b *engineBench) decode(w io.Writer) error {
 		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.2f×\t\n", n, tps, tps/float64(n), float64(step.Microseconds())/1000, tps/base)
 	}
 	return tw.Flush()
+}
+
+// printLoad prints the load average (/proc/loadavg) and says when the
+// machine was busy: more runnable work than half its cores.
+func printLoad(w io.Writer, when string) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		fmt.Fprintf(w, "load at %s: unknown (%v)\n", when, err)
+		return
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return
+	}
+	note := "quiet"
+	if l1, err := strconv.ParseFloat(f[0], 64); err == nil && l1 > float64(runtime.NumCPU())/2 {
+		note = fmt.Sprintf("BUSY: other work was running (%d cores); figures are lower than on a quiet machine", runtime.NumCPU())
+	}
+	fmt.Fprintf(w, "load at %s: %s %s %s (1, 5, 15 min) · %s\n", when, f[0], f[1], f[2], note)
 }

@@ -31,7 +31,7 @@ go test ./engine -run '^$' -bench SchedulerTick.`,
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "llama.cpp SIMD flags: %s; %d agents\n\n", SIMDFlags, agents)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "backend\tticks\tms/tick\tdecode ms/tick\tsampling etc. ms/tick\tscheduler µs/tick\toutside decode\tscheduler share\t")
+			fmt.Fprintln(tw, "backend\tticks\tms/tick\tdecode ms/tick\tsampling etc. ms/tick\tscheduler µs/tick\toutside llama_decode (of wall)\tscheduler (of wall)\t")
 			rows := []struct {
 				name   string
 				tokens int
@@ -89,7 +89,7 @@ func runtimeRow(ctx context.Context, w io.Writer, name string, be engine.Backend
 		return err
 	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(o.Ticks) }
-	pct := func(d time.Duration) string { return fmt.Sprintf("%.1f%%", 100*float64(d)/float64(o.Decode)) }
+	pct := func(d time.Duration) string { return fmt.Sprintf("%.1f%%", 100*float64(d)/float64(o.Wall)) }
 	fmt.Fprintf(w, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t%s\t%s\t\n", name, o.Ticks, per(o.Wall), per(o.Decode), per(o.Native),
 		float64(o.Scheduler().Microseconds())/float64(o.Ticks), pct(o.Wall-o.Decode), pct(o.Scheduler()))
 	return nil

@@ -27,6 +27,7 @@ memory. Targets: p95 View ≤ 8 ms, lag ≤ 100 ms, memory flat.`,
 			fmt.Fprintf(out, "events      %d (%.0f/s)\n", r.Events, float64(r.Events)/d.Seconds())
 			fmt.Fprintf(out, "frames      %d\n", r.Frames)
 			fmt.Fprintf(out, "View        median %s, p95 %s\n", r.ViewMedian.Round(time.Microsecond), r.ViewP95.Round(time.Microsecond))
+			fmt.Fprintf(out, "Update+View median %s, p95 %s (a frame: folding the batch, then drawing)\n", r.FrameMedian.Round(time.Microsecond), r.FrameP95.Round(time.Microsecond))
 			fmt.Fprintf(out, "lag         median %s, p95 %s\n", r.LagMedian.Round(time.Microsecond), r.LagP95.Round(time.Microsecond))
 			fmt.Fprintf(out, "heap        %.1f MiB after warm-up → %.1f MiB at the end\n", r.HeapStartMiB, r.HeapEnd)
 			return nil

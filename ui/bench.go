@@ -19,6 +19,7 @@ type BenchResult struct {
 	Events                int
 	Frames                int
 	ViewMedian, ViewP95   time.Duration
+	FrameMedian, FrameP95 time.Duration // Update (folding the batch) and View together
 	LagMedian, LagP95     time.Duration // event emitted → on screen
 	HeapStartMiB, HeapEnd float64
 }
@@ -68,7 +69,7 @@ func BenchRender(d time.Duration, agents, rate, w, h int) BenchResult {
 			}
 		}
 	}()
-	var views, lags []time.Duration
+	var views, frames, lags []time.Duration
 	res := BenchResult{}
 	var ms runtime.MemStats
 	heapAt := func() float64 { runtime.ReadMemStats(&ms); return float64(ms.HeapAlloc) / (1 << 20) }
@@ -78,11 +79,13 @@ func BenchRender(d time.Duration, agents, rate, w, h int) BenchResult {
 		case msg := <-msgs:
 			bm := msg.(BatchMsg)
 			res.Events += len(bm.Events)
+			tu := time.Now()
 			m.Update(bm)
 			t0 := time.Now()
 			_ = m.View()
 			now := time.Now()
 			views = append(views, now.Sub(t0))
+			frames = append(frames, now.Sub(tu))
 			lags = append(lags, now.Sub(bm.Events[0].Wall))
 			res.Frames++
 			if !sampled && time.Since(start) > d/5 {
@@ -96,6 +99,7 @@ func BenchRender(d time.Duration, agents, rate, w, h int) BenchResult {
 			runtime.GC()
 			res.HeapEnd = heapAt()
 			res.ViewMedian, res.ViewP95 = pct(views, 50), pct(views, 95)
+			res.FrameMedian, res.FrameP95 = pct(frames, 50), pct(frames, 95)
 			res.LagMedian, res.LagP95 = pct(lags, 50), pct(lags, 95)
 			return res
 		}
