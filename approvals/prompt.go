@@ -55,17 +55,23 @@ func (lp *LinePrompter) Run(ctx context.Context) {
 			continue // answered meanwhile (timeout, cancel)
 		}
 		fmt.Fprint(lp.out, Describe(req))
-		for {
-			fmt.Fprint(lp.out, keysPrompt())
-			var line string
-			var ok bool
+		// ask prints a prompt and reads a line; false when the run ends or
+		// the input closes (then nobody is left to answer: deny what waits).
+		ask := func(prompt string) (string, bool) {
+			fmt.Fprint(lp.out, prompt)
 			select {
 			case <-ctx.Done():
-				return
-			case line, ok = <-lines:
+				return "", false
+			case line, ok := <-lines:
+				if !ok {
+					lp.b.Withdraw(0, "input closed before anyone answered")
+				}
+				return line, ok
 			}
+		}
+		for {
+			line, ok := ask(keysPrompt())
 			if !ok {
-				lp.b.Withdraw(0, "input closed before anyone answered")
 				return
 			}
 			d, valid := ParseAnswer(line)
@@ -73,14 +79,7 @@ func (lp *LinePrompter) Run(ctx context.Context) {
 				continue
 			}
 			if k, _ := KeyFor(strings.TrimSpace(line)); k.AskReason {
-				fmt.Fprint(lp.out, "  reason (the model reads it): ")
-				select {
-				case <-ctx.Done():
-					return
-				case line, ok = <-lines:
-				}
-				if !ok {
-					lp.b.Withdraw(0, "input closed before anyone answered")
+				if line, ok = ask("  reason (the model reads it): "); !ok {
 					return
 				}
 				d.Reason = strings.TrimSpace(line)

@@ -3,7 +3,6 @@ package ui
 import (
 	"bytes"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/themes"
-	"github.com/lloyal-ai/lloyal/trace"
 )
 
 func init() { lipgloss.SetColorProfile(termenv.Ascii) }
@@ -168,21 +166,7 @@ func TestSmallTerminal(t *testing.T) {
 }
 
 func TestReplayPausedMidRun(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "fixture.jsonl")
-	w, err := trace.Create(path, trace.Header{ProgramVersion: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range append(fixture(), finish()...) {
-		w.Emit(e)
-	}
-	if err := w.Close("completed"); err != nil {
-		t.Fatal(err)
-	}
-	ix, err := trace.BuildIndex(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ix := fixtureTrace(t, append(fixture(), finish()...))
 	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix, 1)})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 36))
 	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(" ")}) // pause at once
@@ -250,21 +234,7 @@ func TestReplayEndsOnTheLiveScreen(t *testing.T) {
 	live.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
 	live.Update(BatchMsg{Events: events})
 
-	path := filepath.Join(t.TempDir(), "run.jsonl")
-	w, err := trace.Create(path, trace.Header{ProgramVersion: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range events {
-		w.Emit(e)
-	}
-	if err := w.Close("completed"); err != nil {
-		t.Fatal(err)
-	}
-	ix, err := trace.BuildIndex(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ix := fixtureTrace(t, events)
 	rp := New(Options{Theme: themes.Dark(), Title: "test-model", Dev: true, Replay: NewPlayer(ix, 1)})
 	rp.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
 	rp.o.Replay.playing = false

@@ -63,21 +63,7 @@ func TestDevPane(t *testing.T) {
 }
 
 func TestTransportPane(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "fixture.jsonl")
-	w, err := trace.Create(path, trace.Header{ProgramVersion: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range append(fixture(), finish()...) {
-		w.Emit(e)
-	}
-	if err := w.Close("completed"); err != nil {
-		t.Fatal(err)
-	}
-	ix, err := trace.BuildIndex(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ix := fixtureTrace(t, append(fixture(), finish()...))
 	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix, 1)})
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
 	var frames []string
@@ -111,4 +97,25 @@ func TestNoColorScreen(t *testing.T) {
 		t.Fatal("colour escapes under NO_COLOR")
 	}
 	golden.RequireEqual(t, []byte(v))
+}
+
+// fixtureTrace writes events to a trace file and indexes it.
+func fixtureTrace(t *testing.T, events []event.Event) *trace.Index {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fixture.jsonl")
+	w, err := trace.Create(path, trace.Header{ProgramVersion: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		w.Emit(e)
+	}
+	if err := w.Close("completed"); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := trace.BuildIndex(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
 }
