@@ -54,6 +54,9 @@ decode  aggregate tokens/s of N branches decoded together, one llama_decode
 Models default to generated ones cached under the user cache dir.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if b.spine < 1 || b.suffix < 1 || b.steps < 1 || b.threads < 0 {
+				return fmt.Errorf("--spine %d --suffix %d --steps %d --threads %d: the first three are at least 1, threads 0 (all) or more", b.spine, b.suffix, b.steps, b.threads)
+			}
 			for _, s := range strings.Split(agents, ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(s))
 				if err != nil || n < 1 || n > llama.MaxSeq-1 {

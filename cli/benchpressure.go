@@ -28,6 +28,9 @@ agent ended. The target: every started agent reaches a terminal outcome with a
 non-empty report or an explicit failure reason.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if agents < 1 || agents > 250 {
+				return fmt.Errorf("--agents %d: use 1 to 250", agents)
+			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "%d agents on the tiny generated model\n\n", agents)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

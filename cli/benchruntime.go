@@ -28,6 +28,9 @@ Rows: the tiny generated model, and the ~0.5B generated model (skip with
 go test ./engine -run '^$' -bench SchedulerTick.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if agents < 1 || agents > 254 || tinyTokens < 1 || benchTokens < 1 {
+				return fmt.Errorf("--agents %d --tiny-tokens %d --big-tokens %d: use 1 to 254 agents and at least 1 token each", agents, tinyTokens, benchTokens)
+			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "llama.cpp SIMD flags: %s; %d agents\n\n", SIMDFlags, agents)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

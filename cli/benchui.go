@@ -21,6 +21,9 @@ given size and rate, and reports View time, frames, event-to-screen lag and
 memory. Targets: p95 View ≤ 8 ms, lag ≤ 100 ms, memory flat.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if agents < 1 || rate < 1 || w < 20 || h < 10 || d <= 0 {
+				return fmt.Errorf("--agents %d --rate %d --width %d --height %d --duration %s: use at least 1 agent and 1 event/s, a 20×10 screen, a positive duration", agents, rate, w, h, d)
+			}
 			r := ui.BenchRender(d, agents, rate, w, h)
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "%d agents, %d events/s for %s at %d×%d\n", agents, rate, d, w, h)

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,4 +139,46 @@ func FuzzRunFlags(f *testing.F) {
 			t.Fatalf("the error does not name the flag: %v", err)
 		}
 	})
+}
+
+// The binary over the edge values of every command's numeric flags: each
+// is refused with a message naming the flag, never a panic or a native
+// abort. (Values that are accepted run the real work, which other tests
+// cover.)
+func TestNumericFlagEdgesAreRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"run", "--ctx", "256"}, {"run", "--ctx", "-1"}, {"run", "--ctx", "9999999999"}, {"run", "--agents", "0"}, {"run", "--agents", "-3"},
+		{"run", "--threads", "-1"}, {"run", "--approval-timeout", "-1s"}, {"run", "--seed", "-1"}, {"run", "--seed", "99999999999"},
+		{"replay", "--speed", "-1", "x.jsonl"}, {"replay", "--speed", "1000", "x.jsonl"}, {"replay", "--speed", "0.1", "x.jsonl"},
+		{"bench", "engine", "--spine", "0"}, {"bench", "engine", "--suffix", "-5"}, {"bench", "engine", "--steps", "0"}, {"bench", "engine", "--threads", "-3"},
+		{"bench", "engine", "--agents", "0"}, {"bench", "engine", "--agents", "100000"},
+		{"bench", "runtime", "--agents", "0"}, {"bench", "runtime", "--agents", "100000"}, {"bench", "runtime", "--tiny-tokens", "0"},
+		{"bench", "pressure", "--agents", "0"}, {"bench", "pressure", "--ctx", "0"},
+		{"bench", "ui", "--agents", "0"}, {"bench", "ui", "--rate", "0"}, {"bench", "ui", "--width", "0"}, {"bench", "ui", "--duration", "-1s"},
+		{"model", "tiny", "-o", "x.gguf", "--layers", "0"}, {"model", "tiny", "-o", "x.gguf", "--layers", "100000"}, {"model", "tiny", "-o", "x.gguf", "--width", "-1"},
+		{"model", "tiny", "-o", "x.gguf", "--heads", "0"}, {"model", "tiny", "-o", "x.gguf", "--width", "1000000"}, {"model", "tiny", "-o", "x.gguf", "--ff", "0"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			cmd := exec.Command(bin, args...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Fatalf("exit %v, want 1:\n%s", err, out)
+			}
+			s := string(out)
+			if strings.Contains(s, "goroutine ") || strings.Contains(s, "SIGABRT") || strings.Contains(s, "panic") || !strings.Contains(s, "lloyal:") {
+				t.Fatalf("not a clean refusal:\n%s", out)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.gguf")); err == nil {
+		t.Fatal("a refused model was written")
+	}
 }

@@ -64,6 +64,10 @@ func (o Options) validate() error {
 	switch {
 	case o.Layers < 1 || o.Embd < 8 || o.FF < 8 || o.Heads < 1 || o.KVHeads < 1:
 		return fmt.Errorf("model shape: layers, width, ff and heads must be positive (got %d layers, width %d, ff %d, %d heads, %d kv heads)", o.Layers, o.Embd, o.FF, o.Heads, o.KVHeads)
+	case o.Layers > 512 || o.Embd > 16384 || o.FF > 65536:
+		return fmt.Errorf("model shape: %d layers, width %d, ff %d is past what this generator makes (at most 512 layers, width 16384, ff 65536)", o.Layers, o.Embd, o.FF)
+	case o.Params() > 8_000_000_000:
+		return fmt.Errorf("model shape: %d parameters is past what this generator makes (8 billion at most)", o.Params())
 	case o.Embd%o.Heads != 0:
 		return fmt.Errorf("model shape: width %d is not a multiple of %d heads", o.Embd, o.Heads)
 	case o.Heads%o.KVHeads != 0:
