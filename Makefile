@@ -29,7 +29,7 @@ run: build
 
 test: deps
 	@$(CGO); echo "llama.cpp SIMD: $$LLOYAL_SIMD_FLAGS"; \
-	go vet ./... && go test -race $(GOTEST_FLAGS) ./...
+	go vet ./... && go test -race -timeout 40m $(GOTEST_FLAGS) ./...
 
 bench: build
 	bin/lloyal bench engine

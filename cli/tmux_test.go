@@ -218,14 +218,15 @@ func hasEvent(recs []trace.Record, typ event.Type, text string) bool {
 }
 
 // A run that fails in the app shows the error, exits non-zero and closes
-// its trace as an error (a 2,048-token context cannot hold three researchers).
+// its trace as an error (a 512-token context cannot hold even the planner,
+// however the harness fits itself).
 func TestTmuxErrorInTheApp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives the real binary")
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	cmd := bin + " run --ctx 2048 --agents 3 --corpus " + filepath.Join("..", "testdata", "corpus") + " --workspace " + filepath.Join(dir, "notes") +
+	cmd := bin + " run --ctx 512 --agents 3 --corpus " + filepath.Join("..", "testdata", "corpus") + " --workspace " + filepath.Join(dir, "notes") +
 		" --trace " + filepath.Join(dir, "run.jsonl") + " --deny-protected"
 	s := startTmux(t, cmd, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
 	s.waitFor("run failed", 3*time.Minute)
