@@ -131,9 +131,9 @@ func TestTmuxLiveRunApproveAndFinish(t *testing.T) {
 		t.Fatal("y is not allow once in the key table")
 	}
 	s := runApp(t, bin, dir)
-	s.waitFor("wants to run a protected tool", 3*time.Minute)
+	s.waitFor("wants to run a protected tool", 8*time.Minute)
 	s.keys(once.Key)
-	s.waitFor("run finished", 3*time.Minute)
+	s.waitFor("run finished", 8*time.Minute)
 	s.keys("q")
 	s.waitFor("LLOYAL-EXITED=0", 20*time.Second) // the app quit, exit 0, and gave the terminal back
 	notes, _ := os.ReadDir(filepath.Join(dir, "notes"))
@@ -158,9 +158,9 @@ func TestTmuxDenyKey(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	s := runApp(t, bin, dir)
-	s.waitFor("wants to run a protected tool", 3*time.Minute)
+	s.waitFor("wants to run a protected tool", 8*time.Minute)
 	s.keys("n")
-	s.waitFor("run finished", 3*time.Minute)
+	s.waitFor("run finished", 8*time.Minute)
 	s.keys("q")
 	s.waitFor("LLOYAL-EXITED=0", 20*time.Second)
 	if notes, _ := os.ReadDir(filepath.Join(dir, "notes")); len(notes) != 0 {
@@ -181,10 +181,10 @@ func TestTmuxApprovalTimeout(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	s := runApp(t, bin, dir, "--approval-timeout", "4s")
-	s.waitFor("wants to run a protected tool", 3*time.Minute)
+	s.waitFor("wants to run a protected tool", 8*time.Minute)
 	s.waitFor("unless you answer", 5*time.Second)
 	first := countdown(s.screen())
-	s.waitForAny(3*time.Minute, "run finished", "run failed")
+	s.waitForAny(8*time.Minute, "run finished", "run failed")
 	if first == "" {
 		t.Fatal("no countdown on the prompt")
 	}
@@ -229,7 +229,7 @@ func TestTmuxErrorInTheApp(t *testing.T) {
 	cmd := bin + " run --ctx 512 --agents 3 --corpus " + filepath.Join("..", "testdata", "corpus") + " --workspace " + filepath.Join(dir, "notes") +
 		" --trace " + filepath.Join(dir, "run.jsonl") + " --deny-protected"
 	s := startTmux(t, cmd, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
-	s.waitFor("run failed", 3*time.Minute)
+	s.waitFor("run failed", 8*time.Minute)
 	if !strings.Contains(s.screen(), "spawn refused") {
 		t.Fatalf("the error is not on screen:\n%s", s.screen())
 	}
