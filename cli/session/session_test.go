@@ -35,7 +35,7 @@ func TestEveryEndingClosesTheTrace(t *testing.T) {
 		reason  string // prefix of the closing reason
 	}{
 		{name: "completed", reason: "completed"},
-		{name: "error", tweak: func(c *Config) { c.NCtx = 512 }, errText: "spawn refused", reason: "error: "}, // no room for the planner
+		{name: "error", tweak: func(c *Config) { c.NCtx = 512 }, errText: "context", reason: "error: "}, // no room for the research spine
 		{name: "interrupted", ctx: func() context.Context {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
