@@ -130,7 +130,9 @@ func TestTmuxLiveRunApproveAndFinish(t *testing.T) {
 	if once.Answer != event.AllowOnce {
 		t.Fatal("y is not allow once in the key table")
 	}
-	s := runApp(t, bin, dir)
+	// The default run (no --ctx, no --agents): what `make run` shows.
+	s := startTmux(t, bin+" run --workspace "+filepath.Join(dir, "notes")+" --trace "+filepath.Join(dir, "run.jsonl")+" --grants-file "+filepath.Join(dir, "grants.json"),
+		"XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
 	s.waitFor("wants to run a protected tool", 8*time.Minute)
 	s.keys(once.Key)
 	s.waitFor("run finished", 8*time.Minute)
@@ -144,8 +146,24 @@ func TestTmuxLiveRunApproveAndFinish(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(dir, "grants.json"))
 		t.Fatalf("allow once saved a grant: %s", b)
 	}
-	if reason, _ := closing(t, dir); reason != "completed" {
+	reason, recs := closing(t, dir)
+	if reason != "completed" {
 		t.Fatalf("closing record %q, want completed", reason)
+	}
+	// Every part of the machinery was on screen: a progress bar, a
+	// sub-agent, a retry.
+	st := event.NewState()
+	for _, r := range recs {
+		if r.Event != nil {
+			st.Apply(*r.Event)
+		}
+	}
+	nested := false
+	for _, a := range st.Agents {
+		nested = nested || a.Parent != 0
+	}
+	if !hasEvent(recs, event.ToolProgress, "") || !nested || st.Retries == 0 {
+		t.Fatalf("progress %v, sub-agents %v, retries %d", hasEvent(recs, event.ToolProgress, ""), nested, st.Retries)
 	}
 }
 
