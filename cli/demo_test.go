@@ -34,15 +34,16 @@ func TestDemoReachesEveryPart(t *testing.T) {
 				t.Fatalf("%v\n%s", err, out)
 			}
 			st := trace.Stats{}
-			closing, _, err := trace.Follow(t.Context(), tp, false, func(e event.Event) error { st.Collect(e); return nil })
+			progress, nested := 0, false
+			closing, _, err := trace.Follow(t.Context(), tp, false, func(e event.Event) error {
+				st.Collect(e)
+				if e.Type == event.ToolProgress {
+					progress++ // counted here: the fold keeps only the newest events
+				}
+				return nil
+			})
 			if err != nil || closing == nil || closing.Reason != "completed" {
 				t.Fatalf("trace: %v %+v", err, closing)
-			}
-			progress, nested := 0, false
-			for _, e := range st.Recent {
-				if e.Type == event.ToolProgress {
-					progress++
-				}
 			}
 			for _, a := range st.Agents {
 				if a.Parent != 0 {

@@ -435,12 +435,18 @@ func (m *Model) header() string {
 	if m.o.Replay != nil {
 		phase = "▶ replay"
 	}
-	left := " lloyal · " + m.o.Title + " · ctx " + itoa(st.NCtx) + " · " + clock(m.s.elapsed()) + " · " + phase
 	gw := 12
 	if m.w < 100 {
 		gw = 8
 	}
 	right := "KV " + gaugeStyle(t, frac).Render(bar(frac, gw)) + " " + percent(frac) + "  " + sparkline(st.History, gw) + " "
+	// The phase and the clock always show; a long title gives way.
+	tail := " · ctx " + itoa(st.NCtx) + " · " + clock(m.s.elapsed()) + " · " + phase
+	title := m.o.Title
+	if room := m.w - ansi.StringWidth(" lloyal · "+tail) - ansi.StringWidth(right) - 1; room < ansi.StringWidth(title) {
+		title = fit(title, max(room, 8))
+	}
+	left := " lloyal · " + title + tail
 	space := m.w - ansi.StringWidth(left) - ansi.StringWidth(right)
 	if space < 1 {
 		return fit(left, m.w-ansi.StringWidth(right)-1) + " " + right

@@ -127,3 +127,14 @@ func TestScreensAtBothSizes(t *testing.T) {
 		}
 	}
 }
+
+// A long title gives way: the phase and the clock always show.
+func TestHeaderKeepsThePhase(t *testing.T) {
+	m := New(Options{Theme: themes.Dark(), Title: strings.Repeat("a very long model name ", 6), Ctl: &fakeCtl{}})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	m.Update(BatchMsg{Events: fixture()[:3]})
+	m.Update(DoneMsg{Summary: "run finished"})
+	if h := m.header(); !strings.Contains(h, "● done") || !strings.Contains(h, "00:00") {
+		t.Fatalf("header %q", h)
+	}
+}
