@@ -57,8 +57,10 @@ func (p *pool) askApproval(pc *pendingCall) {
 	req := event.ApprovalRequest{CallID: pc.call.ID, Agent: a.ID, Task: a.Task, Tool: pc.call.Tool, Args: pc.call.Args, Why: pc.entry.spec.Description, Asked: time.Now()}
 	a.status = event.StatusApproval
 	p.awaiting++
-	p.emit(event.Event{Type: event.ApprovalRequested, Agent: a.ID, CallID: req.CallID, Tool: req.Tool, Args: req.Args, Text: req.Why})
+	// The approver knows the request before anyone can see it: a person
+	// who answers the prompt at once must find it waiting.
 	ch := p.rt.opts.Approver.Request(req)
+	p.emit(event.Event{Type: event.ApprovalRequested, Agent: a.ID, CallID: req.CallID, Tool: req.Tool, Args: req.Args, Text: req.Why})
 	go func() {
 		var d event.Decision
 		select {

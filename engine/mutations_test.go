@@ -273,21 +273,29 @@ func TestTurnCutInsideACall(t *testing.T) {
 // back, then starts; every task gets its report.
 func TestAsRoomAllowsWaitsForRoom(t *testing.T) {
 	h := small(t, 1<<16)
+	// The first agent holds its cells in a tool until a spawn is refused
+	// for room, so the wait is certain, not a race with its finishing.
+	refused := make(chan struct{})
+	var once, shrink sync.Once
+	hold := engine.Func{S: engine.ToolSpec{Name: "hold", Description: "Holds.", Fanout: true, Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) { <-refused; return "ok", nil }}
 	var specs []engine.AgentSpec
 	for i := 0; i < 3; i++ {
 		task := fmt.Sprintf("task %d %s", i, strings.Repeat("long words ", 20))
-		h.be.Script(task, reportCall(fmt.Sprint("done ", i)))
+		h.be.Script(task, call("hold", `{}`), reportCall(fmt.Sprint("done ", i)))
 		specs = append(specs, engine.AgentSpec{Task: task})
 	}
 	taskToks, _ := h.be.Tokenize(h.be.Format().Turn(chat.Message{Role: chat.User, Content: specs[0].Task}, false))
-	var once sync.Once
 	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
-		if e.Type == event.SpineCreate {
+		switch e.Type {
+		case event.SpineCreate:
 			// Room above the soft limit for one task and a bit, not two.
-			once.Do(func() { h.be.SetNCtx(h.be.CellsUsed() + 100 + len(taskToks) + len(taskToks)/2) })
+			shrink.Do(func() { h.be.SetNCtx(h.be.CellsUsed() + 100 + len(taskToks) + len(taskToks)/2) })
+		case event.SpawnRefused:
+			once.Do(func() { close(refused) })
 		}
 	})}})
-	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, Orchestrate: engine.AsRoomAllows(specs...)})
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{hold}, Terminal: report, SoftLimit: 100, HardLimit: 8, Orchestrate: engine.AsRoomAllows(specs...)})
 	if len(res.Agents) != 3 {
 		t.Fatalf("%d agents ran", len(res.Agents))
 	}
@@ -303,6 +311,6 @@ func TestAsRoomAllowsWaitsForRoom(t *testing.T) {
 		}
 	}
 	if waits == 0 {
-		t.Fatal("every task fit at once: the test did not make the context small")
+		t.Fatal("no task waited for room")
 	}
 }

@@ -150,12 +150,18 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		findings.WriteString("(no researcher reported)")
 	}
 	// 3. Publish: save the report as a note (a person approves it), then report.
+	pub := engine.AgentSpec{Role: "publisher", Task: "Task: " + h.Task + "\n\nFindings:\n" + findings.String() +
+		"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."}
+	if h.Walk {
+		// Save once, then report: a walked model would otherwise pick its
+		// next call at random, and may ask to save again.
+		pub.Plan = []engine.ToolChoice{"write_note", "report"}
+	}
 	res, err = rt.Run(ctx, engine.PoolSpec{System: "You write the final report from the findings, save it as a note, then report it.",
 		// A whole note (1,000 characters at most, by its schema and so by the
 		// grammar) fits in one turn: a turn cut short would cut the call.
 		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, MaxTurnTokens: 1600, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
-		Orchestrate: engine.Parallel(engine.AgentSpec{Role: "publisher", Task: "Task: " + h.Task + "\n\nFindings:\n" + findings.String() +
-			"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."})})
+		Orchestrate: engine.Parallel(pub)})
 	if res != nil {
 		all = append(all, res.Agents...)
 	}
