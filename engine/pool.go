@@ -86,7 +86,7 @@ type pool struct {
 	gRequired *chat.Grammar
 	gTerminal *chat.Grammar
 	gFirst    *chat.Grammar            // ToolChoice naming a tool: forced on the first turn
-	gNamed    map[string]*chat.Grammar // a call to one named tool, built when a plan needs it
+	gNamed    map[string]*chat.Grammar // a call to one named tool, by name (oneTool)
 
 	agents []*Agent
 	byID   map[int]*Agent
@@ -274,25 +274,37 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 	}
 	p.gLazy, p.gRequired = &lazy, &req
 	if c := p.spec.ToolChoice; c != ToolAuto && c != ToolRequired {
-		e, ok := p.tools[string(c)]
-		if !ok {
+		if _, ok := p.tools[string(c)]; !ok {
 			return fmt.Errorf("pool: ToolChoice %q is neither auto, required nor a tool of this pool", c)
 		}
-		g, err := f.ToolCallGrammar([]chat.ToolSpec{{Name: e.spec.Name, Description: e.spec.Description, Parameters: e.spec.Parameters}}, false, conv)
-		if err != nil {
+		if p.gFirst, err = p.oneTool(string(c)); err != nil {
 			return fmt.Errorf("pool: %w", err)
 		}
-		p.gFirst = &g
 	}
 	if terminal != nil {
-		ts := p.tools[p.terminal].spec
-		g, err := f.ToolCallGrammar([]chat.ToolSpec{{Name: ts.Name, Description: ts.Description, Parameters: ts.Parameters}}, false, conv)
-		if err != nil {
+		if p.gTerminal, err = p.oneTool(p.terminal); err != nil {
 			return fmt.Errorf("pool: terminal tool: %w", err)
 		}
-		p.gTerminal = &g
 	}
 	return nil
+}
+
+// oneTool is the grammar of a call to one named tool of the pool (the
+// ToolChoice's first turn, the terminal tool, a plan's step), built once.
+func (p *pool) oneTool(name string) (*chat.Grammar, error) {
+	if g, ok := p.gNamed[name]; ok {
+		return g, nil
+	}
+	e := p.tools[name]
+	g, err := p.be.Format().ToolCallGrammar([]chat.ToolSpec{{Name: e.spec.Name, Description: e.spec.Description, Parameters: e.spec.Parameters}}, false, p.be.SchemaToGrammar)
+	if err != nil {
+		return nil, err
+	}
+	if p.gNamed == nil {
+		p.gNamed = map[string]*chat.Grammar{}
+	}
+	p.gNamed[name] = &g
+	return &g, nil
 }
 
 func agentID(a *Agent) int {
@@ -730,17 +742,9 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 	}
 	a.call = nil
 	p.kick = true
-	ev := event.Event{Agent: a.ID, Reason: reason, Result: a.result, Tokens: a.tokens}
-	switch o {
-	case event.Returned:
-		ev.Type = event.AgentReturn
+	ev := event.Event{Type: o.Type(), Agent: a.ID, Reason: reason, Result: a.result, Tokens: a.tokens}
+	if o == event.Returned {
 		ev.Data = mustJSON(map[string]string{"source": source})
-	case event.Recovered:
-		ev.Type = event.AgentRecovered
-	case event.Cancelled:
-		ev.Type = event.AgentCancelled
-	default:
-		ev.Type = event.AgentFailed
 	}
 	if o != event.Cancelled && !a.doneEmitted {
 		a.doneEmitted = true

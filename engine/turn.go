@@ -22,19 +22,11 @@ func (p *pool) planned(c ToolChoice) *chat.Grammar {
 	case ToolRequired:
 		return p.gRequired
 	}
-	if g, ok := p.gNamed[string(c)]; ok {
-		return g
-	}
-	e := p.tools[string(c)]
-	g, err := p.be.Format().ToolCallGrammar([]chat.ToolSpec{{Name: e.spec.Name, Description: e.spec.Description, Parameters: e.spec.Parameters}}, false, p.be.SchemaToGrammar)
+	g, err := p.oneTool(string(c))
 	if err != nil {
 		return p.gRequired // validated at spawn; a converter failure falls back to any tool
 	}
-	if p.gNamed == nil {
-		p.gNamed = map[string]*chat.Grammar{}
-	}
-	p.gNamed[string(c)] = &g
-	return &g
+	return g
 }
 
 // activate (re)arms the agent's sampler for a new turn and lets it think.

@@ -74,7 +74,6 @@ type Model struct {
 	showHelp    bool
 	quitAsk     bool
 	interrupted bool
-	done        bool
 	summary     string
 	err         error // why the run failed
 	keys        globalKeys
@@ -146,8 +145,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.follow()
 		return m, m.detail.render()
 	case DoneMsg:
-		m.done, m.summary, m.err = true, msg.Summary, msg.Err
-		m.s.done = true
+		m.s.done, m.summary, m.err = true, msg.Summary, msg.Err
 		m.s.notice = ""
 		m.s.st.Phase = event.PhaseDone
 		// Show the last report: in a pipeline, the final answer.
@@ -265,14 +263,14 @@ func (m *Model) global(k tea.KeyMsg) (bool, tea.Cmd) {
 	case key.Matches(k, m.keys.Interrupt):
 		// Ctrl-C finishes up first (every agent writes its report); a second
 		// Ctrl-C quits. The trace is closed either way.
-		if m.interrupted || m.done || m.o.Replay != nil || ctl == nil {
+		if m.interrupted || m.s.done || m.o.Replay != nil || ctl == nil {
 			return true, tea.Quit
 		}
 		m.interrupted = true
 		ctl.WindDown()
 		m.s.notice = "finishing up: every agent writes its report (Ctrl-C again to quit now)"
 	case key.Matches(k, m.keys.Quit):
-		if m.done || m.o.Replay != nil || m.quitAsk || ctl == nil {
+		if m.s.done || m.o.Replay != nil || m.quitAsk || ctl == nil {
 			return true, tea.Quit
 		}
 		m.quitAsk = true
@@ -334,7 +332,7 @@ func (m *Model) applyStep(st step) tea.Cmd {
 	if st.reset {
 		m.s.st = event.NewState()
 		m.s.sel = 0
-		m.done = false
+		m.s.done = false
 	}
 	m.s.st.Phase = event.PhaseReplay
 	for _, e := range st.events {
@@ -342,7 +340,7 @@ func (m *Model) applyStep(st step) tea.Cmd {
 	}
 	m.follow()
 	if st.done {
-		m.done, m.summary = true, "replay finished"
+		m.s.done, m.summary = true, "replay finished"
 	}
 	return m.detail.render()
 }
@@ -463,7 +461,7 @@ func (m *Model) help() keyHelp {
 		return keyHelp{short: append(tk[:6:6], g.Help, g.Quit), full: [][]key.Binding{tk, m.tree.Help(), {g.Focus, g.Dev, g.Filter, g.Freeze, g.Help, g.Quit}}}
 	}
 	short := append(m.focusable[m.focus].Help()[:1:1], g.Dev, g.Filter, g.Pause, g.Finish, g.Cancel, g.Help, g.Quit)
-	if m.done {
+	if m.s.done {
 		// Nothing is running: pause, finish up and cancel would do nothing.
 		short = append(m.focusable[m.focus].Help()[:1:1], g.Dev, g.Inspect, g.Filter, g.Help, g.Quit)
 	}
@@ -492,7 +490,7 @@ func (m *Model) footer() string {
 	h.Width = m.w - 1
 	h.ShowAll = m.showHelp
 	lines = append(lines, " "+h.View(m.help()))
-	if m.done {
+	if m.s.done {
 		var top []string
 		if m.err != nil {
 			top = append(top, fit(" "+t.Bad.Render("run failed: "+oneLine(m.err.Error())), m.w))

@@ -55,7 +55,7 @@ func (p *detailPane) Title() string {
 	if a == nil {
 		return "agent"
 	}
-	return fmt.Sprintf("A%d · %s · %s", a.ID, status(a), oneLine(a.Task))
+	return fmt.Sprintf("A%d · %s · %s", a.ID, a.State(), oneLine(a.Task))
 }
 
 type reportMsg struct{ key, text string }

@@ -48,7 +48,7 @@ type shared struct {
 	now      func() time.Time
 	lastWall time.Time
 	lastAt   time.Duration
-	done     bool
+	done     bool // the run (or the replay) is over
 	// timeout is --approval-timeout (0: a request waits for ever).
 	timeout time.Duration
 }

@@ -59,14 +59,6 @@ func glyph(a *event.Agent) string {
 	return "○"
 }
 
-// status is an agent's state in a word: its outcome once it has one.
-func status(a *event.Agent) string {
-	if a.Done() {
-		return string(a.Outcome)
-	}
-	return string(a.Status)
-}
-
 func styleFor(t themes.Theme, a *event.Agent) lipgloss.Style {
 	switch a.Outcome {
 	case event.Returned:

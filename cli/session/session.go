@@ -386,7 +386,7 @@ func printSummary(w io.Writer, st *event.State, workspace string, res []engine.A
 	}
 	fmt.Fprintln(w, "\n== agents")
 	for _, a := range roster {
-		line := fmt.Sprintf("agent %d %s", a.ID, status(a))
+		line := fmt.Sprintf("agent %d %s", a.ID, a.State())
 		if a.Reason != "" {
 			line += " — " + event.Clean(a.Reason)
 		}
@@ -411,13 +411,6 @@ func printSummary(w io.Writer, st *event.State, workspace string, res []engine.A
 	if len(r.Sources) > 0 {
 		fmt.Fprintln(w, "sources:", event.Clean(strings.Join(r.Sources, ", ")))
 	}
-}
-
-func status(a *event.Agent) string {
-	if a.Done() {
-		return string(a.Outcome)
-	}
-	return string(a.Status)
 }
 
 // err is what Run returns for the ending: nil when it completed, the

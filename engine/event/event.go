@@ -167,21 +167,19 @@ func (t Type) Known() bool { _, ok := catalog[t]; return ok }
 // Kind is the type's group for seeking.
 func (t Type) Kind() Kind { return catalog[t].kind }
 
+// terminal pairs each outcome with the event that announces it.
+var terminal = map[Outcome]Type{Returned: AgentReturn, Recovered: AgentRecovered, Failed: AgentFailed, Cancelled: AgentCancelled}
+
 // Terminal reports whether the type ends an agent (it has an outcome).
 func (t Type) Terminal() bool { return t.Outcome() != Running }
 
 // Outcome is the outcome a terminal agent event gives its agent (Running
 // for every other type).
 func (t Type) Outcome() Outcome {
-	switch t {
-	case AgentReturn:
-		return Returned
-	case AgentRecovered:
-		return Recovered
-	case AgentFailed:
-		return Failed
-	case AgentCancelled:
-		return Cancelled
+	for o, tt := range terminal {
+		if tt == t {
+			return o
+		}
 	}
 	return Running
 }

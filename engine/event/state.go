@@ -78,6 +78,15 @@ type Agent struct {
 // Done reports whether the agent has an outcome.
 func (a *Agent) Done() bool { return a.Outcome != Running }
 
+// State is the agent's state in a word: its outcome once it has one, else
+// what it is doing.
+func (a *Agent) State() string {
+	if a.Done() {
+		return string(a.Outcome)
+	}
+	return string(a.Status)
+}
+
 // State is a run as its events tell it: the one fold that every reader (the
 // app's panes, the headless log, `trace stats`, the summary) reads.
 type State struct {

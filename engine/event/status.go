@@ -16,6 +16,9 @@ const (
 // print them.
 func Outcomes() []Outcome { return []Outcome{Returned, Recovered, Failed, Cancelled} }
 
+// Type is the event that announces the outcome ("" for Running).
+func (o Outcome) Type() Type { return terminal[o] }
+
 // Ok reports whether the outcome carries a result.
 func (o Outcome) Ok() bool { return o == Returned || o == Recovered }
 
