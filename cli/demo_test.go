@@ -26,10 +26,8 @@ func TestDemoReachesEveryPart(t *testing.T) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			dir := t.TempDir()
 			tp := filepath.Join(dir, "run.jsonl")
-			cmd := exec.Command(bin, "run", "--headless", "--grant", "write_note", "--seed", fmt.Sprint(seed),
+			cmd := lloyalCmd(bin, dir, cache, "run", "--headless", "--grant", "write_note", "--seed", fmt.Sprint(seed),
 				"--workspace", filepath.Join(dir, "notes"), "--trace", tp, "--grants-file", filepath.Join(dir, "grants.json"))
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
@@ -70,9 +68,7 @@ func TestDemoRunsFromAnEmptyFolder(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "run", "--headless", "--deny-protected", "--trace", filepath.Join(dir, "run.jsonl"))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+	cmd := lloyalCmd(bin, dir, filepath.Join(dir, "cache"), "run", "--headless", "--deny-protected", "--trace", filepath.Join(dir, "run.jsonl"))
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "== report") {
 		t.Fatalf("%v\n%s", err, out)

@@ -164,9 +164,7 @@ func TestNumericFlagEdgesAreRefused(t *testing.T) {
 		{"model", "tiny", "-o", "x.gguf", "--heads", "0"}, {"model", "tiny", "-o", "x.gguf", "--width", "1000000"}, {"model", "tiny", "-o", "x.gguf", "--ff", "0"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			cmd := exec.Command(bin, args...)
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+			cmd := lloyalCmd(bin, dir, filepath.Join(dir, "cache"), args...)
 			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 1 {

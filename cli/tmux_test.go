@@ -31,6 +31,15 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
+// lloyalCmd is the built binary run in dir, with a cache of its own (the
+// generated models) so tests never share the user's.
+func lloyalCmd(bin, dir, cache string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache)
+	return cmd
+}
+
 type tmux struct {
 	t       *testing.T
 	session string
