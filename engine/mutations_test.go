@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -312,5 +313,29 @@ func TestAsRoomAllowsWaitsForRoom(t *testing.T) {
 	}
 	if waits == 0 {
 		t.Fatal("no task waited for room")
+	}
+}
+
+// A run asked to finish up ends without an error when its orchestrator
+// returns the spawn refused because the run is finishing up: that refusal is
+// the finish itself (CI saw "error: orchestrator: spawn …: the run is
+// finishing up" close a Ctrl-C'd run). The refusal reaches an orchestrator
+// only when its request races the wind-down, so the orchestrator here
+// returns it as AsRoomAllows would.
+func TestFinishingUpIsNoOrchestratorError(t *testing.T) {
+	h := small(t, 1<<16)
+	h.be.Script("first", reportCall("first"))
+	orch := func(ctx context.Context, pc *engine.PoolContext) error {
+		a, err := pc.Spawn(ctx, engine.AgentSpec{Task: "first"})
+		if err != nil {
+			return err
+		}
+		h.rt.WindDown()
+		_, _ = pc.Wait(context.Background(), a)
+		return errors.Join(fmt.Errorf("spawn %q: %w", "second", engine.ErrFinishingUp))
+	}
+	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, Orchestrate: orch})
+	if len(res.Agents) != 1 {
+		t.Fatalf("%d agents", len(res.Agents))
 	}
 }

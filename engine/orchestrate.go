@@ -106,6 +106,12 @@ type roomError string
 func (e roomError) Error() string        { return string(e) }
 func (e roomError) Is(target error) bool { return target == ErrNoRoom }
 
+// ErrFinishingUp is what a spawn refused because the run is finishing up
+// (after a first Ctrl-C or a deadline) matches. It is the finish, not a
+// failure: an orchestrator that returns it (alone or joined with others)
+// does not turn an interrupted run into an error.
+var ErrFinishingUp = errors.New("spawn refused: the run is finishing up")
+
 // AsRoomAllows runs every task, each as soon as the context has room for it:
 // a spawn refused for room waits until an agent of the pool finishes (its
 // cells go back at once) and is tried again, so a small context runs the

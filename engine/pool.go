@@ -225,7 +225,9 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	if loopErr != nil {
 		return res, loopErr
 	}
-	if p.orchErr != nil && !errors.Is(p.orchErr, context.Canceled) {
+	// Neither a cancelled context nor a spawn refused while finishing up is
+	// the orchestrator's failure: both are how the run was asked to end.
+	if p.orchErr != nil && !errors.Is(p.orchErr, context.Canceled) && !errors.Is(p.orchErr, ErrFinishingUp) {
 		return res, fmt.Errorf("orchestrator: %w", p.orchErr)
 	}
 	return res, nil
@@ -489,7 +491,7 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 		return nil, fmt.Errorf("spawn: %w", err)
 	}
 	if p.woundDown {
-		return nil, errors.New("spawn refused: the run is finishing up")
+		return nil, ErrFinishingUp
 	}
 	pr := p.pressure()
 	if room := pr.Headroom - p.reserved(); len(toks) > room {
