@@ -26,7 +26,7 @@ func newBenchCmd() *cobra.Command {
 		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { printLoad(cmd.OutOrStdout(), "start") },
 		PersistentPostRun: func(cmd *cobra.Command, _ []string) { printLoad(cmd.OutOrStdout(), "end") },
 	}
-	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd())
+	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd())
 	return cmd
 }
 
@@ -137,7 +137,7 @@ func (b *engineBench) decode(w io.Writer) error {
 	fmt.Fprintln(tw, "N\ttokens/s (all agents)\tper agent\tms per step\tvs N=1\t")
 	var base float64
 	for _, n := range b.agents {
-		tps, step, err := kv.MeasureDecode(m.Model, n, b.steps, b.threads)
+		tps, step, err := kv.MeasureDecode(m.Model, n, b.steps, llama.ContextParams{NThreads: b.threads})
 		if err != nil {
 			return err
 		}

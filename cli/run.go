@@ -55,7 +55,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.IntVar(&c.Agents, "agents", 3, "most research agents")
 	f.IntVar(&c.NCtx, "ctx", 8192, "context size shared by all agents, in tokens (16384 for the generated demo model)")
 	f.Uint32Var(&c.Seed, "seed", 1, "sampling seed")
-	f.IntVar(&c.Threads, "threads", 0, "CPU threads (default: all)")
+	f.IntVar(&c.Threads, "threads", 0, "fix the CPU threads (default 0: each decode uses the count that measures fastest, up to all cores; 1 for small models)")
 	f.StringVar(&c.TracePath, "trace", "", "write the trace here (default: a new file under the state dir)")
 	f.StringVar(&c.Workspace, "workspace", "lloyal-notes", "folder write_note saves notes in")
 	f.BoolVar(&o.headless, "headless", false, "print a readable log instead of the terminal app")
@@ -126,7 +126,7 @@ func checkRun(c session.Config) error {
 		return fmt.Errorf("--ctx %d: use a multiple of 256 from %d to %d tokens (e.g. --ctx 4096)", c.NCtx, minCtx, maxCtx)
 	}
 	if c.Threads < 0 || c.Threads > 512 {
-		return fmt.Errorf("--threads %d: use 1 to 512, or 0 for all cores", c.Threads)
+		return fmt.Errorf("--threads %d: use 1 to 512, or 0 to let each decode choose", c.Threads)
 	}
 	if c.Approvals.Timeout < 0 {
 		return fmt.Errorf("--approval-timeout %s: use a positive time (e.g. 2m), or 0 to wait", c.Approvals.Timeout)

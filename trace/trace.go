@@ -39,12 +39,15 @@ type Header struct {
 
 // ContextInfo is the llama.cpp context a run used.
 type ContextInfo struct {
-	NCtx      int `json:"nCtx"`
-	NBatch    int `json:"nBatch"`
-	NSeqMax   int `json:"nSeqMax"`
-	Threads   int `json:"threads,omitempty"` // CPU threads llama.cpp decoded with
-	SoftLimit int `json:"softLimit,omitempty"`
-	HardLimit int `json:"hardLimit,omitempty"`
+	NCtx    int `json:"nCtx"`
+	NBatch  int `json:"nBatch"`
+	NSeqMax int `json:"nSeqMax"`
+	Threads int `json:"threads,omitempty"` // most CPU threads llama.cpp decoded with
+	// ThreadChoices are the counts each decode chose among by measurement
+	// (absent: Threads throughout).
+	ThreadChoices []int `json:"thread_choices,omitempty"`
+	SoftLimit     int   `json:"softLimit,omitempty"`
+	HardLimit     int   `json:"hardLimit,omitempty"`
 }
 
 // ToolInfo is a tool as the model saw it.

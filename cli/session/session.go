@@ -164,7 +164,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	}
 	all, terminal := h.Tools()
 	tw, err := trace.Create(tp, trace.Header{ProgramVersion: cfg.Version, Model: llamabackend.ModelInfo(m), Sampling: h.Sampling,
-		Context:     trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads()},
+		Context:     trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads(), ThreadChoices: be.ThreadChoices()},
 		Tools:       trace.Tools(all, terminal),
 		CommandLine: cfg.Args})
 	if err != nil {
@@ -230,7 +230,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		if cfg.Generated {
 			title += " (random weights: text is noise)"
 		}
-		title += fmt.Sprintf(" · %d thread%s", be.Threads(), map[bool]string{true: "", false: "s"}[be.Threads() == 1])
+		title += " · " + be.ThreadsLabel()
 		var res []engine.AgentResult
 		var runErr error
 		finished, err := runApp(ctx, stop, ui.Options{Theme: cfg.Theme, Title: title, Dev: cfg.Dev, Ctl: controller{rt, broker},

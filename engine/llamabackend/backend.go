@@ -31,7 +31,10 @@ type ContextOptions struct {
 	NCtx     int // cells shared by every agent (default 4096)
 	NBatch   int // default 512
 	NSeqMax  int // most live branches (default 64)
-	NThreads int // default: DefaultThreads(model)
+	// NThreads fixes the CPU thread count. 0 (the default) lets each
+	// decode use the count that measures fastest, up to
+	// DefaultThreads(model): see package threads.
+	NThreads int
 }
 
 // smallModel is the size below which one thread decodes fastest: the work
@@ -64,10 +67,11 @@ func New(m *model.Model, o ContextOptions) (*Backend, error) {
 	if o.NSeqMax == 0 {
 		o.NSeqMax = 64
 	}
-	if o.NThreads <= 0 {
+	adapt := o.NThreads <= 0
+	if adapt {
 		o.NThreads = DefaultThreads(m)
 	}
-	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads})
+	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads, AdaptThreads: adapt})
 	if err != nil {
 		return nil, err
 	}
@@ -202,5 +206,28 @@ func (l *Backend) DecodeEach(steps []engine.Step) error {
 	return wrapFull(l.store.DecodeEach(ks))
 }
 
-// Threads is the number of CPU threads the context decodes with.
+// Threads is the most CPU threads a decode uses.
 func (l *Backend) Threads() int { return l.threads }
+
+// ThreadChoices lists the counts decodes choose among by measurement, or
+// nil when the count is fixed (--threads, or one thread for a small model).
+func (l *Backend) ThreadChoices() []int {
+	_, c := l.ctx.AdaptsThreads()
+	return c
+}
+
+// ThreadsInUse is the thread count the latest decode used.
+func (l *Backend) ThreadsInUse() int { return l.ctx.Threads() }
+
+// ThreadsLabel says in a few words how the context uses CPU threads, for a
+// header: "2 threads", or "1–2 threads, the fastest per decode".
+func (l *Backend) ThreadsLabel() string {
+	c := l.ThreadChoices()
+	if len(c) < 2 {
+		if l.threads == 1 {
+			return "1 thread"
+		}
+		return fmt.Sprintf("%d threads", l.threads)
+	}
+	return fmt.Sprintf("%d–%d threads, the fastest per decode", c[len(c)-1], c[0])
+}

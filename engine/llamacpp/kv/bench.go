@@ -74,9 +74,12 @@ func MeasureSpawn(m *llama.Model, spine, suffix, n, threads int, shared bool) (i
 // MeasureDecode measures n branches forked from one spine decoding together,
 // one token each per batched step, for steps steps (after two warm-up
 // steps). It returns the aggregate tokens per second and the time per step.
-func MeasureDecode(m *llama.Model, n, steps, threads int) (float64, time.Duration, error) {
+// cp sets the threads (NThreads, AdaptThreads); the sizes are the
+// workload's own.
+func MeasureDecode(m *llama.Model, n, steps int, cp llama.ContextParams) (float64, time.Duration, error) {
 	const spineLen, suffix, warm = 64, 8, 2
-	c, err := llama.NewContext(m, llama.ContextParams{NCtx: spineLen + n*(suffix+steps+warm) + 64, NBatch: 512, NSeqMax: n + 1, NThreads: threads})
+	cp.NCtx, cp.NBatch, cp.NSeqMax = spineLen+n*(suffix+steps+warm)+64, 512, n+1
+	c, err := llama.NewContext(m, cp)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -11,7 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 	"unsafe"
+
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/threads"
 )
 
 // ContextParams configures NewContext.
@@ -19,8 +22,14 @@ type ContextParams struct {
 	NCtx    int // total cells shared by every sequence
 	NBatch  int // most tokens one Decode may carry
 	NSeqMax int // most sequences alive at once (≤ 256)
-	// NThreads defaults to the number of CPUs.
+	// NThreads defaults to the number of CPUs. With AdaptThreads it is the
+	// most threads a decode uses.
 	NThreads int
+	// AdaptThreads lets each decode use the thread count that measured
+	// fastest for its batch size (see package threads), instead of always
+	// NThreads: on a machine where another program holds a core, fewer
+	// threads are several times faster.
+	AdaptThreads bool
 }
 
 // MaxSeq is llama.cpp's compile-time limit on sequence ids.
@@ -38,6 +47,10 @@ type Context struct {
 	nSeq   int
 	// outputs mirrors the logits flags of the last successful Decode.
 	outputs []int8
+	// tuner picks each decode's thread count when threads adapt; threads is
+	// the count set on llama.cpp now.
+	tuner   *threads.Tuner
+	threads int
 }
 
 // NewContext creates a context over m.
@@ -73,13 +86,17 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	// every caller use the size it actually took.
 	nBatch := min(p.NBatch, int(C.llama_n_batch(c)))
 	ctx := &Context{
-		c:      c,
-		mem:    C.llama_get_memory(c),
-		batch:  C.llama_batch_init(C.int32_t(nBatch), 0, 1),
-		model:  m,
-		nCtx:   int(C.llama_n_ctx(c)),
-		nBatch: nBatch,
-		nSeq:   p.NSeqMax,
+		c:       c,
+		mem:     C.llama_get_memory(c),
+		batch:   C.llama_batch_init(C.int32_t(nBatch), 0, 1),
+		model:   m,
+		nCtx:    int(C.llama_n_ctx(c)),
+		nBatch:  nBatch,
+		nSeq:    p.NSeqMax,
+		threads: p.NThreads,
+	}
+	if p.AdaptThreads && p.NThreads > 1 {
+		ctx.tuner = threads.New(p.NThreads)
 	}
 	return ctx, nil
 }
@@ -101,6 +118,22 @@ func (c *Context) NCtx() int { return c.nCtx }
 
 // NBatch is the most tokens one Decode may carry.
 func (c *Context) NBatch() int { return c.nBatch }
+
+// Threads is the thread count the last Decode used (the most it may use
+// before any).
+func (c *Context) Threads() int { return c.threads }
+
+// nativeThreads is llama.cpp's own view of the decode thread count.
+func (c *Context) nativeThreads() int { return int(C.llama_n_threads(c.c)) }
+
+// AdaptsThreads reports whether decodes choose their thread count by
+// measurement, and among which counts.
+func (c *Context) AdaptsThreads() (bool, []int) {
+	if c.tuner == nil {
+		return false, nil
+	}
+	return true, c.tuner.Candidates()
+}
 
 // NSeqMax is the number of sequence ids available.
 func (c *Context) NSeqMax() int { return c.nSeq }
@@ -131,7 +164,18 @@ func (c *Context) Decode(tokens []Token, pos []int32, seqs []int32, logits []int
 		(*C.llama_seq_id)(unsafe.Pointer(&seqs[0])),
 		(*C.int8_t)(unsafe.Pointer(&logits[0])))
 	c.outputs = append(c.outputs[:0], logits...)
+	var start time.Time
+	if c.tuner != nil {
+		if th := c.tuner.Pick(n); th != c.threads {
+			C.llama_set_n_threads(c.c, C.int32_t(th), C.int32_t(th))
+			c.threads = th
+		}
+		start = time.Now()
+	}
 	rc := C.llama_decode(c.c, c.batch)
+	if c.tuner != nil && rc == 0 {
+		c.tuner.Observe(n, c.threads, time.Since(start))
+	}
 	if rc != 0 {
 		c.outputs = c.outputs[:0]
 	}

@@ -78,3 +78,34 @@ func TestBatchFollowsTheContextsCap(t *testing.T) {
 		t.Fatal("a batch over llama.cpp's n_batch was accepted")
 	}
 }
+
+// With AdaptThreads, decodes take turns with each candidate count before
+// settling, and the count reaches llama.cpp itself.
+func TestAdaptiveThreadsReachLlamaCpp(t *testing.T) {
+	m, err := LoadModel(testmodel.Tiny(t), ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := NewContext(m, ContextParams{NCtx: 256, NBatch: 8, NSeqMax: 1, NThreads: 2, AdaptThreads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ok, cands := c.AdaptsThreads(); !ok || len(cands) != 2 {
+		t.Fatalf("adapts %v among %v", ok, cands)
+	}
+	seen := map[int]bool{}
+	for i := 0; i < 6; i++ {
+		if err := c.Decode([]Token{300}, []int32{int32(i)}, []int32{0}, []int8{1}); err != nil {
+			t.Fatal(err)
+		}
+		if c.Threads() != c.nativeThreads() {
+			t.Fatalf("decode %d: lloyal says %d threads, llama.cpp %d", i, c.Threads(), c.nativeThreads())
+		}
+		seen[c.Threads()] = true
+	}
+	if !seen[1] || !seen[2] {
+		t.Fatalf("thread counts used in the first tries: %v", seen)
+	}
+}
