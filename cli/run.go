@@ -9,6 +9,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/tools/research"
 )
@@ -56,6 +57,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.IntVar(&c.NCtx, "ctx", 8192, "context size shared by all agents, in tokens (16384 for the generated demo model)")
 	f.Uint32Var(&c.Seed, "seed", 1, "sampling seed")
 	f.IntVar(&c.Threads, "threads", 0, "fix the CPU threads (default 0: each decode uses the count that measures fastest, up to all cores; 1 for small models)")
+	f.Var(kvTypeFlag{&c.KVType}, "kv-type", "KV cache element type: f16, q8_0 or q4_0 (quantized: more cells per GB, flash attention on)")
 	f.StringVar(&c.TracePath, "trace", "", "write the trace here (default: a new file under the state dir)")
 	f.StringVar(&c.Workspace, "workspace", "lloyal-notes", "folder write_note saves notes in")
 	f.BoolVar(&o.headless, "headless", false, "print a readable log instead of the terminal app")
@@ -133,3 +135,25 @@ func checkRun(c session.Config) error {
 	}
 	return nil
 }
+
+// kvTypeFlag is --kv-type: parsed when given, so a bad value is refused with
+// the values that work before anything loads.
+type kvTypeFlag struct{ t *llama.KVType }
+
+func (f kvTypeFlag) String() string {
+	if f.t == nil || *f.t == "" {
+		return string(llama.KVF16)
+	}
+	return string(*f.t)
+}
+
+func (f kvTypeFlag) Set(s string) error {
+	t, err := llama.ParseKVType(s)
+	if err != nil {
+		return err
+	}
+	*f.t = t
+	return nil
+}
+
+func (f kvTypeFlag) Type() string { return "type" }

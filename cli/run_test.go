@@ -66,6 +66,7 @@ func TestRunRefusesBadNumbers(t *testing.T) {
 		{[]string{"--threads", "100000"}, "--threads 100000:"},
 		{[]string{"--seed", "-1"}, "invalid argument \"-1\" for \"--seed\""},
 		{[]string{"--approval-timeout", "-5s"}, "--approval-timeout -5s:"},
+		{[]string{"--kv-type", "q5_1"}, `kv type "q5_1": use f16, q8_0 or q4_0`},
 	} {
 		t.Run(strings.Join(c.args, "="), func(t *testing.T) {
 			dir := t.TempDir()
@@ -157,6 +158,7 @@ func TestNumericFlagEdgesAreRefused(t *testing.T) {
 		{"replay", "--speed", "-1", "x.jsonl"}, {"replay", "--speed", "1000", "x.jsonl"}, {"replay", "--speed", "0.1", "x.jsonl"},
 		{"bench", "engine", "--spine", "0"}, {"bench", "engine", "--suffix", "-5"}, {"bench", "engine", "--steps", "0"}, {"bench", "engine", "--threads", "-3"},
 		{"bench", "engine", "--agents", "0"}, {"bench", "engine", "--agents", "100000"},
+		{"bench", "threads", "--agents", "0"}, {"bench", "threads", "--steps", "1"}, {"bench", "kv", "--agents", "0"},
 		{"bench", "runtime", "--agents", "0"}, {"bench", "runtime", "--agents", "100000"}, {"bench", "runtime", "--tiny-tokens", "0"},
 		{"bench", "pressure", "--agents", "0"}, {"bench", "pressure", "--ctx", "0"},
 		{"bench", "ui", "--agents", "0"}, {"bench", "ui", "--rate", "0"}, {"bench", "ui", "--width", "0"}, {"bench", "ui", "--duration", "-1s"},

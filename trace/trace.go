@@ -46,8 +46,12 @@ type ContextInfo struct {
 	// ThreadChoices are the counts each decode chose among by measurement
 	// (absent: Threads throughout).
 	ThreadChoices []int `json:"thread_choices,omitempty"`
-	SoftLimit     int   `json:"softLimit,omitempty"`
-	HardLimit     int   `json:"hardLimit,omitempty"`
+	// KVType is the KV cache's element type (f16, q8_0, q4_0).
+	KVType string `json:"kv_type,omitempty"`
+	// FlashAttn says whether flash attention was on.
+	FlashAttn bool `json:"flash_attn,omitempty"`
+	SoftLimit int  `json:"softLimit,omitempty"`
+	HardLimit int  `json:"hardLimit,omitempty"`
 }
 
 // ToolInfo is a tool as the model saw it.

@@ -23,6 +23,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/themes"
 	"github.com/lloyal-ai/lloyal/tools"
@@ -51,6 +52,8 @@ type Config struct {
 	Agents    int
 	NCtx      int
 	Threads   int
+	// KVType is the KV cache's element type (--kv-type; default f16).
+	KVType    llama.KVType
 	Seed      uint32
 	TracePath string // "" picks a new file under the state dir
 	Workspace string
@@ -138,7 +141,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if cfg.NCtx < 4096 {
 		nBatch = max(64, cfg.NCtx/8)
 	}
-	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads})
+	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads, KVType: cfg.KVType})
 	if err != nil {
 		return err
 	}
@@ -164,7 +167,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	}
 	all, terminal := h.Tools()
 	tw, err := trace.Create(tp, trace.Header{ProgramVersion: cfg.Version, Model: llamabackend.ModelInfo(m), Sampling: h.Sampling,
-		Context:     trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads(), ThreadChoices: be.ThreadChoices()},
+		Context:     trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads(), ThreadChoices: be.ThreadChoices(), KVType: string(be.KVType()), FlashAttn: be.FlashAttn()},
 		Tools:       trace.Tools(all, terminal),
 		CommandLine: cfg.Args})
 	if err != nil {

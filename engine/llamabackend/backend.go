@@ -35,6 +35,9 @@ type ContextOptions struct {
 	// decode use the count that measures fastest, up to
 	// DefaultThreads(model): see package threads.
 	NThreads int
+	// KVType is the cache's element type (default f16); a quantized cache
+	// holds more cells per byte and turns flash attention on.
+	KVType llama.KVType
 }
 
 // smallModel is the size below which one thread decodes fastest: the work
@@ -71,7 +74,7 @@ func New(m *model.Model, o ContextOptions) (*Backend, error) {
 	if adapt {
 		o.NThreads = DefaultThreads(m)
 	}
-	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads, AdaptThreads: adapt})
+	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads, AdaptThreads: adapt, KVType: o.KVType})
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +218,12 @@ func (l *Backend) ThreadChoices() []int {
 	_, c := l.ctx.AdaptsThreads()
 	return c
 }
+
+// KVType is the cache's element type.
+func (l *Backend) KVType() llama.KVType { return l.ctx.KVType() }
+
+// FlashAttn reports whether flash attention is on.
+func (l *Backend) FlashAttn() bool { return l.ctx.FlashAttn() }
 
 // ThreadsInUse is the thread count the latest decode used.
 func (l *Backend) ThreadsInUse() int { return l.ctx.Threads() }

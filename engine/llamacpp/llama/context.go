@@ -30,7 +30,76 @@ type ContextParams struct {
 	// NThreads: on a machine where another program holds a core, fewer
 	// threads are several times faster.
 	AdaptThreads bool
+	// KVType is the KV cache's element type: KVF16 (default), KVQ8 or
+	// KVQ4. The quantized types halve or quarter the bytes per cell and
+	// need flash attention (turned on for them).
+	KVType KVType
+	// FlashAttn turns flash attention on or off; FlashDefault is lloyal's
+	// measured choice (see flashDefault).
+	FlashAttn Flash
 }
+
+// KVType is a KV cache element type.
+type KVType string
+
+// KV cache element types.
+const (
+	KVF16 KVType = "f16"
+	KVQ8  KVType = "q8_0"
+	KVQ4  KVType = "q4_0"
+)
+
+// KVTypes lists the types ParseKVType accepts.
+var KVTypes = []KVType{KVF16, KVQ8, KVQ4}
+
+// ParseKVType reads a --kv-type value.
+func ParseKVType(s string) (KVType, error) {
+	for _, t := range KVTypes {
+		if string(t) == s {
+			return t, nil
+		}
+	}
+	return "", fmt.Errorf("kv type %q: use f16, q8_0 or q4_0", s)
+}
+
+// BytesPerElement is what one K or V element costs in the cache.
+func (t KVType) BytesPerElement() float64 {
+	switch t {
+	case KVQ8:
+		return 34.0 / 32 // a block of 32: 32 int8 + one f16 scale
+	case KVQ4:
+		return 18.0 / 32 // a block of 32: 16 bytes of nibbles + one f16 scale
+	default:
+		return 2
+	}
+}
+
+func (t KVType) ggml() C.enum_ggml_type {
+	switch t {
+	case KVQ8:
+		return C.GGML_TYPE_Q8_0
+	case KVQ4:
+		return C.GGML_TYPE_Q4_0
+	default:
+		return C.GGML_TYPE_F16
+	}
+}
+
+// Flash chooses flash attention.
+type Flash int
+
+// Flash attention settings.
+const (
+	FlashDefault Flash = iota
+	FlashOn
+	FlashOff
+)
+
+// flashDefault is off for an f16 cache: on the CPU, llama.cpp's flash
+// attention kernel made a batched 8-agent decode slower (6.0 s against 3.4 s
+// for the same run), and llama.cpp's own "auto" turns it on. Quantized V
+// cannot be read without it.
+func flashDefault(t KVType) bool { return t == KVQ8 || t == KVQ4 }
 
 // MaxSeq is llama.cpp's compile-time limit on sequence ids.
 const MaxSeq = 256
@@ -51,6 +120,31 @@ type Context struct {
 	// the count set on llama.cpp now.
 	tuner   *threads.Tuner
 	threads int
+	kvType  KVType
+	flash   bool
+}
+
+// KVType is the cache's element type.
+func (c *Context) KVType() KVType { return c.kvType }
+
+// FlashAttn reports whether flash attention is on.
+func (c *Context) FlashAttn() bool { return c.flash }
+
+// KVBytesPerCell is what one cell of the cache costs across all layers (K
+// and V), from the model's shape and the cache's element type.
+func (c *Context) KVBytesPerCell() float64 {
+	return KVBytesPerCell(c.model, c.kvType)
+}
+
+// KVBytesPerCell is what one cell costs for m with a t cache: every layer
+// keeps one K and one V row of n_embd × n_head_kv / n_head elements.
+func KVBytesPerCell(m *Model, t KVType) float64 {
+	nHead := float64(C.llama_model_n_head(m.m))
+	if nHead == 0 {
+		return 0
+	}
+	row := float64(C.llama_model_n_embd(m.m)) * float64(C.llama_model_n_head_kv(m.m)) / nHead
+	return float64(C.llama_model_n_layer(m.m)) * 2 * row * t.BytesPerElement()
 }
 
 // NewContext creates a context over m.
@@ -75,6 +169,34 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	cp.n_threads = C.int32_t(p.NThreads)
 	cp.n_threads_batch = C.int32_t(p.NThreads)
 	cp.kv_unified = true
+	if p.KVType == "" {
+		p.KVType = KVF16
+	}
+	flash := flashDefault(p.KVType)
+	switch p.FlashAttn {
+	case FlashOn:
+		flash = true
+	case FlashOff:
+		if p.KVType != KVF16 {
+			return nil, fmt.Errorf("new context: a %s KV cache needs flash attention; use an f16 cache or leave flash attention on", p.KVType)
+		}
+		flash = false
+	}
+	if p.KVType != KVF16 {
+		// ggml quantizes each attention head's row in blocks of 32 and
+		// asserts (aborting the process) on a head that is not a whole
+		// number of blocks.
+		if nh := int(C.llama_model_n_head(m.m)); nh > 0 {
+			if hd := int(C.llama_model_n_embd(m.m)) / nh; hd%32 != 0 {
+				return nil, fmt.Errorf("new context: this model's attention heads are %d wide; a %s KV cache needs a multiple of 32: use --kv-type f16", hd, p.KVType)
+			}
+		}
+	}
+	cp.type_k, cp.type_v = p.KVType.ggml(), p.KVType.ggml()
+	cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
+	if flash {
+		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
+	}
 	cp.no_perf = true
 	takeLog()
 	c := C.llama_init_from_model(m.m, cp)
@@ -94,6 +216,8 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		nBatch:  nBatch,
 		nSeq:    p.NSeqMax,
 		threads: p.NThreads,
+		kvType:  p.KVType,
+		flash:   flash,
 	}
 	if p.AdaptThreads && p.NThreads > 1 {
 		ctx.tuner = threads.New(p.NThreads)

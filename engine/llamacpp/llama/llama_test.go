@@ -1,9 +1,11 @@
 package llama
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 )
 
@@ -107,5 +109,63 @@ func TestAdaptiveThreadsReachLlamaCpp(t *testing.T) {
 	}
 	if !seen[1] || !seen[2] {
 		t.Fatalf("thread counts used in the first tries: %v", seen)
+	}
+}
+
+// A quantized cache works with flash attention, costs fewer bytes per cell,
+// and is refused with a reason without it, or on heads ggml cannot quantize.
+func TestKVTypes(t *testing.T) {
+	tiny, err := LoadModel(testmodel.Tiny(t), ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tiny.Close()
+	if _, err := NewContext(tiny, ContextParams{NCtx: 256, NSeqMax: 1, NThreads: 1, KVType: KVQ8}); err == nil || !strings.Contains(err.Error(), "heads are 16 wide; a q8_0 KV cache needs a multiple of 32") {
+		t.Fatalf("16-wide heads with a q8_0 cache: %v", err)
+	}
+	o := modelgen.Tiny()
+	o.Heads, o.KVHeads = 2, 1 // 32-wide heads
+	m, err := LoadModel(testmodel.Path(t, "tiny-heads32-v1", o), ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, c := range []struct {
+		kv      KVType
+		flash   Flash
+		wantOn  bool
+		wantErr string
+	}{
+		{"", FlashDefault, false, ""},
+		{KVF16, FlashOn, true, ""},
+		{KVQ8, FlashDefault, true, ""},
+		{KVQ4, FlashDefault, true, ""},
+		{KVQ8, FlashOff, false, "a q8_0 KV cache needs flash attention"},
+	} {
+		t.Run(fmt.Sprint(c.kv, c.flash), func(t *testing.T) {
+			ctx, err := NewContext(m, ContextParams{NCtx: 256, NBatch: 8, NSeqMax: 1, NThreads: 1, KVType: c.kv, FlashAttn: c.flash})
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ctx.Close()
+			if ctx.FlashAttn() != c.wantOn {
+				t.Fatalf("flash attention %v, want %v", ctx.FlashAttn(), c.wantOn)
+			}
+			if err := ctx.Decode([]Token{300, 301}, []int32{0, 1}, []int32{0, 0}, []int8{0, 1}); err != nil {
+				t.Fatal(err)
+			}
+			if ctx.Logits(1) == nil {
+				t.Fatal("no logits")
+			}
+		})
+	}
+	if f16, q4 := KVBytesPerCell(m, KVF16), KVBytesPerCell(m, KVQ4); f16 <= 0 || q4*3 > f16 {
+		t.Fatalf("bytes per cell: f16 %.0f, q4_0 %.0f", f16, q4)
 	}
 }
