@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,58 +17,70 @@ import (
 )
 
 func newBenchRuntimeCmd() *cobra.Command {
-	var agents, tinyTokens, benchTokens int
+	var agentList string
+	var tinyTokens, benchTokens int
 	var skipBig bool
 	cmd := &cobra.Command{
 		Use:   "runtime",
 		Short: "Runtime overhead per tick: time the tick loop spends outside llama_decode",
 		Long: `Runs a pool of --agents agents that each write a fixed number of tokens
-(no tools) and splits the wall time into decode (prefill + batched decode),
-other native calls (sampling, tokenizing, forks) and the scheduler itself.
+(no tools) and splits the wall time into the time inside llama_decode
+(prefill and batched decode), other native calls (sampling, tokenizing,
+forks, building batches) and the scheduler itself.
 Rows: the tiny generated model, and the ~0.5B generated model (skip with
 --skip-big). The scheduler's cost alone, with no model, is a Go benchmark:
 go test ./engine -run '^$' -bench SchedulerTick.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if agents < 1 || agents > 254 || tinyTokens < 1 || benchTokens < 1 {
-				return fmt.Errorf("--agents %d --tiny-tokens %d --big-tokens %d: use 1 to 254 agents and at least 1 token each", agents, tinyTokens, benchTokens)
+			var counts []int
+			for _, f := range strings.Split(agentList, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || n < 1 || n > 254 {
+					return fmt.Errorf("--agents %q: a comma-separated list of counts 1..254", agentList)
+				}
+				counts = append(counts, n)
+			}
+			if tinyTokens < 1 || benchTokens < 1 {
+				return fmt.Errorf("--tiny-tokens %d --big-tokens %d: at least 1 token each", tinyTokens, benchTokens)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "llama.cpp SIMD flags: %s; %d agents\n\n", SIMDFlags, agents)
+			fmt.Fprintf(w, "llama.cpp SIMD flags: %s\n\n", SIMDFlags)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "backend\tticks\tms/tick\tdecode ms/tick\tsampling etc. ms/tick\tscheduler µs/tick\toutside llama_decode (of wall)\tscheduler (of wall)\t")
-			rows := []struct {
-				name   string
-				tokens int
-				make   func() (engine.Backend, func(), error)
-			}{
-				{"tiny model", tinyTokens, llamaRow("tiny", modelgen.Tiny(), agents)},
-			}
-			if !skipBig {
-				rows = append(rows, struct {
+			fmt.Fprintln(tw, "backend\tagents\tticks\tms/tick\tin llama_decode ms/tick\tother native ms/tick\tscheduler µs/tick\toutside llama_decode (of wall)\tscheduler (of wall)\t")
+			for _, agents := range counts {
+				rows := []struct {
 					name   string
 					tokens int
 					make   func() (engine.Backend, func(), error)
-				}{"~0.5B model", benchTokens, llamaRow("bench", modelgen.Bench(), agents)})
-			}
-			for _, r := range rows {
-				be, done, err := r.make()
-				if err != nil {
-					return err
+				}{
+					{"tiny model", tinyTokens, llamaRow("tiny", modelgen.Tiny(), agents)},
 				}
-				err = runtimeRow(cmd.Context(), tw, r.name, be, agents, r.tokens)
-				done()
-				if err != nil {
-					return err
+				if !skipBig {
+					rows = append(rows, struct {
+						name   string
+						tokens int
+						make   func() (engine.Backend, func(), error)
+					}{"~0.5B model", benchTokens, llamaRow("bench", modelgen.Bench(), agents)})
+				}
+				for _, r := range rows {
+					be, done, err := r.make()
+					if err != nil {
+						return err
+					}
+					err = runtimeRow(cmd.Context(), tw, r.name, be, agents, r.tokens)
+					done()
+					if err != nil {
+						return err
+					}
 				}
 			}
 			return tw.Flush()
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&agents, "agents", 32, "agents in the pool")
+	f.StringVar(&agentList, "agents", "8,32", "agent counts, one row each")
 	f.IntVar(&tinyTokens, "tiny-tokens", 128, "tokens each agent writes on the tiny model")
-	f.IntVar(&benchTokens, "big-tokens", 8, "tokens each agent writes on the ~0.5B model")
+	f.IntVar(&benchTokens, "big-tokens", 32, "tokens each agent writes on the ~0.5B model")
 	f.BoolVar(&skipBig, "skip-big", false, "skip the ~0.5B model row")
 	return cmd
 }
@@ -93,7 +107,7 @@ func runtimeRow(ctx context.Context, w io.Writer, name string, be engine.Backend
 	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(o.Ticks) }
 	pct := func(d time.Duration) string { return fmt.Sprintf("%.1f%%", 100*float64(d)/float64(o.Wall)) }
-	fmt.Fprintf(w, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t%s\t%s\t\n", name, o.Ticks, per(o.Wall), per(o.Decode), per(o.Native),
+	fmt.Fprintf(w, "%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t%s\t%s\t\n", name, agents, o.Ticks, per(o.Wall), per(o.Decode), per(o.Native),
 		float64(o.Scheduler().Microseconds())/float64(o.Ticks), pct(o.Wall-o.Decode), pct(o.Scheduler()))
 	return nil
 }

@@ -11,10 +11,21 @@ import (
 
 // Overhead is where a pool's wall time went (`lloyal bench runtime`).
 type Overhead struct {
-	Ticks  int
-	Wall   time.Duration
-	Decode time.Duration // inside the backend's Prefill and DecodeEach
-	Native time.Duration // other backend calls: sampling, tokenizing, forks
+	Ticks int
+	Wall  time.Duration
+	// Decode is the time inside the model's decode call itself (llama_decode)
+	// when the backend reports it (DecodeTimer), else inside its Prefill
+	// and DecodeEach.
+	Decode time.Duration
+	// Native is the other backend time: sampling, tokenizing, forks, and
+	// building batches around the decode call.
+	Native time.Duration
+}
+
+// DecodeTimer is a backend that adds up the time spent inside its model's
+// decode call, apart from its own bookkeeping around it.
+type DecodeTimer interface {
+	DecodeTime() time.Duration
 }
 
 // Scheduler is the time spent in neither: the runtime itself.
@@ -32,6 +43,11 @@ func MeasureOverhead(ctx context.Context, be Backend, agents, tokens int) (Overh
 	}
 	defer spine.Close()
 	tb.reset()
+	dt, exact := be.(DecodeTimer)
+	var decode0 time.Duration
+	if exact {
+		decode0 = dt.DecodeTime()
+	}
 	var specs []AgentSpec
 	for i := 0; i < agents; i++ {
 		specs = append(specs, AgentSpec{Task: fmt.Sprintf("task %d", i)})
@@ -45,6 +61,11 @@ func MeasureOverhead(ctx context.Context, be Backend, agents, tokens int) (Overh
 	tb.mu.Lock()
 	o.Decode, o.Native = tb.decode, tb.native
 	tb.mu.Unlock()
+	if exact {
+		inside := dt.DecodeTime() - decode0
+		o.Native += o.Decode - inside // batch building and bookkeeping
+		o.Decode = inside
+	}
 	return o, nil
 }
 

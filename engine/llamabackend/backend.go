@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -28,9 +29,9 @@ type Backend struct {
 
 // ContextOptions size a Backend's context.
 type ContextOptions struct {
-	NCtx     int // cells shared by every agent (default 4096)
-	NBatch   int // default 512
-	NSeqMax  int // most live branches (default 64)
+	NCtx    int // cells shared by every agent (default 4096)
+	NBatch  int // default 512
+	NSeqMax int // most live branches (default 64)
 	// NThreads fixes the CPU thread count. 0 (the default) lets each
 	// decode use the count that measures fastest, up to
 	// DefaultThreads(model): see package threads.
@@ -218,6 +219,9 @@ func (l *Backend) ThreadChoices() []int {
 	_, c := l.ctx.AdaptsThreads()
 	return c
 }
+
+// DecodeTime is the time spent inside llama_decode itself so far.
+func (l *Backend) DecodeTime() time.Duration { return l.ctx.DecodeTime() }
 
 // KVType is the cache's element type.
 func (l *Backend) KVType() llama.KVType { return l.ctx.KVType() }

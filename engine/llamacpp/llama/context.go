@@ -122,7 +122,13 @@ type Context struct {
 	threads int
 	kvType  KVType
 	flash   bool
+	// decodeTime adds up the time spent inside llama_decode itself.
+	decodeTime time.Duration
 }
+
+// DecodeTime is the time spent inside llama_decode since the context was
+// made: the model's own work, apart from batch building and sampling.
+func (c *Context) DecodeTime() time.Duration { return c.decodeTime }
 
 // KVType is the cache's element type.
 func (c *Context) KVType() KVType { return c.kvType }
@@ -288,17 +294,18 @@ func (c *Context) Decode(tokens []Token, pos []int32, seqs []int32, logits []int
 		(*C.llama_seq_id)(unsafe.Pointer(&seqs[0])),
 		(*C.int8_t)(unsafe.Pointer(&logits[0])))
 	c.outputs = append(c.outputs[:0], logits...)
-	var start time.Time
 	if c.tuner != nil {
 		if th := c.tuner.Pick(n); th != c.threads {
 			C.llama_set_n_threads(c.c, C.int32_t(th), C.int32_t(th))
 			c.threads = th
 		}
-		start = time.Now()
 	}
+	start := time.Now()
 	rc := C.llama_decode(c.c, c.batch)
+	took := time.Since(start)
+	c.decodeTime += took
 	if c.tuner != nil && rc == 0 {
-		c.tuner.Observe(n, c.threads, time.Since(start))
+		c.tuner.Observe(n, c.threads, took)
 	}
 	if rc != 0 {
 		c.outputs = c.outputs[:0]
