@@ -35,6 +35,16 @@ type Header struct {
 	Tools          []ToolInfo      `json:"tools"`
 	Start          time.Time       `json:"start"`
 	CommandLine    []string        `json:"commandLine"`
+	// Abilities are the installed abilities whose tools the run offered.
+	Abilities []AbilityInfo `json:"abilities,omitempty"`
+}
+
+// AbilityInfo is an ability as a run loaded it.
+type AbilityInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Key is the id of the trusted key that signed it, or "unsigned".
+	Key string `json:"key"`
 }
 
 // ContextInfo is the llama.cpp context a run used.

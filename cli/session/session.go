@@ -60,6 +60,9 @@ type Config struct {
 	Approvals approvals.Config
 	Version   string
 	Args      []string // the command line, for the trace header
+	// Abilities names the abilities to load (--ability); none: every
+	// enabled one.
+	Abilities []string
 }
 
 // Errors Run returns for runs that were stopped rather than failed; the
@@ -144,7 +147,27 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	}
 	defer be.Close()
 
+	abs, err := startAbilities(ctx, cfg, errOut)
+	defer func() {
+		for _, a := range abs {
+			a.srv.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+
 	h := research.New(corpus, note, cfg.Task, cfg.Agents)
+	sources := map[string]string{}
+	var abInfo []trace.AbilityInfo
+	for _, a := range abs {
+		ab := a.srv.Ability()
+		h.AddAbilities(research.Ability{Name: ab.Name, Version: ab.Version, UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: a.tools})
+		abInfo = append(abInfo, trace.AbilityInfo{Name: ab.Name, Version: ab.Version, Key: ab.Signer()})
+		for _, t := range a.tools {
+			sources[t.Spec().Name] = fmt.Sprintf("ability %s %s (%s)", ab.Name, ab.Version, signedBy(ab.Signer()))
+		}
+	}
 	h.Sampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: cfg.Seed}
 	// A random model never opens a call on its own: walk it through the
 	// tools so the demo exercises them (and asks you about write_note).
@@ -166,7 +189,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	tw, err := trace.Create(tp, trace.Header{ProgramVersion: cfg.Version, Model: llamabackend.ModelInfo(m), Sampling: h.Sampling,
 		Context:     trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads()},
 		Tools:       trace.Tools(all, terminal),
-		CommandLine: cfg.Args})
+		CommandLine: cfg.Args, Abilities: abInfo})
 	if err != nil {
 		return err
 	}
@@ -234,7 +257,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		var res []engine.AgentResult
 		var runErr error
 		finished, err := runApp(ctx, stop, ui.Options{Theme: cfg.Theme, Title: title, Dev: cfg.Dev, Ctl: controller{rt, broker},
-			ApprovalTimeout: cfg.Approvals.Timeout}, bridge,
+			ApprovalTimeout: cfg.Approvals.Timeout, Sources: sources}, bridge,
 			func(ctx context.Context) ui.DoneMsg {
 				res, runErr = h.Run(ctx, rt)
 				if runErr != nil && !errors.Is(runErr, context.Canceled) {
