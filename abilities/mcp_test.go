@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -43,9 +44,10 @@ func testAbility(t *testing.T, extra string, tools ...string) (*Installed, strin
 	data, _ := os.ReadFile(bin)
 	_ = os.WriteFile(filepath.Join(src, "server"), data, 0o755)
 	args, _ := json.Marshal([]string{"--tools", strings.Join(tools, ",")})
-	log := filepath.Join(t.TempDir(), "calls.log")
+	tmp := t.TempDir()
+	log := filepath.Join(tmp, "calls.log")
 	manifest := fmt.Sprintf(`{"name":"test","version":"0.1.0","useWhen":"testing abilities","settings":"settings.schema.json",
-		"server":{"command":"./server","args":%s,"env":{"MCPSERVER_LOG":%q}}%s}`, args, log, extra)
+		"server":{"command":"./server","args":%s,"env":{"MCPSERVER_LOG":%q,"MCPSERVER_RELEASE":%q}}%s}`, args, log, filepath.Join(tmp, "release"), extra)
 	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(manifest), 0o644)
 	_ = os.WriteFile(filepath.Join(src, "settings.schema.json"), []byte(`{"type":"object","properties":{"greeting":{"type":"string"}}}`), 0o644)
 	s := newStore(t)
@@ -132,15 +134,24 @@ func TestToolsListedWordForWord(t *testing.T) {
 func TestCallWithProgressAndSettings(t *testing.T) {
 	ab, log := testAbility(t, "", "count", "settings")
 	_, tools, w := startServer(t, ab)
-	if r := call(t, tools["test_count"], `{"n":4}`); r["text"] != "counted to 4" {
-		t.Fatalf("count: %v", r)
+	// The call holds until the test has seen its progress.
+	done := make(chan map[string]any)
+	go func() {
+		v, _ := tools["test_count"].Execute(context.Background(), json.RawMessage(`{"n":4,"hold":true}`))
+		done <- v.(map[string]any)
+	}()
+	var got string
+	for deadline := time.Now().Add(time.Minute); got != "[[1 4] [2 4] [3 4] [4 4]]"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("progress %s", got)
+		}
+		w.mu.Lock()
+		got = fmt.Sprint(w.progress)
+		w.mu.Unlock()
 	}
-	w.mu.Lock()
-	got := fmt.Sprint(w.progress)
-	w.mu.Unlock()
-	// Notifications may trail the result; each step that arrived is in order.
-	if !strings.HasPrefix("[[1 4] [2 4] [3 4] [4 4]]", strings.TrimSuffix(got, "]")) || got == "[]" {
-		t.Fatalf("progress %s", got)
+	_ = os.WriteFile(filepath.Join(filepath.Dir(log), "release"), nil, 0o644)
+	if r := <-done; r["text"] != "counted to 4" {
+		t.Fatalf("count: %v", r)
 	}
 	// Arguments are validated before the call: a bad one never reaches the server.
 	if r := call(t, tools["test_count"], `{"n":"four"}`); !strings.Contains(fmt.Sprint(r["error"]), "Invalid arguments for test_count") {

@@ -45,7 +45,11 @@ ones (or those named with --ability).`,
 			if rec.Unverified != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: installed without a valid signature (--allow-unsigned): %s\n", rec.Unverified)
 			}
-			fmt.Fprintf(out, "installed %s %s (signed by %s), enabled\n", rec.Name, rec.Version, rec.Signer())
+			signer := "signed by " + rec.Key
+			if rec.Key == "" {
+				signer = "unsigned"
+			}
+			fmt.Fprintf(out, "installed %s %s (%s), enabled\n", rec.Name, rec.Version, signer)
 			return nil
 		},
 	}

@@ -1,7 +1,8 @@
 // Command mcpserver is a small MCP server for lloyal's ability tests, served
 // over stdio with the official Go SDK. Its tools:
 //
-//   - count (read-only): counts to n, sending a progress notification per step
+//   - count (read-only): counts to n, sending a progress notification per
+//     step; with hold, it then waits for the file $MCPSERVER_RELEASE
 //   - delete_item (destructive): "deletes" an item and says so
 //   - crash: exits the process in the middle of the call
 //   - hang: never answers
@@ -20,6 +21,7 @@ import (
 	"log"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -33,9 +35,11 @@ func main() {
 	s := mcp.NewServer(&mcp.Implementation{Name: "lloyal-testdata", Version: "0.1.0"}, nil)
 	if want("count") {
 		mcp.AddTool(s, &mcp.Tool{Name: "count", Description: "Count from 1 to n, reporting progress at each step.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":20,"description":"how far to count"},"hold":{"type":"boolean","description":"after counting, wait until the file $MCPSERVER_RELEASE exists"}},"required":["n"]}`),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 			func(ctx context.Context, req *mcp.CallToolRequest, in struct {
-				N int `json:"n" jsonschema:"how far to count, 1 to 20"`
+				N    int  `json:"n"`
+				Hold bool `json:"hold"`
 			}) (*mcp.CallToolResult, any, error) {
 				record("count", in)
 				tok := req.Params.GetProgressToken()
@@ -44,15 +48,24 @@ func main() {
 						_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(in.N), Message: fmt.Sprintf("step %d", i)})
 					}
 				}
+				// Held, the call is still running while the client sees its
+				// progress (notifications may otherwise trail the result).
+				for in.Hold {
+					if _, err := os.Stat(os.Getenv("MCPSERVER_RELEASE")); err == nil {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("counted to %d", in.N)}}}, nil, nil
 			})
 	}
 	if want("delete_item") {
 		yes := true
 		mcp.AddTool(s, &mcp.Tool{Name: "delete_item", Description: "Delete an item by its id. This cannot be undone.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","maxLength":12,"description":"the item to delete"}},"required":["id"]}`),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}},
 			func(ctx context.Context, req *mcp.CallToolRequest, in struct {
-				ID string `json:"id" jsonschema:"the item to delete"`
+				ID string `json:"id"`
 			}) (*mcp.CallToolResult, any, error) {
 				record("delete_item", in)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted " + in.ID}}}, nil, nil
