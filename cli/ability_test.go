@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/approvals"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/trace"
+)
+
+// abilityEnv is a private data and config home for abilities.
+func abilityEnv(dir string) []string {
+	return []string{"XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_CACHE_HOME=" + filepath.Join(dir, "cache")}
+}
+
+// ability runs `lloyal ability ARGS` with the test's homes.
+func ability(t *testing.T, bin, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"ability"}, args...)...)
+	cmd.Env = append(os.Environ(), abilityEnv(dir)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("lloyal ability %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// An author signs an ability whose MCP server (the Go test server, over
+// stdio) has a destructive tool; the user trusts the key and installs it;
+// `lloyal run --ability` walks an agent into the destructive tool, the
+// approval prompt appears, the user allows it with a key, and the server
+// runs it. The trace header names the ability, its version and its key.
+func TestTmuxAbilityApproval(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the real binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "bundle")
+	_ = os.Mkdir(src, 0o755)
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(src, "server"), "../abilities/testdata/mcpserver").CombinedOutput(); err != nil {
+		t.Fatalf("build the MCP server: %v\n%s", err, out)
+	}
+	calls := filepath.Join(dir, "calls.log")
+	manifest := `{"name":"items","version":"0.3.0","useWhen":"when an item must be deleted","instructions":"INSTRUCTIONS.md",
+		"server":{"command":"./server","args":["--tools","delete_item"],"env":{"MCPSERVER_LOG":"` + calls + `"}}}`
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(manifest), 0o644)
+	_ = os.WriteFile(filepath.Join(src, "INSTRUCTIONS.md"), []byte("Delete only what the task names.\n"), 0o644)
+	key := filepath.Join(dir, "author")
+	ability(t, bin, dir, "keygen", key)
+	ability(t, bin, dir, "sign", src, "--key", key)
+	out := ability(t, bin, dir, "trust", key+".pub")
+	keyID := strings.TrimSpace(strings.TrimPrefix(out, "trusted key "))
+	if out := ability(t, bin, dir, "install", src); !strings.Contains(out, "installed items 0.3.0 (signed by "+keyID+")") {
+		t.Fatalf("install: %s", out)
+	}
+
+	once, _ := approvals.KeyFor("y")
+	// write_note is granted: the one prompt is the ability's.
+	cmd := bin + " run --ability items --ctx 4096 --agents 1 --corpus " + filepath.Join("..", "testdata", "corpus") + " --workspace " + filepath.Join(dir, "notes") +
+		" --trace " + filepath.Join(dir, "run.jsonl") + " --grants-file " + filepath.Join(dir, "grants.json") + " --grant write_note"
+	s := startTmux(t, cmd, abilityEnv(dir)...)
+	s.waitFor("wants to run a protected tool", 8*time.Minute)
+	// The prompt says which ability the tool comes from, signed by whom.
+	if scr := s.screen(); !strings.Contains(scr, "items_delete_item") || !strings.Contains(scr, "from ability items 0.3.0 (signed by "+keyID+")") {
+		t.Fatalf("the prompt does not name the ability's tool and the ability:\n%s", scr)
+	}
+	s.keys(once.Key)
+	s.waitFor("run finished", 8*time.Minute)
+	s.keys("q")
+	s.waitFor("LLOYAL-EXITED=0", 20*time.Second)
+
+	reason, recs := closing(t, dir)
+	if reason != "completed" {
+		t.Fatalf("closing record %q", reason)
+	}
+	var h trace.Header
+	for _, r := range recs {
+		if r.Header != nil {
+			h = *r.Header
+		}
+	}
+	if len(h.Abilities) != 1 || h.Abilities[0] != (trace.AbilityInfo{Name: "items", Version: "0.3.0", Key: keyID}) {
+		t.Fatalf("trace header abilities %+v", h.Abilities)
+	}
+	protected := false
+	for _, tl := range h.Tools {
+		protected = protected || (tl.Name == "items_delete_item" && tl.Protected && tl.Description == "Delete an item by its id. This cannot be undone.")
+	}
+	if !protected {
+		t.Fatalf("items_delete_item is not in the header as protected, word for word: %+v", h.Tools)
+	}
+	if !hasEvent(recs, event.ApprovalAnswered, `"answer":"`+string(once.Answer)+`"`) || !hasEvent(recs, event.ToolResult, "deleted ") {
+		t.Fatal("the approved call did not run on the server")
+	}
+	if b, _ := os.ReadFile(calls); !strings.HasPrefix(string(b), "delete_item ") {
+		t.Fatalf("the server's call log: %q", b)
+	}
+}
