@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -254,5 +256,47 @@ func TestProtectedUnlessReadOnly(t *testing.T) {
 		if got := protected(c.a); got != c.want {
 			t.Errorf("%+v: protected %v, want %v", c.a, got, c.want)
 		}
+	}
+}
+
+// An ability reached over streamable HTTP: listed and called like a stdio
+// one; an endpoint that stops answering ends the call with its reason.
+func TestStreamableHTTPServer(t *testing.T) {
+	ms := mcp.NewServer(&mcp.Implementation{Name: "http-test", Version: "1"}, nil)
+	mcp.AddTool(ms, &mcp.Tool{Name: "greet", Description: "Greet someone.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			Name string `json:"name"`
+		}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello " + in.Name}}}, nil, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+	defer hs.Close()
+	src := t.TempDir()
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"web","version":"1","useWhen":"to greet","server":{"url":"`+hs.URL+`"},"restarts":0}`), 0o644)
+	s := newStore(t)
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Load([]string{"web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tools, w := startServer(t, l[0])
+	greet := tools["web_greet"]
+	if greet == nil || greet.Spec().Protected || greet.Spec().Description != "Greet someone." {
+		t.Fatalf("tools %v", tools)
+	}
+	if r := call(t, greet, `{"name":"Ada"}`); r["text"] != "hello Ada" {
+		t.Fatalf("greet: %v", r)
+	}
+	hs.CloseClientConnections()
+	hs.Close()
+	if r := call(t, greet, `{"name":"Ada"}`); !strings.Contains(fmt.Sprint(r["error"]), "web_greet failed") || !strings.Contains(fmt.Sprint(r["error"]), "not started again") {
+		t.Fatalf("after the endpoint closed: %v", r)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.notes) != 1 || !strings.Contains(w.notes[0], `"event":"crashed"`) {
+		t.Fatalf("notes %v", w.notes)
 	}
 }
