@@ -102,3 +102,49 @@ func TestTmuxAbilityApproval(t *testing.T) {
 		t.Fatalf("the server's call log: %q", b)
 	}
 }
+
+// The ability commands, in-process: keygen, sign, a refused install that
+// says why, trust, install, list, disable, enable, remove.
+func TestAbilityCommands(t *testing.T) {
+	dir := t.TempDir()
+	for _, e := range abilityEnv(dir) {
+		k, v, _ := strings.Cut(e, "=")
+		t.Setenv(k, v)
+	}
+	src := filepath.Join(dir, "bundle")
+	_ = os.Mkdir(src, 0o755)
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"notes","version":"2.0","useWhen":"when notes are needed","server":{"url":"http://localhost:9/mcp"}}`), 0o644)
+	key := filepath.Join(dir, "author")
+	steps := []struct {
+		args []string
+		want string
+		fail bool
+	}{
+		{[]string{"ability", "list"}, "no abilities installed", false},
+		{[]string{"ability", "install", src}, "the bundle is not signed", true},
+		{[]string{"ability", "keygen", key}, "public " + key + ".pub", false},
+		{[]string{"ability", "sign", src, "--key", key}, "signed notes 2.0 with key", false},
+		{[]string{"ability", "install", src}, "which you do not trust", true},
+		{[]string{"ability", "trust", key}, `not a PEM "PUBLIC KEY" block`, true},
+		{[]string{"ability", "trust", key + ".pub"}, "trusted key", false},
+		{[]string{"ability", "install", src}, "installed notes 2.0 (signed by", false},
+		{[]string{"ability", "disable", "notes"}, "notes disabled", false},
+		{[]string{"ability", "list"}, "disabled", false},
+		{[]string{"ability", "enable", "notes"}, "notes enabled", false},
+		{[]string{"ability", "remove", "notes"}, "removed notes", false},
+		{[]string{"ability", "remove", "notes"}, `no ability "notes" is installed`, true},
+	}
+	for _, s := range steps {
+		out, err := runCLI(t, s.args...)
+		if err != nil {
+			out += err.Error()
+		}
+		if (err != nil) != s.fail || !strings.Contains(out, s.want) {
+			t.Fatalf("%s: err %v, output %q; want %q", strings.Join(s.args, " "), err, out, s.want)
+		}
+	}
+	// A refused install wrote nothing.
+	if ents, _ := os.ReadDir(filepath.Join(dir, "data", "lloyal", "abilities")); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+}
