@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,7 +86,7 @@ func TestTmuxAbilityApproval(t *testing.T) {
 			h = *r.Header
 		}
 	}
-	if len(h.Abilities) != 1 || h.Abilities[0] != (trace.AbilityInfo{Name: "items", Version: "0.3.0", Key: keyID}) {
+	if len(h.Abilities) != 1 || fmt.Sprint(h.Abilities[0]) != fmt.Sprint(trace.AbilityInfo{Name: "items", Version: "0.3.0", Key: keyID, Tools: []string{"items_delete_item"}}) {
 		t.Fatalf("trace header abilities %+v", h.Abilities)
 	}
 	protected := false

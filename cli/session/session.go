@@ -158,15 +158,15 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	}
 
 	h := research.New(corpus, note, cfg.Task, cfg.Agents)
-	sources := map[string]string{}
 	var abInfo []trace.AbilityInfo
 	for _, a := range abs {
 		ab := a.srv.Ability()
 		h.AddAbilities(research.Ability{Name: ab.Name, Version: ab.Version, UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: a.tools})
-		abInfo = append(abInfo, trace.AbilityInfo{Name: ab.Name, Version: ab.Version, Key: ab.Signer()})
+		info := trace.AbilityInfo{Name: ab.Name, Version: ab.Version, Key: ab.Signer()}
 		for _, t := range a.tools {
-			sources[t.Spec().Name] = fmt.Sprintf("ability %s %s (%s)", ab.Name, ab.Version, signedBy(ab.Signer()))
+			info.Tools = append(info.Tools, t.Spec().Name)
 		}
+		abInfo = append(abInfo, info)
 	}
 	h.Sampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: cfg.Seed}
 	// A random model never opens a call on its own: walk it through the
@@ -186,10 +186,11 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		tp = trace.NewPath(dir)
 	}
 	all, terminal := h.Tools()
-	tw, err := trace.Create(tp, trace.Header{ProgramVersion: cfg.Version, Model: llamabackend.ModelInfo(m), Sampling: h.Sampling,
+	header := trace.Header{ProgramVersion: cfg.Version, Model: llamabackend.ModelInfo(m), Sampling: h.Sampling,
 		Context:     trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads()},
 		Tools:       trace.Tools(all, terminal),
-		CommandLine: cfg.Args, Abilities: abInfo})
+		CommandLine: cfg.Args, Abilities: abInfo}
+	tw, err := trace.Create(tp, header)
 	if err != nil {
 		return err
 	}
@@ -257,7 +258,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		var res []engine.AgentResult
 		var runErr error
 		finished, err := runApp(ctx, stop, ui.Options{Theme: cfg.Theme, Title: title, Dev: cfg.Dev, Ctl: controller{rt, broker},
-			ApprovalTimeout: cfg.Approvals.Timeout, Sources: sources}, bridge,
+			ApprovalTimeout: cfg.Approvals.Timeout, Sources: header.AbilitySources()}, bridge,
 			func(ctx context.Context) ui.DoneMsg {
 				res, runErr = h.Run(ctx, rt)
 				if runErr != nil && !errors.Is(runErr, context.Canceled) {
