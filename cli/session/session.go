@@ -116,6 +116,17 @@ func (e *ending) reason() string {
 // Run runs the research harness as cfg says. stdin decides whether a
 // person can answer approval prompts on a line.
 func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer) error {
+	// Abilities first: a name that is not installed, or a bundle that no
+	// longer verifies, is refused before the model loads.
+	abs, err := startAbilities(ctx, cfg, errOut)
+	defer func() {
+		for _, a := range abs {
+			a.srv.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
 	m, err := llamabackend.Open(cfg.Model, model.Options{})
 	if err != nil {
 		return err
@@ -146,16 +157,6 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		return err
 	}
 	defer be.Close()
-
-	abs, err := startAbilities(ctx, cfg, errOut)
-	defer func() {
-		for _, a := range abs {
-			a.srv.Close()
-		}
-	}()
-	if err != nil {
-		return err
-	}
 
 	h := research.New(corpus, note, cfg.Task, cfg.Agents)
 	var abInfo []trace.AbilityInfo

@@ -75,9 +75,13 @@ func (h *Harness) catalogue() string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("\n\nAbilities the user installed (their tools are named ABILITY_TOOL):\n")
+	b.WriteString("\n\nAbilities the user installed, and when to use each:\n")
 	for _, a := range h.abilities {
-		fmt.Fprintf(&b, "- %s: use it %s\n", a.Name, strings.TrimSuffix(a.UseWhen, "."))
+		var names []string
+		for _, t := range a.Tools {
+			names = append(names, t.Spec().Name)
+		}
+		fmt.Fprintf(&b, "- %s: %s (tools: %s)\n", a.Name, a.UseWhen, strings.Join(names, ", "))
 	}
 	for _, a := range h.abilities {
 		if a.Instructions != "" {
