@@ -149,3 +149,74 @@ func TestAbilityCommands(t *testing.T) {
 		t.Fatalf("left behind: %v", ents)
 	}
 }
+
+// lloyal run --ability with a name that is not installed is refused, by
+// name, before the model loads.
+func TestRunUnknownAbility(t *testing.T) {
+	dir := t.TempDir()
+	for _, e := range abilityEnv(dir) {
+		k, v, _ := strings.Cut(e, "=")
+		t.Setenv(k, v)
+	}
+	_, err := runCLI(t, "run", "--headless", "--ability", "nope", "--model", filepath.Join(dir, "absent.gguf"), "--trace", filepath.Join(dir, "run.jsonl"))
+	if err == nil || !strings.Contains(err.Error(), `no ability "nope" is installed`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// A real run whose ability server crashes mid-call: the call reads the
+// reason (its exit status and stderr), the trace records it (a tool:note
+// named ability), and the agent and the run carry on to completion. (The
+// restart on the next call is abilities' TestServerFailuresEndOnlyTheCall.)
+func TestRunAbilityServerCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a whole run on the generated model")
+	}
+	dir := t.TempDir()
+	for _, e := range abilityEnv(dir) {
+		k, v, _ := strings.Cut(e, "=")
+		t.Setenv(k, v)
+	}
+	src := filepath.Join(dir, "bundle")
+	_ = os.Mkdir(src, 0o755)
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(src, "server"), "../abilities/testdata/mcpserver").CombinedOutput(); err != nil {
+		t.Fatalf("build the MCP server: %v\n%s", err, out)
+	}
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"flaky","version":"1","useWhen":"when counting","server":{"command":"./server","args":["--tools","crash,count"]}}`), 0o644)
+	if out, err := runCLI(t, "ability", "install", "--allow-unsigned", src); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	tp := filepath.Join(dir, "run.jsonl")
+	out, err := runCLI(t, "run", "--headless", "--ctx", "4096", "--agents", "1", "--corpus", filepath.Join("..", "testdata", "corpus"),
+		"--workspace", filepath.Join(dir, "notes"), "--trace", tp, "--deny-protected")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	c, err := trace.CheckFile(tp)
+	if err != nil || c.Close == nil || c.Close.Reason != "completed" {
+		t.Fatalf("trace %+v %v", c, err)
+	}
+	f, _ := os.Open(tp)
+	defer f.Close()
+	var recs []trace.Record
+	for s := trace.NewScanner(f); s.Next(); {
+		recs = append(recs, s.Record())
+	}
+	if !hasEvent(recs, event.ToolNote, `"event":"crashed"`) || !hasEvent(recs, event.ToolResult, "(exit status 3); its stderr ends: mcpserver: crashing on request") ||
+		!hasEvent(recs, event.ToolResult, "counted to") {
+		t.Fatalf("no call, crash and reason in the trace:\n%s", out)
+	}
+	// The crashed call ended only the call: its agent went on to report.
+	caller, ended := 0, event.Type("")
+	for _, r := range recs {
+		if e := r.Event; e != nil && e.Type == event.ToolResult && e.Tool == "flaky_crash" {
+			caller = e.Agent
+		}
+		if e := r.Event; e != nil && caller != 0 && e.Agent == caller && (e.Type == event.AgentReturn || e.Type == event.AgentRecovered || e.Type == event.AgentFailed) {
+			ended = e.Type
+		}
+	}
+	if caller == 0 || ended == event.AgentFailed || ended == "" {
+		t.Fatalf("the agent whose call crashed (%d) ended %q", caller, ended)
+	}
+}

@@ -50,7 +50,7 @@ func main() {
 				}
 				// Held, the call is still running while the client sees its
 				// progress (notifications may otherwise trail the result).
-				for in.Hold {
+				for in.Hold && os.Getenv("MCPSERVER_RELEASE") != "" {
 					if _, err := os.Stat(os.Getenv("MCPSERVER_RELEASE")); err == nil {
 						break
 					}
