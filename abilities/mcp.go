@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -155,6 +156,9 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	c.sess, err = client.Connect(cctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
 	if err != nil {
 		reason := c.why(err)
+		if cctx.Err() != nil {
+			reason = fmt.Sprintf("it did not answer the MCP handshake within %s%s", s.timeout, c.stderr.words())
+		}
 		c.stop()
 		return nil, fmt.Errorf("start the server %s: %s", m.Server.Command, reason)
 	}
@@ -172,17 +176,25 @@ func (c *conn) stop() {
 	}
 }
 
-// why explains a failed connection: the process's exit and its last words
-// on stderr when it has exited, else err.
+// why explains a failed connection: for a server that closed its output,
+// its exit status and its last words on stderr; for one that wrote what is
+// not JSON-RPC, what it wrote wrong.
 func (c *conn) why(err error) string {
 	if c.cmd == nil {
 		return err.Error()
 	}
+	// The SDK does not always wrap the EOF it met (a handshake's is text).
+	closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed) || strings.HasSuffix(err.Error(), "EOF")
+	if !closed {
+		return fmt.Sprintf("the server broke the protocol (%v)%s", err, c.stderr.words())
+	}
+	// Its output closed: it is exiting. The wait is for the exit status,
+	// which makes the reason; a process that closed its output but lives
+	// on is killed by the caller.
 	select {
 	case <-c.exited:
-	case <-time.After(2 * time.Second):
-		// Still running: the connection broke (e.g. garbage on stdout).
-		return fmt.Sprintf("the connection broke (%v) while the process still ran%s", err, c.stderr.words())
+	case <-time.After(10 * time.Second):
+		return fmt.Sprintf("the server closed its output but did not exit%s", c.stderr.words())
 	}
 	status := "exited"
 	if c.waited != nil {

@@ -181,7 +181,7 @@ func TestServerFailuresEndOnlyTheCall(t *testing.T) {
 	for _, c := range []struct{ tool, want, event string }{
 		{"crash", "(exit status 3); its stderr ends: mcpserver: crashing on request", "crashed"},
 		{"hang", "did not answer within 2s", "hung"},
-		{"garbage", "test_garbage failed", "crashed"},
+		{"garbage", "the server broke the protocol (calling \"tools/call\": invalid character", "crashed"},
 	} {
 		t.Run(c.tool, func(t *testing.T) {
 			ab, _ := testAbility(t, `,"timeout":"2s","restarts":1`, "count", c.tool)
@@ -298,5 +298,33 @@ func TestStreamableHTTPServer(t *testing.T) {
 	defer w.mu.Unlock()
 	if len(w.notes) != 1 || !strings.Contains(w.notes[0], `"event":"crashed"`) {
 		t.Fatalf("notes %v", w.notes)
+	}
+}
+
+// A server that cannot start says why: its exit status and stderr, or that
+// it never answered the handshake; a command not on PATH says so.
+func TestServerThatDoesNotStart(t *testing.T) {
+	for _, c := range []struct{ script, command, want string }{
+		{"#!/bin/sh\necho no config found >&2\nexit 7\n", "./server", "the server process ended (exit status 7); its stderr ends: no config found"},
+		{"#!/bin/sh\nexec sleep 600\n", "./server", "it did not answer the MCP handshake within 1s"},
+		{"", "lloyal-no-such-command", `"lloyal-no-such-command" is not on PATH`},
+	} {
+		src := t.TempDir()
+		_ = os.WriteFile(filepath.Join(src, "server"), []byte(c.script), 0o755)
+		_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"bad","version":"1","useWhen":"never","timeout":"1s","server":{"command":"`+c.command+`"}}`), 0o644)
+		s := newStore(t)
+		if _, err := s.Install(src, true); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Load(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, _ := NewServer(l[0], "test")
+		_, _, err = srv.Tools(context.Background())
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.command, err, c.want)
+		}
 	}
 }
