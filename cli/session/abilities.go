@@ -59,3 +59,20 @@ func signedBy(key string) string {
 	}
 	return "signed by " + key
 }
+
+// grammarReady leaves out the tools whose input schema the backend cannot
+// turn into a grammar (a tool-call grammar holds every tool's, so one such
+// schema would stop the run), with a warning naming each.
+func grammarReady(be interface {
+	SchemaToGrammar([]byte) (string, error)
+}, tools []engine.Tool, errOut io.Writer) []engine.Tool {
+	var out []engine.Tool
+	for _, t := range tools {
+		if _, err := be.SchemaToGrammar(t.Spec().Parameters); err != nil {
+			fmt.Fprintf(errOut, "warning: tool %s left out: its input schema cannot be made a grammar (%v)\n", t.Spec().Name, err)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}

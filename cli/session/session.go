@@ -161,10 +161,10 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	h := research.New(corpus, note, cfg.Task, cfg.Agents)
 	var abInfo []trace.AbilityInfo
 	for _, a := range abs {
-		ab := a.srv.Ability()
-		h.AddAbilities(research.Ability{Name: ab.Name, Version: ab.Version, UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: a.tools})
+		ab, tools := a.srv.Ability(), grammarReady(be, a.tools, errOut)
+		h.AddAbilities(research.Ability{Name: ab.Name, Version: ab.Version, UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: tools})
 		info := trace.AbilityInfo{Name: ab.Name, Version: ab.Version, Key: ab.Signer()}
-		for _, t := range a.tools {
+		for _, t := range tools {
 			info.Tools = append(info.Tools, t.Spec().Name)
 		}
 		abInfo = append(abInfo, info)
