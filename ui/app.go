@@ -40,7 +40,8 @@ type Options struct {
 	// Now is the wall clock (default time.Now; tests fix it).
 	Now func() time.Time
 	// Sources says which ability a tool comes from ("ability NAME
-	// VERSION", by tool name): the detail pane shows it with the call.
+	// VERSION (signed by KEY)", by tool name): the detail pane shows it with
+	// the tool's calls, the approval prompt with its requests.
 	Sources map[string]string
 }
 
