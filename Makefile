@@ -49,5 +49,6 @@ fuzz:
 	go test ./engine/llamacpp/gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 	go test ./trace -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime $(FUZZTIME)
 	go test ./tools -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME)
+	go test ./abilities -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME)
 	@$(CGO); go test ./engine/llamacpp/model -run '^$$' -fuzz '^FuzzOpenMetadata$$' -fuzztime $(FUZZTIME)
 	@$(CGO); go test ./cli -run '^$$' -fuzz '^FuzzRunFlags$$' -fuzztime $(FUZZTIME)

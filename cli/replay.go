@@ -36,7 +36,11 @@ func newReplayTUI(path, themeName string, speed float64, follow bool) error {
 	if follow {
 		p.Follow()
 	}
-	m := ui.New(ui.Options{Theme: t, Title: title, Dev: os.Getenv("LLOYAL_DEV") == "1", Replay: p})
+	o := ui.Options{Theme: t, Title: title, Dev: os.Getenv("LLOYAL_DEV") == "1", Replay: p}
+	if ix.Header != nil {
+		o.Sources = ix.Header.AbilitySources()
+	}
+	m := ui.New(o)
 	_, err = tea.NewProgram(m, tea.WithAltScreen()).Run()
 	return err
 }

@@ -48,7 +48,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 		Version:       versionString(),
 	}
-	root.AddCommand(newModelCmd(), newBenchCmd(), newGrantsCmd(), newTraceCmd(), newReplayCmd(), newRunCmd())
+	root.AddCommand(newModelCmd(), newBenchCmd(), newGrantsCmd(), newTraceCmd(), newReplayCmd(), newRunCmd(), newAbilityCmd())
 	return root
 }
 

@@ -64,6 +64,8 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.BoolVar(&o.jsonl, "jsonl", false, "stream every event as a JSON line")
 	f.StringVar(&o.theme, "theme", "dark", "dark, light or high-contrast (NO_COLOR turns colour off)")
 	approvalFlags(f, &c.Approvals)
+	// Abilities: installed MCP tool bundles (lloyal ability).
+	f.StringArrayVar(&c.Abilities, "ability", nil, "give the researchers this installed ability's tools (repeatable; default: every enabled ability)")
 	return cmd
 }
 

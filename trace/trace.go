@@ -35,6 +35,36 @@ type Header struct {
 	Tools          []ToolInfo      `json:"tools"`
 	Start          time.Time       `json:"start"`
 	CommandLine    []string        `json:"commandLine"`
+	// Abilities are the installed abilities whose tools the run offered.
+	Abilities []AbilityInfo `json:"abilities,omitempty"`
+}
+
+// AbilityInfo is an ability as a run loaded it.
+type AbilityInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Key is the id of the trusted key that signed it, or "unsigned".
+	Key string `json:"key"`
+	// Tools are the names of its tools in the run.
+	Tools []string `json:"tools"`
+}
+
+// AbilitySources says, for each ability tool of the run, which ability it
+// comes from: "ability NAME VERSION (signed by KEY)" or "(unsigned)". The
+// app shows it with the tool's calls and approval prompts, live and in a
+// replay.
+func (h *Header) AbilitySources() map[string]string {
+	out := map[string]string{}
+	for _, a := range h.Abilities {
+		signer := "signed by " + a.Key
+		if a.Key == "unsigned" || a.Key == "" {
+			signer = "unsigned"
+		}
+		for _, t := range a.Tools {
+			out[t] = fmt.Sprintf("ability %s %s (%s)", a.Name, a.Version, signer)
+		}
+	}
+	return out
 }
 
 // ContextInfo is the llama.cpp context a run used.

@@ -39,6 +39,10 @@ type Options struct {
 	ApprovalTimeout time.Duration
 	// Now is the wall clock (default time.Now; tests fix it).
 	Now func() time.Time
+	// Sources says which ability a tool comes from ("ability NAME
+	// VERSION (signed by KEY)", by tool name): the detail pane shows it with
+	// the tool's calls, the approval prompt with its requests.
+	Sources map[string]string
 }
 
 // BatchMsg carries events to the app (the Bridge sends one every ~16 ms).
@@ -84,7 +88,7 @@ func New(o Options) *Model {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &shared{st: event.NewState(), theme: o.Theme, ctl: o.Ctl, replay: o.Replay != nil, now: o.Now, timeout: o.ApprovalTimeout}
+	s := &shared{st: event.NewState(), theme: o.Theme, ctl: o.Ctl, replay: o.Replay != nil, now: o.Now, timeout: o.ApprovalTimeout, sources: o.Sources}
 	m := &Model{o: o, s: s, devOpen: o.Dev, keys: defaultKeys()}
 	m.detail = newDetail(s)
 	m.tree = newTree(s, func() { m.detail.scroll = 0 })

@@ -132,6 +132,9 @@ func (p *detailPane) View(w, h int) string {
 	}
 	for i, it := range a.Timeline {
 		out = append(out, item(t, it, w, a.Done()))
+		if src, ok := p.sources[it.Tool]; ok && (it.Kind == event.ItemCall || it.Kind == event.ItemApproval) {
+			out = append(out, t.Dim.Render(fit("  ↳ from "+src, w)))
+		}
 		if i == last && p.json {
 			for _, l := range strings.Split(sanitize(pretty(it.Text)), "\n") {
 				out = append(out, wrap("   "+l, w)...)

@@ -51,6 +51,8 @@ type shared struct {
 	done     bool // the run (or the replay) is over
 	// timeout is --approval-timeout (0: a request waits for ever).
 	timeout time.Duration
+	// sources: the ability each ability tool comes from (Options.Sources).
+	sources map[string]string
 }
 
 // elapsed is the run's time now: the newest event's, moved on by the wall

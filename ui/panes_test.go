@@ -119,3 +119,22 @@ func fixtureTrace(t *testing.T, events []event.Event) *trace.Index {
 	}
 	return ix
 }
+
+// A call to an ability's tool says which ability it came from, in the
+// detail pane and on the approval prompt.
+func TestAbilitySource(t *testing.T) {
+	m := paneApp(t, fixture()[:11])
+	m.s.sel, m.s.moved = 2, true
+	if v := m.detail.View(84, 6); strings.Contains(v, "from ability") {
+		t.Fatalf("a built-in tool named an ability:\n%s", v)
+	}
+	m.s.sources = map[string]string{"search": "ability web 1.0 (signed by 0123abcd)"}
+	if v := m.detail.View(84, 6); !strings.Contains(v, "↳ from ability web 1.0 (signed by 0123abcd)") {
+		t.Fatalf("the detail pane does not name the ability:\n%s", v)
+	}
+	m = paneApp(t, fixture())
+	m.s.sources = map[string]string{m.s.st.Approvals[0].Tool: "ability notes 2.0 (unsigned)"}
+	if v := m.approval.View(84, 12); !strings.Contains(v, "from ability notes 2.0 (unsigned)") {
+		t.Fatalf("the prompt does not name the ability:\n%s", v)
+	}
+}

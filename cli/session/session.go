@@ -63,6 +63,9 @@ type Config struct {
 	Approvals approvals.Config
 	Version   string
 	Args      []string // the command line, for the trace header
+	// Abilities names the abilities to load (--ability); none: every
+	// enabled one.
+	Abilities []string
 }
 
 // Errors Run returns for runs that were stopped rather than failed; the
@@ -116,6 +119,17 @@ func (e *ending) reason() string {
 // Run runs the research harness as cfg says. stdin decides whether a
 // person can answer approval prompts on a line.
 func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer) error {
+	// Abilities first: a name that is not installed, or a bundle that no
+	// longer verifies, is refused before the model loads.
+	abs, err := startAbilities(ctx, cfg, errOut)
+	defer func() {
+		for _, a := range abs {
+			a.srv.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
 	m, err := llamabackend.Open(cfg.Model, model.Options{})
 	if err != nil {
 		return err
@@ -148,6 +162,16 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	defer be.Close()
 
 	h := research.New(corpus, note, cfg.Task, cfg.Agents)
+	var abInfo []trace.AbilityInfo
+	for _, a := range abs {
+		ab, tools := a.srv.Ability(), grammarReady(be, a.tools, errOut)
+		h.AddAbilities(research.Ability{Name: ab.Name, Version: ab.Version, UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: tools})
+		info := trace.AbilityInfo{Name: ab.Name, Version: ab.Version, Key: ab.Signer()}
+		for _, t := range tools {
+			info.Tools = append(info.Tools, t.Spec().Name)
+		}
+		abInfo = append(abInfo, info)
+	}
 	h.Sampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: cfg.Seed}
 	// A random model never opens a call on its own: walk it through the
 	// tools so the demo exercises them (and asks you about write_note).
@@ -166,10 +190,11 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		tp = trace.NewPath(dir)
 	}
 	all, terminal := h.Tools()
-	tw, err := trace.Create(tp, trace.Header{ProgramVersion: cfg.Version, Model: llamabackend.ModelInfo(m), Sampling: h.Sampling,
+	header := trace.Header{ProgramVersion: cfg.Version, Model: llamabackend.ModelInfo(m), Sampling: h.Sampling,
 		Context:     trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads(), ThreadChoices: be.ThreadChoices(), KVType: string(be.KVType()), FlashAttn: be.FlashAttn()},
 		Tools:       trace.Tools(all, terminal),
-		CommandLine: cfg.Args})
+		CommandLine: cfg.Args, Abilities: abInfo}
+	tw, err := trace.Create(tp, header)
 	if err != nil {
 		return err
 	}
@@ -237,7 +262,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		var res []engine.AgentResult
 		var runErr error
 		finished, err := runApp(ctx, stop, ui.Options{Theme: cfg.Theme, Title: title, Dev: cfg.Dev, Ctl: controller{rt, broker},
-			ApprovalTimeout: cfg.Approvals.Timeout}, bridge,
+			ApprovalTimeout: cfg.Approvals.Timeout, Sources: header.AbilitySources()}, bridge,
 			func(ctx context.Context) ui.DoneMsg {
 				res, runErr = h.Run(ctx, rt)
 				if runErr != nil && !errors.Is(runErr, context.Canceled) {

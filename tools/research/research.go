@@ -41,6 +41,54 @@ type Harness struct {
 	findingChars int
 	note         engine.Tool
 	report       engine.Tool
+	abilities    []Ability
+}
+
+// Ability is an installed ability's part in a run: a line in the
+// researchers' catalogue (UseWhen), instructions for them, and its tools
+// beside theirs.
+type Ability struct {
+	Name, Version, UseWhen string
+	// Instructions is Markdown given to the agents that use the ability.
+	Instructions string
+	Tools        []engine.Tool
+}
+
+// AddAbilities gives the researchers the abilities' tools and puts them in
+// the researchers' catalogue with their instructions.
+func (h *Harness) AddAbilities(abs ...Ability) { h.abilities = append(h.abilities, abs...) }
+
+// researchTools are the researchers' tools: the harness's (compact in a
+// small context) and every ability's.
+func (h *Harness) researchTools() []engine.Tool {
+	out := append([]engine.Tool{}, h.research...)
+	for _, a := range h.abilities {
+		out = append(out, a.Tools...)
+	}
+	return out
+}
+
+// catalogue is what the researchers' system prompt says of the abilities:
+// one line each (when to use it), then each one's instructions.
+func (h *Harness) catalogue() string {
+	if len(h.abilities) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n\nAbilities the user installed, and when to use each:\n")
+	for _, a := range h.abilities {
+		var names []string
+		for _, t := range a.Tools {
+			names = append(names, t.Spec().Name)
+		}
+		fmt.Fprintf(&b, "- %s: %s (tools: %s)\n", a.Name, a.UseWhen, strings.Join(names, ", "))
+	}
+	for _, a := range h.abilities {
+		if a.Instructions != "" {
+			fmt.Fprintf(&b, "\n# Ability %s\n%s\n", a.Name, a.Instructions)
+		}
+	}
+	return b.String()
 }
 
 // Fit sizes the harness to a context of nCtx cells decoded nBatch tokens at
@@ -80,7 +128,7 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 // Tools lists every tool the harness offers a model, and the terminal tool
 // last (for the trace header).
 func (h *Harness) Tools() (all []engine.Tool, terminal engine.Tool) {
-	return append(append([]engine.Tool{}, h.research...), h.note), h.report
+	return append(h.researchTools(), h.note), h.report
 }
 
 // Run plans, researches in parallel, then publishes. It returns every
@@ -115,6 +163,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	}
 	// 2. Research in parallel, forked from one spine holding the tools.
 	var specs []engine.AgentSpec
+	maxTurns := 6
 	for i, q := range questions {
 		s := engine.AgentSpec{Task: q + "\n\n(Part of the task: " + h.Task + ")", Role: "researcher"}
 		if h.Walk {
@@ -125,12 +174,24 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 			s.Plan = []engine.ToolChoice{"search", "fetch_page", "read_file", "report"}
 			if i == 0 {
 				s.Plan = []engine.ToolChoice{"delegate", "search", "fetch_page", "fetch_page", "report"}
+				// With abilities, the first researcher calls each of their
+				// tools once instead (a protected one asks you first).
+				if len(h.abilities) > 0 {
+					s.Plan = nil
+					for _, a := range h.abilities {
+						for _, t := range a.Tools {
+							s.Plan = append(s.Plan, engine.ToolChoice(t.Spec().Name))
+						}
+					}
+					s.Plan = append(s.Plan, "search", "report")
+				}
 			}
+			maxTurns = max(maxTurns, len(s.Plan)+1)
 		}
 		specs = append(specs, s)
 	}
-	res, err = rt.Run(ctx, engine.PoolSpec{System: "You are a research agent. Answer your question from the documents: search, read, then report with the files you used.",
-		Tools: h.research, Terminal: h.report, MaxTurns: 6, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
+	res, err = rt.Run(ctx, engine.PoolSpec{System: "You are a research agent. Answer your question from the documents: search, read, then report with the files you used." + h.catalogue(),
+		Tools: h.researchTools(), Terminal: h.report, MaxTurns: maxTurns, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
 		Orchestrate: engine.AsRoomAllows(specs...)})
 	if res != nil {
 		all = append(all, res.Agents...)

@@ -1,0 +1,286 @@
+package abilities
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"crypto/ed25519"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// SignatureFile is the signature's name at the bundle's root. It is the one
+// file the signature does not cover.
+const SignatureFile = "ability.sig"
+
+// signatureFormat names the signed text's layout; it is the first line of
+// what is signed, so a signature can never be read as another format's.
+const signatureFormat = "lloyal-ability-signature/1"
+
+// maxBundle bounds a bundle's size (every file together): a server binary
+// fits, a mistake (a home folder) does not.
+const maxBundle = 512 << 20
+
+// Bundle is an ability's files, read whole, by slash-separated path.
+type Bundle struct {
+	Files map[string][]byte
+	// Exec lists the files that were executable (a server binary).
+	Exec     map[string]bool
+	Manifest *Manifest
+	// Source is where the bundle was read from.
+	Source string
+}
+
+// ReadBundle reads a bundle folder or a .tar.gz of one and parses its
+// manifest. Links, devices and paths leading outside the bundle are refused.
+func ReadBundle(p string) (*Bundle, error) {
+	b := &Bundle{Files: map[string][]byte{}, Exec: map[string]bool{}, Source: p}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("read the ability bundle: %w (give a folder or a .tar.gz holding %s)", err, ManifestFile)
+	}
+	if fi.IsDir() {
+		err = b.readDir(p)
+	} else {
+		err = b.readTarGz(p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.stripTop()
+	data, ok := b.Files[ManifestFile]
+	if !ok {
+		return nil, fmt.Errorf("%s has no %s at its root: an ability bundle needs a manifest", p, ManifestFile)
+	}
+	if b.Manifest, err = ParseManifest(data, b.Files); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return b, nil
+}
+
+func (b *Bundle) add(name string, r io.Reader, exec bool, total *int64) error {
+	data, err := io.ReadAll(io.LimitReader(r, maxBundle-*total+1))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	*total += int64(len(data))
+	if *total > maxBundle {
+		return fmt.Errorf("the bundle is over %d MiB: an ability holds its manifest, instructions and server, not data", maxBundle>>20)
+	}
+	b.Files[name] = data
+	b.Exec[name] = exec
+	return nil
+}
+
+func (b *Bundle) readDir(root string) error {
+	var total int64
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		switch {
+		case d.IsDir():
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s in the bundle is not a regular file (a link or device): put the file itself in the bundle", rel)
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return b.add(rel, f, fi.Mode()&0o111 != 0, &total)
+	})
+}
+
+func (b *Bundle) readTarGz(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("%s is neither a folder nor a .tar.gz: %w", p, err)
+	}
+	tr := tar.NewReader(zr)
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
+		switch {
+		case h.Typeflag == tar.TypeDir || name == ".":
+			continue
+		case h.Typeflag != tar.TypeReg:
+			return fmt.Errorf("%s in %s is not a regular file (a link or device): put the file itself in the bundle", h.Name, p)
+		case path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../"):
+			return fmt.Errorf("%s in %s leads outside the bundle: refused", h.Name, p)
+		}
+		if _, dup := b.Files[name]; dup {
+			return fmt.Errorf("%s appears twice in %s: refused", name, p)
+		}
+		if err := b.add(name, tr, h.Mode&0o111 != 0, &total); err != nil {
+			return err
+		}
+	}
+}
+
+// stripTop makes a bundle packed as one top folder (tar czf x.tar.gz dir)
+// rooted at that folder.
+func (b *Bundle) stripTop() {
+	if _, ok := b.Files[ManifestFile]; ok || len(b.Files) == 0 {
+		return
+	}
+	top := ""
+	for name := range b.Files {
+		first, _, ok := strings.Cut(name, "/")
+		if !ok || (top != "" && first != top) {
+			return
+		}
+		top = first
+	}
+	files, exec := map[string][]byte{}, map[string]bool{}
+	for name, data := range b.Files {
+		rest := strings.TrimPrefix(name, top+"/")
+		files[rest], exec[rest] = data, b.Exec[name]
+	}
+	b.Files, b.Exec = files, exec
+}
+
+// Digests is the SHA-512 of every file the signature covers (all but the
+// signature), by path.
+func (b *Bundle) Digests() map[string]string {
+	out := map[string]string{}
+	for name, data := range b.Files {
+		if name == SignatureFile {
+			continue
+		}
+		sum := sha512.Sum512(data)
+		out[name] = hex.EncodeToString(sum[:])
+	}
+	return out
+}
+
+// Signature is ability.sig: the signer's public key, the digest of every
+// file, and an Ed25519 signature over them.
+type Signature struct {
+	Format    string            `json:"format"`
+	Key       string            `json:"key"` // base64 Ed25519 public key
+	Files     map[string]string `json:"files"`
+	Signature string            `json:"signature"` // base64
+}
+
+// signed is the text a signature covers: the format, then one line per file,
+// "SHA512-HEX  PATH", sorted by path.
+func signed(files map[string]string) []byte {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var sb strings.Builder
+	sb.WriteString(signatureFormat + "\n")
+	for _, n := range names {
+		fmt.Fprintf(&sb, "%s  %s\n", files[n], n)
+	}
+	return []byte(sb.String())
+}
+
+// Sign signs the bundle with key and returns ability.sig's contents.
+func (b *Bundle) Sign(key ed25519.PrivateKey) ([]byte, error) {
+	files := b.Digests()
+	pub := key.Public().(ed25519.PublicKey)
+	s := Signature{Format: signatureFormat, Key: base64.StdEncoding.EncodeToString(pub), Files: files,
+		Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(key, signed(files)))}
+	return json.MarshalIndent(s, "", "  ")
+}
+
+// VerifyError says why a bundle's signature was not accepted.
+type VerifyError struct {
+	// Reason is one of: unsigned, malformed, bad-signature, changed-manifest,
+	// changed-file, added-file, missing-file, untrusted-key.
+	Reason string
+	Msg    string
+}
+
+func (e *VerifyError) Error() string { return e.Msg }
+
+// Verify checks the bundle's signature: that ability.sig is well formed and
+// its signature holds over its file list, that every file (the manifest
+// first) has the digest it was signed with and none was added or removed,
+// and that trusted holds the signing key. It returns the key's id.
+func (b *Bundle) Verify(trusted map[string]ed25519.PublicKey) (string, error) {
+	fail := func(reason, format string, args ...any) (string, error) {
+		return "", &VerifyError{Reason: reason, Msg: fmt.Sprintf(format, args...)}
+	}
+	raw, ok := b.Files[SignatureFile]
+	if !ok {
+		return fail("unsigned", "the bundle is not signed: it has no %s (its author signs it with `lloyal ability sign`; to install it anyway, pass --allow-unsigned)", SignatureFile)
+	}
+	var s Signature
+	if err := json.Unmarshal(raw, &s); err != nil || s.Format != signatureFormat {
+		return fail("malformed", "%s is not a %s signature (%v): ask the author to sign the bundle again", SignatureFile, signatureFormat, err)
+	}
+	pub, err := base64.StdEncoding.DecodeString(s.Key)
+	sig, err2 := base64.StdEncoding.DecodeString(s.Signature)
+	if err != nil || err2 != nil || len(pub) != ed25519.PublicKeySize || len(sig) != ed25519.SignatureSize {
+		return fail("malformed", "%s holds no valid Ed25519 key and signature: ask the author to sign the bundle again", SignatureFile)
+	}
+	id := KeyID(pub)
+	if !ed25519.Verify(pub, signed(s.Files), sig) {
+		return fail("bad-signature", "the signature in %s does not match its list of files (key %s): the signature file was altered; do not install this bundle", SignatureFile, id)
+	}
+	have := b.Digests()
+	if have[ManifestFile] != s.Files[ManifestFile] {
+		return fail("changed-manifest", "the manifest %s changed after the bundle was signed (key %s): do not install this bundle, or ask its author to sign it again", ManifestFile, id)
+	}
+	for _, name := range sortedKeys(s.Files) {
+		got, ok := have[name]
+		switch {
+		case !ok:
+			return fail("missing-file", "%s was signed but is missing from the bundle (key %s): do not install this bundle", name, id)
+		case got != s.Files[name]:
+			return fail("changed-file", "%s changed after the bundle was signed (its SHA-512 differs; key %s): do not install this bundle, or ask its author to sign it again", name, id)
+		}
+	}
+	for _, name := range sortedKeys(have) {
+		if _, ok := s.Files[name]; !ok {
+			return fail("added-file", "%s was added to the bundle after it was signed (key %s): do not install this bundle", name, id)
+		}
+	}
+	if _, ok := trusted[id]; !ok {
+		return fail("untrusted-key", "the bundle is signed by key %s, which you do not trust: if you trust its author, run `lloyal ability trust KEYFILE` with their public key", id)
+	}
+	return id, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

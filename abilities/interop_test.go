@@ -1,0 +1,95 @@
+package abilities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// filesystemServer is the reference filesystem MCP server that
+// scripts/mcp-interop.sh installs from npm ($LLOYAL_MCP_FILESYSTEM, or the
+// script's default folder).
+func filesystemServer(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("LLOYAL_MCP_FILESYSTEM")
+	if p == "" {
+		cache, err := os.UserCacheDir()
+		if err == nil {
+			p = filepath.Join(cache, "lloyal", "mcp-interop", "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+		}
+	}
+	if _, err := os.Stat(p); p == "" || err != nil {
+		t.Skip("the reference filesystem MCP server is not installed: run scripts/mcp-interop.sh (needs node and npm) and set LLOYAL_MCP_FILESYSTEM as it prints")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed: the reference filesystem MCP server needs it")
+	}
+	return p
+}
+
+// A widely used third-party MCP server (the reference filesystem server, in
+// TypeScript, from npm) works as an ability: its tools are listed word for
+// word, a read-only one runs unprotected, the writing ones are protected,
+// and results and its errors map to lloyal's shapes.
+func TestInteropFilesystemServer(t *testing.T) {
+	entry := filesystemServer(t)
+	root := t.TempDir()
+	_ = os.WriteFile(filepath.Join(root, "hello.txt"), []byte("hello from lloyal\n"), 0o644)
+	src := t.TempDir()
+	manifest, _ := json.Marshal(map[string]any{"name": "fs", "version": "2026.8.31", "useWhen": "when you must read or write files",
+		"server": map[string]any{"command": "node", "args": []string{entry, root}}})
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), manifest, 0o644)
+	s := newStore(t)
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Load([]string{"fs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(l[0], "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	list, warnings, err := srv.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range warnings {
+		t.Log(w)
+	}
+	tools := map[string]*Tool{}
+	for _, tl := range list {
+		tools[tl.Spec().Name] = tl.(*Tool)
+	}
+	read, write := tools["fs_read_text_file"], tools["fs_write_file"]
+	if read == nil || write == nil {
+		t.Fatalf("tools %v", keys(tools))
+	}
+	if read.Spec().Protected || !write.Spec().Protected || read.Spec().Description == "" {
+		t.Fatalf("read_text_file protected %v, write_file protected %v", read.Spec().Protected, write.Spec().Protected)
+	}
+	r := call(t, read, fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "hello.txt")))
+	if !strings.Contains(fmt.Sprint(r), "hello from lloyal") {
+		t.Fatalf("read_text_file: %v", r)
+	}
+	// Outside the allowed folder the server refuses: an {error} result.
+	r = call(t, read, `{"path":"/etc/passwd"}`)
+	if !strings.Contains(strings.ToLower(fmt.Sprint(r["error"])), "access denied") {
+		t.Fatalf("read outside the root: %v", r)
+	}
+	if r := call(t, write, fmt.Sprintf(`{"path":%q,"content":"written"}`, filepath.Join(root, "new.txt"))); r["error"] != nil {
+		t.Fatalf("write_file: %v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "new.txt")); string(b) != "written" {
+		t.Fatalf("the file holds %q", b)
+	}
+}
+
+func keys[V any](m map[string]V) []string { return sortedKeys(m) }

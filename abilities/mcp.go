@@ -1,0 +1,439 @@
+package abilities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kaptinlin/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// SettingsMeta is the _meta key under which every call carries the user's
+// settings for the ability, read and checked at call time. A stdio server
+// also finds the settings file's path in $LLOYAL_ABILITY_SETTINGS.
+const SettingsMeta = "lloyal.ai/settings"
+
+// Server is a running ability: its MCP server, started on first use and
+// again after it crashed or hung, at most Manifest.MaxRestarts times in a
+// run. It is safe for concurrent calls (its tools run as fanout).
+type Server struct {
+	ab      *Installed
+	timeout time.Duration
+	client  string // lloyal's version, sent as the MCP client's
+
+	mu     sync.Mutex
+	live   *conn
+	starts int
+	last   string // why the last server ended
+
+	tokens   atomic.Int64
+	progress sync.Map // progress token → func(*mcp.ProgressNotificationParams)
+
+	// What a call reports through (engine.OnProgress and
+	// engine.TraceEvent; tests watch them).
+	onProgress func(ctx context.Context, filled, total int)
+	note       func(ctx context.Context, name string, data any)
+}
+
+// conn is one started server.
+type conn struct {
+	sess   *mcp.ClientSession
+	cmd    *exec.Cmd     // nil over HTTP
+	exited chan struct{} // closed when the process has exited
+	waited error         // cmd.Wait's answer, once exited is closed
+	stderr *tail
+}
+
+// NewServer prepares ab's server; nothing starts until Tools or a call.
+// version is lloyal's, given to the server as the client's.
+func NewServer(ab *Installed, version string) (*Server, error) {
+	d, err := ab.Manifest.CallTimeout()
+	if err != nil {
+		return nil, err
+	}
+	return &Server{ab: ab, timeout: d, client: version, onProgress: engine.OnProgress, note: engine.TraceEvent}, nil
+}
+
+// Ability is the installed ability the server runs.
+func (s *Server) Ability() *Installed { return s.ab }
+
+// Close stops the server.
+func (s *Server) Close() {
+	s.mu.Lock()
+	c := s.live
+	s.live = nil
+	s.mu.Unlock()
+	if c != nil {
+		c.stop()
+	}
+}
+
+// errGaveUp: the server failed more often than the manifest allows.
+var errGaveUp = errors.New("gave up")
+
+// session is the live server, started if need be.
+func (s *Server) session(ctx context.Context) (*conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live != nil {
+		return s.live, nil
+	}
+	if s.starts > s.ab.Manifest.MaxRestarts() {
+		return nil, fmt.Errorf("%w: the server of ability %s failed %d times (last: %s) and is not started again in this run", errGaveUp, s.ab.Name, s.starts, s.last)
+	}
+	s.starts++
+	c, err := s.start(ctx)
+	if err != nil {
+		s.last = err.Error()
+		return nil, err
+	}
+	s.live = c
+	return c, nil
+}
+
+func (s *Server) start(ctx context.Context) (*conn, error) {
+	m := s.ab.Manifest
+	client := mcp.NewClient(&mcp.Implementation{Name: "lloyal", Version: s.client}, &mcp.ClientOptions{
+		// lloyal offers no roots, sampling or elicitation: a server gets tools called, nothing more.
+		Capabilities:                &mcp.ClientCapabilities{},
+		ProgressNotificationHandler: s.progressed,
+	})
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if m.Server.URL != "" {
+		sess, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: m.Server.URL, MaxRetries: -1}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", m.Server.URL, err)
+		}
+		return &conn{sess: sess}, nil
+	}
+	path := m.Server.Command
+	if strings.HasPrefix(path, "./") {
+		path = filepath.Join(s.ab.Dir, filepath.FromSlash(path))
+	} else if p, err := exec.LookPath(path); err == nil {
+		path = p
+	} else {
+		return nil, fmt.Errorf("start the server: %q is not on PATH (install it, or fix the manifest's command)", m.Server.Command)
+	}
+	cmd := exec.Command(path, m.Server.Args...)
+	cmd.Dir = s.ab.Dir
+	cmd.Env = append(os.Environ(), "LLOYAL_ABILITY_NAME="+s.ab.Name, "LLOYAL_ABILITY_DIR="+s.ab.Dir, "LLOYAL_ABILITY_SETTINGS="+s.ab.SettingsPath)
+	for _, k := range sortedKeys(m.Server.Env) {
+		cmd.Env = append(cmd.Env, k+"="+m.Server.Env[k])
+	}
+	c := &conn{cmd: cmd, exited: make(chan struct{}), stderr: &tail{}}
+	cmd.Stderr = c.stderr
+	ownGroup(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the server %s: %w", m.Server.Command, err)
+	}
+	go func() {
+		c.waited = cmd.Wait()
+		close(c.exited)
+	}()
+	c.sess, err = client.Connect(cctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+	if err != nil {
+		reason := c.why(err)
+		if cctx.Err() != nil {
+			reason = fmt.Sprintf("it did not answer the MCP handshake within %s%s", s.timeout, c.stderr.words())
+		}
+		c.stop()
+		return nil, fmt.Errorf("start the server %s: %s", m.Server.Command, reason)
+	}
+	return c, nil
+}
+
+// stop ends the connection and the process (and its group).
+func (c *conn) stop() {
+	if c.sess != nil {
+		go func() { _ = c.sess.Close() }() // it may wait on a process that does not read
+	}
+	if c.cmd != nil {
+		killGroup(c.cmd)
+		<-c.exited
+	}
+}
+
+// why explains a failed connection: for a server that closed its output,
+// its exit status and its last words on stderr; for one that wrote what is
+// not JSON-RPC, what it wrote wrong.
+func (c *conn) why(err error) string {
+	if c.cmd == nil {
+		return err.Error()
+	}
+	// The SDK does not always wrap the EOF it met (a handshake's is text).
+	closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed) || strings.HasSuffix(err.Error(), "EOF")
+	if !closed {
+		return fmt.Sprintf("the server broke the protocol (%v)%s", err, c.stderr.words())
+	}
+	// Its output closed: it is exiting. The wait is for the exit status,
+	// which makes the reason; a process that closed its output but lives
+	// on is killed by the caller.
+	select {
+	case <-c.exited:
+	case <-time.After(10 * time.Second):
+		return fmt.Sprintf("the server closed its output but did not exit%s", c.stderr.words())
+	}
+	status := "exited"
+	if c.waited != nil {
+		status = c.waited.Error()
+	}
+	return fmt.Sprintf("the server process ended (%s)%s", status, c.stderr.words())
+}
+
+// fail records that c ended, for the reason given, and stops it.
+func (s *Server) fail(c *conn, reason string) {
+	s.mu.Lock()
+	if s.live == c {
+		s.live = nil
+		s.last = reason
+	}
+	s.mu.Unlock()
+	c.stop()
+}
+
+func (s *Server) progressed(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	if f, ok := s.progress.Load(fmt.Sprint(req.Params.ProgressToken)); ok {
+		f.(func(*mcp.ProgressNotificationParams))(req.Params)
+	}
+}
+
+// Tools starts the server and lists its tools as engine tools, named
+// NAME_TOOL. A tool whose input schema lloyal cannot use is left out, with
+// a warning.
+func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
+	c, err := s.session(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ability %s: %w", s.ab.Name, err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var out []engine.Tool
+	var warnings []string
+	for t, err := range c.sess.Tools(lctx, nil) {
+		if err != nil {
+			s.fail(c, err.Error())
+			return nil, nil, fmt.Errorf("ability %s: list its tools: %w", s.ab.Name, err)
+		}
+		params, err := json.Marshal(t.InputSchema)
+		if err == nil {
+			_, err = jsonschema.NewCompiler().Compile(params)
+		}
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("ability %s: tool %s left out: its input schema is not usable (%v)", s.ab.Name, t.Name, err))
+			continue
+		}
+		out = append(out, &Tool{srv: s, remote: t.Name, spec: engine.ToolSpec{
+			Name:        s.ab.Name + "_" + t.Name,
+			Description: t.Description,
+			Parameters:  params,
+			Protected:   protected(t.Annotations) || s.ab.Manifest.protects(t.Name),
+			Fanout:      true,
+		}})
+	}
+	return out, warnings, nil
+}
+
+// protected: a tool is protected unless the server says it only reads. An
+// unannotated tool is taken at its worst, as the protocol says to.
+func protected(a *mcp.ToolAnnotations) bool {
+	return a == nil || !a.ReadOnlyHint || (a.DestructiveHint != nil && *a.DestructiveHint)
+}
+
+// Tool is one MCP tool as a lloyal tool.
+type Tool struct {
+	srv    *Server
+	remote string
+	spec   engine.ToolSpec
+}
+
+// Spec is the tool as the model sees it: the server's description and input
+// schema word for word.
+func (t *Tool) Spec() engine.ToolSpec { return t.spec }
+
+// Ability is the ability the tool comes from.
+func (t *Tool) Ability() *Installed { return t.srv.ab }
+
+// Execute calls the tool on the server. What the server does wrong (it
+// crashes, hangs, answers garbage) ends this call with an error result the
+// model reads, and is traced; the server is started again on the next call.
+func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
+	s, ab := t.srv, t.srv.ab
+	if msg, err := engine.ValidateArgs(t.spec, args); err != nil || msg != "" {
+		if err != nil {
+			return nil, err
+		}
+		return engine.ErrorResult("%s", msg), nil
+	}
+	settings, err := ab.Settings()
+	if err != nil {
+		return engine.ErrorResult("%s cannot run: %v. Tell the user; do not call it again.", t.spec.Name, err), nil
+	}
+	c, err := s.session(ctx)
+	if err != nil {
+		if !errors.Is(err, errGaveUp) {
+			s.note(ctx, "ability", map[string]any{"ability": ab.Name, "event": "start-failed", "reason": err.Error()})
+		}
+		return engine.ErrorResult("%s is unavailable: %v. Do not call it again; continue without it.", t.spec.Name, err), nil
+	}
+	tok := fmt.Sprintf("lloyal-%d", s.tokens.Add(1))
+	s.progress.Store(tok, func(p *mcp.ProgressNotificationParams) {
+		filled, total := scaleProgress(p.Progress, p.Total)
+		s.onProgress(ctx, filled, total)
+	})
+	defer s.progress.Delete(tok)
+	params := &mcp.CallToolParams{Name: t.remote, Arguments: args, Meta: mcp.Meta{SettingsMeta: settings}}
+	params.SetProgressToken(tok)
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	res, err := c.sess.CallTool(cctx, params)
+	var wire *jsonrpc.Error
+	switch {
+	case err == nil:
+		return result(res), nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err() // the run is stopping: not the server's fault
+	case errors.As(err, &wire):
+		// The server answered, with a protocol error (an unknown tool, bad
+		// arguments): the server is fine.
+		return engine.ErrorResult("%s refused the call: %s", t.spec.Name, wire.Message), nil
+	case cctx.Err() != nil:
+		reason := fmt.Sprintf("the server did not answer within %s", s.timeout)
+		s.fail(c, reason)
+		return t.failed(ctx, "hung", reason), nil
+	default:
+		reason := c.why(err)
+		s.fail(c, reason)
+		return t.failed(ctx, "crashed", reason), nil
+	}
+}
+
+// failed traces a server failure and is what the model reads.
+func (t *Tool) failed(ctx context.Context, what, reason string) map[string]any {
+	s := t.srv
+	s.mu.Lock()
+	left := s.ab.Manifest.MaxRestarts() + 1 - s.starts
+	s.mu.Unlock()
+	s.note(ctx, "ability", map[string]any{"ability": s.ab.Name, "event": what, "reason": reason, "restartsLeft": max(left, 0)})
+	next := "It is started again on the next call."
+	if left <= 0 {
+		next = "It is not started again in this run: continue without it."
+	}
+	return engine.ErrorResult("%s failed: %s. %s", t.spec.Name, reason, next)
+}
+
+// scaleProgress makes MCP progress (any numbers, total 0 when unknown) a
+// bar's whole steps.
+func scaleProgress(progress, total float64) (int, int) {
+	if total <= 0 {
+		return int(progress), 0
+	}
+	if progress == math.Trunc(progress) && total == math.Trunc(total) && total <= 1e6 {
+		return min(int(progress), int(total)), int(total)
+	}
+	return int(math.Round(100 * min(progress/total, 1))), 100
+}
+
+// result maps an MCP tool result to lloyal's shapes: isError → {error},
+// structured content → its fields (or {result}), text → {text}, images and
+// audio → _attachments, resources → {resources}.
+func result(r *mcp.CallToolResult) any {
+	var texts []string
+	var attach, resources []map[string]any
+	for i, c := range r.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			texts = append(texts, c.Text)
+		case *mcp.ImageContent:
+			attach = append(attach, map[string]any{"name": fmt.Sprintf("image-%d", i+1), "mimeType": c.MIMEType, "data": c.Data})
+		case *mcp.AudioContent:
+			attach = append(attach, map[string]any{"name": fmt.Sprintf("audio-%d", i+1), "mimeType": c.MIMEType, "data": c.Data})
+		case *mcp.ResourceLink:
+			resources = append(resources, map[string]any{"uri": c.URI, "name": c.Name, "description": c.Description})
+		case *mcp.EmbeddedResource:
+			if c.Resource == nil {
+				continue
+			}
+			if len(c.Resource.Blob) > 0 {
+				attach = append(attach, map[string]any{"name": c.Resource.URI, "mimeType": c.Resource.MIMEType, "data": c.Resource.Blob})
+				continue
+			}
+			resources = append(resources, map[string]any{"uri": c.Resource.URI, "text": c.Resource.Text})
+		}
+	}
+	if r.IsError {
+		msg := strings.Join(texts, "\n")
+		if msg == "" {
+			msg = "the tool failed without saying why"
+		}
+		return map[string]any{"error": msg}
+	}
+	out := map[string]any{}
+	if r.StructuredContent != nil {
+		raw, _ := json.Marshal(r.StructuredContent)
+		var obj map[string]any
+		if json.Unmarshal(raw, &obj) == nil && obj != nil {
+			out = obj
+		} else {
+			out["result"] = json.RawMessage(raw)
+		}
+	} else if len(texts) > 0 {
+		out["text"] = strings.Join(texts, "\n")
+	}
+	if len(resources) > 0 {
+		out["resources"] = resources
+	}
+	if len(attach) > 0 {
+		out["_attachments"] = attach
+	}
+	return out
+}
+
+// tail keeps the last KiB a server wrote to stderr, for failure reasons.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 1024 {
+		t.buf = t.buf[len(t.buf)-1024:]
+	}
+	return len(p), nil
+}
+
+// words is the tail as "; stderr: …", or "" when it wrote nothing.
+func (t *tail) words() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(strings.ToValidUTF8(string(t.buf), "?"))
+	if s == "" {
+		return ""
+	}
+	return "; its stderr ends: " + strings.Join(strings.Fields(s), " ")
+}

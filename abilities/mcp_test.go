@@ -1,0 +1,330 @@
+package abilities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// serverBin builds the test MCP server (testdata/mcpserver) once per test
+// binary run.
+var serverBin = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "lloyal-mcpserver-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "mcpserver")
+	out, err := exec.Command("go", "build", "-o", bin, "./testdata/mcpserver").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build the test MCP server: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// testAbility installs (unsigned) an ability running the test server with
+// the given manifest fields and returns it loaded.
+func testAbility(t *testing.T, extra string, tools ...string) (*Installed, string) {
+	t.Helper()
+	bin, err := serverBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	data, _ := os.ReadFile(bin)
+	_ = os.WriteFile(filepath.Join(src, "server"), data, 0o755)
+	args, _ := json.Marshal([]string{"--tools", strings.Join(tools, ",")})
+	tmp := t.TempDir()
+	log := filepath.Join(tmp, "calls.log")
+	manifest := fmt.Sprintf(`{"name":"test","version":"0.1.0","useWhen":"testing abilities","settings":"settings.schema.json",
+		"server":{"command":"./server","args":%s,"env":{"MCPSERVER_LOG":%q,"MCPSERVER_RELEASE":%q}}%s}`, args, log, filepath.Join(tmp, "release"), extra)
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(manifest), 0o644)
+	_ = os.WriteFile(filepath.Join(src, "settings.schema.json"), []byte(`{"type":"object","properties":{"greeting":{"type":"string"}}}`), 0o644)
+	s := newStore(t)
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Load([]string{"test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l[0], log
+}
+
+type watched struct {
+	mu       sync.Mutex
+	progress [][2]int
+	notes    []string
+}
+
+func startServer(t *testing.T, ab *Installed) (*Server, map[string]engine.Tool, *watched) {
+	t.Helper()
+	s, err := NewServer(ab, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watched{}
+	s.onProgress = func(_ context.Context, f, n int) {
+		w.mu.Lock()
+		w.progress = append(w.progress, [2]int{f, n})
+		w.mu.Unlock()
+	}
+	s.note = func(_ context.Context, name string, data any) {
+		b, _ := json.Marshal(data)
+		w.mu.Lock()
+		w.notes = append(w.notes, name+" "+string(b))
+		w.mu.Unlock()
+	}
+	t.Cleanup(s.Close)
+	list, warnings, err := s.Tools(context.Background())
+	if err != nil || len(warnings) != 0 {
+		t.Fatal(err, warnings)
+	}
+	tools := map[string]engine.Tool{}
+	for _, tl := range list {
+		tools[tl.Spec().Name] = tl
+	}
+	return s, tools, w
+}
+
+func call(t *testing.T, tl engine.Tool, args string) map[string]any {
+	t.Helper()
+	v, err := tl.Execute(context.Background(), json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("%s: %v", tl.Spec().Name, err)
+	}
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+func TestToolsListedWordForWord(t *testing.T) {
+	ab, _ := testAbility(t, `,"protect":["count"]`, "count", "delete_item", "crash")
+	_, tools, _ := startServer(t, ab)
+	if len(tools) != 3 {
+		t.Fatalf("tools %v", tools)
+	}
+	del := tools["test_delete_item"].Spec()
+	if del.Description != "Delete an item by its id. This cannot be undone." || !del.Protected || !del.Fanout {
+		t.Fatalf("delete_item: %+v", del)
+	}
+	var schema struct {
+		Properties map[string]struct{ Description string }
+	}
+	if err := json.Unmarshal(del.Parameters, &schema); err != nil || schema.Properties["id"].Description != "the item to delete" {
+		t.Fatalf("input schema %s", del.Parameters)
+	}
+	// count is read-only, but the manifest protects it; crash is read-only.
+	if !tools["test_count"].Spec().Protected || tools["test_crash"].Spec().Protected {
+		t.Fatalf("count %v crash %v", tools["test_count"].Spec().Protected, tools["test_crash"].Spec().Protected)
+	}
+}
+
+func TestCallWithProgressAndSettings(t *testing.T) {
+	ab, log := testAbility(t, "", "count", "settings")
+	_, tools, w := startServer(t, ab)
+	// The call holds until the test has seen its progress.
+	done := make(chan map[string]any)
+	go func() {
+		v, _ := tools["test_count"].Execute(context.Background(), json.RawMessage(`{"n":4,"hold":true}`))
+		done <- v.(map[string]any)
+	}()
+	var got string
+	for deadline := time.Now().Add(time.Minute); got != "[[1 4] [2 4] [3 4] [4 4]]"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("progress %s", got)
+		}
+		w.mu.Lock()
+		got = fmt.Sprint(w.progress)
+		w.mu.Unlock()
+	}
+	_ = os.WriteFile(filepath.Join(filepath.Dir(log), "release"), nil, 0o644)
+	if r := <-done; r["text"] != "counted to 4" {
+		t.Fatalf("count: %v", r)
+	}
+	// Arguments are validated before the call: a bad one never reaches the server.
+	if r := call(t, tools["test_count"], `{"n":"four"}`); !strings.Contains(fmt.Sprint(r["error"]), "Invalid arguments for test_count") {
+		t.Fatalf("bad arguments: %v", r)
+	}
+	if b, _ := os.ReadFile(log); strings.Count(string(b), "count ") != 1 {
+		t.Fatalf("calls that reached the server:\n%s", b)
+	}
+	// Settings are read at call time: an edit reaches the next call.
+	_ = os.MkdirAll(filepath.Dir(ab.SettingsPath), 0o755)
+	for _, g := range []string{"hello", "bonjour"} {
+		_ = os.WriteFile(ab.SettingsPath, []byte(`{"greeting":"`+g+`"}`), 0o644)
+		r := call(t, tools["test_settings"], `{}`)
+		if fmt.Sprint(r["settings"]) != "map[greeting:"+g+"]" {
+			t.Fatalf("settings: %v", r)
+		}
+	}
+	_ = os.WriteFile(ab.SettingsPath, []byte(`{"greeting":7}`), 0o644)
+	if r := call(t, tools["test_settings"], `{}`); !strings.Contains(fmt.Sprint(r["error"]), "do not fit its schema") {
+		t.Fatalf("bad settings: %v", r)
+	}
+}
+
+func TestServerFailuresEndOnlyTheCall(t *testing.T) {
+	for _, c := range []struct{ tool, want, event string }{
+		{"crash", "(exit status 3); its stderr ends: mcpserver: crashing on request", "crashed"},
+		{"hang", "did not answer within 2s", "hung"},
+		{"garbage", "the server broke the protocol (calling \"tools/call\": invalid character", "crashed"},
+	} {
+		t.Run(c.tool, func(t *testing.T) {
+			ab, _ := testAbility(t, `,"timeout":"2s","restarts":1`, "count", c.tool)
+			_, tools, w := startServer(t, ab)
+			r := call(t, tools["test_"+c.tool], `{}`)
+			if !strings.Contains(fmt.Sprint(r["error"]), c.want) || !strings.Contains(fmt.Sprint(r["error"]), "started again on the next call") {
+				t.Fatalf("%s: %v", c.tool, r)
+			}
+			w.mu.Lock()
+			notes := strings.Join(w.notes, "\n")
+			w.mu.Unlock()
+			if !strings.Contains(notes, `"event":"`+c.event+`"`) {
+				t.Fatalf("the failure was not traced: %s", notes)
+			}
+			// The next call starts the server again.
+			if r := call(t, tools["test_count"], `{"n":1}`); r["text"] != "counted to 1" {
+				t.Fatalf("after %s: %v", c.tool, r)
+			}
+			// One restart allowed: the second failure is the last.
+			if r := call(t, tools["test_"+c.tool], `{}`); !strings.Contains(fmt.Sprint(r["error"]), "not started again") {
+				t.Fatalf("second failure: %v", r)
+			}
+			if r := call(t, tools["test_count"], `{"n":1}`); !strings.Contains(fmt.Sprint(r["error"]), "failed 2 times") {
+				t.Fatalf("after the last restart: %v", r)
+			}
+		})
+	}
+}
+
+func TestResultShapes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   *mcp.CallToolResult
+		want string
+	}{
+		{"text", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.TextContent{Text: "b"}}}, `{"text":"a\nb"}`},
+		{"error", &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no such file"}}}, `{"error":"no such file"}`},
+		{"structured", &mcp.CallToolResult{StructuredContent: map[string]any{"n": 3}, Content: []mcp.Content{&mcp.TextContent{Text: `{"n":3}`}}}, `{"n":3}`},
+		{"structured array", &mcp.CallToolResult{StructuredContent: []int{1, 2}}, `{"result":[1,2]}`},
+		{"image", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a chart"}, &mcp.ImageContent{MIMEType: "image/png", Data: []byte{1, 2}}}},
+			`{"_attachments":[{"data":"AQI=","mimeType":"image/png","name":"image-2"}],"text":"a chart"}`},
+		{"resource", &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///a", Text: "x"}}}}, `{"resources":[{"text":"x","uri":"file:///a"}]}`},
+	} {
+		b, _ := json.Marshal(result(c.in))
+		if string(b) != c.want {
+			t.Errorf("%s: got %s, want %s", c.name, b, c.want)
+		}
+	}
+	for _, c := range []struct {
+		p, t float64
+		f, n int
+	}{{3, 10, 3, 10}, {0.5, 1, 50, 100}, {7, 0, 7, 0}, {12, 10, 10, 10}} {
+		if f, n := scaleProgress(c.p, c.t); f != c.f || n != c.n {
+			t.Errorf("progress %v/%v: %d/%d", c.p, c.t, f, n)
+		}
+	}
+}
+
+func TestProtectedUnlessReadOnly(t *testing.T) {
+	yes, no := true, false
+	for _, c := range []struct {
+		a    *mcp.ToolAnnotations
+		want bool
+	}{
+		{nil, true},
+		{&mcp.ToolAnnotations{}, true},
+		{&mcp.ToolAnnotations{DestructiveHint: &no}, true},
+		{&mcp.ToolAnnotations{ReadOnlyHint: true}, false},
+		{&mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &no}, false},
+		{&mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &yes}, true},
+	} {
+		if got := protected(c.a); got != c.want {
+			t.Errorf("%+v: protected %v, want %v", c.a, got, c.want)
+		}
+	}
+}
+
+// An ability reached over streamable HTTP: listed and called like a stdio
+// one; an endpoint that stops answering ends the call with its reason.
+func TestStreamableHTTPServer(t *testing.T) {
+	ms := mcp.NewServer(&mcp.Implementation{Name: "http-test", Version: "1"}, nil)
+	mcp.AddTool(ms, &mcp.Tool{Name: "greet", Description: "Greet someone.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			Name string `json:"name"`
+		}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello " + in.Name}}}, nil, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+	defer hs.Close()
+	src := t.TempDir()
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"web","version":"1","useWhen":"to greet","server":{"url":"`+hs.URL+`"},"restarts":0}`), 0o644)
+	s := newStore(t)
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Load([]string{"web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tools, w := startServer(t, l[0])
+	greet := tools["web_greet"]
+	if greet == nil || greet.Spec().Protected || greet.Spec().Description != "Greet someone." {
+		t.Fatalf("tools %v", tools)
+	}
+	if r := call(t, greet, `{"name":"Ada"}`); r["text"] != "hello Ada" {
+		t.Fatalf("greet: %v", r)
+	}
+	hs.CloseClientConnections()
+	hs.Close()
+	if r := call(t, greet, `{"name":"Ada"}`); !strings.Contains(fmt.Sprint(r["error"]), "web_greet failed") || !strings.Contains(fmt.Sprint(r["error"]), "not started again") {
+		t.Fatalf("after the endpoint closed: %v", r)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.notes) != 1 || !strings.Contains(w.notes[0], `"event":"crashed"`) {
+		t.Fatalf("notes %v", w.notes)
+	}
+}
+
+// A server that cannot start says why: its exit status and stderr, or that
+// it never answered the handshake; a command not on PATH says so.
+func TestServerThatDoesNotStart(t *testing.T) {
+	for _, c := range []struct{ script, command, want string }{
+		{"#!/bin/sh\necho no config found >&2\nexit 7\n", "./server", "the server process ended (exit status 7); its stderr ends: no config found"},
+		{"#!/bin/sh\nexec sleep 600\n", "./server", "it did not answer the MCP handshake within 1s"},
+		{"", "lloyal-no-such-command", `"lloyal-no-such-command" is not on PATH`},
+	} {
+		src := t.TempDir()
+		_ = os.WriteFile(filepath.Join(src, "server"), []byte(c.script), 0o755)
+		_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"bad","version":"1","useWhen":"never","timeout":"1s","server":{"command":"`+c.command+`"}}`), 0o644)
+		s := newStore(t)
+		if _, err := s.Install(src, true); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Load(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, _ := NewServer(l[0], "test")
+		_, _, err = srv.Tools(context.Background())
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.command, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lloyal-ai/lloyal/abilities"
+)
+
+func newAbilityCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ability",
+		Short: "Install, trust, list, enable, disable, remove and sign abilities (MCP tool bundles)",
+		Long: `An ability is a bundle of tools a user installs: a folder (or a .tar.gz
+of one) with a manifest, ability.json, naming an MCP server (stdio or
+streamable HTTP), instructions for the agents that use it and a settings
+schema. Bundles are signed: install verifies the signature against the keys
+you trust and refuses anything else unless --allow-unsigned.
+
+Installed abilities live under $XDG_DATA_HOME/lloyal/abilities; settings in
+$XDG_CONFIG_HOME/lloyal/abilities/NAME.json. lloyal run loads the enabled
+ones (or those named with --ability).`,
+	}
+	store := func() (*abilities.Store, error) { return abilities.DefaultStore() }
+	var allowUnsigned bool
+	install := &cobra.Command{
+		Use:   "install PATH",
+		Short: "Verify a bundle's signature and install it (enabled)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := store()
+			if err != nil {
+				return err
+			}
+			rec, err := s.Install(args[0], allowUnsigned)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if rec.Unverified != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: installed without a valid signature (--allow-unsigned): %s\n", rec.Unverified)
+			}
+			signer := "signed by " + rec.Key
+			if rec.Key == "" {
+				signer = "unsigned"
+			}
+			fmt.Fprintf(out, "installed %s %s (%s), enabled\n", rec.Name, rec.Version, signer)
+			return nil
+		},
+	}
+	install.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "install a bundle whose signature is missing or does not verify")
+	trust := &cobra.Command{
+		Use:   "trust KEYFILE",
+		Short: "Trust an author's Ed25519 public key (PEM) for installs",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := store()
+			if err != nil {
+				return err
+			}
+			id, err := s.Trust(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "trusted key %s\n", id)
+			return nil
+		},
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List installed abilities",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := store()
+			if err != nil {
+				return err
+			}
+			recs, err := s.List()
+			if err != nil {
+				return err
+			}
+			if len(recs) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no abilities installed (lloyal ability install PATH)")
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tVERSION\tSTATE\tSIGNED BY")
+			for _, r := range recs {
+				state := map[bool]string{true: "enabled", false: "disabled"}[r.Enabled]
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Version, state, r.Signer())
+			}
+			return tw.Flush()
+		},
+	}
+	toggle := func(use, short string, on bool) *cobra.Command {
+		return &cobra.Command{Use: use + " NAME", Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				s, err := store()
+				if err != nil {
+					return err
+				}
+				if err := s.SetEnabled(args[0], on); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %sd\n", args[0], use)
+				return nil
+			}}
+	}
+	remove := &cobra.Command{
+		Use: "remove NAME", Short: "Uninstall an ability (its settings file stays)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := store()
+			if err != nil {
+				return err
+			}
+			if err := s.Remove(args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", args[0])
+			return nil
+		},
+	}
+	var keyFile string
+	sign := &cobra.Command{
+		Use:   "sign PATH",
+		Short: "Sign a bundle folder (for authors): writes PATH/ability.sig",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := abilities.ReadPrivateKey(keyFile)
+			if err != nil {
+				return err
+			}
+			if fi, err := os.Stat(args[0]); err != nil || !fi.IsDir() {
+				return fmt.Errorf("sign %s: give the bundle's folder (pack it as .tar.gz after signing)", args[0])
+			}
+			b, err := abilities.ReadBundle(args[0])
+			if err != nil {
+				return err
+			}
+			sig, err := b.Sign(key)
+			if err != nil {
+				return err
+			}
+			p := filepath.Join(args[0], abilities.SignatureFile)
+			if err := os.WriteFile(p, sig, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "signed %s %s with key %s: %s\n", b.Manifest.Name, b.Manifest.Version, abilities.KeyID(key.Public().(ed25519.PublicKey)), p)
+			return nil
+		},
+	}
+	sign.Flags().StringVar(&keyFile, "key", "", "your Ed25519 private key (PEM, from lloyal ability keygen)")
+	_ = sign.MarkFlagRequired("key")
+	keygen := &cobra.Command{
+		Use:   "keygen FILE",
+		Short: "Make a signing key pair (for authors): FILE (private) and FILE.pub",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pub, err := abilities.GenerateKey(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "key %s: private %s (keep it secret), public %s.pub (give it to users)\n", abilities.KeyID(pub), args[0], args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(install, trust, list, toggle("enable", "Enable an ability (loaded by lloyal run)", true),
+		toggle("disable", "Disable an ability (lloyal run loads it only with --ability)", false), remove, sign, keygen)
+	return cmd
+}

@@ -1,0 +1,78 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/lloyal-ai/lloyal/abilities"
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// started is an ability whose server answered, with its tools.
+type started struct {
+	srv   *abilities.Server
+	tools []engine.Tool
+}
+
+// startAbilities loads the abilities the run asked for (--ability) or, when
+// it named none, every enabled one, starts their servers and lists their
+// tools. An ability the user named must start; an enabled one that does
+// not is left out with a warning. The servers returned must be closed, even
+// with an error.
+func startAbilities(ctx context.Context, cfg Config, errOut io.Writer) ([]started, error) {
+	store, err := abilities.DefaultStore()
+	if err != nil {
+		return nil, err
+	}
+	loaded, err := store.Load(cfg.Abilities)
+	if err != nil {
+		return nil, err
+	}
+	var out []started
+	for _, ab := range loaded {
+		srv, err := abilities.NewServer(ab, cfg.Version)
+		if err != nil {
+			return out, err
+		}
+		tools, warnings, err := srv.Tools(ctx)
+		for _, w := range warnings {
+			fmt.Fprintln(errOut, "warning:", w)
+		}
+		if err != nil {
+			srv.Close()
+			if len(cfg.Abilities) > 0 {
+				return out, err
+			}
+			fmt.Fprintf(errOut, "warning: %v: running without it (lloyal ability disable %s to stop trying)\n", err, ab.Name)
+			continue
+		}
+		fmt.Fprintf(errOut, "ability %s %s (%s): %d tools\n", ab.Name, ab.Version, signedBy(ab.Signer()), len(tools))
+		out = append(out, started{srv: srv, tools: tools})
+	}
+	return out, nil
+}
+
+func signedBy(key string) string {
+	if key == "unsigned" {
+		return "unsigned"
+	}
+	return "signed by " + key
+}
+
+// grammarReady leaves out the tools whose input schema the backend cannot
+// turn into a grammar (a tool-call grammar holds every tool's, so one such
+// schema would stop the run), with a warning naming each.
+func grammarReady(be interface {
+	SchemaToGrammar([]byte) (string, error)
+}, tools []engine.Tool, errOut io.Writer) []engine.Tool {
+	var out []engine.Tool
+	for _, t := range tools {
+		if _, err := be.SchemaToGrammar(t.Spec().Parameters); err != nil {
+			fmt.Fprintf(errOut, "warning: tool %s left out: its input schema cannot be made a grammar (%v)\n", t.Spec().Name, err)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
