@@ -25,10 +25,16 @@ const (
 	Tool      Role = "tool"
 )
 
-// Message is one turn.
+// Message is one turn. Reasoning, Calls, CallID and Name are what a chat
+// template may read besides the content (reasoning_content, tool_calls,
+// tool_call_id, name).
 type Message struct {
-	Role    Role
-	Content string
+	Role      Role
+	Content   string
+	Reasoning string
+	Calls     []ToolCall
+	CallID    string
+	Name      string
 }
 
 // ToolSpec is what the model is told about a tool, rendered word for word.
@@ -91,6 +97,18 @@ type Format struct {
 	ArgsKey string
 	// Thinking: the format may open its turn with <think>…</think>.
 	Thinking bool
+	// ArrayCalls: a call's body may be a JSON array of calls (Mistral,
+	// Phi-4-mini, Granite); with no CallClose the calls run to the end of
+	// the turn.
+	ArrayCalls bool
+	// Warning says what may go wrong with this model's format (an unknown
+	// template, a fallback); empty when nothing.
+	Warning string
+
+	tmpl                    *Template // the model's own template; nil: hand-written
+	think                   Think
+	pat                     *patterns
+	resultOpen, resultClose string // wrap a tool result sent as a user message
 }
 
 // Detect picks the format from a GGUF chat template (tokenizer.chat_template).
@@ -173,6 +191,16 @@ func (f Format) System(system string, tools []ToolSpec) Prompt {
 // previous assistant turn, because the stop token is never written to the
 // cache (see Separator).
 func (f Format) Turn(m Message, afterAssistant bool) Prompt {
+	if f.tmpl != nil {
+		switch {
+		case !afterAssistant:
+			return f.pat.first.fill(m.Content)
+		case m.Role == Tool:
+			return f.pat.tool.fill(m.Content)
+		default:
+			return f.pat.user.fill(m.Content)
+		}
+	}
 	var p Prompt
 	if afterAssistant {
 		p = append(p, f.Separator()...)
@@ -217,6 +245,9 @@ func (f Format) Turn(m Message, afterAssistant bool) Prompt {
 // Separator closes an assistant turn whose stop token was sampled but not
 // written.
 func (f Format) Separator() Prompt {
+	if f.tmpl != nil {
+		return f.pat.separator.fill()
+	}
 	var p Prompt
 	switch f.Kind {
 	case ChatML:
@@ -234,6 +265,9 @@ func (f Format) Separator() Prompt {
 // Exchange renders a finished user/assistant exchange (used to extend a
 // spine with an earlier step's finding so later agents fork from it).
 func (f Format) Exchange(user, assistant string) Prompt {
+	if f.tmpl != nil {
+		return f.pat.exchange.fill(user, assistant)
+	}
 	var p Prompt
 	switch f.Kind {
 	case ChatML:

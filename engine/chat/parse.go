@@ -9,6 +9,7 @@ import (
 
 // ToolCall is a call the model wrote.
 type ToolCall struct {
+	ID        string // the call's id when the format carries one
 	Name      string
 	Arguments json.RawMessage // always a JSON object
 }

@@ -32,6 +32,8 @@ type ContextOptions struct {
 	NBatch   int // default 512
 	NSeqMax  int // most live branches (default 64)
 	NThreads int // default: DefaultThreads(model)
+	// Format chooses the chat template and thinking switch.
+	Format FormatOptions
 }
 
 // smallModel is the size below which one thread decodes fastest: the work
@@ -51,7 +53,7 @@ func DefaultThreads(m *model.Model) int {
 
 // New creates a context over m, identifying its chat format (see Open).
 func New(m *model.Model, o ContextOptions) (*Backend, error) {
-	f, err := identify(m)
+	f, err := Identify(m, o.Format)
 	if err != nil {
 		return nil, err
 	}

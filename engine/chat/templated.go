@@ -1,0 +1,332 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Tool-call families found in chat templates besides the hand-written ones.
+const (
+	Mistral  Kind = "mistral"  // [TOOL_CALLS][{"name":…,"arguments":…}]
+	Gemma    Kind = "gemma"    // <start_of_turn>; calls as ```tool_call fenced JSON blocks
+	Phi4     Kind = "phi4"     // Phi-4-mini: <|tool_call|>[…]<|/tool_call|>
+	Granite  Kind = "granite"  // Granite 3.x: <|tool_call|>[…] to the end of the turn
+	DeepSeek Kind = "deepseek" // DeepSeek-R1 and its distills: always think, generic calls
+	Harmony  Kind = "harmony"  // GPT-OSS: channels, calls addressed to=functions.NAME
+)
+
+// DetectFamily names the tool-call family of a chat template from the markers
+// it writes (never from the file name). Unknown templates are Generic.
+func DetectFamily(template string) Kind {
+	has := func(s ...string) bool {
+		for _, x := range s {
+			if !strings.Contains(template, x) {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case has("<|channel|>", "<|message|>"):
+		return Harmony
+	case has("[TOOL_CALLS]"):
+		return Mistral
+	case has("<|start_of_role|>"):
+		return Granite
+	case has("<|tool_call|>"):
+		return Phi4
+	case has("<tool_call>"), has("<|im_start|>"):
+		return ChatML
+	case has("<|start_header_id|>"):
+		return Llama3
+	case has("<start_of_turn>"):
+		return Gemma
+	case has("<｜Assistant｜>"), has("<｜User｜>"):
+		return DeepSeek
+	case has("<|user|>", "<|end|>"):
+		return Phi3
+	}
+	return Generic
+}
+
+// familyFormat is the call format of a family when the model's own template
+// renders the prompt.
+func familyFormat(k Kind) Format {
+	switch k {
+	case ChatML, Llama3:
+		f := FormatOf(k)
+		f.Required = nil
+		return f
+	case Mistral:
+		return Format{Kind: k, CallOpen: "[TOOL_CALLS]", ArgsKey: "arguments", ArrayCalls: true}
+	case Granite:
+		return Format{Kind: k, CallOpen: "<|tool_call|>", ArgsKey: "arguments", ArrayCalls: true}
+	case Phi4:
+		return Format{Kind: k, CallOpen: "<|tool_call|>", CallClose: "<|/tool_call|>", ArgsKey: "arguments", ArrayCalls: true}
+	case Gemma:
+		return Format{Kind: k, CallOpen: "```tool_call\n", CallClose: "\n```", ArgsKey: "arguments", resultOpen: "```tool_output\n", resultClose: "\n```"}
+	case Harmony:
+		return Format{Kind: k, CallOpen: "<|channel|>commentary to=functions.", ArgsKey: "arguments"}
+	}
+	// DeepSeek, Phi-3 and unknown templates: the generic <tool_call> text.
+	return Format{Kind: k, CallOpen: "<tool_call>\n", CallClose: "\n</tool_call>", ArgsKey: "arguments"}
+}
+
+// FromTemplate is the format of a model that ships a chat template: prompts
+// are rendered by the template itself, tool calls are read in the family the
+// template's markers name. It renders a few probe conversations to learn how
+// the template lays out each kind of turn; a template that cannot render them
+// is an error (the caller falls back to a hand-written family).
+func FromTemplate(t *Template, think Think) (Format, error) {
+	k := DetectFamily(t.Source)
+	f := familyFormat(k)
+	f.tmpl = t
+	f.think = think
+	f.Thinking = f.Thinking || strings.Contains(t.Source, "<think>") || strings.Contains(t.Source, "</think>") || k == DeepSeek
+	if k == Generic {
+		f.Warning = "the model's chat template is of no family lloyal knows: its prompts follow the template, but tool calls use the generic <tool_call>{…}</tool_call> format, which the model may follow badly"
+	}
+	p, err := probe(t, think, f)
+	if err != nil {
+		return Format{}, err
+	}
+	f.pat = p
+	return f, nil
+}
+
+// Templated reports whether the model's own template renders prompts.
+func (f Format) Templated() bool { return f.tmpl != nil }
+
+// Template is the chat template rendering prompts (nil for a hand-written
+// family).
+func (f Format) Template() *Template { return f.tmpl }
+
+// Think is the thinking switch the format renders with.
+func (f Format) Think() Think { return f.think }
+
+// Probe strings: content the probe conversations carry, found again in the
+// render to cut it into the pieces the runtime appends one at a time.
+const (
+	probeSystem = "lloyal-probe-system"
+	probeA      = "lloyal-probe-a"
+	probeB      = "lloyal-probe-b"
+	probeC      = "lloyal-probe-c"
+)
+
+// slot is a piece of a pattern: template text, or the content of a numbered
+// argument in the form the template wrote it.
+type slot struct {
+	text    string
+	special bool
+	arg     int // -1: template text
+	xf      transform
+	// pre and post wrap the argument before the template saw it (a tool
+	// result sent as a user message).
+	pre, post string
+}
+
+type pattern []slot
+
+func (p pattern) fill(args ...string) Prompt {
+	var out Prompt
+	for _, s := range p {
+		text := s.text
+		if s.arg >= 0 {
+			text = s.xf.apply(s.pre + args[s.arg] + s.post)
+		}
+		if text != "" {
+			out = append(out, Segment{Text: text, Special: s.special})
+		}
+	}
+	return out
+}
+
+// patterns are the pieces of a conversation the runtime writes separately.
+type patterns struct {
+	first     pattern // an agent's first user message (its task) and the generation prompt
+	user      pattern // after an assistant turn: close it, a user message, the generation prompt
+	tool      pattern // after an assistant turn: close it, a tool result, the generation prompt
+	separator pattern // close an assistant turn
+	exchange  pattern // user message, assistant answer, up to the next user message's content
+	reopen    pattern // after an assistant turn: close it and open a user message
+}
+
+type rendered struct {
+	ps   pieces
+	strs []string
+}
+
+// at is the index of the first piece holding probe string s.
+func (r rendered) at(s string) int {
+	for i, p := range r.ps {
+		if !p.special && r.strs[p.ref] == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// cut turns pieces [from, to) into a pattern; args name the probe strings
+// that become arguments. Any other content in the range means the template
+// repeats earlier content later on, and it cannot be split.
+func (r rendered) cut(from, to int, args ...string) (pattern, error) {
+	var p pattern
+	for _, x := range r.ps[from:to] {
+		if x.special {
+			p = append(p, slot{text: x.text, special: true, arg: -1})
+			continue
+		}
+		n := -1
+		for i, a := range args {
+			if r.strs[x.ref] == a {
+				n = i
+			}
+		}
+		if n < 0 {
+			return nil, fmt.Errorf("chat template: a later turn repeats earlier content (%q), so the prompt cannot be built one turn at a time", r.strs[x.ref])
+		}
+		p = append(p, slot{arg: n, xf: x.xf})
+	}
+	return p, nil
+}
+
+func (t *Template) renderProbe(c Conversation) (rendered, error) {
+	ps, strs, err := t.render(c)
+	return rendered{ps, strs}, err
+}
+
+func probe(t *Template, think Think, f Format) (*patterns, error) {
+	sys := Message{Role: System, Content: probeSystem}
+	u := Message{Role: User, Content: probeA}
+	a := Message{Role: Assistant, Content: probeB}
+	var p patterns
+	wrap := func(err error, what string) error {
+		return fmt.Errorf("%w (rendering %s)", err, what)
+	}
+
+	r, err := t.renderProbe(Conversation{Messages: []Message{sys, u}, AddGenerationPrompt: true, Think: think})
+	if err != nil {
+		return nil, wrap(err, "a system prompt and a user message")
+	}
+	i := r.at(probeA)
+	if i < 0 {
+		return nil, errors.New("chat template: it does not show the user's message")
+	}
+	if p.first, err = r.cut(i, len(r.ps), probeA); err != nil {
+		return nil, err
+	}
+
+	after := func(last Message, gen bool) (rendered, int, error) {
+		r, err := t.renderProbe(Conversation{Messages: []Message{sys, u, a, last}, AddGenerationPrompt: gen, Think: think})
+		if err != nil {
+			return r, 0, err
+		}
+		b := r.at(probeB)
+		if b < 0 {
+			return r, 0, errors.New("chat template: it does not show an assistant's earlier answer")
+		}
+		return r, b + 1, nil
+	}
+	r, b, err := after(Message{Role: User, Content: probeC}, true)
+	if err != nil {
+		return nil, wrap(err, "a second user message")
+	}
+	if p.user, err = r.cut(b, len(r.ps), probeC); err != nil {
+		return nil, err
+	}
+	c := r.at(probeC)
+	if p.reopen, err = r.cut(b, c, probeC); err != nil {
+		return nil, err
+	}
+	if p.exchange, err = r.cut(r.at(probeA), c, probeA, probeB); err != nil {
+		return nil, err
+	}
+
+	// A tool result as the tool role; templates without one (Gemma's
+	// alternation check) get it as a user message in the family's wrapper.
+	r, b, err = after(Message{Role: Tool, Content: probeC, CallID: "call00001", Name: "probe"}, true)
+	if err == nil {
+		p.tool, err = r.cut(b, len(r.ps), probeC)
+	}
+	if err != nil {
+		r2, b2, err2 := after(Message{Role: User, Content: f.resultOpenText() + probeC + f.resultCloseText()}, true)
+		if err2 != nil {
+			return nil, wrap(err, "a tool result")
+		}
+		// The wrapper is content the template shows inside the message.
+		p.tool, err = r2.cut(b2, len(r2.ps), f.resultOpenText()+probeC+f.resultCloseText())
+		if err != nil {
+			return nil, err
+		}
+		for i := range p.tool {
+			if p.tool[i].arg == 0 {
+				p.tool[i].pre, p.tool[i].post = f.resultOpenText(), f.resultCloseText()
+			}
+		}
+	}
+
+	r, err = t.renderProbe(Conversation{Messages: []Message{sys, u, a}, Think: think})
+	if err != nil {
+		return nil, wrap(err, "an assistant's answer")
+	}
+	b = r.at(probeB)
+	if b < 0 {
+		return nil, errors.New("chat template: it does not show an assistant's answer")
+	}
+	if p.separator, err = r.cut(b+1, len(r.ps)); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func (f Format) resultOpenText() string {
+	if f.resultOpen != "" {
+		return f.resultOpen
+	}
+	return "<tool_response>\n"
+}
+
+func (f Format) resultCloseText() string {
+	if f.resultClose != "" {
+		return f.resultClose
+	}
+	return "\n</tool_response>"
+}
+
+// Spine renders the shared prefix of every agent: the template's rendering
+// of the system prompt and tools up to where the first agent's own message
+// begins. Every agent's Turn(…, false) continues it.
+func (f Format) Spine(system string, tools []ToolSpec) (Prompt, error) {
+	if f.tmpl == nil {
+		return f.System(system, tools), nil
+	}
+	var msgs []Message
+	if system != "" {
+		msgs = append(msgs, Message{Role: System, Content: system})
+	}
+	msgs = append(msgs, Message{Role: User, Content: probeA})
+	r, err := f.tmpl.renderProbe(Conversation{Messages: msgs, Tools: tools, AddGenerationPrompt: true, Think: f.think})
+	if err != nil {
+		return nil, err
+	}
+	i := r.at(probeA)
+	if i < 0 {
+		return nil, errors.New("chat template: it does not show the user's message")
+	}
+	return r.ps[:i].prompt(), nil
+}
+
+// SpineAfter renders a spine that continues an assistant's unfinished turn
+// (a nested pool's spine forked from an agent): the turn is closed and the
+// system prompt and tools open the next user message, which each agent's
+// task continues. Templates take a system prompt only at the start, so here
+// it is content of that message.
+func (f Format) SpineAfter(system string, tools []ToolSpec) Prompt {
+	if f.tmpl == nil {
+		return append(f.Separator(), f.System(system, tools)...)
+	}
+	p := f.pat.reopen.fill()
+	p.text(system + f.toolsPreamble(tools) + "\n\n")
+	return p
+}
