@@ -196,7 +196,7 @@ func (f Format) Turn(m Message, afterAssistant bool) Prompt {
 		case !afterAssistant:
 			return f.pat.first.fill(m.Content)
 		case m.Role == Tool:
-			return f.pat.tool.fill(m.Content)
+			return f.pat.tool.fill(m.Content, m.Name)
 		default:
 			return f.pat.user.fill(m.Content)
 		}

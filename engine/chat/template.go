@@ -305,7 +305,9 @@ func messageValue(m Message, s *sentinels) jinja.Value {
 		dd.Set("tool_call_id", jinja.NewString(m.CallID))
 	}
 	if m.Name != "" {
-		dd.Set("name", jinja.NewString(m.Name))
+		// A tool result's name is free text some templates show (harmony's
+		// "functions.NAME"); the runtime fills it per call.
+		dd.Set("name", jinja.NewString(s.of(m.Name)))
 	}
 	return d
 }

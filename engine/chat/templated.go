@@ -112,6 +112,7 @@ const (
 	probeA      = "lloyal-probe-a"
 	probeB      = "lloyal-probe-b"
 	probeC      = "lloyal-probe-c"
+	probeName   = "lloyal_probe_tool"
 )
 
 // slot is a piece of a pattern: template text, or the content of a numbered
@@ -245,9 +246,9 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 
 	// A tool result as the tool role; templates without one (Gemma's
 	// alternation check) get it as a user message in the family's wrapper.
-	r, b, err = after(Message{Role: Tool, Content: probeC, CallID: "call00001", Name: "probe"}, true)
+	r, b, err = after(Message{Role: Tool, Content: probeC, CallID: "call00001", Name: probeName}, true)
 	if err == nil {
-		p.tool, err = r.cut(b, len(r.ps), probeC)
+		p.tool, err = r.cut(b, len(r.ps), probeC, probeName)
 	}
 	if err != nil {
 		r2, b2, err2 := after(Message{Role: User, Content: f.resultOpenText() + probeC + f.resultCloseText()}, true)
