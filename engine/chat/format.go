@@ -196,7 +196,11 @@ func (f Format) Turn(m Message, afterAssistant bool) Prompt {
 		case !afterAssistant:
 			return f.pat.first.fill(m.Content)
 		case m.Role == Tool:
-			return f.pat.tool.fill(m.Content, m.Name)
+			id := m.CallID
+			if id == "" {
+				id = probeCallID
+			}
+			return f.pat.tool.fill(m.Content, m.Name, id)
 		default:
 			return f.pat.user.fill(m.Content)
 		}

@@ -183,3 +183,12 @@ func TestTemplateContentStaysContent(t *testing.T) {
 		}
 	}
 }
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

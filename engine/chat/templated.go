@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -106,13 +107,19 @@ func (f Format) Template() *Template { return f.tmpl }
 func (f Format) Think() Think { return f.think }
 
 // Probe strings: content the probe conversations carry, found again in the
-// render to cut it into the pieces the runtime appends one at a time.
+// render to cut it into the pieces the runtime appends one at a time. The
+// spaces and quotes tell apart the forms a template may write content in
+// (as is, trimmed, JSON-escaped).
 const (
-	probeSystem = "lloyal-probe-system"
-	probeA      = "lloyal-probe-a"
-	probeB      = "lloyal-probe-b"
-	probeC      = "lloyal-probe-c"
+	probeSystem = `  lloyal-probe "system"  `
+	probeA      = `  lloyal-probe "a"  `
+	probeB      = `  lloyal-probe "b"  `
+	probeC      = `  lloyal-probe "c"  `
 	probeName   = "lloyal_probe_tool"
+	// probeCallID is a tool result's call id: 9 letters and digits, as
+	// Mistral's templates insist. It is an identifier, not free text, so it
+	// stays template text and is replaced where it appears.
+	probeCallID = "call00001"
 )
 
 // slot is a piece of a pattern: template text, or the content of a numbered
@@ -129,12 +136,36 @@ type slot struct {
 
 type pattern []slot
 
+// withArg makes every occurrence of literal in the pattern's template text
+// argument n.
+func (p pattern) withArg(literal string, n int) pattern {
+	var out pattern
+	for _, s := range p {
+		if !s.special || !strings.Contains(s.text, literal) {
+			out = append(out, s)
+			continue
+		}
+		parts := strings.Split(s.text, literal)
+		for i, part := range parts {
+			if i > 0 {
+				out = append(out, slot{arg: n, special: true})
+			}
+			out = append(out, slot{text: part, special: true, arg: -1})
+		}
+	}
+	return out
+}
+
 func (p pattern) fill(args ...string) Prompt {
 	var out Prompt
 	for _, s := range p {
 		text := s.text
 		if s.arg >= 0 {
-			text = s.xf.apply(s.pre + args[s.arg] + s.post)
+			arg := ""
+			if s.arg < len(args) {
+				arg = args[s.arg]
+			}
+			text = s.xf.apply(s.pre + arg + s.post)
 		}
 		if text != "" {
 			out = append(out, Segment{Text: text, Special: s.special})
@@ -249,6 +280,7 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 	r, b, err = after(Message{Role: Tool, Content: probeC, CallID: "call00001", Name: probeName}, true)
 	if err == nil {
 		p.tool, err = r.cut(b, len(r.ps), probeC, probeName)
+		p.tool = p.tool.withArg(probeCallID, 2)
 	}
 	if err != nil {
 		r2, b2, err2 := after(Message{Role: User, Content: f.resultOpenText() + probeC + f.resultCloseText()}, true)
@@ -330,4 +362,25 @@ func (f Format) SpineAfter(system string, tools []ToolSpec) Prompt {
 	p := f.pat.reopen.fill()
 	p.text(system + f.toolsPreamble(tools) + "\n\n")
 	return p
+}
+
+// RenderCall is the text a model of this family writes for a call: what the
+// runtime expects to parse, what a grammar forces, and what a call looks like
+// in a history written back for the model.
+func (f Format) RenderCall(c ToolCall) string {
+	args := c.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	name, _ := json.Marshal(c.Name)
+	body := fmt.Sprintf(`{"name": %s, %q: %s}`, name, f.ArgsKey, args)
+	switch {
+	case f.Kind == Harmony:
+		return f.CallOpen + c.Name + " <|constrain|>json<|message|>" + string(args)
+	case f.CallOpen == "":
+		return body
+	case f.ArrayCalls:
+		return f.CallOpen + "[" + body + "]" + f.CallClose
+	}
+	return f.CallOpen + body + f.CallClose
 }
