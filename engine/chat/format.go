@@ -97,6 +97,9 @@ type Format struct {
 	ArgsKey string
 	// Thinking: the format may open its turn with <think>…</think>.
 	Thinking bool
+	// ThinkOpen: the generation prompt opens <think>, so a turn without
+	// </think> is reasoning cut off, not content.
+	ThinkOpen bool
 	// ArrayCalls: a call's body may be a JSON array of calls (Mistral,
 	// Phi-4-mini, Granite); with no CallClose the calls run to the end of
 	// the turn.

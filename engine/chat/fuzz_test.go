@@ -25,13 +25,34 @@ func FuzzParse(f *testing.F) {
 		"{\"name\": \"x\", \"parameters\": {}} trailing",
 		"{",
 		"\xff<tool_call>\x00</tool_call>",
+		"<|python_tag|>{\"name\": \"f\", \"parameters\": {}}",
+		"<|python_tag|>",
+		"[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {}}]",
+		"[TOOL_CALLS][{\"name\": \"a\", \"arg",
+		"[TOOL_CALLS][]",
+		"<|tool_call|>[{\"name\": \"a\", \"arguments\": {}}]<|/tool_call|>",
+		"<|tool_call|>[1, 2]",
+		"```tool_call\n{\"name\": \"a\", \"arguments\": {}}\n```",
+		"partial thought\n</think>\nanswer",
+		"<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>",
+		"<|channel|>commentary to=functions.<|message|>{\"a\"",
+		"<|start|><|start|>assistant<|message|><|end|><|channel|>",
 	} {
 		f.Add(s)
 	}
 	kinds := []Kind{ChatML, Llama3, Generic}
+	// The families read from a model's own template.
+	families := []Kind{Mistral, Gemma, Phi4, Granite, DeepSeek, Harmony}
 	f.Fuzz(func(t *testing.T, raw string) {
+		formats := map[Kind]Format{}
 		for _, k := range kinds {
-			out, err := FormatOf(k).Parse(raw)
+			formats[k] = FormatOf(k)
+		}
+		for _, k := range families {
+			formats[k] = CallFormat(k)
+		}
+		for k, fm := range formats {
+			out, err := fm.Parse(raw)
 			for i, c := range out.Calls {
 				if c.Name == "" {
 					t.Errorf("%s: call %d has an empty name", k, i)
@@ -50,7 +71,7 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 			// Text that holds no call comes back whole, as content.
-			if noCall := (k == Llama3 && !strings.HasPrefix(strings.TrimSpace(raw), "{")) ||
+			if noCall := (k == Llama3 && !strings.HasPrefix(strings.TrimSpace(raw), "{") && !strings.HasPrefix(strings.TrimSpace(raw), pythonTag)) ||
 				(k == Generic && !strings.Contains(raw, "<tool_call>")); noCall {
 				if err != nil || len(out.Calls) != 0 || out.Content != strings.TrimSpace(raw) || out.Reasoning != "" {
 					t.Errorf("%s: Parse(%q) = %+v, %v; want the trimmed text as content", k, raw, out, err)

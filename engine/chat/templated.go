@@ -51,8 +51,10 @@ func DetectFamily(template string) Kind {
 	return Generic
 }
 
-// familyFormat is the call format of a family when the model's own template
-// renders the prompt.
+// CallFormat is the call format of a family when the model's own template
+// renders the prompt (its parser, grammar and RenderCall; no template).
+func CallFormat(k Kind) Format { return familyFormat(k) }
+
 func familyFormat(k Kind) Format {
 	switch k {
 	case ChatML, Llama3:
@@ -71,7 +73,11 @@ func familyFormat(k Kind) Format {
 		return Format{Kind: k, CallOpen: "<|channel|>commentary to=functions.", ArgsKey: "arguments"}
 	}
 	// DeepSeek, Phi-3 and unknown templates: the generic <tool_call> text.
-	return Format{Kind: k, CallOpen: "<tool_call>\n", CallClose: "\n</tool_call>", ArgsKey: "arguments"}
+	f := Format{Kind: k, CallOpen: "<tool_call>\n", CallClose: "\n</tool_call>", ArgsKey: "arguments"}
+	if k == DeepSeek {
+		f.Thinking, f.ThinkOpen = true, true
+	}
+	return f
 }
 
 // FromTemplate is the format of a model that ships a chat template: prompts
@@ -93,6 +99,11 @@ func FromTemplate(t *Template, think Think) (Format, error) {
 		return Format{}, err
 	}
 	f.pat = p
+	// A generation prompt that opens <think> (DeepSeek-R1, Qwen3 thinking
+	// variants): the model's turn starts inside its reasoning.
+	if n := len(p.first); n > 0 && strings.HasSuffix(strings.TrimSpace(p.first[n-1].text), "<think>") {
+		f.Thinking, f.ThinkOpen = true, true
+	}
 	return f, nil
 }
 
