@@ -123,3 +123,34 @@ func TestRenderCallParses(t *testing.T) {
 		}
 	}
 }
+
+// TestFamilyGrammars: each family's grammar opens a call the way its parser
+// reads one, and a lazy grammar is armed by the family's call marker.
+func TestFamilyGrammars(t *testing.T) {
+	tests := []struct {
+		kind    Kind
+		root    string
+		trigger string
+	}{
+		{Mistral, `root ::= "[TOOL_CALLS]" "[" call-json "]"`, "[TOOL_CALLS]"},
+		{Phi4, `root ::= "<|tool_call|>" "[" call-json "]" "<|/tool_call|>"`, "<|tool_call|>"},
+		{Granite, `root ::= "<|tool_call|>" "[" call-json "]"`, "<|tool_call|>"},
+		{Gemma, `root ::= "` + "```tool_call\\n" + `" call-json "\n` + "```" + `"`, "```tool_call"},
+		{Harmony, `root ::= "<|channel|>commentary to=functions." ("search" | "now") " <|constrain|>json<|message|>" call-json`, "<|channel|>commentary to=functions."},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.kind), func(t *testing.T) {
+			var c fakeConverter
+			g, err := CallFormat(tt.kind).ToolCallGrammar(testTools, true, c.convert)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first := strings.SplitN(g.GBNF, "\n", 2)[0]; first != tt.root {
+				t.Errorf("root %q, want %q", first, tt.root)
+			}
+			if len(g.TriggerWords) != 1 || g.TriggerWords[0] != tt.trigger {
+				t.Errorf("trigger words %q, want %q", g.TriggerWords, tt.trigger)
+			}
+		})
+	}
+}

@@ -111,6 +111,7 @@ type Format struct {
 	tmpl                    *Template // the model's own template; nil: hand-written
 	think                   Think
 	pat                     *patterns
+	toolsIgnored            bool // the template never shows tools
 	resultOpen, resultClose string // wrap a tool result sent as a user message
 }
 

@@ -66,6 +66,9 @@ func TestSpineSuffixEqualsWhole(t *testing.T) {
 		// differs from the cache, which keeps what the model wrote; only
 		// the spine and first turn are compared.
 		firstOnly bool
+		// toolsInSystem: the template never shows tools, so lloyal lists
+		// them in the system prompt.
+		toolsInSystem bool
 	}{
 		{family: ChatML},
 		{family: Llama3},
@@ -73,7 +76,7 @@ func TestSpineSuffixEqualsWhole(t *testing.T) {
 		{family: Gemma, toolAsUser: true},
 		{family: Phi4},
 		{family: Granite},
-		{family: DeepSeek, firstOnly: true},
+		{family: DeepSeek, firstOnly: true, toolsInSystem: true},
 		{family: Harmony, lead: "<|channel|>final<|message|>", callAsText: true},
 	}
 	templateOf := map[Kind][]string{ChatML: {"hermes", "qwen3"}, Llama3: {"llama3"}, Mistral: {"mistral"}, Gemma: {"gemma"}, Phi4: {"phi4"}, Granite: {"granite"}, DeepSeek: {"deepseek"}, Harmony: {"harmony"}}
@@ -94,7 +97,11 @@ func TestSpineSuffixEqualsWhole(t *testing.T) {
 				}
 				got := append(Prompt{}, spine...)
 				got = append(got, f.Turn(Message{Role: User, Content: task}, false)...)
-				whole := []Message{{Role: System, Content: system}, {Role: User, Content: task}}
+				sys := system
+				if tt.toolsInSystem {
+					sys += f.toolsPreamble(tools)
+				}
+				whole := []Message{{Role: System, Content: sys}, {Role: User, Content: task}}
 				if tt.firstOnly {
 					compare(t, tm, whole, tools, got)
 					return

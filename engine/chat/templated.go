@@ -99,6 +99,19 @@ func FromTemplate(t *Template, think Think) (Format, error) {
 		return Format{}, err
 	}
 	f.pat = p
+	// A template that never shows the tools (DeepSeek-R1 distills, Phi-3)
+	// would leave the model unaware of them: lloyal then lists them in the
+	// system prompt in the generic call format.
+	probeTools := []ToolSpec{{Name: probeName, Description: "probe", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	msgs := []Message{{Role: System, Content: probeSystem}, {Role: User, Content: probeA}}
+	with, err1 := t.Text(Conversation{Messages: msgs, Tools: probeTools, AddGenerationPrompt: true, Think: think})
+	without, err2 := t.Text(Conversation{Messages: msgs, AddGenerationPrompt: true, Think: think})
+	if err1 == nil && err2 == nil && with == without {
+		f.toolsIgnored = true
+		if f.Warning == "" {
+			f.Warning = "the model's chat template does not show tools: lloyal lists them in the system prompt and reads calls as <tool_call>{…}</tool_call>"
+		}
+	}
 	// A generation prompt that opens <think> (DeepSeek-R1, Qwen3 thinking
 	// variants): the model's turn starts inside its reasoning.
 	if n := len(p.first); n > 0 && strings.HasSuffix(strings.TrimSpace(p.first[n-1].text), "<think>") {
@@ -344,6 +357,10 @@ func (f Format) resultCloseText() string {
 func (f Format) Spine(system string, tools []ToolSpec) (Prompt, error) {
 	if f.tmpl == nil {
 		return f.System(system, tools), nil
+	}
+	if f.toolsIgnored && len(tools) > 0 {
+		system += f.toolsPreamble(tools)
+		tools = nil
 	}
 	var msgs []Message
 	if system != "" {
