@@ -107,6 +107,9 @@ type Format struct {
 	// Warning says what may go wrong with this model's format (an unknown
 	// template, a fallback); empty when nothing.
 	Warning string
+	// Notes say how lloyal adapts to the template (no system role, no tool
+	// role); empty when it renders everything itself.
+	Notes string
 
 	tmpl                    *Template // the model's own template; nil: hand-written
 	think                   Think

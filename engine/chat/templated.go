@@ -99,6 +99,16 @@ func FromTemplate(t *Template, think Think) (Format, error) {
 		return Format{}, err
 	}
 	f.pat = p
+	var notes []string
+	if p.systemInUser {
+		notes = append(notes, "it has no system role, so lloyal writes the system prompt at the start of the first user message")
+	}
+	if p.toolAsUser {
+		notes = append(notes, "it has no tool role, so tool results go back as user messages in "+strings.TrimSpace(f.resultOpenText())+" blocks")
+	}
+	if len(notes) > 0 {
+		f.Notes = "the model's chat template: " + strings.Join(notes, "; ")
+	}
 	// A template that never shows the tools (DeepSeek-R1 distills, Phi-3)
 	// would leave the model unaware of them: lloyal then lists them in the
 	// system prompt in the generic call format.
@@ -180,6 +190,16 @@ func (p pattern) withArg(literal string, n int) pattern {
 	return out
 }
 
+// has reports whether argument n appears in the pattern.
+func (p pattern) has(n int) bool {
+	for _, s := range p {
+		if s.arg == n {
+			return true
+		}
+	}
+	return false
+}
+
 func (p pattern) fill(args ...string) Prompt {
 	var out Prompt
 	for _, s := range p {
@@ -200,6 +220,9 @@ func (p pattern) fill(args ...string) Prompt {
 
 // patterns are the pieces of a conversation the runtime writes separately.
 type patterns struct {
+	systemInUser bool // the template drops system messages
+	toolAsUser   bool // the template has no tool role: results are user messages
+
 	first     pattern // an agent's first user message (its task) and the generation prompt
 	user      pattern // after an assistant turn: close it, a user message, the generation prompt
 	tool      pattern // after an assistant turn: close it, a tool result, the generation prompt
@@ -272,6 +295,9 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 	if p.first, err = r.cut(i, len(r.ps), probeA); err != nil {
 		return nil, err
 	}
+	// A template without a system role drops the system prompt: lloyal then
+	// writes it at the start of the first user message.
+	p.systemInUser = r.at(probeSystem) < 0
 
 	after := func(last Message, gen bool) (rendered, int, error) {
 		r, err := t.renderProbe(Conversation{Messages: []Message{sys, u, a, last}, AddGenerationPrompt: gen, Think: think})
@@ -291,6 +317,9 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 	if p.user, err = r.cut(b, len(r.ps), probeC); err != nil {
 		return nil, err
 	}
+	if !p.user.has(0) {
+		return nil, errors.New("chat template: it does not show a user message that follows an assistant's answer")
+	}
 	c := r.at(probeC)
 	if p.reopen, err = r.cut(b, c, probeC); err != nil {
 		return nil, err
@@ -306,6 +335,10 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 		p.tool, err = r.cut(b, len(r.ps), probeC, probeName)
 		p.tool = p.tool.withArg(probeCallID, 2)
 	}
+	if err == nil && !p.tool.has(0) {
+		// The template drops tool messages (Phi-3).
+		err = errors.New("chat template: it does not show tool results")
+	}
 	if err != nil {
 		r2, b2, err2 := after(Message{Role: User, Content: f.resultOpenText() + probeC + f.resultCloseText()}, true)
 		if err2 != nil {
@@ -316,6 +349,7 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 		if err != nil {
 			return nil, err
 		}
+		p.toolAsUser = true
 		for i := range p.tool {
 			if p.tool[i].arg == 0 {
 				p.tool[i].pre, p.tool[i].post = f.resultOpenText(), f.resultCloseText()
@@ -363,7 +397,7 @@ func (f Format) Spine(system string, tools []ToolSpec) (Prompt, error) {
 		tools = nil
 	}
 	var msgs []Message
-	if system != "" {
+	if system != "" && !f.pat.systemInUser {
 		msgs = append(msgs, Message{Role: System, Content: system})
 	}
 	msgs = append(msgs, Message{Role: User, Content: probeA})
@@ -375,7 +409,11 @@ func (f Format) Spine(system string, tools []ToolSpec) (Prompt, error) {
 	if i < 0 {
 		return nil, errors.New("chat template: it does not show the user's message")
 	}
-	return r.ps[:i].prompt(), nil
+	p := r.ps[:i].prompt()
+	if system != "" && f.pat.systemInUser {
+		p.text(system + "\n\n")
+	}
+	return p, nil
 }
 
 // SpineAfter renders a spine that continues an assistant's unfinished turn
@@ -411,4 +449,76 @@ func (f Format) RenderCall(c ToolCall) string {
 		return f.CallOpen + "[" + body + "]" + f.CallClose
 	}
 	return f.CallOpen + body + f.CallClose
+}
+
+// Conversation renders a whole conversation as this format gives it to the
+// model (for `lloyal model prompt`): the template's own rendering, or for a
+// hand-written family the pieces the runtime writes — the spine, each turn,
+// what the assistant wrote, and the separators. The spine is what
+// Spine(system, tools) writes for the conversation's system prompt.
+func (f Format) Conversation(msgs []Message, tools []ToolSpec, gen bool) (prompt, spine Prompt, err error) {
+	system := ""
+	if len(msgs) > 0 && msgs[0].Role == System {
+		system = msgs[0].Content
+	}
+	if spine, err = f.Spine(system, tools); err != nil {
+		return nil, nil, err
+	}
+	if f.tmpl != nil {
+		if f.toolsIgnored && len(tools) > 0 {
+			rest := msgs
+			if len(rest) > 0 && rest[0].Role == System {
+				rest = rest[1:]
+			}
+			msgs = append([]Message{{Role: System, Content: system + f.toolsPreamble(tools)}}, rest...)
+			tools = nil
+		}
+		if f.pat.toolAsUser {
+			msgs = append([]Message(nil), msgs...)
+			for i, m := range msgs {
+				if m.Role == Tool {
+					msgs[i] = Message{Role: User, Content: f.resultOpenText() + m.Content + f.resultCloseText()}
+				}
+			}
+		}
+		if f.pat.systemInUser && len(msgs) > 0 && msgs[0].Role == System {
+			sys := msgs[0].Content
+			msgs = append([]Message(nil), msgs[1:]...)
+			for i := range msgs {
+				if msgs[i].Role == User {
+					msgs[i].Content = sys + "\n\n" + msgs[i].Content
+					break
+				}
+			}
+		}
+		prompt, err = f.tmpl.Render(Conversation{Messages: msgs, Tools: tools, AddGenerationPrompt: gen, Think: f.think})
+		return prompt, spine, err
+	}
+	prompt = append(prompt, spine...)
+	afterAssistant, first := false, true
+	for i, m := range msgs {
+		switch {
+		case i == 0 && m.Role == System:
+			continue
+		case m.Role == System:
+			return nil, nil, fmt.Errorf("messages[%d]: the %s format takes a system prompt only first", i, f.Kind)
+		case m.Role == Assistant:
+			text := m.Content
+			for _, c := range m.Calls {
+				text += f.RenderCall(c)
+			}
+			prompt.text(text)
+			afterAssistant = true
+		default:
+			if !first && !afterAssistant {
+				return nil, nil, fmt.Errorf("messages[%d]: the %s format needs an assistant message between two %s/tool messages", i, f.Kind, m.Role)
+			}
+			prompt = append(prompt, f.Turn(m, afterAssistant)...)
+			afterAssistant, first = false, false
+		}
+	}
+	if afterAssistant {
+		prompt = append(prompt, f.Separator()...)
+	}
+	return prompt, spine, nil
 }

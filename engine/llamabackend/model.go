@@ -119,3 +119,7 @@ func grammar(g chat.Grammar) *llama.Grammar {
 	}
 	return &llama.Grammar{GBNF: g.GBNF, Lazy: g.Lazy, TriggerWords: g.TriggerWords, TriggerPatterns: g.TriggerPatterns}
 }
+
+// TokenizePrompt tokenizes a prompt as a Backend does: template text with
+// special-token parsing, content without (for `lloyal model prompt --tokens`).
+func TokenizePrompt(m *model.Model, p chat.Prompt) ([]llama.Token, error) { return tokenizePrompt(m, p) }
