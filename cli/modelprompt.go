@@ -18,7 +18,7 @@ const spineMark = "\n⟪lloyal: spine ends, agent suffix begins⟫\n"
 func newModelPromptCmd() *cobra.Command {
 	var (
 		messages, tools, template, think, bos, eos string
-		mark, tokens, noGen              bool
+		mark, tokens, noGen                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "prompt (PATH|OLLAMA_NAME|--template FILE) --messages FILE.json",

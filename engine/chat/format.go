@@ -114,7 +114,7 @@ type Format struct {
 	tmpl                    *Template // the model's own template; nil: hand-written
 	think                   Think
 	pat                     *patterns
-	toolsIgnored            bool // the template never shows tools
+	toolsIgnored            bool   // the template never shows tools
 	resultOpen, resultClose string // wrap a tool result sent as a user message
 }
 
@@ -172,6 +172,12 @@ func (f Format) toolsPreamble(tools []ToolSpec) string {
 // System renders the shared prefix: the system prompt with the tools, with no
 // generation prompt. This is what a spine holds.
 func (f Format) System(system string, tools []ToolSpec) Prompt {
+	if f.tmpl != nil {
+		if p, err := f.Spine(system, tools); err == nil {
+			return p
+		}
+		f.tmpl = nil // a template that fails here: the family's hand-written spine
+	}
 	var p Prompt
 	content := system + f.toolsPreamble(tools)
 	switch f.Kind {

@@ -51,6 +51,19 @@ func DetectFamily(template string) Kind {
 	return Generic
 }
 
+// familyMarkers are the turn markers of each family that, where a template
+// writes them, must be special tokens.
+var familyMarkers = map[Kind][]string{
+	ChatML:   {"<|im_start|>", "<|im_end|>"},
+	Llama3:   {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
+	Phi3:     {"<|user|>", "<|assistant|>", "<|end|>"},
+	Phi4:     {"<|user|>", "<|assistant|>", "<|end|>", "<|tool_call|>"},
+	Granite:  {"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"},
+	Gemma:    {"<start_of_turn>", "<end_of_turn>"},
+	Harmony:  {"<|start|>", "<|channel|>", "<|message|>", "<|end|>"},
+	DeepSeek: {"<｜User｜>", "<｜Assistant｜>"},
+}
+
 // CallFormat is the call format of a family when the model's own template
 // renders the prompt (its parser, grammar and RenderCall; no template).
 func CallFormat(k Kind) Format { return familyFormat(k) }
@@ -58,9 +71,7 @@ func CallFormat(k Kind) Format { return familyFormat(k) }
 func familyFormat(k Kind) Format {
 	switch k {
 	case ChatML, Llama3:
-		f := FormatOf(k)
-		f.Required = nil
-		return f
+		return FormatOf(k)
 	case Mistral:
 		return Format{Kind: k, CallOpen: "[TOOL_CALLS]", ArgsKey: "arguments", ArrayCalls: true}
 	case Granite:
@@ -88,6 +99,14 @@ func familyFormat(k Kind) Format {
 func FromTemplate(t *Template, think Think) (Format, error) {
 	k := DetectFamily(t.Source)
 	f := familyFormat(k)
+	// The family's markers this template writes must each be one special
+	// token of the model's vocabulary (checked by the backend).
+	f.Required = nil
+	for _, m := range familyMarkers[k] {
+		if strings.Contains(t.Source, m) {
+			f.Required = append(f.Required, m)
+		}
+	}
 	f.tmpl = t
 	f.think = think
 	f.Thinking = f.Thinking || strings.Contains(t.Source, "<think>") || strings.Contains(t.Source, "</think>") || k == DeepSeek

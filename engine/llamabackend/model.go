@@ -122,4 +122,6 @@ func grammar(g chat.Grammar) *llama.Grammar {
 
 // TokenizePrompt tokenizes a prompt as a Backend does: template text with
 // special-token parsing, content without (for `lloyal model prompt --tokens`).
-func TokenizePrompt(m *model.Model, p chat.Prompt) ([]llama.Token, error) { return tokenizePrompt(m, p) }
+func TokenizePrompt(m *model.Model, p chat.Prompt) ([]llama.Token, error) {
+	return tokenizePrompt(m, p)
+}
