@@ -25,6 +25,7 @@ type runFlags struct {
 	cfg             session.Config
 	headless, jsonl bool
 	theme           string
+	prompt          promptFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -62,6 +63,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.BoolVar(&o.jsonl, "jsonl", false, "stream every event as a JSON line")
 	f.StringVar(&o.theme, "theme", "dark", "dark, light or high-contrast (NO_COLOR turns colour off)")
 	approvalFlags(f, &c.Approvals)
+	o.prompt.add(f)
 	return cmd
 }
 
@@ -77,6 +79,9 @@ func approvalFlags(fs *pflag.FlagSet, c *approvals.Config) {
 func (o *runFlags) run(cmd *cobra.Command) error {
 	c := o.cfg
 	if err := checkRun(c); err != nil {
+		return err
+	}
+	if err := o.prompt.apply(&c); err != nil {
 		return err
 	}
 	// The app when there is a terminal to draw on; a log otherwise.

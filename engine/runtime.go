@@ -234,6 +234,9 @@ type PoolSpec struct {
 	RecoveryPrompt string
 	// ReportBudget caps in-loop recovery reports, in tokens.
 	ReportBudget int
+	// Thinking switches reasoning on or off for models whose chat template
+	// reads enable_thinking ("" or auto: the backend's setting).
+	Thinking chat.Think
 }
 
 // PoolResult is what a pool ended with.

@@ -143,7 +143,7 @@ func (p *pool) endTurn(a *Agent) {
 		p.finishRecovery(a, raw, a.dropReason)
 		return
 	}
-	f := p.be.Format()
+	f := p.fmt
 	out, perr := f.Parse(raw)
 	cut := a.cut
 	a.cut = false
@@ -323,7 +323,7 @@ func (p *pool) refuse(a *Agent, call Call, reason, msg string) {
 }
 
 func (p *pool) queueResult(a *Agent, body json.RawMessage, role string) {
-	toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true))
+	toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true))
 	if err != nil {
 		p.finish(a, event.Failed, "could not tokenize a tool result: "+err.Error(), "")
 		return

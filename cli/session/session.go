@@ -21,6 +21,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
@@ -60,6 +61,11 @@ type Config struct {
 	Approvals approvals.Config
 	Version   string
 	Args      []string // the command line, for the trace header
+	// Template is a chat template's text overriding the model's own
+	// (--template FILE); Think is passed to templates that read
+	// enable_thinking (--think).
+	Template string
+	Think    chat.Think
 }
 
 // Errors Run returns for runs that were stopped rather than failed; the
@@ -138,11 +144,15 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if cfg.NCtx < 4096 {
 		nBatch = max(64, cfg.NCtx/8)
 	}
-	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads})
+	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads,
+		Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
 	if err != nil {
 		return err
 	}
 	defer be.Close()
+	if w := be.Format().Warning; w != "" {
+		fmt.Fprintln(errOut, "warning:", w)
+	}
 
 	h := research.New(corpus, note, cfg.Task, cfg.Agents)
 	h.Sampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: cfg.Seed}

@@ -541,3 +541,15 @@ func (f Format) Conversation(msgs []Message, tools []ToolSpec, gen bool) (prompt
 	}
 	return prompt, spine, nil
 }
+
+// WithThink is the format rendering with another thinking switch (a pool's
+// PoolSpec.Thinking). Hand-written formats and an unchanged switch return f.
+func (f Format) WithThink(think Think) (Format, error) {
+	if think == "" {
+		think = ThinkAuto
+	}
+	if f.tmpl == nil || think == f.think {
+		return f, nil
+	}
+	return FromTemplate(f.tmpl, think)
+}
