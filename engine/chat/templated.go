@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -500,18 +501,32 @@ func (f Format) Conversation(msgs []Message, tools []ToolSpec, gen bool) (prompt
 				}
 			}
 		}
+		head := ""
 		if f.pat.systemInUser && len(msgs) > 0 && msgs[0].Role == System {
-			sys := msgs[0].Content
+			head = msgs[0].Content + "\n\n"
 			msgs = append([]Message(nil), msgs[1:]...)
 			for i := range msgs {
 				if msgs[i].Role == User {
-					msgs[i].Content = sys + "\n\n" + msgs[i].Content
+					msgs[i].Content = head + msgs[i].Content
 					break
 				}
 			}
 		}
-		prompt, err = f.tmpl.Render(Conversation{Messages: msgs, Tools: tools, AddGenerationPrompt: gen, Think: f.think})
-		return prompt, spine, err
+		if prompt, err = f.tmpl.Render(Conversation{Messages: msgs, Tools: tools, AddGenerationPrompt: gen, Think: f.think}); err != nil {
+			return nil, nil, err
+		}
+		if head != "" {
+			// The runtime writes the system prompt with the spine and the
+			// task after it, tokenized apart: show the same split.
+			for i, s := range prompt {
+				if !s.Special && strings.HasPrefix(s.Text, head) && len(s.Text) > len(head) {
+					prompt = slices.Insert(prompt, i+1, Segment{Text: s.Text[len(head):]})
+					prompt[i].Text = head
+					break
+				}
+			}
+		}
+		return prompt, spine, nil
 	}
 	prompt = append(prompt, spine...)
 	afterAssistant, first := false, true
