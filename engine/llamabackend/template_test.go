@@ -21,7 +21,9 @@ import (
 func TestSpineAndSuffixTokensEqualWhole(t *testing.T) {
 	models := map[string]func(t *testing.T) *testModel{
 		"tiny-chatml": openTiny,
-		"phi-3":       func(t *testing.T) *testModel { return openShared(t, "ggml-vocab-phi-3.gguf", model.Options{VocabOnly: true}) },
+		"phi-3": func(t *testing.T) *testModel {
+			return openShared(t, "ggml-vocab-phi-3.gguf", model.Options{VocabOnly: true})
+		},
 	}
 	tools := []chat.ToolSpec{{Name: "search", Description: "find <|end|> things", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}}
 	const (
