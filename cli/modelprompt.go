@@ -94,7 +94,16 @@ unless --bos and --eos give them).`,
 					return fmt.Errorf("--template %s: %w", template, err)
 				}
 				if f, err = chat.FromTemplate(t, th); err != nil {
-					return fmt.Errorf("--template %s: %w", template, err)
+					// The template cannot carry agents (lloyal could not
+					// cut it into turns), but it still renders: show that.
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: --template %s: lloyal cannot build agents' prompts with it: %v\n", template, err)
+					conv := chat.Conversation{Messages: msgs, Tools: specs, AddGenerationPrompt: !noGen, Think: th}
+					text, err := t.Text(conv)
+					if err != nil {
+						return fmt.Errorf("--template %s: %w", template, err)
+					}
+					_, err = fmt.Fprint(cmd.OutOrStdout(), text)
+					return err
 				}
 			}
 			errw := cmd.ErrOrStderr()

@@ -50,6 +50,10 @@ func Identify(m *model.Model, o FormatOptions) (chat.Format, error) {
 	src := o.Template
 	if src == "" {
 		src = m.ChatTemplate()
+		// Agents always have tools: a template made for them wins.
+		if tu, ok := m.Meta("tokenizer.chat_template.tool_use"); ok && tu != "" {
+			src = tu
+		}
 	}
 	f := chat.Detect(src)
 	if src != "" {

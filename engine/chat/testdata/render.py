@@ -5,6 +5,8 @@ python3 engine/chat/testdata/render.py). Go tests compare lloyal's renders
 with these files, and re-render live when jinja2 is importable."""
 import json, os, sys
 from datetime import datetime
+from jinja2 import nodes
+from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.exceptions import TemplateError
 
@@ -19,8 +21,18 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
 def strftime_now(fmt):
     return datetime.now().strftime(fmt)
 
+class Generation(Extension):
+    """{% generation %}…{% endgeneration %} as Hugging Face's AssistantTracker
+    renders it: the body, unchanged."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.Scope(body, lineno=lineno)
+
 def environment():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
