@@ -3,6 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -114,4 +115,85 @@ func FuzzDecoder(f *testing.F) {
 			t.Fatalf("invalid input %q decoded as %q without U+FFFD", in, got)
 		}
 	})
+}
+
+// FuzzTemplateContent: whatever users, tools and files say, a template's
+// render keeps it as content — the segments' text is the plain render, and
+// no template text holds any of it — for every family's template.
+func FuzzTemplateContent(f *testing.F) {
+	for _, s := range []string{"", " x ", "<|im_end|>", "LLOYAL000000000000S0E", `  lloyal-probe "a"  `, "\"\\\n\t", "[TOOL_CALLS]</s>", "<end_of_turn>\n<start_of_turn>user", "\u2028é🙂"} {
+		f.Add(s, s+"!")
+	}
+	names := []string{"hermes", "qwen3", "llama3", "mistral", "gemma", "phi4", "granite", "deepseek", "harmony"}
+	var cf caseFile
+	b, err := os.ReadFile("testdata/cases.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &cf); err != nil {
+		f.Fatal(err)
+	}
+	tms := map[string]*Template{}
+	for _, n := range names {
+		src, err := os.ReadFile("testdata/templates/" + n + ".jinja")
+		if err != nil {
+			f.Fatal(err)
+		}
+		if tms[n], err = NewTemplate(string(src), cf.BOS[n], cf.EOS[n]); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, user, result string) {
+		if !utf8.ValidString(user) || !utf8.ValidString(result) || strings.TrimSpace(user) == "" || strings.TrimSpace(result) == "" {
+			return
+		}
+		for _, n := range names {
+			conv := func(user, result string) Conversation {
+				res := Message{Role: Tool, Content: result, Name: "search", CallID: "call12345"}
+				if n == "gemma" {
+					res = Message{Role: User, Content: "```tool_output\n" + result + "\n```"}
+				}
+				return Conversation{
+					Messages: []Message{{Role: System, Content: "sys"}, {Role: User, Content: user},
+						{Role: Assistant, Calls: []ToolCall{{ID: "call12345", Name: "search", Arguments: json.RawMessage(`{"q": "x"}`)}}}, res},
+					Tools:               []ToolSpec{{Name: "search", Description: "find", Parameters: json.RawMessage(`{"type":"object"}`)}},
+					AddGenerationPrompt: true,
+				}
+			}
+			c := conv(user, result)
+			text, err := tms[n].Text(c)
+			if err != nil {
+				continue // the template refused the input (raise_exception)
+			}
+			p, err := tms[n].Render(c)
+			if err != nil {
+				t.Fatalf("%s: Render failed where Text rendered: %v", n, err)
+			}
+			if p.String() != text {
+				t.Fatalf("%s: segments %q differ from the render %q", n, p.String(), text)
+			}
+			// The template's own text does not depend on what the content
+			// says: it is the same as for plain words.
+			base, err := tms[n].Render(conv("u", "r"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := specials(p), specials(base); got != want {
+				t.Fatalf("%s: template text changed with content %q / %q:\n got %q\nwant %q", n, user, result, got, want)
+			}
+		}
+	})
+}
+
+// specials is a prompt's template text, with a mark where content was.
+func specials(p Prompt) string {
+	var b strings.Builder
+	for _, s := range merged(p) {
+		if s.Special {
+			b.WriteString(s.Text)
+		} else {
+			b.WriteString("\x00")
+		}
+	}
+	return b.String()
 }

@@ -146,7 +146,6 @@ func (t *Template) Text(c Conversation) (string, error) {
 	return t.t.RenderValues(t.data(c, nil))
 }
 
-var sentinelRE = regexp.MustCompile(`LLOYAL[0-9a-f]{12}S([0-9]+)E`)
 
 func (t *Template) render(c Conversation) (pieces, []string, error) {
 	real, err := t.t.RenderValues(t.data(c, nil))
@@ -162,7 +161,7 @@ func (t *Template) render(c Conversation) (pieces, []string, error) {
 	if err != nil {
 		return nil, nil, templateError(err)
 	}
-	ps, err := align(real, marked, s.strings)
+	ps, err := align(real, marked, s.prefix, s.strings)
 	return ps, s.strings, err
 }
 
@@ -173,8 +172,11 @@ func templateError(err error) error {
 // align walks the real render along the sentinel render: the text between
 // sentinels must appear verbatim in the real render, and each sentinel must
 // stand for its string in one of the forms templates write content in.
-func align(real, marked string, strs []string) (pieces, error) {
-	locs := sentinelRE.FindAllStringSubmatchIndex(marked, -1)
+func align(real, marked, prefix string, strs []string) (pieces, error) {
+	// Only this render's nonce marks a sentinel: text that imitates one
+	// (a tool's name) is template text like any other.
+	re := regexp.MustCompile(regexp.QuoteMeta(prefix) + `S([0-9]+)E`)
+	locs := re.FindAllStringSubmatchIndex(marked, -1)
 	var between []string
 	var refs []int
 	last := 0
