@@ -146,7 +146,6 @@ func (t *Template) Text(c Conversation) (string, error) {
 	return t.t.RenderValues(t.data(c, nil))
 }
 
-
 func (t *Template) render(c Conversation) (pieces, []string, error) {
 	real, err := t.t.RenderValues(t.data(c, nil))
 	if err != nil {
