@@ -57,10 +57,12 @@ func TestSpineSuffixEqualsWhole(t *testing.T) {
 		// render; lloyal keeps them in the spine, before the first one,
 		// and the comparison stops before a follow-up.
 		noFollowUp bool
-		// callAsText: the template renders an answer the way the model
-		// writes a call only when the call is text (harmony ends a call
-		// with <|call|>, an answer with <|end|>; lloyal writes <|end|>).
-		callAsText bool
+		// callStructured: the whole conversation gives the call as the
+		// template's tool_calls (harmony writes a call's own header and
+		// closes it with <|call|>); the model wrote that markup itself, so
+		// only the text is compared (in the cache it is generated tokens,
+		// in a fresh render template text).
+		callStructured bool
 		// firstOnly: the template drops the model's reasoning from history
 		// (DeepSeek-R1 always thinks): a fresh render of later turns
 		// differs from the cache, which keeps what the model wrote; only
@@ -77,7 +79,7 @@ func TestSpineSuffixEqualsWhole(t *testing.T) {
 		{family: Phi4},
 		{family: Granite},
 		{family: DeepSeek, firstOnly: true, toolsInSystem: true},
-		{family: Harmony, lead: "<|channel|>final<|message|>", callAsText: true},
+		{family: Harmony, lead: "<|channel|>final<|message|>", callStructured: true},
 	}
 	templateOf := map[Kind][]string{ChatML: {"hermes", "qwen3"}, Llama3: {"llama3"}, Mistral: {"mistral"}, Gemma: {"gemma"}, Phi4: {"phi4"}, Granite: {"granite"}, DeepSeek: {"deepseek"}, Harmony: {"harmony"}}
 	for _, tt := range tests {
@@ -107,19 +109,23 @@ func TestSpineSuffixEqualsWhole(t *testing.T) {
 					return
 				}
 				gen1 := f.RenderCall(call)
-				if tt.callAsText {
-					gen1 = "I will look it up."
-				}
 				// What the model writes: its own markers (special tokens it
 				// sampled) and its text.
-				got = append(got, Segment{Text: tt.lead, Special: true}, Segment{Text: gen1})
+				if !tt.callStructured {
+					got = append(got, Segment{Text: tt.lead, Special: true})
+				}
+				got = append(got, Segment{Text: gen1})
 				got = append(got, f.Turn(Message{Role: Tool, Content: result, Name: "get_weather", CallID: "call12345"}, true)...)
 				got = append(got, Segment{Text: tt.lead, Special: true}, Segment{Text: answer})
 				res := Message{Role: Tool, Content: result, Name: "get_weather", CallID: "call12345"}
 				if tt.toolAsUser {
 					res = Message{Role: User, Content: f.resultOpenText() + result + f.resultCloseText()}
 				}
-				whole = append(whole, Message{Role: Assistant, Content: gen1}, res, Message{Role: Assistant, Content: answer})
+				asst := Message{Role: Assistant, Content: gen1}
+				if tt.callStructured {
+					asst = Message{Role: Assistant, Calls: []ToolCall{call}}
+				}
+				whole = append(whole, asst, res, Message{Role: Assistant, Content: answer})
 				if tt.noFollowUp {
 					got = append(got, f.Separator()...)
 					compareOpen(t, tm, whole, tools, got, false)
@@ -127,6 +133,16 @@ func TestSpineSuffixEqualsWhole(t *testing.T) {
 				}
 				got = append(got, f.Turn(Message{Role: User, Content: follow}, true)...)
 				whole = append(whole, Message{Role: User, Content: follow})
+				if tt.callStructured {
+					want, err := tm.Render(Conversation{Messages: whole, Tools: tools, AddGenerationPrompt: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got.String() != want.String() {
+						t.Fatalf("pieces differ from the whole render:\n got: %q\nwant: %q", got.String(), want.String())
+					}
+					return
+				}
 				compare(t, tm, whole, tools, got)
 			})
 		}

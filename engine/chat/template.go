@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -73,28 +74,44 @@ type transform int
 const (
 	asIs transform = iota
 	trimmed
+	leftTrimmed
+	rightTrimmed
 	jsonEscaped
 	jsonTrimmed
+	jsonHTML // tojson(indent=N): the engine escapes <, > and & there
+	jsonHTMLTrimmed
 )
+
+// transforms in the order they are tried.
+var transforms = []transform{asIs, trimmed, leftTrimmed, rightTrimmed, jsonEscaped, jsonTrimmed, jsonHTML, jsonHTMLTrimmed}
 
 func (x transform) apply(s string) string {
 	switch x {
 	case trimmed:
 		return strings.TrimSpace(s)
+	case leftTrimmed:
+		return strings.TrimLeftFunc(s, unicode.IsSpace)
+	case rightTrimmed:
+		return strings.TrimRightFunc(s, unicode.IsSpace)
 	case jsonEscaped:
-		return jsonInner(s)
+		return jsonInner(s, false)
 	case jsonTrimmed:
-		return jsonInner(strings.TrimSpace(s))
+		return jsonInner(strings.TrimSpace(s), false)
+	case jsonHTML:
+		return jsonInner(s, true)
+	case jsonHTMLTrimmed:
+		return jsonInner(strings.TrimSpace(s), true)
 	}
 	return s
 }
 
 // jsonInner is s as a JSON string literal without its quotes, escaped as
-// Python's json.dumps(ensure_ascii=False) and the template's tojson do.
-func jsonInner(s string) string {
+// Python's json.dumps(ensure_ascii=False) and the template's tojson do
+// (html: as its indented form does).
+func jsonInner(s string, html bool) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
+	enc.SetEscapeHTML(html)
 	_ = enc.Encode(s)
 	out := strings.TrimSuffix(b.String(), "\n")
 	return out[1 : len(out)-1]
@@ -203,7 +220,7 @@ func align(real, marked, prefix string, strs []string) (pieces, error) {
 		next := between[i+1]
 		s := strs[refs[i]]
 		found := false
-		for _, x := range []transform{asIs, trimmed, jsonEscaped, jsonTrimmed} {
+		for _, x := range transforms {
 			v := x.apply(s)
 			if strings.HasPrefix(real[pos:], v) && strings.HasPrefix(real[pos+len(v):], next) {
 				out = append(out, piece{text: v, ref: refs[i], xf: x})

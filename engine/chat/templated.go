@@ -348,21 +348,46 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 		return nil, err
 	}
 
-	// A tool result as the tool role; templates without one (Gemma's
-	// alternation check) get it as a user message in the family's wrapper.
-	r, b, err = after(Message{Role: Tool, Content: probeC, CallID: "call00001", Name: probeName}, true)
-	if err == nil {
-		p.tool, err = r.cut(b, len(r.ps), probeC, probeName)
-		p.tool = p.tool.withArg(probeCallID, 2)
+	// A tool result. Tried in order: after a call the template renders
+	// from its tool_calls (harmony closes a call with <|call|>, and
+	// gpt-oss names the result's sender after the call), after an answer
+	// given as text, and — for templates with no tool role (Gemma's
+	// alternation check) — as a user message in the family's wrapper.
+	tries := []func() (pattern, error){
+		func() (pattern, error) { return afterCall(t, think, sys, u) },
+		func() (pattern, error) {
+			r, b, err := after(Message{Role: Tool, Content: probeC, CallID: probeCallID, Name: probeName}, true)
+			if err != nil {
+				return nil, err
+			}
+			pt, err := r.cut(b, len(r.ps), probeC, probeName)
+			return pt.withArg(probeCallID, 2), err
+		},
 	}
-	if err == nil && !p.tool.has(0) {
-		// The template drops tool messages (Phi-3).
-		err = errors.New("chat template: it does not show tool results")
+	if f.Kind != Harmony {
+		// Elsewhere the text answer comes first: what follows a call's
+		// arguments in a template (Mistral's "id") is not what follows
+		// the call a model wrote.
+		tries[0], tries[1] = tries[1], tries[0]
 	}
-	if err != nil {
+	var toolErr error
+	for _, try := range tries {
+		pt, err := try()
+		if err == nil && !pt.has(0) {
+			err = errors.New("chat template: it does not show tool results") // Phi-3 drops them
+		}
+		if err == nil {
+			p.tool = pt
+			break
+		}
+		if toolErr == nil {
+			toolErr = err
+		}
+	}
+	if p.tool == nil {
 		r2, b2, err2 := after(Message{Role: User, Content: f.resultOpenText() + probeC + f.resultCloseText()}, true)
 		if err2 != nil {
-			return nil, wrap(err, "a tool result")
+			return nil, wrap(toolErr, "a tool result")
 		}
 		// The wrapper is content the template shows inside the message.
 		p.tool, err = r2.cut(b2, len(r2.ps), f.resultOpenText()+probeC+f.resultCloseText())
@@ -389,6 +414,32 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// probeArg is the one argument of the probe call.
+const probeArg = "lloyal-probe-arg"
+
+// afterCall is the tool-result pattern after an assistant message that is a
+// call: what the template writes after the call's arguments. The model
+// wrote the arguments' JSON itself (up to its closing brace), so the
+// pattern starts after it.
+func afterCall(t *Template, think Think, sys, u Message) (pattern, error) {
+	call := Message{Role: Assistant, Calls: []ToolCall{{ID: probeCallID, Name: probeName, Arguments: json.RawMessage(`{"probe": "` + probeArg + `"}`)}}}
+	res := Message{Role: Tool, Content: probeC, CallID: probeCallID, Name: probeName}
+	r, err := t.renderProbe(Conversation{Messages: []Message{sys, u, call, res}, AddGenerationPrompt: true, Think: think})
+	if err != nil {
+		return nil, err
+	}
+	i := r.at(probeArg)
+	if i < 0 || i+1 >= len(r.ps) || !r.ps[i+1].special || !strings.HasPrefix(r.ps[i+1].text, `"}`) {
+		return nil, errors.New("chat template: it does not write a call's arguments as JSON")
+	}
+	rest := append(pieces{{text: strings.TrimPrefix(r.ps[i+1].text, `"}`), special: true, ref: -1}}, r.ps[i+2:]...)
+	pt, err := rendered{rest, r.strs}.cut(0, len(rest), probeC, probeName)
+	if err != nil {
+		return nil, err
+	}
+	return pt.withArg(probeName, 1).withArg(probeCallID, 2), nil
 }
 
 func (f Format) resultOpenText() string {
