@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +114,53 @@ func TestTemplateRejectsRewrittenContent(t *testing.T) {
 	}
 	if _, err := NewTemplate("{% if %}", "", ""); err == nil || !strings.Contains(err.Error(), "--template") {
 		t.Fatalf("a broken template: %v", err)
+	}
+}
+
+// TestTemplateFollowsContentForms: content a template trims (either side),
+// writes through tojson or through tojson(indent=N) (which escapes <, >
+// and &) is found in its written form and stays a content segment.
+func TestTemplateFollowsContentForms(t *testing.T) {
+	const content = "  say <b> & \"go\"  "
+	tests := []struct {
+		name, src, want string
+	}{
+		{"as is", "[{{ messages[0].content }}]", content},
+		{"trim", "[{{ messages[0].content | trim }}]", strings.TrimSpace(content)},
+		{"strip", "[{{ messages[0].content.strip() }}]", strings.TrimSpace(content)},
+		{"lstrip", "[{{ messages[0].content.lstrip() }}]", strings.TrimLeft(content, " ")},
+		{"rstrip", "[{{ messages[0].content.rstrip() }}]", strings.TrimRight(content, " ")},
+		{"tojson", "[{{ messages[0].content | tojson }}]", `  say <b> & \"go\"  `},
+		{"tojson indent", "[{{ tools[0].function | tojson(indent=2) }}]", `say \u003cb\u003e \u0026 \"go\"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tm, err := NewTemplate(tt.src, "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			conv := Conversation{Messages: []Message{{Role: User, Content: content}},
+				Tools: []ToolSpec{{Name: "f", Description: strings.TrimSpace(content), Parameters: json.RawMessage(`{"type":"object"}`)}}}
+			p, err := tm.Render(conv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, _ := tm.Text(conv)
+			if p.String() != text {
+				t.Fatalf("segments %q, render %q", p.String(), text)
+			}
+			found := false
+			for _, s := range p {
+				if !s.Special && s.Text == tt.want {
+					found = true
+				}
+				if s.Special && strings.Contains(s.Text, "say") {
+					t.Fatalf("content in template text: %q", s.Text)
+				}
+			}
+			if !found {
+				t.Fatalf("no content segment %q in %#v", tt.want, p)
+			}
+		})
 	}
 }
