@@ -95,8 +95,10 @@ func (f Format) ToolCallGrammar(tools []ToolSpec, lazy bool, convert SchemaConve
 	g := Grammar{GBNF: root + body, Lazy: lazy}
 	if lazy {
 		if f.CallOpen == "" {
-			// A bare JSON call is only a call when the turn starts with it.
-			g.TriggerPatterns = []string{`\s*(\{)[\s\S]*`}
+			// A bare JSON call is only a call when the turn starts with it
+			// (after Llama 3.1's <|python_tag|>, which the model may write
+			// first: the grammar starts at the brace).
+			g.TriggerPatterns = []string{`\s*(?:<\|python_tag\|>\s*)?(\{)[\s\S]*`}
 		} else {
 			g.TriggerWords = []string{strings.TrimRight(f.CallOpen, "\n")}
 		}
