@@ -27,13 +27,13 @@ func (p *pool) startWindDown() {
 	p.extendQ = nil
 	for _, pc := range p.retries {
 		if pc.agent.outcome == event.Running {
-			p.queueResult(pc.agent, mustJSON(map[string]string{"error": fmt.Sprintf("%s was not retried: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
+			p.queueResult(pc.agent, pc.call.Tool, mustJSON(map[string]string{"error": fmt.Sprintf("%s was not retried: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
 		}
 	}
 	p.retries = nil
 	for _, pc := range p.fanWaiting {
 		if pc.agent.outcome == event.Running {
-			p.queueResult(pc.agent, mustJSON(map[string]string{"error": fmt.Sprintf("%s did not run: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
+			p.queueResult(pc.agent, pc.call.Tool, mustJSON(map[string]string{"error": fmt.Sprintf("%s did not run: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
 		}
 	}
 	p.fanWaiting = nil

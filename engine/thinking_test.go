@@ -1,7 +1,10 @@
 package engine_test
 
 import (
+	"encoding/json"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -58,5 +61,42 @@ func TestPoolThinkingSwitch(t *testing.T) {
 				t.Fatalf("thinking %q: empty think block after the generation prompt = %v, want %v; inputs %q", tt.think, got, tt.want, h.be.Inputs())
 			}
 		})
+	}
+}
+
+// TestToolResultCarriesToolName: where a template names a result's sender
+// (harmony's functions.NAME), the runtime writes the tool's name there.
+func TestToolResultCarriesToolName(t *testing.T) {
+	src, err := os.ReadFile("chat/testdata/templates/harmony.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := chat.NewTemplate(string(src), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := chat.FromTemplate(tm, chat.ThinkAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	h := newHarness(t, 8192, engine.Options{})
+	h.be.SetFormat(f)
+	h.be.Script("lighthouse question",
+		f.RenderCall(chat.ToolCall{Name: "lookup", Arguments: json.RawMessage(`{"term": "spine"}`)}),
+		f.RenderCall(chat.ToolCall{Name: "report", Arguments: json.RawMessage(`{"result": "found"}`)}))
+	res := h.run(engine.PoolSpec{System: "You research.", Tools: []engine.Tool{lookup(&n)}, Terminal: report,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "lighthouse question"})})
+	if a := byTask(res, "lighthouse question"); a.Outcome != event.Returned || n.Load() != 1 {
+		t.Fatalf("agent: %+v, lookup ran %d times", a, n.Load())
+	}
+	found := false
+	for _, in := range h.be.Inputs() {
+		if strings.Contains(in, "the meaning of spine") {
+			found = strings.Contains(in, "<|call|><|start|>functions.lookup to=assistant<|channel|>commentary<|message|>")
+		}
+	}
+	if !found {
+		t.Fatalf("the tool result does not name its tool: %q", h.be.Inputs())
 	}
 }

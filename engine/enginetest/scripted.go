@@ -377,8 +377,12 @@ func (s *Scripted) scriptFor(b *branch) *script {
 	text := b.text.String()
 	best, at := -1, -1
 	for i, sc := range s.scripts {
-		if j := strings.LastIndex(text, "<|im_start|>user\n"+sc.key); j > at {
-			best, at = i, j
+		// A user turn opening with the key: ChatML's, or harmony's for a
+		// double given a template format (SetFormat).
+		for _, open := range []string{"<|im_start|>user\n", "<|start|>user<|message|>"} {
+			if j := strings.LastIndex(text, open+sc.key); j > at {
+				best, at = i, j
+			}
 		}
 	}
 	if best < 0 {
