@@ -3,10 +3,14 @@ package llamabackend
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 )
 
 // TestSpineAndSuffixTokensEqualWhole: on real vocabularies whose files ship a
@@ -62,5 +66,36 @@ func TestSpineAndSuffixTokensEqualWhole(t *testing.T) {
 				t.Fatalf("piecewise tokens differ from the whole render's:\n got %v\nwant %v\nwhole: %q", got, want, whole.String())
 			}
 		})
+	}
+}
+
+// TestToolUseTemplateIsPreferred: a GGUF's named tool_use template (the
+// variant made for conversations with tools) is the one lloyal renders
+// with, since its agents always have tools; --template overrides both.
+func TestToolUseTemplateIsPreferred(t *testing.T) {
+	o := modelgen.Tiny()
+	v := modelgen.BuiltinVocab()
+	const toolUse = `{% for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}{% if tools %}<|im_start|>system
+TOOL-USE VARIANT<|im_end|>
+{% endif %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}`
+	v.KV = append(v.KV, gguf.KV{Key: "tokenizer.chat_template.tool_use", Value: toolUse})
+	o.Vocab = v
+	m, err := openModel(testmodel.Path(t, "tiny-tool-use-v1", o), model.Options{})
+	must(t, err)
+	defer m.Close()
+	if src := m.Format.Template().Source; src != toolUse {
+		t.Fatalf("rendering with %q, want the tool_use variant", src)
+	}
+	override := "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+	f, err := Identify(m.Model, FormatOptions{Template: override})
+	must(t, err)
+	if f.Template().Source != override {
+		t.Fatal("--template did not override the model's templates")
+	}
+	if _, err := Identify(m.Model, FormatOptions{Template: "{% if %}"}); err == nil || !strings.Contains(err.Error(), "--template") {
+		t.Fatalf("a broken --template: %v", err)
 	}
 }
