@@ -6,6 +6,12 @@
 // tokenized with special-token parsing on, while every piece of content (a
 // user's task, a tool's result, a schema) is tokenized with it off. That is
 // what keeps a tool result containing "<|im_end|>" from closing a turn.
+//
+// A model that ships a Jinja chat template is rendered by that template
+// (Template, FromTemplate): probe conversations teach the format how the
+// template lays out the spine, an agent's task, a tool result and a
+// follow-up, so the runtime can write them one at a time. Models without a
+// template get the hand-written families (FormatOf, Detect).
 package chat
 
 import (
