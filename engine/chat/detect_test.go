@@ -164,3 +164,33 @@ func TestTemplateFollowsContentForms(t *testing.T) {
 		})
 	}
 }
+
+// TestToolsListedForTemplatesThatIgnoreThem: a template that never shows
+// tools (as Gemma 3's own does not) gets them listed by lloyal, asking for
+// calls in the very form the family's parser reads.
+func TestToolsListedForTemplatesThatIgnoreThem(t *testing.T) {
+	src := "{{ bos_token }}{% for m in messages %}{% if m.role != 'system' %}<start_of_turn>{{ 'model' if m.role == 'assistant' else 'user' }}\n{{ m.content | trim }}<end_of_turn>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+	tm, err := NewTemplate(src, "<bos>", "<eos>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := FromTemplate(tm, ThinkAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Kind != Gemma || !strings.Contains(f.Warning, "```tool_call") {
+		t.Fatalf("kind %s, warning %q", f.Kind, f.Warning)
+	}
+	spine, err := f.Spine("Be brief.", []ToolSpec{{Name: "search", Description: "find", Parameters: json.RawMessage(`{"type":"object"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := spine.String()
+	if !strings.Contains(text, "Be brief.") || !strings.Contains(text, `"name":"search"`) || !strings.Contains(text, "```tool_call\n{\"name\": <function-name>") {
+		t.Fatalf("spine %q does not list the tools and the call form", text)
+	}
+	out, err := f.Parse("```tool_call\n{\"name\": \"search\", \"arguments\": {}}\n```")
+	if err != nil || len(out.Calls) != 1 {
+		t.Fatalf("the asked-for form does not parse: %+v %v", out, err)
+	}
+}

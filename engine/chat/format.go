@@ -169,8 +169,14 @@ func (f Format) toolsPreamble(tools []ToolSpec) string {
 	b.WriteString("\n</tools>\n\n")
 	if f.CallOpen == "" {
 		fmt.Fprintf(&b, "To call a function, reply with only a JSON object: {\"name\": <function-name>, %q: <args-json-object>}", f.ArgsKey)
-	} else {
+	} else if f.CallOpen == "<tool_call>\n" {
 		fmt.Fprintf(&b, "For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, %q: <args-json-object>}\n</tool_call>", f.ArgsKey)
+	} else {
+		// A family of the model's own (a template that does not list the
+		// tools): ask for the calls its parser reads.
+		example := f.RenderCall(ToolCall{Name: "<function-name>", Arguments: json.RawMessage("<args-json-object>")})
+		example = strings.Replace(example, `"\u003cfunction-name\u003e"`, "<function-name>", 1)
+		fmt.Fprintf(&b, "For each function call, write its name and arguments as JSON like this:\n%s", example)
 	}
 	return b.String()
 }

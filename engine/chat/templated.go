@@ -139,7 +139,7 @@ func FromTemplate(t *Template, think Think) (Format, error) {
 	if err1 == nil && err2 == nil && with == without {
 		f.toolsIgnored = true
 		if f.Warning == "" {
-			f.Warning = "the model's chat template does not show tools: lloyal lists them in the system prompt and reads calls as <tool_call>{…}</tool_call>"
+			f.Warning = "the model's chat template does not show tools: lloyal lists them in the system prompt and asks for calls as " + strings.TrimSpace(f.CallOpen) + "…"
 		}
 	}
 	// A generation prompt that opens <think> (DeepSeek-R1, Qwen3 thinking
