@@ -26,6 +26,7 @@ type runFlags struct {
 	cfg             session.Config
 	headless, jsonl bool
 	theme           string
+	prompt          promptFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -66,6 +67,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	approvalFlags(f, &c.Approvals)
 	// Abilities: installed MCP tool bundles (lloyal ability).
 	f.StringArrayVar(&c.Abilities, "ability", nil, "give the researchers this installed ability's tools (repeatable; default: every enabled ability)")
+	o.prompt.add(f)
 	return cmd
 }
 
@@ -81,6 +83,9 @@ func approvalFlags(fs *pflag.FlagSet, c *approvals.Config) {
 func (o *runFlags) run(cmd *cobra.Command) error {
 	c := o.cfg
 	if err := checkRun(c); err != nil {
+		return err
+	}
+	if err := o.prompt.apply(&c); err != nil {
 		return err
 	}
 	// The app when there is a terminal to draw on; a log otherwise.

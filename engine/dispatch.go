@@ -209,7 +209,7 @@ func (p *pool) complete(c completion) {
 	}
 	a.call = nil
 	a.book(HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: "result"})
-	p.queueResult(a, body, "toolResult")
+	p.queueResult(a, pc.call.Tool, body, "toolResult")
 	n := 0
 	if len(p.settle) > 0 {
 		n = len(p.settle[len(p.settle)-1].tokens)

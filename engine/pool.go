@@ -78,6 +78,7 @@ type pool struct {
 
 	spine     *Spine
 	ownSpine  bool
+	fmt       chat.Format // the backend's format with the pool's thinking switch
 	tools     map[string]*toolEntry
 	order     []string
 	terminal  string
@@ -164,6 +165,11 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	if spec.Spine != nil {
 		p.spine = spec.Spine
 	}
+	f, err := rt.be.Format().WithThink(spec.Thinking)
+	if err != nil {
+		return nil, fmt.Errorf("pool: thinking %q: %w", spec.Thinking, err)
+	}
+	p.fmt = f
 	tools, terminal := spec.Tools, spec.Terminal
 	if p.spine != nil {
 		tools, terminal = p.spine.Tools, p.spine.Terminal
@@ -264,7 +270,7 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 	if len(specs) == 0 {
 		return nil // no tools: no grammar, ever (a template's grammar would force a call)
 	}
-	f := p.be.Format()
+	f := p.fmt
 	conv := p.be.SchemaToGrammar
 	lazy, err := f.ToolCallGrammar(specs, true, conv)
 	if err != nil {
@@ -298,7 +304,7 @@ func (p *pool) oneTool(name string) (*chat.Grammar, error) {
 		return g, nil
 	}
 	e := p.tools[name]
-	g, err := p.be.Format().ToolCallGrammar([]chat.ToolSpec{{Name: e.spec.Name, Description: e.spec.Description, Parameters: e.spec.Parameters}}, false, p.be.SchemaToGrammar)
+	g, err := p.fmt.ToolCallGrammar([]chat.ToolSpec{{Name: e.spec.Name, Description: e.spec.Description, Parameters: e.spec.Parameters}}, false, p.be.SchemaToGrammar)
 	if err != nil {
 		return nil, err
 	}
@@ -486,7 +492,7 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 			return nil, fmt.Errorf("spawn: its plan names %q, which is neither auto, required nor a tool of this pool", c)
 		}
 	}
-	toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.User, Content: s.Task}, false))
+	toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.User, Content: s.Task}, false))
 	if err != nil {
 		return nil, fmt.Errorf("spawn: %w", err)
 	}
@@ -631,7 +637,7 @@ func (p *pool) prefill() {
 	var held []request
 	for i := range p.extendQ {
 		r := p.extendQ[i]
-		toks, err := p.be.Tokenize(p.be.Format().Exchange(r.user, r.ans))
+		toks, err := p.be.Tokenize(p.fmt.Exchange(r.user, r.ans))
 		if err != nil {
 			r.reply <- reqReply{err: err}
 			continue

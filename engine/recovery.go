@@ -39,7 +39,7 @@ func (p *pool) drop(a *Agent, reason string, shape RecoveryShape) {
 	if p.midTerminal(a) {
 		// Stopped while writing its report: keep what it wrote if it holds an
 		// answer; otherwise it gets a fresh recovery turn like anyone else.
-		if body, ok := salvage(a.raw.String(), p.terminal, p.be.Format()); ok {
+		if body, ok := salvage(a.raw.String(), p.terminal, p.fmt); ok {
 			p.emit(event.Event{Type: event.RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged the report it was writing"})
 			p.finish(a, event.Recovered, reason, "recovery_salvaged", body)
 			return
@@ -81,7 +81,7 @@ func (p *pool) recoverInLoop(a *Agent, reason string) {
 	if p.spec.ReportBudget > 0 {
 		budget = min(budget, p.spec.ReportBudget)
 	}
-	toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(wordsFor(budget))}, true))
+	toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(wordsFor(budget))}, true))
 	if err != nil {
 		p.failRecovery(a, "scope_error: "+err.Error(), "")
 		return
@@ -100,7 +100,7 @@ func (p *pool) recoverInLoop(a *Agent, reason string) {
 func (p *pool) recoverBlocking(a *Agent, reason string) {
 	pr := p.pressure()
 	words := wordsFor(max(pr.Remaining-150, 50))
-	toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(words)}, true))
+	toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(words)}, true))
 	if err != nil {
 		p.failRecovery(a, "scope_error: "+err.Error(), "")
 		return
@@ -151,7 +151,7 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 		p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: 1, Texts: map[int]string{a.ID: text}, Role: "recovery"})
 	}
 	if outOfRoom {
-		if body, ok := salvage(a.raw.String(), p.terminal, p.be.Format()); ok {
+		if body, ok := salvage(a.raw.String(), p.terminal, p.fmt); ok {
 			p.emit(event.Event{Type: event.RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged a truncated report"})
 			p.finish(a, event.Recovered, reason, "recovery_salvaged", body)
 			return
@@ -166,7 +166,7 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 // call is the report; a truncated one is salvaged; anything else fails.
 func (p *pool) finishRecovery(a *Agent, raw, reason string) {
 	p.emit(event.Event{Type: event.AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Role: "recovery"})
-	out, _ := p.be.Format().Parse(raw)
+	out, _ := p.fmt.Parse(raw)
 	for _, c := range out.Calls {
 		if c.Name != p.terminal {
 			continue // a non-terminal call is never a report
@@ -177,7 +177,7 @@ func (p *pool) finishRecovery(a *Agent, raw, reason string) {
 			return
 		}
 	}
-	if body, ok := salvage(raw, p.terminal, p.be.Format()); ok {
+	if body, ok := salvage(raw, p.terminal, p.fmt); ok {
 		p.emit(event.Event{Type: event.RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged a truncated report"})
 		p.finish(a, event.Recovered, reason, "recovery_salvaged", body)
 		return

@@ -130,18 +130,21 @@ func (rt *Runtime) newSpine(ctx context.Context, parent BranchID, scope uint64, 
 		specs = append(specs, chat.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
 	}
 	var prompt chat.Prompt
-	var b BranchID
 	var err error
 	if parent >= 0 {
+		prompt = f.SpineAfter(system, specs)
+	} else if prompt, err = f.Spine(system, specs); err != nil {
+		return nil, fmt.Errorf("write spine: %w", err)
+	}
+	var b BranchID
+	if parent >= 0 {
 		b, err = rt.be.Fork(parent)
-		prompt = append(prompt, f.Separator()...)
 	} else {
 		b, err = rt.be.Create()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create spine: %w", err)
 	}
-	prompt = append(prompt, f.System(system, specs)...)
 	toks, err := rt.be.Tokenize(prompt)
 	if err == nil {
 		err = rt.be.Prefill([]Span{{Branch: b, Tokens: toks}})
@@ -231,6 +234,9 @@ type PoolSpec struct {
 	RecoveryPrompt string
 	// ReportBudget caps in-loop recovery reports, in tokens.
 	ReportBudget int
+	// Thinking switches reasoning on or off for models whose chat template
+	// reads enable_thinking ("" or auto: the backend's setting).
+	Thinking chat.Think
 }
 
 // PoolResult is what a pool ended with.

@@ -27,13 +27,13 @@ func (p *pool) startWindDown() {
 	p.extendQ = nil
 	for _, pc := range p.retries {
 		if pc.agent.outcome == event.Running {
-			p.queueResult(pc.agent, mustJSON(map[string]string{"error": fmt.Sprintf("%s was not retried: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
+			p.queueResult(pc.agent, pc.call.Tool, mustJSON(map[string]string{"error": fmt.Sprintf("%s was not retried: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
 		}
 	}
 	p.retries = nil
 	for _, pc := range p.fanWaiting {
 		if pc.agent.outcome == event.Running {
-			p.queueResult(pc.agent, mustJSON(map[string]string{"error": fmt.Sprintf("%s did not run: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
+			p.queueResult(pc.agent, pc.call.Tool, mustJSON(map[string]string{"error": fmt.Sprintf("%s did not run: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
 		}
 	}
 	p.fanWaiting = nil
@@ -52,7 +52,7 @@ func (p *pool) midTerminal(a *Agent) bool {
 		return false
 	}
 	raw := a.raw.String()
-	return strings.Contains(raw, strings.TrimSpace(p.be.Format().CallOpen)) && strings.Contains(raw, `"`+p.terminal+`"`)
+	return strings.Contains(raw, strings.TrimSpace(p.fmt.CallOpen)) && strings.Contains(raw, `"`+p.terminal+`"`)
 }
 
 // reap applies the per-tick stops before sampling: wind-down, the time hard
@@ -97,7 +97,7 @@ func (p *pool) stallBreak() {
 			msg := fmt.Sprintf("That result is too large for the room left in the shared context (%d cells). Do not call more tools: call %s now with what you have, within %d words.",
 				pr.Remaining, p.terminal, wordsFor(max(pr.Remaining-pr.HardLimit, 0)))
 			body := mustJSON(map[string]string{"error": msg})
-			toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true))
+			toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true))
 			if err == nil && len(toks) <= reserve {
 				reserve -= len(toks)
 				a.forceTerminal = true

@@ -143,7 +143,7 @@ func (p *pool) endTurn(a *Agent) {
 		p.finishRecovery(a, raw, a.dropReason)
 		return
 	}
-	f := p.be.Format()
+	f := p.fmt
 	out, perr := f.Parse(raw)
 	cut := a.cut
 	a.cut = false
@@ -319,11 +319,18 @@ func (p *pool) refuse(a *Agent, call Call, reason, msg string) {
 	body := mustJSON(map[string]string{"error": msg})
 	a.book(HistoryEntry{Tool: call.Tool, Args: call.Args, CallID: call.ID, Outcome: "nudge"})
 	p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, CallID: call.ID, Tool: call.Tool, Reason: reason, Result: body})
-	p.queueResult(a, body, "nudge")
+	tool := call.Tool
+	if strings.HasPrefix(tool, "(") {
+		tool = "" // "(malformed)", "(cut)": no tool sent this
+	}
+	p.queueResult(a, tool, body, "nudge")
 }
 
-func (p *pool) queueResult(a *Agent, body json.RawMessage, role string) {
-	toks, err := p.be.Tokenize(p.be.Format().Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true))
+// queueResult writes a tool's result (or a refusal naming the call) back
+// to the agent; the tool's name is shown where the template names the
+// sender of a result (harmony's functions.NAME).
+func (p *pool) queueResult(a *Agent, tool string, body json.RawMessage, role string) {
+	toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body), Name: tool}, true))
 	if err != nil {
 		p.finish(a, event.Failed, "could not tokenize a tool result: "+err.Error(), "")
 		return

@@ -21,6 +21,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
@@ -66,6 +67,11 @@ type Config struct {
 	// Abilities names the abilities to load (--ability); none: every
 	// enabled one.
 	Abilities []string
+	// Template is a chat template's text overriding the model's own
+	// (--template FILE); Think is passed to templates that read
+	// enable_thinking (--think).
+	Template string
+	Think    chat.Think
 }
 
 // Errors Run returns for runs that were stopped rather than failed; the
@@ -155,11 +161,15 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if cfg.NCtx < 4096 {
 		nBatch = max(64, cfg.NCtx/8)
 	}
-	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads, KVType: cfg.KVType})
+	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads, KVType: cfg.KVType,
+		Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
 	if err != nil {
 		return err
 	}
 	defer be.Close()
+	if w := be.Format().Warning; w != "" {
+		fmt.Fprintln(errOut, "warning:", w)
+	}
 
 	h := research.New(corpus, note, cfg.Task, cfg.Agents)
 	var abInfo []trace.AbilityInfo

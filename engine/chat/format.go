@@ -6,6 +6,12 @@
 // tokenized with special-token parsing on, while every piece of content (a
 // user's task, a tool's result, a schema) is tokenized with it off. That is
 // what keeps a tool result containing "<|im_end|>" from closing a turn.
+//
+// A model that ships a Jinja chat template is rendered by that template
+// (Template, FromTemplate): probe conversations teach the format how the
+// template lays out the spine, an agent's task, a tool result and a
+// follow-up, so the runtime can write them one at a time. Models without a
+// template get the hand-written families (FormatOf, Detect).
 package chat
 
 import (
@@ -25,10 +31,16 @@ const (
 	Tool      Role = "tool"
 )
 
-// Message is one turn.
+// Message is one turn. Reasoning, Calls, CallID and Name are what a chat
+// template may read besides the content (reasoning_content, tool_calls,
+// tool_call_id, name).
 type Message struct {
-	Role    Role
-	Content string
+	Role      Role
+	Content   string
+	Reasoning string
+	Calls     []ToolCall
+	CallID    string
+	Name      string
 }
 
 // ToolSpec is what the model is told about a tool, rendered word for word.
@@ -91,6 +103,25 @@ type Format struct {
 	ArgsKey string
 	// Thinking: the format may open its turn with <think>…</think>.
 	Thinking bool
+	// ThinkOpen: the generation prompt opens <think>, so a turn without
+	// </think> is reasoning cut off, not content.
+	ThinkOpen bool
+	// ArrayCalls: a call's body may be a JSON array of calls (Mistral,
+	// Phi-4-mini, Granite); with no CallClose the calls run to the end of
+	// the turn.
+	ArrayCalls bool
+	// Warning says what may go wrong with this model's format (an unknown
+	// template, a fallback); empty when nothing.
+	Warning string
+	// Notes say how lloyal adapts to the template (no system role, no tool
+	// role); empty when it renders everything itself.
+	Notes string
+
+	tmpl                    *Template // the model's own template; nil: hand-written
+	think                   Think
+	pat                     *patterns
+	toolsIgnored            bool   // the template never shows tools
+	resultOpen, resultClose string // wrap a tool result sent as a user message
 }
 
 // Detect picks the format from a GGUF chat template (tokenizer.chat_template).
@@ -138,8 +169,14 @@ func (f Format) toolsPreamble(tools []ToolSpec) string {
 	b.WriteString("\n</tools>\n\n")
 	if f.CallOpen == "" {
 		fmt.Fprintf(&b, "To call a function, reply with only a JSON object: {\"name\": <function-name>, %q: <args-json-object>}", f.ArgsKey)
-	} else {
+	} else if f.CallOpen == "<tool_call>\n" {
 		fmt.Fprintf(&b, "For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, %q: <args-json-object>}\n</tool_call>", f.ArgsKey)
+	} else {
+		// A family of the model's own (a template that does not list the
+		// tools): ask for the calls its parser reads.
+		example := f.RenderCall(ToolCall{Name: "<function-name>", Arguments: json.RawMessage("<args-json-object>")})
+		example = strings.Replace(example, `"\u003cfunction-name\u003e"`, "<function-name>", 1)
+		fmt.Fprintf(&b, "For each function call, write its name and arguments as JSON like this:\n%s", example)
 	}
 	return b.String()
 }
@@ -147,6 +184,12 @@ func (f Format) toolsPreamble(tools []ToolSpec) string {
 // System renders the shared prefix: the system prompt with the tools, with no
 // generation prompt. This is what a spine holds.
 func (f Format) System(system string, tools []ToolSpec) Prompt {
+	if f.tmpl != nil {
+		if p, err := f.Spine(system, tools); err == nil {
+			return p
+		}
+		f.tmpl = nil // a template that fails here: the family's hand-written spine
+	}
 	var p Prompt
 	content := system + f.toolsPreamble(tools)
 	switch f.Kind {
@@ -173,6 +216,20 @@ func (f Format) System(system string, tools []ToolSpec) Prompt {
 // previous assistant turn, because the stop token is never written to the
 // cache (see Separator).
 func (f Format) Turn(m Message, afterAssistant bool) Prompt {
+	if f.tmpl != nil {
+		switch {
+		case !afterAssistant:
+			return f.pat.first.fill(m.Content)
+		case m.Role == Tool:
+			id := m.CallID
+			if id == "" {
+				id = probeCallID
+			}
+			return f.pat.tool.fill(m.Content, m.Name, id)
+		default:
+			return f.pat.user.fill(m.Content)
+		}
+	}
 	var p Prompt
 	if afterAssistant {
 		p = append(p, f.Separator()...)
@@ -217,6 +274,9 @@ func (f Format) Turn(m Message, afterAssistant bool) Prompt {
 // Separator closes an assistant turn whose stop token was sampled but not
 // written.
 func (f Format) Separator() Prompt {
+	if f.tmpl != nil {
+		return f.pat.separator.fill()
+	}
 	var p Prompt
 	switch f.Kind {
 	case ChatML:
@@ -234,6 +294,9 @@ func (f Format) Separator() Prompt {
 // Exchange renders a finished user/assistant exchange (used to extend a
 // spine with an earlier step's finding so later agents fork from it).
 func (f Format) Exchange(user, assistant string) Prompt {
+	if f.tmpl != nil {
+		return f.pat.exchange.fill(user, assistant)
+	}
 	var p Prompt
 	switch f.Kind {
 	case ChatML:

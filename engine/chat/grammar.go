@@ -66,6 +66,9 @@ func (f Format) CallSchema(tools []ToolSpec) ([]byte, error) {
 // free until it opens a call; eager ones (structured output, recovery) force
 // the call from the first token.
 func (f Format) ToolCallGrammar(tools []ToolSpec, lazy bool, convert SchemaConverter) (Grammar, error) {
+	if f.Kind == Harmony {
+		return harmonyGrammar(f, tools, lazy, convert)
+	}
 	schema, err := f.CallSchema(tools)
 	if err != nil {
 		return Grammar{}, err
@@ -76,16 +79,26 @@ func (f Format) ToolCallGrammar(tools []ToolSpec, lazy bool, convert SchemaConve
 	}
 	body = rootRule.ReplaceAllString(compact(body), "call-json ::=")
 	var root string
-	if f.CallOpen == "" {
+	switch {
+	case f.CallOpen == "":
 		root = "root ::= call-json\n"
-	} else {
+	case f.ArrayCalls:
+		// One call, in the array the family writes calls in.
+		root = fmt.Sprintf("root ::= %s \"[\" call-json \"]\"", gbnfLiteral(f.CallOpen))
+		if f.CallClose != "" {
+			root += " " + gbnfLiteral(f.CallClose)
+		}
+		root += "\n"
+	default:
 		root = fmt.Sprintf("root ::= %s call-json %s\n", gbnfLiteral(f.CallOpen), gbnfLiteral(f.CallClose))
 	}
 	g := Grammar{GBNF: root + body, Lazy: lazy}
 	if lazy {
 		if f.CallOpen == "" {
-			// A bare JSON call is only a call when the turn starts with it.
-			g.TriggerPatterns = []string{`\s*(\{)[\s\S]*`}
+			// A bare JSON call is only a call when the turn starts with it
+			// (after Llama 3.1's <|python_tag|>, which the model may write
+			// first: the grammar starts at the brace).
+			g.TriggerPatterns = []string{`\s*(?:<\|python_tag\|>\s*)?(\{)[\s\S]*`}
 		} else {
 			g.TriggerWords = []string{strings.TrimRight(f.CallOpen, "\n")}
 		}
@@ -124,4 +137,41 @@ func gbnfLiteral(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// harmonyGrammar forces a harmony call: the commentary channel addressed
+// to=functions.NAME, then the arguments as JSON. The name and the arguments
+// are forced separately (one of the names; an object matching one of the
+// tools' schemas); the pool checks the arguments against the named tool.
+func harmonyGrammar(f Format, tools []ToolSpec, lazy bool, convert SchemaConverter) (Grammar, error) {
+	if len(tools) == 0 {
+		return Grammar{}, fmt.Errorf("call schema: no tools")
+	}
+	var names, params []string
+	for _, t := range tools {
+		names = append(names, gbnfLiteral(t.Name))
+		p := t.Parameters
+		if len(p) == 0 {
+			p = json.RawMessage(`{"type":"object"}`)
+		}
+		if !json.Valid(p) {
+			return Grammar{}, fmt.Errorf("tool %q: parameters are not valid JSON", t.Name)
+		}
+		params = append(params, string(p))
+	}
+	schema := params[0]
+	if len(params) > 1 {
+		schema = `{"oneOf":[` + strings.Join(params, ",") + `]}`
+	}
+	body, err := convert([]byte(schema))
+	if err != nil {
+		return Grammar{}, fmt.Errorf("tool call grammar: %w", err)
+	}
+	body = rootRule.ReplaceAllString(compact(body), "call-json ::=")
+	root := fmt.Sprintf("root ::= %s (%s) %s call-json\n", gbnfLiteral(f.CallOpen), strings.Join(names, " | "), gbnfLiteral(" <|constrain|>json<|message|>"))
+	g := Grammar{GBNF: root + body, Lazy: lazy}
+	if lazy {
+		g.TriggerWords = []string{f.CallOpen}
+	}
+	return g, nil
 }

@@ -80,6 +80,13 @@ func TestToolCallGrammar(t *testing.T) {
 				if !re.MatchString(" \n{\"name\": \"x\"}") {
 					t.Errorf("trigger pattern %q does not match a bare JSON call", p)
 				}
+				if m := re.FindStringSubmatchIndex("<|python_tag|>{\"name\": \"x\"}"); m == nil || m[2] != len("<|python_tag|>") {
+					t.Errorf("trigger pattern %q does not start the grammar at the brace after <|python_tag|>", p)
+				}
+				// llama.cpp matches the pattern against the whole output.
+				if full := regexp.MustCompile(`^(?:` + p + `)$`); full.MatchString("It is sunny. {\"a\": 1}") {
+					t.Errorf("trigger pattern %q arms on JSON inside prose", p)
+				}
 			}
 			// The converter got the call schema.
 			want, _ := FormatOf(tt.kind).CallSchema(testTools)

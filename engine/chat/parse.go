@@ -9,6 +9,7 @@ import (
 
 // ToolCall is a call the model wrote.
 type ToolCall struct {
+	ID        string // the call's id when the format carries one
 	Name      string
 	Arguments json.RawMessage // always a JSON object
 }
@@ -35,21 +36,36 @@ func (e *ParseError) Error() string { return "malformed tool call: " + e.Reason 
 // that are malformed are reported as a *ParseError together with everything
 // that did parse.
 func (f Format) Parse(raw string) (Output, error) {
+	if f.Kind == Harmony {
+		return parseHarmony(raw)
+	}
 	var out Output
 	rest := raw
 	if f.Thinking {
+		// A forced call (an eager grammar) skips the reasoning.
+		if f.ThinkOpen && !strings.Contains(rest, "</think>") && (f.CallOpen == "" || !strings.Contains(rest, strings.TrimSpace(f.CallOpen))) {
+			out.Reasoning = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), "<think>"))
+			return out, nil
+		}
 		rest, out.Reasoning = splitThinking(rest)
 	}
 	open := strings.TrimRight(f.CallOpen, "\n")
 	close := strings.TrimLeft(f.CallClose, "\n")
 	if open == "" {
 		trimmed := strings.TrimSpace(rest)
+		// Llama 3.1–3.3 may open a call with <|python_tag|>.
+		if t, ok := strings.CutPrefix(trimmed, pythonTag); ok {
+			trimmed = strings.TrimSpace(t)
+			if !strings.HasPrefix(trimmed, "{") {
+				return out, &ParseError{Raw: trimmed, Reason: "<|python_tag|> must be followed by a JSON call", Unclosed: trimmed == ""}
+			}
+		}
 		if strings.HasPrefix(trimmed, "{") {
-			call, err := f.decodeCall(trimmed)
+			calls, err := f.decodeCalls(trimmed)
 			if err != nil {
 				return out, err
 			}
-			out.Calls = append(out.Calls, call)
+			out.Calls = append(out.Calls, calls...)
 			return out, nil
 		}
 		out.Content = trimmed
@@ -67,7 +83,7 @@ func (f Format) Parse(raw string) (Output, error) {
 		rest = rest[i+len(open):]
 		body, after, closed := callBody(rest, close)
 		rest = after
-		call, err := f.decodeCall(strings.TrimSpace(body))
+		calls, err := f.decodeCalls(strings.TrimSpace(body))
 		if pe, ok := err.(*ParseError); ok && !closed {
 			pe.Unclosed = true
 		}
@@ -80,20 +96,24 @@ func (f Format) Parse(raw string) (Output, error) {
 			}
 			continue
 		}
-		out.Calls = append(out.Calls, call)
+		out.Calls = append(out.Calls, calls...)
 	}
 	out.Content = strings.TrimSpace(content.String())
 	return out, firstErr
 }
 
+const pythonTag = "<|python_tag|>"
+
 // callBody finds the body of a call that starts at s and what follows its
-// close marker. The body ends where its JSON object ends, not at the first
+// close marker. The body ends where its JSON value ends, not at the first
 // close marker: a string argument may spell the marker (a note about tool
-// calls, or a random model's noise). Only when the object does not parse is
-// the first marker taken as the end.
+// calls, or a random model's noise). Only when the value does not parse is
+// the first marker taken as the end. With no close marker (Mistral,
+// Granite) the calls run to the end of the turn: a value that does not
+// parse there was cut off.
 func callBody(s, close string) (body, after string, closed bool) {
 	t := strings.TrimLeft(s, " \t\r\n")
-	if strings.HasPrefix(t, "{") {
+	if strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {
 		dec := json.NewDecoder(strings.NewReader(t))
 		var v json.RawMessage
 		if dec.Decode(&v) == nil {
@@ -104,10 +124,45 @@ func callBody(s, close string) (body, after string, closed bool) {
 			}
 		}
 	}
+	if close == "" {
+		return s, "", false
+	}
 	if j := strings.Index(s, close); j >= 0 {
 		return s[:j], s[j+len(close):], true
 	}
 	return s, "", false
+}
+
+// decodeCalls reads a call's body: one JSON call object, or where the
+// family writes them (ArrayCalls) an array of them.
+func (f Format) decodeCalls(body string) ([]ToolCall, error) {
+	if f.ArrayCalls && strings.HasPrefix(body, "[") {
+		var items []json.RawMessage
+		dec := json.NewDecoder(strings.NewReader(body))
+		if err := dec.Decode(&items); err != nil {
+			return nil, &ParseError{Raw: body, Reason: "the calls are not a JSON array of objects: " + err.Error()}
+		}
+		if dec.More() {
+			return nil, &ParseError{Raw: body, Reason: "text follows the calls' JSON array"}
+		}
+		if len(items) == 0 {
+			return nil, &ParseError{Raw: body, Reason: "the array of calls is empty"}
+		}
+		var calls []ToolCall
+		for _, it := range items {
+			c, err := f.decodeCall(string(it))
+			if err != nil {
+				return nil, err
+			}
+			calls = append(calls, c)
+		}
+		return calls, nil
+	}
+	c, err := f.decodeCall(body)
+	if err != nil {
+		return nil, err
+	}
+	return []ToolCall{c}, nil
 }
 
 // splitThinking removes a leading <think>…</think> block (an unclosed one

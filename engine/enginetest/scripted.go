@@ -34,6 +34,7 @@ type Scripted struct {
 	nCtx     int
 	batch    int
 	format   chat.Format
+	inputs   []string // text of each prefilled span
 	vocab    map[string]engine.Token
 	pieces   []string
 	branches map[engine.BranchID]*branch
@@ -191,6 +192,18 @@ func (s *Scripted) chunk(text string) []engine.Token {
 
 func (s *Scripted) Format() chat.Format { return s.format }
 
+// SetFormat replaces the ChatML format (e.g. with one rendered by a chat
+// template); call it before the runtime is made.
+func (s *Scripted) SetFormat(f chat.Format) { s.format = f }
+
+// Inputs is the text of every span prefilled so far, in order (none with
+// NoLog).
+func (s *Scripted) Inputs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.inputs...)
+}
+
 func (s *Scripted) Tokenize(p chat.Prompt) ([]engine.Token, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -341,8 +354,12 @@ func (s *Scripted) Prefill(spans []engine.Span) error {
 		if !ok {
 			return ErrPruned
 		}
+		start := b.text.Len()
 		for _, t := range sp.Tokens {
 			b.text.WriteString(s.pieces[t])
+		}
+		if !s.NoLog {
+			s.inputs = append(s.inputs, b.text.String()[start:])
 		}
 		// New input ends whatever the agent was writing: its next sample
 		// starts its next scripted turn, as a model would answer the input.
@@ -360,8 +377,12 @@ func (s *Scripted) scriptFor(b *branch) *script {
 	text := b.text.String()
 	best, at := -1, -1
 	for i, sc := range s.scripts {
-		if j := strings.LastIndex(text, "<|im_start|>user\n"+sc.key); j > at {
-			best, at = i, j
+		// A user turn opening with the key: ChatML's, or harmony's for a
+		// double given a template format (SetFormat).
+		for _, open := range []string{"<|im_start|>user\n", "<|start|>user<|message|>"} {
+			if j := strings.LastIndex(text, open+sc.key); j > at {
+				best, at = i, j
+			}
 		}
 	}
 	if best < 0 {

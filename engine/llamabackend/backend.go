@@ -39,6 +39,8 @@ type ContextOptions struct {
 	// KVType is the cache's element type (default f16); a quantized cache
 	// holds more cells per byte and turns flash attention on.
 	KVType llama.KVType
+	// Format chooses the chat template and thinking switch.
+	Format FormatOptions
 }
 
 // smallModel is the size below which one thread decodes fastest: the work
@@ -58,7 +60,7 @@ func DefaultThreads(m *model.Model) int {
 
 // New creates a context over m, identifying its chat format (see Open).
 func New(m *model.Model, o ContextOptions) (*Backend, error) {
-	f, err := identify(m)
+	f, err := Identify(m, o.Format)
 	if err != nil {
 		return nil, err
 	}

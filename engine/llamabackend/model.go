@@ -29,10 +29,48 @@ func Open(ref string, o model.Options) (*model.Model, error) {
 // the UI).
 func ModelInfo(m *model.Model) event.ModelInfo { return event.ModelInfo(m.Info) }
 
+// FormatOptions choose how prompts are built for a model.
+type FormatOptions struct {
+	// Template overrides the model's own chat template (--template FILE's
+	// text); empty: the model's tokenizer.chat_template.
+	Template string
+	// Think is passed to templates that read enable_thinking.
+	Think chat.Think
+}
+
 // identify detects m's chat format, checks the vocabulary against it and
 // records its name in m.Info.Format.
-func identify(m *model.Model) (chat.Format, error) {
-	f := chat.Detect(m.ChatTemplate())
+func identify(m *model.Model) (chat.Format, error) { return Identify(m, FormatOptions{}) }
+
+// Identify is m's chat format: its own chat template (or o.Template) when it
+// ships one that renders, else the hand-written family its template's markers
+// name. A template that does not render falls back with Format.Warning
+// saying why.
+func Identify(m *model.Model, o FormatOptions) (chat.Format, error) {
+	src := o.Template
+	if src == "" {
+		src = m.ChatTemplate()
+		// Agents always have tools: a template made for them wins.
+		if tu, ok := m.Meta("tokenizer.chat_template.tool_use"); ok && tu != "" {
+			src = tu
+		}
+	}
+	f := chat.Detect(src)
+	if src != "" {
+		t, err := chat.NewTemplate(src, string(m.Piece(m.BOS())), string(m.Piece(m.EOS())))
+		var tf chat.Format
+		if err == nil {
+			tf, err = chat.FromTemplate(t, o.Think)
+		}
+		switch {
+		case err == nil:
+			f = tf
+		case o.Template != "":
+			return chat.Format{}, fmt.Errorf("--template: %w", err)
+		default:
+			f.Warning = fmt.Sprintf("the model's chat template cannot be used (%v): prompts use the hand-written %s format instead; pass --template FILE to give one that works", err, f.Kind)
+		}
+	}
 	if err := checkFormat(m, f); err != nil {
 		return chat.Format{}, fmt.Errorf("%s: %w", m.Info.Path, err)
 	}
@@ -52,7 +90,7 @@ func checkFormat(m *model.Model, f chat.Format) error {
 			return fmt.Errorf("its chat template is %s but the vocabulary has no single token for %q: the file's tokenizer does not match its template", f.Kind, marker)
 		}
 	}
-	if f.Kind != chat.Generic && m.EOS() < 0 && m.EOT() < 0 {
+	if (f.Kind != chat.Generic || f.Templated()) && m.EOS() < 0 && m.EOT() < 0 {
 		return errors.New("the vocabulary has no end-of-sequence or end-of-turn token: generation could never stop")
 	}
 	return nil
@@ -84,4 +122,10 @@ func grammar(g chat.Grammar) *llama.Grammar {
 		return nil
 	}
 	return &llama.Grammar{GBNF: g.GBNF, Lazy: g.Lazy, TriggerWords: g.TriggerWords, TriggerPatterns: g.TriggerPatterns}
+}
+
+// TokenizePrompt tokenizes a prompt as a Backend does: template text with
+// special-token parsing, content without (for `lloyal model prompt --tokens`).
+func TokenizePrompt(m *model.Model, p chat.Prompt) ([]llama.Token, error) {
+	return tokenizePrompt(m, p)
 }

@@ -257,14 +257,19 @@ func TestToolResultCannotCloseTheTurn(t *testing.T) {
 	if count[imEnd] != 2 || count[imStart] != 2 || count[callClose] != 0 || count[m.BOS()] != 0 {
 		t.Fatalf("special tokens leaked from content: im_end %d, im_start %d, </tool_call> %d, <s> %d", count[imEnd], count[imStart], count[callClose], count[m.BOS()])
 	}
-	// A user's task goes through the same path.
+	// A user's task goes through the same path. The model renders with its
+	// own ChatML template, whose spine ends with the user's header: the
+	// task's turn holds its close and the generation prompt.
+	if !m.Format.Templated() {
+		t.Fatal("the tiny model ships a chat template: its format should render with it")
+	}
 	utoks, err := m.TokenizePrompt(m.Format.Turn(chat.Message{Role: chat.User, Content: hostile}, false))
 	must(t, err)
 	ucount := map[llama.Token]int{}
 	for _, tk := range utoks {
 		ucount[tk]++
 	}
-	if ucount[imEnd] != 1 || ucount[imStart] != 2 || ucount[callClose] != 0 {
+	if ucount[imEnd] != 1 || ucount[imStart] != 1 || ucount[callClose] != 0 {
 		t.Fatalf("special tokens leaked from a user task: im_end %d, im_start %d, </tool_call> %d", ucount[imEnd], ucount[imStart], ucount[callClose])
 	}
 	// And the content's tokens spell the hostile text exactly.

@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runPrompt runs `lloyal model prompt` in-process; stdout and stderr apart.
+func runPrompt(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	root := newRoot()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(append([]string{"model", "prompt"}, args...))
+	err = root.ExecuteContext(context.Background())
+	return out.String(), errb.String(), err
+}
+
+const chatTestdata = "../engine/chat/testdata"
+
+type promptCases struct {
+	Cases []struct {
+		Template, Messages, Tools, Think string
+	} `json:"cases"`
+	BOS map[string]string `json:"bos"`
+	EOS map[string]string `json:"eos"`
+}
+
+func loadPromptCases(t *testing.T) promptCases {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chatTestdata, "cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pc promptCases
+	if err := json.Unmarshal(b, &pc); err != nil {
+		t.Fatal(err)
+	}
+	return pc
+}
+
+// TestModelPromptMatchesJinja2: `lloyal model prompt --template F --messages
+// M --tools T` prints exactly what Python's jinja2 renders for every family's
+// test template (the goldens written by engine/chat/testdata/render.py);
+// when python3 has jinja2 the render is also compared live.
+func TestModelPromptMatchesJinja2(t *testing.T) {
+	pc := loadPromptCases(t)
+	live := exec.Command("python3", "-c", "import jinja2").Run() == nil
+	for _, c := range pc.Cases {
+		name := c.Template + "." + c.Messages + "." + c.Think
+		t.Run(name, func(t *testing.T) {
+			tmpl := filepath.Join(chatTestdata, "templates", c.Template+".jinja")
+			msgs := filepath.Join(chatTestdata, "conversations", c.Messages+".json")
+			args := []string{"--template", tmpl, "--messages", msgs, "--think", c.Think, "--bos", pc.BOS[c.Template], "--eos", pc.EOS[c.Template]}
+			tools := "-"
+			if c.Tools != "" {
+				tools = filepath.Join(chatTestdata, "conversations", c.Tools+".json")
+				args = append(args, "--tools", tools)
+			}
+			out, errOut, err := runPrompt(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Tools != "" && strings.Contains(errOut, "does not show tools") {
+				// The template never shows tools (DeepSeek-R1's): lloyal lists
+				// them in the system prompt, so its prompt is deliberately not
+				// the bare template's. The warning says so.
+				if !strings.Contains(out, "<tools>") {
+					t.Fatalf("tools ignored by the template are not in lloyal's prompt: %q", out)
+				}
+				return
+			}
+			want, err := os.ReadFile(filepath.Join(chatTestdata, "golden", name+".txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != string(want) {
+				t.Fatalf("model prompt printed\n%q\njinja2 rendered\n%q", out, want)
+			}
+			if !live {
+				return
+			}
+			py, err := exec.Command("python3", filepath.Join(chatTestdata, "render.py"), tmpl, msgs, tools, c.Think, pc.BOS[c.Template]+","+pc.EOS[c.Template]).Output()
+			if err != nil {
+				t.Fatalf("render.py: %v", err)
+			}
+			if out != string(py) {
+				t.Fatalf("model prompt printed\n%q\njinja2 renders now\n%q", out, py)
+			}
+		})
+	}
+	if !live {
+		t.Log("python3 with jinja2 is not installed: compared with the committed goldens only")
+	}
+}
+
+// TestModelPromptMark: --mark puts the boundary where the spine ends — the
+// text before it is what lloyal writes once for every agent.
+func TestModelPromptMark(t *testing.T) {
+	tmpl := filepath.Join(chatTestdata, "templates", "hermes.jinja")
+	msgs := filepath.Join(chatTestdata, "conversations", "toolcall.json")
+	tools := filepath.Join(chatTestdata, "conversations", "tools.json")
+	plain, _, err := runPrompt(t, "--template", tmpl, "--messages", msgs, "--tools", tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked, _, err := runPrompt(t, "--template", tmpl, "--messages", msgs, "--tools", tools, "--mark")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after, ok := strings.Cut(marked, spineMark)
+	if !ok || before+after != plain {
+		t.Fatalf("--mark output is not the prompt with one mark in it:\n%q", marked)
+	}
+	if !strings.HasSuffix(before, "</tool_call><|im_end|>\n<|im_start|>user\n") || !strings.HasPrefix(after, "What is the weather") {
+		t.Fatalf("the mark is not where the agent's task begins:\n%q", marked)
+	}
+}
+
+// TestModelPromptErrors: bad input is a clear error naming what to fix.
+func TestModelPromptErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	_ = os.WriteFile(bad, []byte(`[{"role": "robot", "content": "x"}]`), 0o600)
+	good := filepath.Join(chatTestdata, "conversations", "chat.json")
+	broken := filepath.Join(dir, "broken.jinja")
+	_ = os.WriteFile(broken, []byte(`{% if %}`), 0o600)
+	raising := filepath.Join(dir, "raise.jinja")
+	_ = os.WriteFile(raising, []byte(`{{ raise_exception("no system role here") }}`), 0o600)
+	tmpl := filepath.Join(chatTestdata, "templates", "hermes.jinja")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--template", tmpl}, "--messages"},
+		{[]string{"--messages", good}, "--template FILE"},
+		{[]string{"--template", tmpl, "--messages", bad}, `role "robot"`},
+		{[]string{"--template", tmpl, "--messages", good, "--think", "maybe"}, `--think "maybe"`},
+		{[]string{"--template", broken, "--messages", good}, "--template"},
+		{[]string{"--template", raising, "--messages", good}, "no system role here"},
+		{[]string{"--template", tmpl, "--messages", good, "--tokens"}, "--tokens needs a model"},
+	}
+	for _, tt := range tests {
+		_, _, err := runPrompt(t, tt.args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("model prompt %q: error %v, want one naming %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestModelPromptRealModels: on the real test models — one with a chat
+// template (the Phi-3 vocabulary), two without — the command renders the
+// conversation and tokenizes it, content never parsed as special tokens.
+func TestModelPromptRealModels(t *testing.T) {
+	dir := os.Getenv("LLOYAL_TEST_MODELS")
+	if dir == "" {
+		t.Skip("LLOYAL_TEST_MODELS is not set: no real models to render for")
+	}
+	msgs := filepath.Join(chatTestdata, "conversations", "toolcall.json")
+	tools := filepath.Join(chatTestdata, "conversations", "tools.json")
+	for _, tt := range []struct {
+		file, want, note string
+	}{
+		{"ggml-vocab-phi-3.gguf", "<|user|>\nYou are a careful research assistant.", "no system role"},
+		{"stories260K.gguf", "System:\nYou are a careful research assistant.", "ships no chat template"},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			p := filepath.Join(dir, tt.file)
+			if _, err := os.Stat(p); err != nil {
+				t.Skipf("%s is not in LLOYAL_TEST_MODELS", tt.file)
+			}
+			out, errOut, err := runPrompt(t, p, "--messages", msgs, "--tools", tools, "--mark")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, tt.want) || !strings.Contains(out, spineMark) || !strings.Contains(errOut, tt.note) {
+				t.Fatalf("stdout %q\nstderr %q", out, errOut)
+			}
+			ids, _, err := runPrompt(t, p, "--messages", msgs, "--tools", tools, "--tokens", "--mark")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(strings.Fields(ids)); n < 50 || strings.Count(ids, "|") != 1 {
+				t.Fatalf("--tokens printed %d fields: %q", n, ids)
+			}
+		})
+	}
+}

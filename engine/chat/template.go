@@ -1,0 +1,418 @@
+package chat
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Think says whether a model that can reason first should: on and off are
+// passed to templates that read enable_thinking; auto leaves it undefined so
+// the template's own default holds.
+type Think string
+
+// Thinking switches.
+const (
+	ThinkAuto Think = "auto"
+	ThinkOn   Think = "on"
+	ThinkOff  Think = "off"
+)
+
+// ParseThink reads a --think value.
+func ParseThink(s string) (Think, error) {
+	switch Think(s) {
+	case "", ThinkAuto:
+		return ThinkAuto, nil
+	case ThinkOn, ThinkOff:
+		return Think(s), nil
+	}
+	return "", fmt.Errorf("--think %q: use on, off or auto", s)
+}
+
+// Template is a model's own Jinja chat template (tokenizer.chat_template),
+// compiled once.
+type Template struct {
+	// Source is the template text.
+	Source string
+	// BOS and EOS are the texts of the model's bos_token and eos_token.
+	BOS, EOS string
+	t        *jinja.Template
+}
+
+// NewTemplate compiles a chat template.
+func NewTemplate(src, bos, eos string) (*Template, error) {
+	t, err := jinja.Compile(src)
+	if err != nil {
+		return nil, fmt.Errorf("chat template: %w (fix the template or pass --template FILE)", err)
+	}
+	return &Template{Source: src, BOS: bos, EOS: eos, t: t}, nil
+}
+
+// Conversation is what a template renders.
+type Conversation struct {
+	Messages            []Message
+	Tools               []ToolSpec
+	AddGenerationPrompt bool
+	Think               Think
+}
+
+// transform is what a template did to a content string on its way into the
+// prompt, found by comparing a render of the real strings with a render of
+// sentinels (see Template.Render).
+type transform int
+
+const (
+	asIs transform = iota
+	trimmed
+	leftTrimmed
+	rightTrimmed
+	jsonEscaped
+	jsonTrimmed
+	jsonHTML // tojson(indent=N): the engine escapes <, > and & there
+	jsonHTMLTrimmed
+)
+
+// transforms in the order they are tried.
+var transforms = []transform{asIs, trimmed, leftTrimmed, rightTrimmed, jsonEscaped, jsonTrimmed, jsonHTML, jsonHTMLTrimmed}
+
+func (x transform) apply(s string) string {
+	switch x {
+	case trimmed:
+		return strings.TrimSpace(s)
+	case leftTrimmed:
+		return strings.TrimLeftFunc(s, unicode.IsSpace)
+	case rightTrimmed:
+		return strings.TrimRightFunc(s, unicode.IsSpace)
+	case jsonEscaped:
+		return jsonInner(s, false)
+	case jsonTrimmed:
+		return jsonInner(strings.TrimSpace(s), false)
+	case jsonHTML:
+		return jsonInner(s, true)
+	case jsonHTMLTrimmed:
+		return jsonInner(strings.TrimSpace(s), true)
+	}
+	return s
+}
+
+// jsonInner is s as a JSON string literal without its quotes, escaped as
+// Python's json.dumps(ensure_ascii=False) and the template's tojson do
+// (html: as its indented form does).
+func jsonInner(s string, html bool) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(html)
+	_ = enc.Encode(s)
+	out := strings.TrimSuffix(b.String(), "\n")
+	return out[1 : len(out)-1]
+}
+
+// piece is a run of rendered text; content pieces name the string they came
+// from (ref, an index into the strings the sentinels stood for) and what the
+// template did to it.
+type piece struct {
+	text    string
+	special bool
+	ref     int
+	xf      transform
+}
+
+type pieces []piece
+
+func (ps pieces) prompt() Prompt {
+	var p Prompt
+	for _, x := range ps {
+		if x.text == "" {
+			continue
+		}
+		p = append(p, Segment{Text: x.text, Special: x.special})
+	}
+	return p
+}
+
+// Render renders a conversation as the template does, as segments: the
+// template's own text is special, every content string (message contents,
+// reasoning, tool-call arguments, tool and parameter descriptions) is content.
+// The text is byte for byte what the template renders for the real strings.
+//
+// It renders twice: once with the real strings and once with a unique
+// sentinel in place of each, then walks both renders together. Where the
+// template trims a string or writes it through tojson, the walk finds that
+// form; a template that rewrites content some other way is an error, because
+// its markers could no longer be told from content.
+func (t *Template) Render(c Conversation) (Prompt, error) {
+	ps, _, err := t.render(c)
+	if err != nil {
+		return nil, err
+	}
+	return ps.prompt(), nil
+}
+
+// Text renders a conversation as plain text (what Python's jinja2 renders).
+func (t *Template) Text(c Conversation) (string, error) {
+	return t.t.RenderValues(t.data(c, nil))
+}
+
+func (t *Template) render(c Conversation) (pieces, []string, error) {
+	real, err := t.t.RenderValues(t.data(c, nil))
+	if err != nil {
+		return nil, nil, templateError(err)
+	}
+	var nonce [6]byte
+	if _, err := io.ReadFull(rand.Reader, nonce[:]); err != nil {
+		return nil, nil, err
+	}
+	s := &sentinels{prefix: "LLOYAL" + hex.EncodeToString(nonce[:])}
+	marked, err := t.t.RenderValues(t.data(c, s))
+	if err != nil {
+		return nil, nil, templateError(err)
+	}
+	ps, err := align(real, marked, s.prefix, s.strings)
+	return ps, s.strings, err
+}
+
+func templateError(err error) error {
+	return fmt.Errorf("chat template: %w", err)
+}
+
+// align walks the real render along the sentinel render: the text between
+// sentinels must appear verbatim in the real render, and each sentinel must
+// stand for its string in one of the forms templates write content in.
+func align(real, marked, prefix string, strs []string) (pieces, error) {
+	// Only this render's nonce marks a sentinel: text that imitates one
+	// (a tool's name) is template text like any other.
+	re := regexp.MustCompile(regexp.QuoteMeta(prefix) + `S([0-9]+)E`)
+	locs := re.FindAllStringSubmatchIndex(marked, -1)
+	var between []string
+	var refs []int
+	last := 0
+	for _, l := range locs {
+		between = append(between, marked[last:l[0]])
+		n, _ := strconv.Atoi(marked[l[2]:l[3]])
+		if n >= len(strs) {
+			return nil, errors.New("chat template: a content sentinel was rewritten")
+		}
+		refs = append(refs, n)
+		last = l[1]
+	}
+	between = append(between, marked[last:])
+	var out pieces
+	pos := 0
+	for i, text := range between {
+		if !strings.HasPrefix(real[pos:], text) {
+			return nil, fmt.Errorf("chat template: the template renders differently around content (near %q): it branches on or rewrites message text, which lloyal cannot keep apart from its markers", clip(text))
+		}
+		out = append(out, piece{text: text, special: true, ref: -1})
+		pos += len(text)
+		if i == len(refs) {
+			break
+		}
+		next := between[i+1]
+		s := strs[refs[i]]
+		found := false
+		for _, x := range transforms {
+			v := x.apply(s)
+			if strings.HasPrefix(real[pos:], v) && strings.HasPrefix(real[pos+len(v):], next) {
+				out = append(out, piece{text: v, ref: refs[i], xf: x})
+				pos += len(v)
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("chat template: the template rewrites a content string (%q) in a way lloyal cannot follow", clip(s))
+		}
+	}
+	if pos != len(real) {
+		return nil, errors.New("chat template: the render with sentinels is shorter than the real one")
+	}
+	return out, nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// sentinels hands out a unique stand-in for each content string.
+type sentinels struct {
+	prefix  string
+	strings []string
+}
+
+func (s *sentinels) of(v string) string {
+	if s == nil || v == "" {
+		return v
+	}
+	s.strings = append(s.strings, v)
+	return fmt.Sprintf("%sS%dE", s.prefix, len(s.strings)-1)
+}
+
+// data is the template's input, in the shape Hugging Face's
+// apply_chat_template passes: OpenAI-style messages and tools, key order
+// kept. With s, every content string is replaced by a sentinel.
+func (t *Template) data(c Conversation, s *sentinels) map[string]jinja.Value {
+	msgs := make([]jinja.Value, 0, len(c.Messages))
+	for _, m := range c.Messages {
+		msgs = append(msgs, messageValue(m, s))
+	}
+	d := map[string]jinja.Value{
+		"messages":              jinja.NewList(msgs),
+		"add_generation_prompt": jinja.NewBool(c.AddGenerationPrompt),
+		"bos_token":             jinja.NewString(t.BOS),
+		"eos_token":             jinja.NewString(t.EOS),
+		"tools":                 jinja.None(),
+	}
+	if len(c.Tools) > 0 {
+		var ts []jinja.Value
+		for _, tool := range c.Tools {
+			ts = append(ts, toolValue(tool, s))
+		}
+		d["tools"] = jinja.NewList(ts)
+	}
+	switch c.Think {
+	case ThinkOn:
+		d["enable_thinking"] = jinja.NewBool(true)
+	case ThinkOff:
+		d["enable_thinking"] = jinja.NewBool(false)
+	}
+	return d
+}
+
+func messageValue(m Message, s *sentinels) jinja.Value {
+	d := jinja.NewDict()
+	dd := d.AsDict()
+	dd.Set("role", jinja.NewString(string(m.Role)))
+	dd.Set("content", jinja.NewString(s.of(m.Content)))
+	if m.Reasoning != "" {
+		dd.Set("reasoning_content", jinja.NewString(s.of(m.Reasoning)))
+	}
+	if len(m.Calls) > 0 {
+		var calls []jinja.Value
+		for _, c := range m.Calls {
+			fn := jinja.NewDict()
+			fn.AsDict().Set("name", jinja.NewString(c.Name))
+			args := c.Arguments
+			if len(args) == 0 {
+				args = json.RawMessage(`{}`)
+			}
+			fn.AsDict().Set("arguments", jsonValue(args, s, true))
+			call := jinja.NewDict()
+			if c.ID != "" {
+				call.AsDict().Set("id", jinja.NewString(c.ID))
+			}
+			call.AsDict().Set("type", jinja.NewString("function"))
+			call.AsDict().Set("function", fn)
+			calls = append(calls, call)
+		}
+		dd.Set("tool_calls", jinja.NewList(calls))
+	}
+	if m.CallID != "" {
+		dd.Set("tool_call_id", jinja.NewString(m.CallID))
+	}
+	if m.Name != "" {
+		// A tool result's name is free text some templates show (harmony's
+		// "functions.NAME"); the runtime fills it per call.
+		dd.Set("name", jinja.NewString(s.of(m.Name)))
+	}
+	return d
+}
+
+func toolValue(t ToolSpec, s *sentinels) jinja.Value {
+	fn := jinja.NewDict()
+	fn.AsDict().Set("name", jinja.NewString(t.Name))
+	if t.Description != "" {
+		fn.AsDict().Set("description", jinja.NewString(s.of(t.Description)))
+	}
+	params := t.Parameters
+	if len(params) == 0 {
+		params = json.RawMessage(`{"type":"object"}`)
+	}
+	fn.AsDict().Set("parameters", jsonValue(params, s, false))
+	d := jinja.NewDict()
+	d.AsDict().Set("type", jinja.NewString("function"))
+	d.AsDict().Set("function", fn)
+	return d
+}
+
+// jsonValue converts JSON to a template value, keeping key order (Python's
+// json.loads does; templates that write a schema with tojson show it). With
+// s, free text becomes sentinels: every string of a call's arguments (all),
+// and of a schema only "description" values (a schema's other strings are
+// its structure: templates branch on "type").
+func jsonValue(raw json.RawMessage, s *sentinels, allStrings bool) jinja.Value {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	v, err := decodeValue(dec, s, allStrings, "")
+	if err != nil {
+		return jinja.NewString(string(raw))
+	}
+	return v
+}
+
+func decodeValue(dec *json.Decoder, s *sentinels, all bool, key string) (jinja.Value, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return jinja.Value{}, err
+	}
+	switch x := tok.(type) {
+	case json.Delim:
+		switch x {
+		case '{':
+			d := jinja.NewDict()
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return jinja.Value{}, err
+				}
+				k, _ := kt.(string)
+				v, err := decodeValue(dec, s, all, k)
+				if err != nil {
+					return jinja.Value{}, err
+				}
+				d.AsDict().Set(k, v)
+			}
+			_, err := dec.Token()
+			return d, err
+		case '[':
+			var items []jinja.Value
+			for dec.More() {
+				v, err := decodeValue(dec, s, all, "")
+				if err != nil {
+					return jinja.Value{}, err
+				}
+				items = append(items, v)
+			}
+			_, err := dec.Token()
+			return jinja.NewList(items), err
+		}
+	case string:
+		if all || key == "description" {
+			return jinja.NewString(s.of(x)), nil
+		}
+		return jinja.NewString(x), nil
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return jinja.NewInt(i), nil
+		}
+		f, _ := x.Float64()
+		return jinja.NewFloat(f), nil
+	case bool:
+		return jinja.NewBool(x), nil
+	case nil:
+		return jinja.None(), nil
+	}
+	return jinja.Value{}, fmt.Errorf("unexpected JSON token %v", tok)
+}
