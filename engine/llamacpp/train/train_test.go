@@ -1,0 +1,280 @@
+package train
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+)
+
+type Token = llama.Token
+
+// tinyMHA is the tiny test model with as many kv heads as heads, which the
+// trainer needs.
+func tinyMHA(t *testing.T) string {
+	o := modelgen.Tiny()
+	o.KVHeads = o.Heads
+	return testmodel.Path(t, "tiny-mha-v1", o)
+}
+
+// toySeqs tokenizes a repeated sentence into n training sequences of
+// ctx+1 tokens, each starting at a different offset of the repetition.
+func toySeqs(t *testing.T, path string, ctx, n int) ([][]Token, []Token) {
+	t.Helper()
+	m, err := llama.LoadModel(path, llama.ModelParams{VocabOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	unit, err := m.Tokenize("the agent will search the corpus, read the file and write a report. ", false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream []Token
+	for len(stream) < ctx+1+n*7 {
+		stream = append(stream, unit...)
+	}
+	seqs := make([][]Token, n)
+	for i := range seqs {
+		seqs[i] = stream[i*7 : i*7+ctx+1]
+	}
+	return seqs, unit
+}
+
+// A few AdamW steps on a repeated sentence lower the loss; the saved file
+// keeps the source's vocabulary and chat template, loads like any model,
+// and continues the sentence it was taught through the ordinary decode path.
+func TestTrainLossFallsAndSavedModelGenerates(t *testing.T) {
+	src := tinyMHA(t)
+	const ctx, batch = 64, 2
+	seqs, unit := toySeqs(t, src, ctx, batch)
+	tr, err := New(src, Params{Ctx: ctx, Batch: batch, Threads: 2, LR: 3e-3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	before, err := tr.Eval(seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 120; i++ {
+		if _, err := tr.Step(seqs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := tr.Eval(seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("loss %.3f → %.3f, accuracy %.2f → %.2f after %d steps", before.Loss, after.Loss, before.Accuracy, after.Accuracy, tr.Steps())
+	if !(after.Loss < before.Loss/2) {
+		t.Fatalf("loss did not fall by half: %.3f → %.3f", before.Loss, after.Loss)
+	}
+	if tr.Steps() != 120 || after.Tokens != ctx*batch {
+		t.Fatalf("steps = %d, tokens = %d; want 120 and %d", tr.Steps(), after.Tokens, ctx*batch)
+	}
+
+	out := filepath.Join(t.TempDir(), "trained.gguf")
+	if err := tr.Save(out, gguf.KV{Key: "general.description", Value: "toy"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := llama.LoadModel(out, llama.ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	orig, err := llama.LoadModel(src, llama.ModelParams{VocabOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	if m.ChatTemplate() == "" || m.ChatTemplate() != orig.ChatTemplate() {
+		t.Fatal("the saved model lost the source's chat template")
+	}
+	if d, _ := m.Meta("general.description"); d != "toy" {
+		t.Fatalf("description %q, want the one passed to Save", d)
+	}
+
+	c, err := llama.NewContext(m, llama.ContextParams{NCtx: 256, NBatch: 64, NSeqMax: 1, NThreads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prompt := append(append([]Token(nil), unit...), unit[:len(unit)/2]...)
+	want := unit[len(unit)/2:]
+	got := greedy(t, c, prompt, len(want))
+	var gotText, wantText bytes.Buffer
+	for i := range want {
+		gotText.Write(m.Piece(got[i]))
+		wantText.Write(m.Piece(want[i]))
+	}
+	t.Logf("continuation %q, taught %q", gotText.String(), wantText.String())
+	if gotText.String() != wantText.String() {
+		t.Fatalf("the trained model continued %q, it was taught %q", gotText.String(), wantText.String())
+	}
+}
+
+func greedy(t *testing.T, c *llama.Context, prompt []Token, n int) []Token {
+	t.Helper()
+	pos := make([]int32, len(prompt))
+	seq := make([]int32, len(prompt))
+	logit := make([]int8, len(prompt))
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	logit[len(prompt)-1] = 1
+	if err := c.Decode(prompt, pos, seq, logit); err != nil {
+		t.Fatal(err)
+	}
+	row := len(prompt) - 1
+	var out []Token
+	for len(out) < n {
+		l := c.Logits(row)
+		best := 0
+		for i, v := range l {
+			if v > l[best] {
+				best = i
+			}
+		}
+		out = append(out, Token(best))
+		if err := c.Decode([]Token{Token(best)}, []int32{int32(len(prompt) + len(out) - 1)}, []int32{0}, []int8{1}); err != nil {
+			t.Fatal(err)
+		}
+		row = 0
+	}
+	return out
+}
+
+// Bad input is an error naming the value, never a native abort.
+func TestTrainRejectsBadInput(t *testing.T) {
+	src := tinyMHA(t)
+	for _, c := range []struct {
+		p    Params
+		want string
+	}{
+		{Params{Ctx: 1}, "sequence length 1"},
+		{Params{Ctx: 5000}, "sequence length 5000"},
+		{Params{Ctx: 16, LR: -1}, "learning rate -1"},
+		{Params{Ctx: 16, WeightDecay: 1}, "weight decay 1"},
+		{Params{Ctx: 16, Batch: -2}, "batch of -2"},
+	} {
+		if _, err := New(src, c.p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want an error with %q", c.p, err, c.want)
+		}
+	}
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.gguf")
+	if err := os.WriteFile(junk, []byte("GGUF not really"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(junk, Params{Ctx: 16}); err == nil {
+		t.Error("a malformed file was loaded for training")
+	}
+	// The shipped tiny model has grouped kv heads; the Q8_0 one has no F32
+	// weights.
+	if _, err := New(testmodel.Tiny(t), Params{Ctx: 16}); err == nil || !strings.Contains(err.Error(), "kv heads") {
+		t.Errorf("grouped-query model: %v", err)
+	}
+	o := modelgen.Tiny()
+	o.KVHeads, o.Type = o.Heads, gguf.F16
+	if _, err := New(testmodel.Path(t, "tiny-mha-f16-v1", o), Params{Ctx: 16}); err == nil || !strings.Contains(err.Error(), "F32") {
+		t.Errorf("F16 model: %v", err)
+	}
+
+	tr, err := New(src, Params{Ctx: 16, Batch: 2, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	good := make([]Token, 17)
+	bad := make([]Token, 17)
+	bad[9] = Token(tr.NVocab())
+	for _, c := range []struct {
+		seqs [][]Token
+		want string
+	}{
+		{nil, "got 0 sequences"},
+		{[][]Token{good}, "got 1 sequences"},
+		{[][]Token{good, good[:10]}, "has 10 tokens, want 17"},
+		{[][]Token{good, bad}, "sequence 1 token 9 is id"},
+	} {
+		if _, err := tr.Step(c.seqs); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error with %q", err, c.want)
+		}
+	}
+	if tr.Steps() != 0 {
+		t.Fatalf("rejected input counted %d steps", tr.Steps())
+	}
+	tr.Close()
+	if _, err := tr.Step([][]Token{good, good}); err == nil {
+		t.Error("a closed trainer trained")
+	}
+}
+
+// The trainer's graph is llama.cpp's llama graph: on the same weights and
+// sequence, its loss is the cross-entropy of llama.cpp's own logits. A
+// trainer that computed anything else would learn weights llama.cpp runs
+// differently.
+func TestTrainerGraphMatchesLlamaCpp(t *testing.T) {
+	src := tinyMHA(t)
+	const ctx = 48
+	seqs, _ := toySeqs(t, src, ctx, 1)
+	// A sequence of varied tokens, so attention matters.
+	for i := range seqs[0] {
+		seqs[0][i] = Token(300 + (i*37)%200)
+	}
+	tr, err := New(src, Params{Ctx: ctx, Batch: 1, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	got, err := tr.Eval(seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := llama.LoadModel(src, llama.ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := llama.NewContext(m, llama.ContextParams{NCtx: 256, NBatch: 64, NSeqMax: 1, NThreads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := seqs[0]
+	pos := make([]int32, ctx)
+	seq := make([]int32, ctx)
+	logit := make([]int8, ctx)
+	for i := range pos {
+		pos[i], logit[i] = int32(i), 1
+	}
+	if err := c.Decode(s[:ctx], pos, seq, logit); err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for i := 0; i < ctx; i++ {
+		l := c.Logits(i)
+		mx := l[0]
+		for _, v := range l {
+			mx = max(mx, v)
+		}
+		var z float64
+		for _, v := range l {
+			z += math.Exp(float64(v - mx))
+		}
+		sum += -(float64(l[s[i+1]]-mx) - math.Log(z))
+	}
+	want := sum / ctx
+	t.Logf("trainer loss %.5f, llama.cpp cross-entropy %.5f", got.Loss, want)
+	if math.Abs(got.Loss-want) > 1e-3*want {
+		t.Fatalf("trainer loss %.5f, llama.cpp's logits give %.5f", got.Loss, want)
+	}
+}
