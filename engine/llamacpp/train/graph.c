@@ -39,6 +39,7 @@ struct lt_trainer {
     struct ggml_tensor *tokens; // I32 [n_ctx*n_batch]
     struct ggml_tensor *pos;    // I32 [n_ctx]
     struct ggml_tensor *logits; // F32 [n_vocab, n_ctx*n_batch]
+    struct ggml_tensor *eps;    // F32 [1]: the norm epsilon
 
     int32_t n_tensors;
     struct ggml_tensor *tensors[LT_MAX_TENSORS];
@@ -56,6 +57,17 @@ static struct ggml_tensor *lt_param(struct lt_trainer *t, const char *name, int6
     ggml_set_param(x);
     t->tensors[t->n_tensors++] = x;
     return x;
+}
+
+// lt_rms_norm is ggml_rms_norm composed from ops whose backward kernels are
+// safe when ggml's allocator computes them in place. GGML_OP_RMS_NORM_BACK
+// is not: its CPU kernel copies x over dx before adding dz, and the
+// allocator may place dx in dz's memory (RMS_NORM_BACK is marked in-place
+// capable), which silently corrupts every gradient below a norm.
+static struct ggml_tensor *lt_rms_norm(struct ggml_context *ctx, struct ggml_tensor *x, struct ggml_tensor *eps) {
+    struct ggml_tensor *ms = ggml_scale(ctx, ggml_sum_rows(ctx, ggml_sqr(ctx, x)), 1.0f / (float)x->ne[0]);
+    struct ggml_tensor *rms = ggml_sqrt(ctx, ggml_add1(ctx, ms, eps)); // [1, T]
+    return ggml_div(ctx, x, ggml_repeat(ctx, rms, x));
 }
 
 struct lt_layer {
@@ -156,6 +168,8 @@ struct lt_trainer *lt_new(const struct lt_config *cfg, char *err, size_t err_len
     t->pos = ggml_new_tensor_1d(t->ctx_static, GGML_TYPE_I32, c.n_ctx);
     ggml_set_name(t->pos, "pos");
     ggml_set_input(t->pos);
+    t->eps = ggml_new_tensor_1d(t->ctx_static, GGML_TYPE_F32, 1);
+    ggml_set_name(t->eps, "eps");
     t->buf_static = ggml_backend_alloc_ctx_tensors(t->ctx_static, t->backend);
     if (!t->buf_static) {
         snprintf(err, err_len, "ggml could not allocate the model's weights");
@@ -167,6 +181,7 @@ struct lt_trainer *lt_new(const struct lt_config *cfg, char *err, size_t err_len
         for (int32_t i = 0; i < c.n_ctx; i++) pos[i] = i;
         ggml_backend_tensor_set(t->pos, pos, 0, sizeof(int32_t) * (size_t)c.n_ctx);
         free(pos);
+        ggml_backend_tensor_set(t->eps, &c.eps, 0, sizeof(float));
     }
 
     // Forward graph: llama.cpp's llama graph without a KV cache.
@@ -175,7 +190,7 @@ struct lt_trainer *lt_new(const struct lt_config *cfg, char *err, size_t err_len
     struct ggml_tensor *x = ggml_get_rows(ctx, tok_embd, t->tokens); // [n_embd, T]
     for (int l = 0; l < c.n_layer; l++) {
         struct lt_layer *L = &layers[l];
-        struct ggml_tensor *h = ggml_mul(ctx, ggml_rms_norm(ctx, x, c.eps), L->attn_norm);
+        struct ggml_tensor *h = ggml_mul(ctx, lt_rms_norm(ctx, x, t->eps), L->attn_norm);
         struct ggml_tensor *q = ggml_reshape_4d(ctx, ggml_mul_mat(ctx, L->wq, h), hd, c.n_head, c.n_ctx, c.n_batch);
         struct ggml_tensor *k = ggml_reshape_4d(ctx, ggml_mul_mat(ctx, L->wk, h), hd, c.n_head, c.n_ctx, c.n_batch);
         struct ggml_tensor *v = ggml_reshape_4d(ctx, ggml_mul_mat(ctx, L->wv, h), hd, c.n_head, c.n_ctx, c.n_batch);
@@ -193,12 +208,12 @@ struct lt_trainer *lt_new(const struct lt_config *cfg, char *err, size_t err_len
         kqv = ggml_reshape_2d(ctx, kqv, c.n_embd, T);
         x = ggml_add(ctx, x, ggml_mul_mat(ctx, L->wo, kqv));
 
-        h = ggml_mul(ctx, ggml_rms_norm(ctx, x, c.eps), L->ffn_norm);
+        h = ggml_mul(ctx, lt_rms_norm(ctx, x, t->eps), L->ffn_norm);
         struct ggml_tensor *g = ggml_silu(ctx, ggml_mul_mat(ctx, L->gate, h));
         struct ggml_tensor *u = ggml_mul_mat(ctx, L->up, h);
         x = ggml_add(ctx, x, ggml_mul_mat(ctx, L->down, ggml_mul(ctx, g, u)));
     }
-    x = ggml_mul(ctx, ggml_rms_norm(ctx, x, c.eps), out_norm);
+    x = ggml_mul(ctx, lt_rms_norm(ctx, x, t->eps), out_norm);
     t->logits = ggml_mul_mat(ctx, output, x); // [n_vocab, T]
     ggml_set_name(t->logits, "logits");
 
