@@ -17,7 +17,7 @@ import (
 
 func newModelCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "model", Short: "Generate and inspect models"}
-	cmd.AddCommand(newModelTinyCmd(), newModelInfoCmd(), newModelPromptCmd())
+	cmd.AddCommand(newModelTinyCmd(), newModelInfoCmd(), newModelPromptCmd(), newModelTrainCmd())
 	return cmd
 }
 

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/train"
+	"github.com/lloyal-ai/lloyal/tools/research"
+)
+
+func newModelTrainCmd() *cobra.Command {
+	var (
+		out, preset                 string
+		seed                        uint64
+		steps, ctxLen, batch, every int
+		threads, warmup             int
+		lr                          float32
+	)
+	cmd := &cobra.Command{
+		Use:   "train -o FILE",
+		Short: "Train a small llama model in-process with ggml-opt (AdamW)",
+		Long: `Generates a llama-architecture model with lloyal's GGUF writer (F32 weights,
+the built-in vocabulary and ChatML template), initialises it from --seed, and
+trains it in this process with ggml-opt's AdamW — no Python, no download.
+
+Training data today is the built-in Tidewater handbook as plain text: the
+model learns the handbook's language, not yet the harness's tool calls (the
+transcript generator is the next step). Sequences are drawn at offsets chosen
+by --seed, so the same flags write the same file.
+
+Each step prints its loss (mean cross-entropy per token, in nats), accuracy
+and tokens/s. Ctrl-C stops after the step in flight and leaves a whole model
+at -o (checkpoints are written to a temporary file and renamed).`,
+		Example: `  lloyal model train -o demo.gguf --steps 200
+  lloyal model train -o demo.gguf --preset small --steps 2000 --every 100`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return fmt.Errorf("say where to write the model: -o FILE")
+			}
+			o, err := trainPreset(preset)
+			if err != nil {
+				return err
+			}
+			o.Seed = seed
+			if ctxLen > o.CtxTrain {
+				return fmt.Errorf("--ctx %d: the %s preset's context is %d tokens", ctxLen, preset, o.CtxTrain)
+			}
+			dir, err := os.MkdirTemp(filepath.Dir(out), ".lloyal-train-base-*")
+			if err != nil {
+				return fmt.Errorf("train: %w", err)
+			}
+			defer os.RemoveAll(dir)
+			base := filepath.Join(dir, "base.gguf")
+			if err := modelgen.WriteFile(base, o); err != nil {
+				return err
+			}
+			stream, err := handbookTokens(base)
+			if err != nil {
+				return err
+			}
+			if len(stream) < ctxLen+2 {
+				return fmt.Errorf("train: the handbook is %d tokens, shorter than one sequence of %d", len(stream), ctxLen)
+			}
+			tr, err := train.New(base, train.Params{Ctx: ctxLen, Batch: batch, Threads: threads, LR: lr})
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			tr.Reinit(seed)
+
+			batches := func(step int) ([][]int32, error) {
+				rng := rand.New(rand.NewPCG(seed, uint64(step)))
+				seqs := make([][]int32, batch)
+				for i := range seqs {
+					off := rng.IntN(len(stream) - ctxLen - 1)
+					seqs[i] = stream[off : off+ctxLen+1]
+				}
+				return seqs, nil
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "training %s: %d layers, width %d, %.2fM parameters, %d-token vocabulary; %d steps of %d×%d tokens, seed %d\n",
+				preset, o.Layers, o.Embd, float64(o.Params())/1e6, len(o.Vocab.Tokens), steps, batch, ctxLen, seed)
+			fmt.Fprintf(w, "data: the built-in handbook as text, %d tokens\n", len(stream))
+			cfg := train.LoopConfig{
+				Steps:    steps,
+				Schedule: train.Schedule{Peak: lr, Warmup: warmup, MinRatio: 0.1},
+				Out:      out,
+				Every:    every,
+				Meta: []gguf.KV{
+					{Key: "general.name", Value: "lloyal-demo-" + preset},
+					{Key: "general.description", Value: fmt.Sprintf("trained by lloyal model train (seed %d, %d steps) on the built-in Tidewater handbook only: it knows nothing else", seed, steps)},
+				},
+			}
+			err = train.Loop(ctx, tr, cfg, batches, func(p train.Progress) {
+				saved := ""
+				if p.Saved {
+					saved = "  (checkpoint)"
+				}
+				fmt.Fprintf(w, "step %*d/%d  loss %.4f  acc %.3f  lr %.2e  %.0f tok/s  %s%s\n",
+					len(fmt.Sprint(p.Steps)), p.Step, p.Steps, p.Loss, p.Accuracy, p.LR, p.TokensPerSec, p.Elapsed.Round(time.Second), saved)
+			})
+			if errors.Is(err, context.Canceled) {
+				fmt.Fprintf(w, "stopped: %s holds the weights of the last completed step\n", out)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			st, _ := os.Stat(out)
+			fmt.Fprintf(w, "wrote %s (%.1f MiB)\n", out, float64(st.Size())/(1<<20))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&out, "output", "o", "", "file to write (checkpoints replace it atomically)")
+	f.StringVar(&preset, "preset", "tiny", "model shape: tiny (~0.3M parameters) or small (~4M)")
+	f.Uint64Var(&seed, "seed", 1, "seed for the weights and the order of the data")
+	f.IntVar(&steps, "steps", 200, "optimizer steps")
+	f.IntVar(&ctxLen, "ctx", 128, "tokens per training sequence")
+	f.IntVar(&batch, "batch", 4, "sequences per step")
+	f.IntVar(&every, "every", 50, "steps between checkpoints (0: only at the end)")
+	f.IntVar(&threads, "threads", 0, "CPU threads (default: all)")
+	f.IntVar(&warmup, "warmup", 20, "warm-up steps")
+	f.Float32Var(&lr, "lr", 3e-3, "peak learning rate (AdamW)")
+	return cmd
+}
+
+// trainPreset is a modelgen shape the trainer accepts: F32 weights and as
+// many kv heads as heads.
+func trainPreset(name string) (modelgen.Options, error) {
+	var o modelgen.Options
+	switch name {
+	case "tiny":
+		o = modelgen.Tiny()
+	case "small":
+		o = modelgen.Small()
+		o.CtxTrain = 4096
+	default:
+		return o, fmt.Errorf("--preset %q: use tiny or small", name)
+	}
+	o.KVHeads = o.Heads
+	o.Type = gguf.F32
+	return o, nil
+}
+
+// handbookTokens tokenizes every file of the built-in handbook, in path
+// order, each prefixed by its path, with the model's own tokenizer.
+func handbookTokens(model string) ([]int32, error) {
+	m, err := llama.LoadModel(model, llama.ModelParams{VocabOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	hb := research.Handbook()
+	var paths []string
+	err = fs.WalkDir(hb, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".md") {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("train: read the handbook: %w", err)
+	}
+	sort.Strings(paths)
+	var stream []int32
+	for _, p := range paths {
+		b, err := fs.ReadFile(hb, p)
+		if err != nil {
+			return nil, fmt.Errorf("train: read the handbook: %w", err)
+		}
+		toks, err := m.Tokenize("# "+p+"\n"+string(b)+"\n", false, false)
+		if err != nil {
+			return nil, err
+		}
+		stream = append(stream, toks...)
+	}
+	return stream, nil
+}
