@@ -125,6 +125,21 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 		compact: []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus)}, findingChars: 1200}
 }
 
+// ResearcherSystem is the researchers' system prompt (before the abilities'
+// catalogue); the demo model's training transcripts use it word for word.
+const ResearcherSystem = "You are a research agent. Answer your question from the documents: search, read, then report with the files you used."
+
+// ResearcherTools are the tools a researcher's spine lists, and its terminal
+// tool, exactly as Run gives them.
+func (h *Harness) ResearcherTools() (tools []engine.Tool, terminal engine.Tool) {
+	return h.researchTools(), h.report
+}
+
+// ResearcherTask is a researcher's task as Run writes it.
+func ResearcherTask(question, task string) string {
+	return question + "\n\n(Part of the task: " + task + ")"
+}
+
 // Tools lists every tool the harness offers a model, and the terminal tool
 // last (for the trace header).
 func (h *Harness) Tools() (all []engine.Tool, terminal engine.Tool) {
@@ -165,7 +180,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	var specs []engine.AgentSpec
 	maxTurns := 6
 	for i, q := range questions {
-		s := engine.AgentSpec{Task: q + "\n\n(Part of the task: " + h.Task + ")", Role: "researcher"}
+		s := engine.AgentSpec{Task: ResearcherTask(q, h.Task), Role: "researcher"}
 		if h.Walk {
 			// The first researcher hands parts of its question to helpers
 			// first, while the context has the most room, then fetches two
@@ -190,7 +205,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		}
 		specs = append(specs, s)
 	}
-	res, err = rt.Run(ctx, engine.PoolSpec{System: "You are a research agent. Answer your question from the documents: search, read, then report with the files you used." + h.catalogue(),
+	res, err = rt.Run(ctx, engine.PoolSpec{System: ResearcherSystem + h.catalogue(),
 		Tools: h.researchTools(), Terminal: h.report, MaxTurns: maxTurns, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
 		Orchestrate: engine.AsRoomAllows(specs...)})
 	if res != nil {

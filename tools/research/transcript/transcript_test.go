@@ -1,0 +1,172 @@
+package transcript
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/tools"
+	"github.com/lloyal-ai/lloyal/tools/research"
+)
+
+func handbookFacts(t *testing.T) []Fact {
+	t.Helper()
+	facts, err := Facts(research.Handbook())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return facts
+}
+
+func TestFactsComeFromTheHandbook(t *testing.T) {
+	facts := handbookFacts(t)
+	if len(facts) < 40 {
+		t.Fatalf("only %d facts", len(facts))
+	}
+	byID := map[string]Fact{}
+	for _, f := range facts {
+		if _, dup := byID[f.ID]; dup {
+			t.Fatalf("fact %s twice", f.ID)
+		}
+		byID[f.ID] = f
+	}
+	h, ok := byID["glossary:harbor"]
+	if !ok || !strings.Contains(h.Answer, "7070") || h.File != "glossary.md" {
+		t.Fatalf("glossary:harbor = %+v", h)
+	}
+	e, ok := byID["error:TW-403"]
+	if !ok || !strings.Contains(e.Answer, "grant") || e.File != "error-codes.md" {
+		t.Fatalf("error:TW-403 = %+v", e)
+	}
+}
+
+// A fifth of the facts are held out, the same ones for the same seed, and no
+// training question names a held-out subject.
+func TestHeldOutFactsNeverReachTraining(t *testing.T) {
+	facts := handbookFacts(t)
+	train, held := Split(facts, 1)
+	if len(train)+len(held) != len(facts) {
+		t.Fatal("facts lost in the split")
+	}
+	share := float64(len(held)) / float64(len(facts))
+	if share < 0.1 || share > 0.3 {
+		t.Fatalf("%.0f%% held out, want about 20%%", share*100)
+	}
+	t2, h2 := Split(facts, 1)
+	if len(t2) != len(train) || len(h2) != len(held) || h2[0].ID != held[0].ID {
+		t.Fatal("the split is not deterministic")
+	}
+	if _, h3 := Split(facts, 2); h3[0].ID == held[0].ID && len(h3) == len(held) && h3[len(h3)-1].ID == held[len(held)-1].ID {
+		t.Fatal("another seed holds out the same facts")
+	}
+	heldIDs := map[string]bool{}
+	for _, f := range held {
+		heldIDs[f.ID] = true
+	}
+	for _, f := range train {
+		if heldIDs[f.ID] {
+			t.Fatalf("%s is both trained on and held out", f.ID)
+		}
+		for _, q := range f.Questions() {
+			for _, hf := range held {
+				// A held-out subject must not be what a training question is
+				// about (a word inside a longer term is fine: "lease" in
+				// "lease expired").
+				if strings.TrimSuffix(strings.TrimPrefix(Query(q), "Tidewater "), " Tidewater") == hf.Subject {
+					t.Fatalf("training question %q asks about held-out %s", q, hf.ID)
+				}
+			}
+		}
+	}
+}
+
+func TestQueryKeepsTheQuestionsWords(t *testing.T) {
+	for q, want := range map[string]string{
+		"What does error TW-403 mean?":     "TW-403",
+		"What is harbor in Tidewater?":     "harbor Tidewater",
+		"Define the Tidewater term lease.": "Tidewater lease",
+	} {
+		if got := Query(q); got != want {
+			t.Errorf("Query(%q) = %q, want %q", q, got, want)
+		}
+	}
+}
+
+// A researcher transcript is the harness's spine and task, a search made of
+// the question's words whose real result carries _contextAvailablePercent,
+// a read of the file holding the answer, and a report citing it.
+func TestResearcherTranscript(t *testing.T) {
+	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	note, err := tools.WriteNoteTool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := research.New(corpus, note, "", 1)
+	h.Fit(4096, 512)
+	f := chat.FormatOf(chat.ChatML)
+	r := Researcher{Format: f, Harness: h, NCtx: 4096, Count: func(p chat.Prompt) (int, error) { return len(p.String()) / 4, nil }}
+	var fact Fact
+	for _, x := range handbookFacts(t) {
+		if x.ID == "error:TW-403" {
+			fact = x
+		}
+	}
+	q := fact.Questions()[0]
+	tr, err := r.Write(context.Background(), fact, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := tr.String()
+	for _, want := range []string{
+		research.ResearcherSystem,
+		`"name":"search"`, // the schema in the spine
+		research.ResearcherTask(q, q),
+		"<tool_call>\n" + `{"name": "search", "arguments": {"query":"TW-403"}}` + "\n</tool_call>",
+		`"_contextAvailablePercent":`,
+		"<tool_call>\n" + `{"name": "read_file", "arguments": {"path":"` + tr.Read + `"}}` + "\n</tool_call>",
+		`"sources":["` + tr.Read + `"]`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("transcript lacks %q:\n%s", want, text)
+		}
+	}
+	if !strings.HasSuffix(text, "<|im_end|>\n") {
+		t.Errorf("the report turn is not closed: …%q", text[max(0, len(text)-40):])
+	}
+	// The model's pieces are its calls and their stops, nothing else.
+	var model strings.Builder
+	for _, p := range tr.Pieces {
+		if p.Model {
+			model.WriteString(p.Prompt.String())
+		}
+	}
+	if m := model.String(); strings.Count(m, "<tool_call>") != 3 || strings.Count(m, "<|im_end|>") != 3 || strings.Contains(m, "_contextAvailablePercent") {
+		t.Errorf("model pieces: %q", m)
+	}
+	// The read result is the file's real text, and the file names the
+	// subject.
+	body, err := fs.ReadFile(research.Handbook(), tr.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(body), "\n")
+	if !strings.Contains(text, first) || !strings.Contains(string(body), "TW-403") {
+		t.Errorf("read %s: its text is not in the transcript, or it does not name TW-403", tr.Read)
+	}
+	// Same inputs, same transcript.
+	tr2, _ := r.Write(context.Background(), fact, q)
+	if tr2.String() != text {
+		t.Error("two transcripts of the same question differ")
+	}
+	var bad Fact = fact
+	bad.File, bad.Subject = "nowhere.md", "no-such-subject"
+	if _, err := r.Write(context.Background(), bad, q); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a fact whose file search cannot find: %v", err)
+	}
+}
