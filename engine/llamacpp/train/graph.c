@@ -40,6 +40,7 @@ struct lt_trainer {
     struct ggml_tensor *pos;    // I32 [n_ctx]
     struct ggml_tensor *logits; // F32 [n_vocab, n_ctx*n_batch]
     struct ggml_tensor *eps;    // F32 [1]: the norm epsilon
+    struct ggml_tensor *mask;   // F32 [1, n_ctx*n_batch]: 1 where a position is learned, 0 where not
 
     int32_t n_tensors;
     struct ggml_tensor *tensors[LT_MAX_TENSORS];
@@ -168,6 +169,8 @@ struct lt_trainer *lt_new(const struct lt_config *cfg, char *err, size_t err_len
     t->pos = ggml_new_tensor_1d(t->ctx_static, GGML_TYPE_I32, c.n_ctx);
     ggml_set_name(t->pos, "pos");
     ggml_set_input(t->pos);
+    t->mask = ggml_new_tensor_2d(t->ctx_static, GGML_TYPE_F32, 1, T);
+    ggml_set_name(t->mask, "mask");
     t->eps = ggml_new_tensor_1d(t->ctx_static, GGML_TYPE_F32, 1);
     ggml_set_name(t->eps, "eps");
     t->buf_static = ggml_backend_alloc_ctx_tensors(t->ctx_static, t->backend);
@@ -214,7 +217,11 @@ struct lt_trainer *lt_new(const struct lt_config *cfg, char *err, size_t err_len
         x = ggml_add(ctx, x, ggml_mul_mat(ctx, L->down, ggml_mul(ctx, g, u)));
     }
     x = ggml_mul(ctx, lt_rms_norm(ctx, x, t->eps), out_norm);
-    t->logits = ggml_mul_mat(ctx, output, x); // [n_vocab, T]
+    // Masked positions get all-zero logits, so no gradient reaches the
+    // model through them; their label is uniform, so their loss is the
+    // constant log(n_vocab) and their prediction (index 0) matches the
+    // label's argmax (index 0): lt_step takes both back out.
+    t->logits = ggml_mul(ctx, ggml_mul_mat(ctx, output, x), t->mask); // [n_vocab, T]
     ggml_set_name(t->logits, "logits");
 
     struct ggml_opt_params op = ggml_opt_default_params(t->sched, GGML_OPT_LOSS_TYPE_CROSS_ENTROPY);
@@ -259,13 +266,28 @@ void lt_step(struct lt_trainer *t, const int32_t *tokens, const int32_t *labels,
     ggml_opt_alloc(t->opt, train);
     ggml_backend_tensor_set(t->tokens, tokens, 0, sizeof(int32_t) * (size_t)T);
     memset(t->labels, 0, sizeof(float) * (size_t)(V * T));
+    float *mask = malloc(sizeof(float) * (size_t)T);
+    int64_t masked = 0;
     for (int64_t i = 0; i < T; i++) {
-        t->labels[i * V + labels[i]] = 1.0f;
+        if (labels[i] >= 0) {
+            t->labels[i * V + labels[i]] = 1.0f;
+            mask[i] = 1.0f;
+        } else { // not learned: see the graph's mask
+            for (int64_t v = 0; v < V; v++) t->labels[i * V + v] = 1.0f / (float)V;
+            mask[i] = 0.0f;
+            masked++;
+        }
     }
+    ggml_backend_tensor_set(t->mask, mask, 0, sizeof(float) * (size_t)T);
+    free(mask);
     ggml_backend_tensor_set(ggml_opt_labels(t->opt), t->labels, 0, sizeof(float) * (size_t)(V * T));
     ggml_opt_result_t res = ggml_opt_result_init();
     ggml_opt_eval(t->opt, res);
-    ggml_opt_result_loss(res, loss, NULL);
-    ggml_opt_result_accuracy(res, accuracy, NULL);
+    double l = 0, a = 0;
+    ggml_opt_result_loss(res, &l, NULL);
+    ggml_opt_result_accuracy(res, &a, NULL);
     ggml_opt_result_free(res);
+    const int64_t learned = T - masked;
+    *loss = learned > 0 ? (l * (double)T - (double)masked * log((double)V)) / (double)learned : 0;
+    *accuracy = learned > 0 ? (a * (double)T - (double)masked) / (double)learned : 0;
 }

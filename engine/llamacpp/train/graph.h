@@ -41,9 +41,11 @@ void lt_tensor_get(const struct lt_trainer *t, int32_t i, float *data);
 void lt_set_lr(struct lt_trainer *t, float lr, float wd);
 
 // lt_step runs n_batch sequences: tokens and labels each hold
-// n_batch*n_ctx token ids (labels[i] is the token after tokens[i]). With
+// n_batch*n_ctx token ids (labels[i] is the token after tokens[i], or -1
+// where nothing is learned: no gradient comes from that position). With
 // train it also runs the backward pass and one optimizer step. loss is the
-// mean cross-entropy per token, accuracy the share of argmax hits.
+// mean cross-entropy per learned token, accuracy the share of argmax hits
+// among them.
 void lt_step(struct lt_trainer *t, const int32_t *tokens, const int32_t *labels, bool train,
              double *loss, double *accuracy);
 

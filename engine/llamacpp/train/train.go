@@ -61,9 +61,10 @@ type Params struct {
 type Result struct {
 	// Loss is the mean cross-entropy per predicted token, in nats.
 	Loss float64
-	// Accuracy is the share of tokens whose most likely prediction was right.
+	// Accuracy is the share of learned tokens whose most likely
+	// prediction was right.
 	Accuracy float64
-	// Tokens is how many tokens were predicted.
+	// Tokens is how many tokens were learned (predicted and scored).
 	Tokens int
 }
 
@@ -301,13 +302,32 @@ func (t *Trainer) SetLR(lr float32) {
 
 // Step trains on Batch sequences of Ctx+1 tokens each — the model reads
 // tokens [0, Ctx) and learns to predict [1, Ctx+1) — with one optimizer step.
-func (t *Trainer) Step(seqs [][]int32) (Result, error) { return t.run(seqs, true) }
+func (t *Trainer) Step(seqs [][]int32) (Result, error) { return t.run(seqs, nil, true) }
+
+// StepMasked is Step that learns only the predictions learn marks:
+// learn[i][j] says whether token j+1 of sequence i is a target (the model's
+// own turns in a transcript), so what the runtime writes — tool results, the
+// task — is read but not imitated. Result.Loss is then per learned token.
+func (t *Trainer) StepMasked(seqs [][]int32, learn [][]bool) (Result, error) {
+	if len(learn) != len(seqs) {
+		return Result{}, fmt.Errorf("train: %d masks for %d sequences", len(learn), len(seqs))
+	}
+	return t.run(seqs, learn, true)
+}
 
 // Eval measures loss and accuracy on Batch sequences without changing the
 // weights.
-func (t *Trainer) Eval(seqs [][]int32) (Result, error) { return t.run(seqs, false) }
+func (t *Trainer) Eval(seqs [][]int32) (Result, error) { return t.run(seqs, nil, false) }
 
-func (t *Trainer) run(seqs [][]int32, train bool) (Result, error) {
+// EvalMasked is Eval over the predictions learn marks (see StepMasked).
+func (t *Trainer) EvalMasked(seqs [][]int32, learn [][]bool) (Result, error) {
+	if len(learn) != len(seqs) {
+		return Result{}, fmt.Errorf("train: %d masks for %d sequences", len(learn), len(seqs))
+	}
+	return t.run(seqs, learn, false)
+}
+
+func (t *Trainer) run(seqs [][]int32, learn [][]bool, train bool) (Result, error) {
 	if t == nil || t.t == nil {
 		return Result{}, errors.New("train: the trainer is closed")
 	}
@@ -326,7 +346,28 @@ func (t *Trainer) run(seqs [][]int32, train bool) (Result, error) {
 			}
 		}
 		tokens = append(tokens, s[:t.ctx]...)
-		labels = append(labels, s[1:]...)
+		if learn == nil {
+			labels = append(labels, s[1:]...)
+			continue
+		}
+		if len(learn[i]) != t.ctx {
+			return Result{}, fmt.Errorf("train: mask %d has %d entries, want %d (one per target)", i, len(learn[i]), t.ctx)
+		}
+		for j, tok := range s[1:] {
+			if !learn[i][j] {
+				tok = -1
+			}
+			labels = append(labels, tok)
+		}
+	}
+	learned := 0
+	for _, l := range labels {
+		if l >= 0 {
+			learned++
+		}
+	}
+	if learned == 0 {
+		return Result{}, errors.New("train: the masks mark no token to learn")
 	}
 	var loss, acc C.double
 	C.lt_step(t.t, (*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&labels[0])), C.bool(train), &loss, &acc)
@@ -336,7 +377,7 @@ func (t *Trainer) run(seqs [][]int32, train bool) (Result, error) {
 	if train {
 		t.steps++
 	}
-	return Result{Loss: float64(loss), Accuracy: float64(acc), Tokens: len(tokens)}, nil
+	return Result{Loss: float64(loss), Accuracy: float64(acc), Tokens: learned}, nil
 }
 
 // Save writes the trained model to path as GGUF, atomically (a temporary

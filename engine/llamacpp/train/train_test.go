@@ -312,3 +312,78 @@ func TestTrainingIsDeterministic(t *testing.T) {
 		t.Fatal("two runs with the same seed wrote different models")
 	}
 }
+
+// A masked position teaches nothing: a step's weights do not depend on its
+// target, and the reported loss is over the learned positions only.
+func TestMaskedPositionsTeachNothing(t *testing.T) {
+	src := tinyMHA(t)
+	seqs, _ := toySeqs(t, src, 16, 1)
+	learn := make([]bool, 16)
+	for i := range learn {
+		learn[i] = i%2 == 0 // the last target (index 15) is masked
+	}
+	after := func(last Token) []float32 {
+		tr, err := New(src, Params{Ctx: 16, Threads: 1, LR: 1e-2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		tr.Reinit(1)
+		s := append([]Token(nil), seqs[0]...)
+		s[16] = last
+		r, err := tr.StepMasked([][]Token{s}, [][]bool{learn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Tokens != 8 || !(r.Loss > 0) {
+			t.Fatalf("learned %d tokens at loss %v, want 8 at a positive loss", r.Tokens, r.Loss)
+		}
+		return tr.Weights(2)
+	}
+	a, b := after(300), after(400)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("a masked target changed output.weight[%d]: %g vs %g", i, a[i], b[i])
+		}
+	}
+	tr, err := New(src, Params{Ctx: 16, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.StepMasked(seqs, [][]bool{make([]bool, 16)}); err == nil || !strings.Contains(err.Error(), "no token to learn") {
+		t.Errorf("an all-masked batch: %v", err)
+	}
+	if _, err := tr.StepMasked(seqs, [][]bool{learn[:3]}); err == nil {
+		t.Error("a short mask was accepted")
+	}
+}
+
+// Masked positions send no gradient: learning only position 0 of a
+// 16-token sequence moves the weights as learning it in a 2-token one does
+// (AdamW's first step is the gradient's sign, so the different number of
+// rows ggml averages over does not matter).
+func TestMaskedPositionsSendNoGradient(t *testing.T) {
+	src := tinyMHA(t)
+	seqs, _ := toySeqs(t, src, 16, 1)
+	step := func(ctx int) []float32 {
+		tr, err := New(src, Params{Ctx: ctx, Threads: 1, LR: 1e-3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		tr.Reinit(1)
+		learn := make([]bool, ctx)
+		learn[0] = true
+		if _, err := tr.StepMasked([][]Token{seqs[0][:ctx+1]}, [][]bool{learn}); err != nil {
+			t.Fatal(err)
+		}
+		return tr.Weights(2)
+	}
+	long, short := step(16), step(2)
+	for i := range long {
+		if d := math.Abs(float64(long[i] - short[i])); d > 1e-5 {
+			t.Fatalf("output.weight[%d] moved to %g with 15 masked positions, %g with 1", i, long[i], short[i])
+		}
+	}
+}
