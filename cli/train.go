@@ -25,7 +25,7 @@ import (
 
 func newModelTrainCmd() *cobra.Command {
 	var (
-		out, preset                 string
+		out, preset, data           string
 		seed                        uint64
 		steps, ctxLen, batch, every int
 		threads, warmup             int
@@ -38,10 +38,15 @@ func newModelTrainCmd() *cobra.Command {
 the built-in vocabulary and ChatML template), initialises it from --seed, and
 trains it in this process with ggml-opt's AdamW — no Python, no download.
 
-Training data today is the built-in Tidewater handbook as plain text: the
-model learns the handbook's language, not yet the harness's tool calls (the
-transcript generator is the next step). Sequences are drawn at offsets chosen
-by --seed, so the same flags write the same file.
+Training data (--data transcripts, the default) are researcher transcripts
+written by the harness itself: the spine with the tool schemas, the task, then
+a search made of the question's words, a read of the file holding the answer
+and a report citing it, each tool executed for real against the built-in
+handbook and its result inserted as the runtime inserts it. Only the model's
+own turns are learned. A fifth of the handbook's facts (chosen by --seed) are
+held out and never trained on; their IDs are saved in the model's header
+(lloyal.train.held_out). --data text trains on the handbook as plain text.
+Sequences are drawn by --seed, so the same flags write the same file.
 
 Each step prints its loss (mean cross-entropy per token, in nats), accuracy
 and tokens/s. Ctrl-C stops after the step in flight and leaves a whole model
@@ -70,12 +75,24 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			if err := modelgen.WriteFile(base, o); err != nil {
 				return err
 			}
-			stream, err := handbookTokens(base)
+			var (
+				stream  []int32
+				windows []trainWindow
+				st      transcriptStats
+			)
+			switch data {
+			case "transcripts":
+				windows, st, err = transcriptWindows(cmd.Context(), base, seed, ctxLen)
+			case "text":
+				stream, err = handbookTokens(base)
+				if err == nil && len(stream) < ctxLen+2 {
+					err = fmt.Errorf("train: the handbook is %d tokens, shorter than one sequence of %d", len(stream), ctxLen)
+				}
+			default:
+				err = fmt.Errorf("--data %q: use transcripts or text", data)
+			}
 			if err != nil {
 				return err
-			}
-			if len(stream) < ctxLen+2 {
-				return fmt.Errorf("train: the handbook is %d tokens, shorter than one sequence of %d", len(stream), ctxLen)
 			}
 			tr, err := train.New(base, train.Params{Ctx: ctxLen, Batch: batch, Threads: threads, LR: lr})
 			if err != nil {
@@ -84,30 +101,45 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			defer tr.Close()
 			tr.Reinit(seed)
 
-			batches := func(step int) ([][]int32, error) {
+			batches := func(step int) ([][]int32, [][]bool, error) {
 				rng := rand.New(rand.NewPCG(seed, uint64(step)))
 				seqs := make([][]int32, batch)
+				if windows != nil {
+					learn := make([][]bool, batch)
+					for i := range seqs {
+						w := windows[rng.IntN(len(windows))]
+						seqs[i], learn[i] = w.tokens, w.learn
+					}
+					return seqs, learn, nil
+				}
 				for i := range seqs {
 					off := rng.IntN(len(stream) - ctxLen - 1)
 					seqs[i] = stream[off : off+ctxLen+1]
 				}
-				return seqs, nil
+				return seqs, nil, nil
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "training %s: %d layers, width %d, %.2fM parameters, %d-token vocabulary; %d steps of %d×%d tokens, seed %d\n",
 				preset, o.Layers, o.Embd, float64(o.Params())/1e6, len(o.Vocab.Tokens), steps, batch, ctxLen, seed)
-			fmt.Fprintf(w, "data: the built-in handbook as text, %d tokens\n", len(stream))
+			meta := []gguf.KV{
+				{Key: "general.name", Value: "lloyal-demo-" + preset},
+				{Key: "general.description", Value: fmt.Sprintf("trained by lloyal model train (seed %d, %d steps, %s data) on the built-in Tidewater handbook only: it knows nothing else", seed, steps, data)},
+			}
+			if windows != nil {
+				fmt.Fprintf(w, "data: %d researcher transcripts from %d of %d handbook facts (%d held out, %d questions skipped: search did not find them), %d tokens; %d windows, %d learned tokens\n",
+					st.transcripts, st.facts-st.heldOut, st.facts, st.heldOut, st.skipped, st.tokens, st.windows, st.learned)
+				meta = append(meta, gguf.KV{Key: "lloyal.train.held_out", Value: st.heldOutIDs})
+			} else {
+				fmt.Fprintf(w, "data: the built-in handbook as text, %d tokens\n", len(stream))
+			}
 			cfg := train.LoopConfig{
 				Steps:    steps,
 				Schedule: train.Schedule{Peak: lr, Warmup: warmup, MinRatio: 0.1},
 				Out:      out,
 				Every:    every,
-				Meta: []gguf.KV{
-					{Key: "general.name", Value: "lloyal-demo-" + preset},
-					{Key: "general.description", Value: fmt.Sprintf("trained by lloyal model train (seed %d, %d steps) on the built-in Tidewater handbook only: it knows nothing else", seed, steps)},
-				},
+				Meta:     meta,
 			}
 			err = train.Loop(ctx, tr, cfg, batches, func(p train.Progress) {
 				saved := ""
@@ -124,14 +156,15 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			if err != nil {
 				return err
 			}
-			st, _ := os.Stat(out)
-			fmt.Fprintf(w, "wrote %s (%.1f MiB)\n", out, float64(st.Size())/(1<<20))
+			fi, _ := os.Stat(out)
+			fmt.Fprintf(w, "wrote %s (%.1f MiB)\n", out, float64(fi.Size())/(1<<20))
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVarP(&out, "output", "o", "", "file to write (checkpoints replace it atomically)")
 	f.StringVar(&preset, "preset", "tiny", "model shape: tiny (~0.3M parameters) or small (~4M)")
+	f.StringVar(&data, "data", "transcripts", "training data: transcripts (researcher runs over the handbook, only the model's turns learned) or text (the handbook as plain text)")
 	f.Uint64Var(&seed, "seed", 1, "seed for the weights and the order of the data")
 	f.IntVar(&steps, "steps", 200, "optimizer steps")
 	f.IntVar(&ctxLen, "ctx", 128, "tokens per training sequence")

@@ -58,9 +58,10 @@ type LoopConfig struct {
 	Meta []gguf.KV
 }
 
-// Batches returns the sequences of step (0-based); it must be deterministic
+// Batches returns the sequences of step (0-based) and, optionally, their
+// masks (see StepMasked; nil learns every token). It must be deterministic
 // for a given step so a run is reproducible.
-type Batches func(step int) ([][]int32, error)
+type Batches func(step int) (seqs [][]int32, learn [][]bool, err error)
 
 // Loop trains t for cfg.Steps steps, reporting each step to progress (which
 // may be nil). When ctx is cancelled (Ctrl-C) it stops after the step in
@@ -82,14 +83,19 @@ func Loop(ctx context.Context, t *Trainer, cfg LoopConfig, batches Batches, prog
 		if ctx.Err() != nil {
 			break
 		}
-		seqs, err := batches(step)
+		seqs, learn, err := batches(step)
 		if err != nil {
 			return fmt.Errorf("train: batch %d: %w", step, err)
 		}
 		lr := cfg.Schedule.At(step, cfg.Steps)
 		t.SetLR(lr)
 		t0 := time.Now()
-		r, err := t.Step(seqs)
+		var r Result
+		if learn != nil {
+			r, err = t.StepMasked(seqs, learn)
+		} else {
+			r, err = t.Step(seqs)
+		}
 		if err != nil {
 			return err
 		}

@@ -40,7 +40,7 @@ func TestLoopStopsWithALoadableCheckpoint(t *testing.T) {
 	var seen []int
 	err = Loop(ctx, tr, LoopConfig{Steps: 50, Schedule: Schedule{Peak: 1e-3}, Out: out, Every: 2,
 		Meta: []gguf.KV{{Key: "general.name", Value: "ck"}}},
-		func(int) ([][]int32, error) { return seqs, nil },
+		func(int) ([][]int32, [][]bool, error) { return seqs, nil, nil },
 		func(p Progress) {
 			seen = append(seen, p.Step)
 			if p.Step == 3 {

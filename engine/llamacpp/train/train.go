@@ -64,8 +64,11 @@ type Result struct {
 	// Accuracy is the share of learned tokens whose most likely
 	// prediction was right.
 	Accuracy float64
-	// Tokens is how many tokens were learned (predicted and scored).
+	// Tokens is how many tokens the model read.
 	Tokens int
+	// Learned is how many of their successors were targets (all of them
+	// without a mask).
+	Learned int
 }
 
 // Trainer is a model being trained. It belongs to one goroutine; Close frees
@@ -377,7 +380,7 @@ func (t *Trainer) run(seqs [][]int32, learn [][]bool, train bool) (Result, error
 	if train {
 		t.steps++
 	}
-	return Result{Loss: float64(loss), Accuracy: float64(acc), Tokens: learned}, nil
+	return Result{Loss: float64(loss), Accuracy: float64(acc), Tokens: len(tokens), Learned: learned}, nil
 }
 
 // Save writes the trained model to path as GGUF, atomically (a temporary

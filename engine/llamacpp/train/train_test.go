@@ -335,7 +335,7 @@ func TestMaskedPositionsTeachNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Tokens != 8 || !(r.Loss > 0) {
+		if r.Learned != 8 || r.Tokens != 16 || !(r.Loss > 0) {
 			t.Fatalf("learned %d tokens at loss %v, want 8 at a positive loss", r.Tokens, r.Loss)
 		}
 		return tr.Weights(2)
