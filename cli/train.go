@@ -78,11 +78,12 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			var (
 				stream  []int32
 				windows []trainWindow
+				heldOut []trainWindow
 				st      transcriptStats
 			)
 			switch data {
 			case "transcripts":
-				windows, st, err = transcriptWindows(cmd.Context(), base, seed, ctxLen)
+				windows, heldOut, st, err = transcriptWindows(cmd.Context(), base, seed, ctxLen)
 			case "text":
 				stream, err = handbookTokens(base)
 				if err == nil && len(stream) < ctxLen+2 {
@@ -149,6 +150,13 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 				fmt.Fprintf(w, "step %*d/%d  loss %.4f  acc %.3f  lr %.2e  %.0f tok/s  %s%s\n",
 					len(fmt.Sprint(p.Steps)), p.Step, p.Steps, p.Loss, p.Accuracy, p.LR, p.TokensPerSec, p.Elapsed.Round(time.Second), saved)
 			})
+			if len(heldOut) > 0 && (err == nil || errors.Is(err, context.Canceled)) {
+				loss, acc, n, eerr := evalWindows(tr, heldOut, 64)
+				if eerr != nil {
+					return eerr
+				}
+				fmt.Fprintf(w, "held-out facts: loss %.4f, accuracy %.3f over the model's turns in %d windows (never trained on)\n", loss, acc, n)
+			}
 			if errors.Is(err, context.Canceled) {
 				fmt.Fprintf(w, "stopped: %s holds the weights of the last completed step\n", out)
 				return nil
@@ -230,4 +238,31 @@ func handbookTokens(model string) ([]int32, error) {
 		stream = append(stream, toks...)
 	}
 	return stream, nil
+}
+
+// evalWindows measures masked loss and accuracy over up to limit windows,
+// in batches of the trainer's size, weighting each batch by its learned
+// tokens.
+func evalWindows(tr *train.Trainer, ws []trainWindow, limit int) (loss, acc float64, n int, err error) {
+	b := tr.Batch()
+	var learned int
+	for i := 0; i+b <= min(len(ws), limit); i += b {
+		seqs := make([][]int32, b)
+		learn := make([][]bool, b)
+		for j := range seqs {
+			seqs[j], learn[j] = ws[i+j].tokens, ws[i+j].learn
+		}
+		r, err := tr.EvalMasked(seqs, learn)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		loss += r.Loss * float64(r.Learned)
+		acc += r.Accuracy * float64(r.Learned)
+		learned += r.Learned
+		n += b
+	}
+	if learned == 0 {
+		return 0, 0, 0, nil
+	}
+	return loss / float64(learned), acc / float64(learned), n, nil
 }

@@ -32,33 +32,32 @@ type transcriptStats struct {
 const trainRunCtx = 4096
 
 // transcriptWindows writes a researcher transcript for every question of
-// every training fact (held-out facts never), tokenizes each as the runtime
-// would for the model at base, and cuts one window of ctx+1 tokens ending
-// at each of the model's turns, so every window holds a whole call with the
-// context before it.
-func transcriptWindows(ctx context.Context, base string, seed uint64, ctxLen int) ([]trainWindow, transcriptStats, error) {
-	var st transcriptStats
+// every training fact, tokenizes each as the runtime would for the model at
+// base, and cuts one window of ctx+1 tokens ending at each of the model's
+// turns, so every window holds a whole call with the context before it. The
+// held-out facts' windows come back apart (heldOut), for measuring only.
+func transcriptWindows(ctx context.Context, base string, seed uint64, ctxLen int) (train, heldOut []trainWindow, st transcriptStats, err error) {
 	m, err := model.Open(base, model.Options{VocabOnly: true})
 	if err != nil {
-		return nil, st, err
+		return nil, nil, st, err
 	}
 	defer m.Close()
 	f, err := llamabackend.Identify(m, llamabackend.FormatOptions{})
 	if err != nil {
-		return nil, st, err
+		return nil, nil, st, err
 	}
 	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
 	if err != nil {
-		return nil, st, err
+		return nil, nil, st, err
 	}
 	ws, err := os.MkdirTemp("", "lloyal-train-notes-*")
 	if err != nil {
-		return nil, st, err
+		return nil, nil, st, err
 	}
 	defer os.RemoveAll(ws)
 	note, err := tools.WriteNoteTool(ws)
 	if err != nil {
-		return nil, st, err
+		return nil, nil, st, err
 	}
 	h := research.New(corpus, note, "", 1)
 	h.Fit(trainRunCtx, 512)
@@ -69,61 +68,73 @@ func transcriptWindows(ctx context.Context, base string, seed uint64, ctxLen int
 	}
 	facts, err := transcript.Facts(research.Handbook())
 	if err != nil {
-		return nil, st, err
+		return nil, nil, st, err
 	}
-	train, held := transcript.Split(facts, seed)
+	trainFacts, held := transcript.Split(facts, seed)
 	st.facts, st.heldOut = len(facts), len(held)
 	for _, hf := range held {
 		st.heldOutIDs = append(st.heldOutIDs, hf.ID)
 	}
-	var out []trainWindow
-	for _, fact := range train {
-		for _, q := range fact.Questions() {
-			tr, err := r.Write(ctx, fact, q)
-			if errors.Is(err, transcript.ErrNotFound) {
-				st.skipped++
-				continue
-			}
-			if err != nil {
-				return nil, st, err
-			}
-			st.transcripts++
-			var toks []int32
-			var mine []bool
-			var ends []int // where each of the model's turns ends
-			for _, p := range tr.Pieces {
-				t, err := llamabackend.TokenizePrompt(m, p.Prompt)
-				if err != nil {
-					return nil, st, err
-				}
-				toks = append(toks, t...)
-				for range t {
-					mine = append(mine, p.Model)
-				}
-				if p.Model && len(t) > 0 {
-					ends = append(ends, len(toks))
-				}
-			}
-			st.tokens += len(toks)
-			for _, e := range ends {
-				start := max(0, e-ctxLen-1)
-				end := start + ctxLen + 1
-				if end > len(toks) {
+	windows := func(facts []transcript.Fact, st *transcriptStats) ([]trainWindow, error) {
+		var out []trainWindow
+		for _, fact := range facts {
+			for _, q := range fact.Questions() {
+				tr, err := r.Write(ctx, fact, q)
+				if errors.Is(err, transcript.ErrNotFound) {
+					st.skipped++
 					continue
 				}
-				w := trainWindow{tokens: toks[start:end], learn: mine[start+1 : end]}
-				for _, l := range w.learn {
-					if l {
-						st.learned++
+				if err != nil {
+					return nil, err
+				}
+				st.transcripts++
+				var toks []int32
+				var mine []bool
+				var ends []int // where each of the model's turns ends
+				for _, p := range tr.Pieces {
+					t, err := llamabackend.TokenizePrompt(m, p.Prompt)
+					if err != nil {
+						return nil, err
+					}
+					toks = append(toks, t...)
+					for range t {
+						mine = append(mine, p.Model)
+					}
+					if p.Model && len(t) > 0 {
+						ends = append(ends, len(toks))
 					}
 				}
-				out = append(out, w)
+				st.tokens += len(toks)
+				for _, e := range ends {
+					start := max(0, e-ctxLen-1)
+					end := start + ctxLen + 1
+					if end > len(toks) {
+						continue
+					}
+					w := trainWindow{tokens: toks[start:end], learn: mine[start+1 : end]}
+					for _, l := range w.learn {
+						if l {
+							st.learned++
+						}
+					}
+					out = append(out, w)
+				}
 			}
 		}
+		return out, nil
+	}
+	out, err := windows(trainFacts, &st)
+	if err != nil {
+		return nil, nil, st, err
+	}
+	var heldStats transcriptStats
+	heldOut, err = windows(held, &heldStats)
+	if err != nil {
+		return nil, nil, st, err
 	}
 	st.windows = len(out)
 	if len(out) == 0 {
-		return nil, st, fmt.Errorf("train: no transcript fits a %d-token sequence", ctxLen)
+		return nil, nil, st, fmt.Errorf("train: no transcript fits a %d-token sequence", ctxLen)
 	}
-	return out, st, nil
+	return out, heldOut, st, nil
 }
