@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
@@ -101,6 +104,32 @@ func TestTrainLossFallsAndSavedModelGenerates(t *testing.T) {
 	}
 	if d, _ := m.Meta("general.description"); d != "toy" {
 		t.Fatalf("description %q, want the one passed to Save", d)
+	}
+
+	// The runtime's own path opens it: validation, chat format, a context,
+	// a branch, prefill and sampling.
+	rm, err := llamabackend.Open(out, model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rm.Close()
+	if rm.Info.Format != "chatml" {
+		t.Fatalf("the runtime reads the trained model's chat format as %q", rm.Info.Format)
+	}
+	be, err := llamabackend.New(rm, llamabackend.ContextOptions{NCtx: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	br, err := be.Create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Prefill([]engine.Span{{Branch: br, Tokens: unit}}); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := be.Sample(br); err != nil || tok < 0 || int(tok) >= m.NVocab() {
+		t.Fatalf("sampled %d, %v", tok, err)
 	}
 
 	c, err := llama.NewContext(m, llama.ContextParams{NCtx: 256, NBatch: 64, NSeqMax: 1, NThreads: 2})
