@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
@@ -142,14 +144,31 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 				Every:    every,
 				Meta:     meta,
 			}
+			// On a terminal one line updates in place behind a progress bar
+			// (a checkpoint leaves its line standing); elsewhere every step
+			// is a line of the log.
+			tty := w == io.Writer(os.Stdout) && session.IsTerminal(os.Stdout)
 			err = train.Loop(ctx, tr, cfg, batches, func(p train.Progress) {
 				saved := ""
 				if p.Saved {
 					saved = "  (checkpoint)"
 				}
-				fmt.Fprintf(w, "step %*d/%d  loss %.4f  acc %.3f  lr %.2e  %.0f tok/s  %s%s\n",
+				line := fmt.Sprintf("step %*d/%d  loss %.4f  acc %.3f  lr %.2e  %.0f tok/s  %s%s",
 					len(fmt.Sprint(p.Steps)), p.Step, p.Steps, p.Loss, p.Accuracy, p.LR, p.TokensPerSec, p.Elapsed.Round(time.Second), saved)
+				if !tty {
+					fmt.Fprintln(w, line)
+					return
+				}
+				const width = 24
+				done := width * p.Step / p.Steps
+				fmt.Fprintf(w, "\r\x1b[K[%s%s] %s", strings.Repeat("#", done), strings.Repeat("-", width-done), line)
+				if p.Saved || p.Step == p.Steps {
+					fmt.Fprintln(w)
+				}
 			})
+			if tty && errors.Is(err, context.Canceled) {
+				fmt.Fprintln(w)
+			}
 			if len(heldOut) > 0 && (err == nil || errors.Is(err, context.Canceled)) {
 				loss, acc, n, eerr := evalWindows(tr, heldOut, 64)
 				if eerr != nil {
