@@ -55,6 +55,9 @@ type Researcher struct {
 	Count func(chat.Prompt) (int, error)
 }
 
+// readMargin is how many lines around a search hit a researcher reads.
+const readMargin = 4
+
 // ErrNotFound means search did not return the file that holds the answer,
 // so no honest transcript can read and cite it.
 var ErrNotFound = errors.New("search does not find the file holding the answer")
@@ -121,24 +124,25 @@ func (r Researcher) Write(ctx context.Context, f Fact, question string) (Transcr
 	}
 	var res struct {
 		Hits []struct {
-			Path string `json:"path"`
-			Text string `json:"text"`
+			Path  string `json:"path"`
+			Lines string `json:"lines"`
+			Text  string `json:"text"`
 		} `json:"hits"`
 	}
 	_ = json.Unmarshal(hits, &res)
 	// Read the fact's own file when search offers it; otherwise the first
 	// hit whose passage names the subject, and answer from that passage.
-	read, answer := "", ""
+	read, answer, lines := "", "", ""
 	for _, h := range res.Hits {
 		if h.Path == f.File {
-			read, answer = f.File, f.Answer
+			read, answer, lines = f.File, f.Answer, h.Lines
 			break
 		}
 	}
 	if read == "" {
 		for _, h := range res.Hits {
 			if strings.Contains(h.Text, f.Subject) {
-				read, answer = h.Path, plain(h.Text)
+				read, answer, lines = h.Path, plain(h.Text), h.Lines
 				break
 			}
 		}
@@ -146,7 +150,14 @@ func (r Researcher) Write(ctx context.Context, f Fact, question string) (Transcr
 	if read == "" {
 		return Transcript{}, fmt.Errorf("%w (%s: %q)", ErrNotFound, f.ID, Query(question))
 	}
-	if _, err := call("read_file", map[string]any{"path": read}); err != nil {
+	// Read around the hit, as a careful researcher does: a few lines either
+	// side, not the whole file, so the result leaves room in the context.
+	args := map[string]any{"path": read}
+	var from, to int
+	if _, err := fmt.Sscanf(lines, "%d-%d", &from, &to); err == nil && from >= 1 && to >= from {
+		args["start_line"], args["end_line"] = max(1, from-readMargin), to+readMargin
+	}
+	if _, err := call("read_file", args); err != nil {
 		return Transcript{}, err
 	}
 	if _, err := call(terminal.Spec().Name, map[string]any{"answer": answer, "sources": []string{read}}); err != nil {
