@@ -74,8 +74,11 @@ func Loop(ctx context.Context, t *Trainer, cfg LoopConfig, batches Batches, prog
 	if cfg.Out == "" {
 		return errors.New("train: no output file: say where to write the model")
 	}
-	if cfg.Schedule.Peak <= 0 {
-		return fmt.Errorf("train: peak learning rate %g: use a positive rate", cfg.Schedule.Peak)
+	if !(cfg.Schedule.Peak > 0) || cfg.Schedule.Peak > 1 {
+		return fmt.Errorf("train: peak learning rate %g: use a rate in (0, 1]", cfg.Schedule.Peak)
+	}
+	if cfg.Schedule.MinRatio < 0 || cfg.Schedule.MinRatio > 1 || cfg.Schedule.Warmup < 0 {
+		return fmt.Errorf("train: schedule decays to %g of the peak after %d warm-up steps: use a ratio in [0, 1] and warm-up ≥ 0", cfg.Schedule.MinRatio, cfg.Schedule.Warmup)
 	}
 	start := time.Now()
 	done := 0
@@ -87,7 +90,9 @@ func Loop(ctx context.Context, t *Trainer, cfg LoopConfig, batches Batches, prog
 		if err != nil {
 			return fmt.Errorf("train: batch %d: %w", step, err)
 		}
-		lr := cfg.Schedule.At(step, cfg.Steps)
+		// ggml-opt needs a positive rate: a schedule decaying to zero ends
+		// on a rate a thousandth of the peak instead.
+		lr := max(cfg.Schedule.At(step, cfg.Steps), cfg.Schedule.Peak*1e-3)
 		t.SetLR(lr)
 		t0 := time.Now()
 		var r Result

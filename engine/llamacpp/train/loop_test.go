@@ -70,7 +70,14 @@ func TestLoopStopsWithALoadableCheckpoint(t *testing.T) {
 			t.Fatalf("the checkpoint holds other weights than step 3's (output.weight[%d] %g, want %g)", i, got[i], want[i])
 		}
 	}
-	if err := Loop(context.Background(), tr, LoopConfig{Steps: 0, Out: out, Schedule: Schedule{Peak: 1}}, nil, nil); err == nil {
-		t.Error("a run of zero steps was accepted")
+	for _, c := range []LoopConfig{
+		{Steps: 0, Out: out, Schedule: Schedule{Peak: 1}},
+		{Steps: 1, Schedule: Schedule{Peak: 1}},
+		{Steps: 1, Out: out, Schedule: Schedule{Peak: 0}},
+		{Steps: 1, Out: out, Schedule: Schedule{Peak: 1e-3, MinRatio: 2}},
+	} {
+		if err := Loop(context.Background(), tr, c, nil, nil); err == nil {
+			t.Errorf("%+v was accepted", c)
+		}
 	}
 }
