@@ -1,0 +1,127 @@
+package model
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+)
+
+// rewriteTiny writes the tiny test model with metadata changed: set replaces
+// or adds keys (in place, so no key appears twice), drop removes them. The
+// tensors are copied unchanged.
+func rewriteTiny(t testing.TB, set map[string]any, drop ...string) string {
+	t.Helper()
+	base := testmodel.Tiny(t)
+	gf, err := gguf.Open(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.Open(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	arch := gf.Architecture()
+	expand := func(k string) string { return strings.ReplaceAll(k, "{arch}", arch) }
+	pending := map[string]any{}
+	for k, v := range set {
+		pending[expand(k)] = v
+	}
+	dropped := map[string]bool{}
+	for _, k := range drop {
+		dropped[expand(k)] = true
+	}
+	var kvs []gguf.KV
+	for _, kv := range gf.KV {
+		if dropped[kv.Key] {
+			continue
+		}
+		if v, ok := pending[kv.Key]; ok {
+			kv.Value = v
+			delete(pending, kv.Key)
+		}
+		kvs = append(kvs, kv)
+	}
+	for k, v := range pending {
+		kvs = append(kvs, gguf.KV{Key: k, Value: v})
+	}
+	var ts []gguf.WriteTensor
+	for _, ti := range gf.Tensors {
+		size, _ := ti.Type.DataSize(ti.Elements())
+		off := int64(gf.DataOffset + ti.Offset)
+		ts = append(ts, gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Write: func(w io.Writer) error {
+			_, err := io.Copy(w, io.NewSectionReader(src, off, int64(size)))
+			return err
+		}})
+	}
+	path := filepath.Join(t.TempDir(), "hostile.gguf")
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := gguf.Write(out, kvs, ts); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestHostileHyperparametersAreRefused (issue #19, finding 1): each change
+// to a valid model made llama.cpp abort the process (GGML_ASSERT) or read
+// past an array's end. Open refuses each first, naming the key. A native
+// abort kills this test binary, which fails the test too.
+func TestHostileHyperparametersAreRefused(t *testing.T) {
+	tiny, err := gguf.Open(testmodel.Tiny(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, _ := tiny.Strings("tokenizer.ggml.tokens")
+	n := len(tokens)
+	dupTokens := append([]string(nil), tokens...)
+	dupTokens[n-1] = dupTokens[n-2]
+	cases := []struct {
+		name string
+		set  map[string]any
+		want string
+	}{
+		{"experts used without experts", map[string]any{"{arch}.expert_used_count": uint32(1)}, "expert_used_count is 1"},
+		{"too many experts", map[string]any{"{arch}.expert_count": uint32(100000)}, "expert_count is 100000"},
+		{"experts none used", map[string]any{"{arch}.expert_count": uint32(8)}, "expert_used_count is 0"},
+		{"expert groups", map[string]any{"{arch}.expert_count": uint32(8), "{arch}.expert_used_count": uint32(2), "{arch}.expert_group_count": uint32(3)}, "expert_group_count is 3"},
+		{"no layers", map[string]any{"{arch}.block_count": uint32(0)}, "block_count is 0"},
+		{"no layers int64", map[string]any{"{arch}.block_count": int64(0)}, "block_count is 0"},
+		{"unknown rope scaling", map[string]any{"{arch}.rope.scaling.type": "bogus"}, `rope.scaling.type is "bogus"`},
+		{"per-layer zero heads", map[string]any{"{arch}.attention.head_count": []uint32{4, 0}}, "head_count is 0"},
+		{"short scores", map[string]any{"tokenizer.ggml.scores": []float32{1, 2, 3}}, "tokenizer.ggml.scores is 3 float32 values"},
+		{"byte scores", map[string]any{"tokenizer.ggml.scores": make([]uint8, n)}, fmt.Sprintf("tokenizer.ggml.scores is %d uint8 values", n)},
+		{"short token types", map[string]any{"tokenizer.ggml.token_type": []int32{1}}, "tokenizer.ggml.token_type is 1 int32 values"},
+		{"tokens alike", map[string]any{"tokenizer.ggml.tokens": dupTokens}, "spells tokens"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := rewriteTiny(t, c.set)
+			for _, vocabOnly := range []bool{false, true} {
+				m, err := Open(path, Options{VocabOnly: vocabOnly})
+				if err == nil {
+					m.Close()
+					t.Fatalf("vocabOnly=%v: opened a model llama.cpp would abort on", vocabOnly)
+				}
+				if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("vocabOnly=%v: error %q does not name the file and say %q", vocabOnly, err, c.want)
+				}
+			}
+		})
+	}
+	// The rewriter itself keeps a model loadable.
+	m, err := Open(rewriteTiny(t, map[string]any{"general.name": "unchanged"}), Options{})
+	if err != nil {
+		t.Fatalf("a harmless rewrite: %v", err)
+	}
+	m.Close()
+}
