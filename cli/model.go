@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
@@ -133,7 +134,7 @@ func newModelInfoCmd() *cobra.Command {
 			}
 			defer m.Close()
 			js, _ := json.MarshalIndent(m.Info, "", "  ")
-			fmt.Fprintln(cmd.OutOrStdout(), string(js))
+			fmt.Fprintln(cmd.OutOrStdout(), event.EscapeJSON(string(js))) // a name from the file stays JSON
 			return nil
 		},
 	}

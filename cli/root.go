@@ -26,7 +26,15 @@ var (
 func Execute(ctx context.Context, args []string) int {
 	root := newRoot()
 	root.SetArgs(args)
+	// Every command's text reaches the terminal through Escape's rule: a
+	// string from a file, a model or a trace cannot drive the terminal,
+	// whichever code printed it. (The app draws on os.Stdout itself.)
+	out, errOut := event.NewTerminalWriter(os.Stdout), event.NewTerminalWriter(os.Stderr)
+	root.SetOut(out)
+	root.SetErr(errOut)
 	err := root.ExecuteContext(ctx)
+	out.Flush()
+	errOut.Flush()
 	switch {
 	case err == nil:
 		return 0

@@ -125,7 +125,7 @@ func (p *approvalPane) waited(r event.Event) time.Duration {
 func (p *approvalPane) View(w, h int) string {
 	t := p.theme
 	r := p.st.Approvals[0]
-	head := []string{t.Accent.Render(r.Tool) + " — " + oneLine(r.Text), ""}
+	head := []string{t.Accent.Render(oneLine(r.Tool)) + " — " + oneLine(r.Text), ""}
 	for _, l := range strings.Split(sanitize(pretty(string(r.Args))), "\n") {
 		head = append(head, wrap(l, w)...)
 	}

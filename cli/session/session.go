@@ -201,7 +201,9 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		bridge = ui.NewBridge()
 		sinks = append(sinks, bridge)
 	case ViewJSONL:
-		enc := json.NewEncoder(out)
+		// JSON-escaped, so the terminal writer around out finds nothing to
+		// change and the lines stay valid JSON.
+		enc := json.NewEncoder(event.NewJSONTerminalWriter(out))
 		sinks = append(sinks, engine.SinkFunc(func(e event.Event) { _ = enc.Encode(e) }))
 	default:
 		log := trace.NewLog()

@@ -2,75 +2,12 @@ package model
 
 import (
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 )
-
-// rewriteTiny writes the tiny test model with metadata changed: set replaces
-// or adds keys (in place, so no key appears twice), drop removes them. The
-// tensors are copied unchanged.
-func rewriteTiny(t testing.TB, set map[string]any, drop ...string) string {
-	t.Helper()
-	base := testmodel.Tiny(t)
-	gf, err := gguf.Open(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	arch := gf.Architecture()
-	expand := func(k string) string { return strings.ReplaceAll(k, "{arch}", arch) }
-	pending := map[string]any{}
-	for k, v := range set {
-		pending[expand(k)] = v
-	}
-	dropped := map[string]bool{}
-	for _, k := range drop {
-		dropped[expand(k)] = true
-	}
-	var kvs []gguf.KV
-	for _, kv := range gf.KV {
-		if dropped[kv.Key] {
-			continue
-		}
-		if v, ok := pending[kv.Key]; ok {
-			kv.Value = v
-			delete(pending, kv.Key)
-		}
-		kvs = append(kvs, kv)
-	}
-	for k, v := range pending {
-		kvs = append(kvs, gguf.KV{Key: k, Value: v})
-	}
-	var ts []gguf.WriteTensor
-	for _, ti := range gf.Tensors {
-		size, _ := ti.Type.DataSize(ti.Elements())
-		off := int64(gf.DataOffset + ti.Offset)
-		ts = append(ts, gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Write: func(w io.Writer) error {
-			_, err := io.Copy(w, io.NewSectionReader(src, off, int64(size)))
-			return err
-		}})
-	}
-	path := filepath.Join(t.TempDir(), "hostile.gguf")
-	out, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	if err := gguf.Write(out, kvs, ts); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // TestHostileHyperparametersAreRefused (issue #19, finding 1): each change
 // to a valid model made llama.cpp abort the process (GGML_ASSERT) or read
@@ -105,7 +42,7 @@ func TestHostileHyperparametersAreRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			path := rewriteTiny(t, c.set)
+			path := testmodel.Rewrite(t, c.set)
 			for _, vocabOnly := range []bool{false, true} {
 				m, err := Open(path, Options{VocabOnly: vocabOnly})
 				if err == nil {
@@ -119,7 +56,7 @@ func TestHostileHyperparametersAreRefused(t *testing.T) {
 		})
 	}
 	// The rewriter itself keeps a model loadable.
-	m, err := Open(rewriteTiny(t, map[string]any{"general.name": "unchanged"}), Options{})
+	m, err := Open(testmodel.Rewrite(t, map[string]any{"general.name": "unchanged"}), Options{})
 	if err != nil {
 		t.Fatalf("a harmless rewrite: %v", err)
 	}
