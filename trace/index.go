@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // Index locates every event of a trace file without keeping the events:
@@ -36,7 +36,7 @@ func (ix *Index) Len() int { return len(ix.Offsets) }
 // BuildIndex scans a trace file. Bad lines are listed in Problems and
 // skipped; the header and closing record are parsed.
 func BuildIndex(path string) (*Index, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path) // a FIFO or a device would block or never end
 	if err != nil {
 		return nil, fmt.Errorf("open trace: %w", err)
 	}
@@ -177,7 +177,7 @@ func (ix *Index) Events(from, to int) ([]event.Event, error) {
 	if from < 0 || to > len(ix.Offsets) || from >= to {
 		return nil, fmt.Errorf("events %d..%d out of range (0..%d)", from, to, len(ix.Offsets))
 	}
-	f, err := os.Open(ix.path)
+	f, err := regular.Open(ix.path)
 	if err != nil {
 		return nil, err
 	}

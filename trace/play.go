@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // Follow reads a trace file from the start, calling fn for each event. With
@@ -15,7 +15,7 @@ import (
 // writing it) until the closing record arrives or ctx ends. It returns the
 // closing record (nil if the file has none) and the bad lines seen.
 func Follow(ctx context.Context, path string, follow bool, fn func(event.Event) error) (*Closing, []Problem, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path) // a FIFO or a device would block or never end
 	if err != nil {
 		return nil, nil, fmt.Errorf("open trace: %w", err)
 	}

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // Record is one parsed line: exactly one of Header, Event, Close is set.
@@ -208,7 +208,7 @@ func CheckReader(r io.Reader) (Check, error) {
 
 // CheckFile validates every line of a trace file.
 func CheckFile(path string) (Check, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path) // a FIFO or a device would block or never end
 	if err != nil {
 		return Check{}, fmt.Errorf("open trace: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // File is the parsed header of a GGUF file: metadata and tensor table.
@@ -48,8 +50,13 @@ const (
 
 // Open reads and checks the header of a GGUF file on disk.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	// Only a regular file: llama.cpp would hang on a FIFO, or read a device
+	// forever.
+	f, err := regular.Open(path)
 	if err != nil {
+		if errors.Is(err, regular.ErrNotRegular) {
+			return nil, fmt.Errorf("model file %s: %w: pass a GGUF file", path, err)
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("model file %s does not exist: check the path, or pass an ollama model name such as qwen3:0.6b", path)
 		}

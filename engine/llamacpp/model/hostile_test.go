@@ -2,7 +2,10 @@ package model
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
@@ -61,4 +64,28 @@ func TestHostileHyperparametersAreRefused(t *testing.T) {
 		t.Fatalf("a harmless rewrite: %v", err)
 	}
 	m.Close()
+}
+
+// TestSpecialFilesAreNotModels (issue #19, finding 3): a FIFO as the model
+// file or as an ollama manifest, or a device, is refused at once by what it
+// is; none blocks. A hang fails by the test's timeout.
+func TestSpecialFilesAreNotModels(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "model.gguf")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	manifest := filepath.Join(dir, "manifests", "registry.ollama.ai", "library", "qwen3", "0.6b")
+	if err := os.MkdirAll(filepath.Dir(manifest), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{fifo, "/dev/zero", "qwen3:0.6b"} {
+		_, err := Open(ref, Options{OllamaDir: dir})
+		if err == nil || !strings.Contains(err.Error(), "it is a ") {
+			t.Fatalf("%s: %v, want a refusal naming what it is", ref, err)
+		}
+	}
 }
