@@ -20,26 +20,29 @@ func Follow(ctx context.Context, path string, follow bool, fn func(event.Event) 
 		return nil, nil, fmt.Errorf("open trace: %w", err)
 	}
 	defer f.Close()
-	var problems []Problem
+	var problems problemList
 	var off int64 // bytes fully handled
 	line := 0     // lines fully handled
 	for {
 		s := NewScanner(io.NewSectionReader(f, off, 1<<62))
 		fix := func(ps []Problem) []Problem {
 			for i := range ps {
-				ps[i].Line += line
-				ps[i].Offset += off
+				if ps[i].Omitted == 0 {
+					ps[i].Line += line
+					ps[i].Offset += off
+				}
+				problems.add(ps[i])
 			}
-			return ps
+			return problems.list()
 		}
 		for s.Next() {
 			rec := s.Record()
 			switch {
 			case rec.Close != nil:
-				return rec.Close, append(problems, fix(s.Problems())...), nil
+				return rec.Close, fix(s.Problems()), nil
 			case rec.Event != nil:
 				if err := fn(*rec.Event); err != nil {
-					return nil, append(problems, fix(s.Problems())...), err
+					return nil, fix(s.Problems()), err
 				}
 			}
 		}
@@ -48,15 +51,15 @@ func Follow(ctx context.Context, path string, follow bool, fn func(event.Event) 
 			// The last line may still be being written: read it again later.
 			consumed, lines, ps = ps[n-1].Offset, lines-1, ps[:n-1]
 		}
-		problems = append(problems, fix(ps)...)
+		all := fix(ps)
 		off += consumed
 		line += lines
 		if !follow {
-			return nil, problems, s.Err()
+			return nil, all, s.Err()
 		}
 		select {
 		case <-ctx.Done():
-			return nil, problems, ctx.Err()
+			return nil, all, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

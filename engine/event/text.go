@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -147,8 +148,10 @@ func safeSlow(s string) bool {
 // before it reaches w: the sink every command's text goes through on its way
 // to a terminal, so no string from a file, a model or a trace can drive the
 // terminal, whichever code path printed it. A rune split across two writes
-// is held until it is whole.
+// is held until it is whole. It is safe for concurrent use (a run's
+// signal handler, prompter and log share stderr).
 type TerminalWriter struct {
+	mu   sync.Mutex
 	w    io.Writer
 	json bool
 	held []byte
@@ -163,6 +166,8 @@ func NewJSONTerminalWriter(w io.Writer) *TerminalWriter { return &TerminalWriter
 
 // Write escapes p and writes it; it reports len(p) written when w took it all.
 func (t *TerminalWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	buf := append(t.held, p...)
 	cut := len(buf)
 	// Hold back an incomplete rune at the end (at most 3 bytes).
@@ -188,6 +193,8 @@ func (t *TerminalWriter) Write(p []byte) (int, error) {
 
 // Flush writes a rune held back incomplete (escaped as the bytes it is).
 func (t *TerminalWriter) Flush() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if len(t.held) == 0 {
 		return nil
 	}
