@@ -42,6 +42,10 @@ func Execute(ctx context.Context, args []string) int {
 		return 130 // as a shell reports a process stopped by SIGINT
 	case errors.Is(err, session.ErrTerminated):
 		return 143 // SIGTERM
+	case errors.Is(err, session.ErrHangup):
+		return 129 // SIGHUP
+	case errors.Is(err, session.ErrOutputClosed):
+		return 141 // SIGPIPE
 	}
 	// An error may quote a model's text: escaped, it cannot drive the terminal.
 	fmt.Fprintln(os.Stderr, "lloyal:", event.Escape(err.Error()))
