@@ -144,3 +144,35 @@ func TestNoRawControlCharacterReachesTheTerminal(t *testing.T) {
 		})
 	}
 }
+
+// Issue #19, finding 7: `model tiny -o` replaced any file and made it 0600.
+// It refuses an existing file without --force, and writes 0644.
+func TestModelTinyRefusesToOverwrite(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "precious.txt")
+	if err := os.WriteFile(p, []byte("keep"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "model", "tiny", "-o", p); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("overwrote without --force: %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "keep" {
+		t.Fatal("the file was changed")
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o640 {
+		t.Fatalf("mode changed to %v", st.Mode())
+	}
+	if out, err := runCLI(t, "model", "tiny", "-o", p, "--force"); err != nil {
+		t.Fatalf("--force: %v\n%s", err, out)
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o644 || st.Size() < 1000 {
+		t.Fatalf("the model written is %v, %d bytes", st.Mode(), st.Size())
+	}
+	fresh := filepath.Join(dir, "new.gguf")
+	if _, err := runCLI(t, "model", "tiny", "-o", fresh); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(fresh); st.Mode().Perm() != 0o644 {
+		t.Fatalf("a new model is %v, want 0644", st.Mode())
+	}
+}

@@ -27,6 +27,7 @@ func newModelTinyCmd() *cobra.Command {
 		out, preset, vocab, wtype                   string
 		layers, width, ff, heads, kvHeads, ctxTrain int
 		seed                                        uint64
+		force                                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "tiny -o FILE",
@@ -85,7 +86,11 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
 				}
 				o.Vocab = v
 			}
-			if err := modelgen.WriteFile(out, o); err != nil {
+			write := modelgen.CreateFile
+			if force {
+				write = modelgen.WriteFile
+			}
+			if err := write(out, o); err != nil {
 				return err
 			}
 			st, _ := os.Stat(out)
@@ -96,7 +101,8 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&out, "output", "o", "", "file to write")
+	f.StringVarP(&out, "output", "o", "", "file to write (a new file, unless --force)")
+	f.BoolVar(&force, "force", false, "replace the file if it exists")
 	f.StringVar(&preset, "preset", "tiny", "tiny, small or bench")
 	f.StringVar(&vocab, "vocab", "", "borrow the tokenizer (and chat template) of this GGUF file")
 	f.StringVar(&wtype, "type", "", "weight type: f32, f16 or q8_0 (default: the preset's)")
