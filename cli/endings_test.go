@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -120,5 +121,30 @@ func TestAFailedTraceWriteStopsTheRun(t *testing.T) {
 	}
 	if s := stderr.String(); !strings.Contains(s, "write trace") || !strings.Contains(s, "the run was stopped") {
 		t.Fatalf("the error does not name the trace and the stop:\n%s", s)
+	}
+}
+
+// Issue #19, finding 4: `run --headless </dev/zero` grew past 7.7 GB (a
+// character device counted as a terminal, and the prompter read an endless
+// line). Only a TTY is a terminal: the run completes, nobody is asked, and
+// its peak resident memory is measured.
+func TestDevZeroOnStdinIsNoTerminal(t *testing.T) {
+	bin := lloyalBinary(t)
+	dir := t.TempDir()
+	corpus, _ := filepath.Abs(filepath.Join("..", "testdata", "corpus"))
+	cmd := lloyalCmd(bin, dir, filepath.Join(dir, "cache"), "run", "--headless", "--model", testmodel.Tiny(t), "--agents", "2", "--ctx", "4096",
+		"--corpus", corpus, "--trace", filepath.Join(dir, "run.jsonl"), "--workspace", filepath.Join(dir, "notes"), "--grants-file", filepath.Join(dir, "grants.json"))
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer zero.Close()
+	cmd.Stdin = zero
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run with /dev/zero on stdin: %v\n%s", err, out)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > 1<<20 { // KiB
+		t.Fatalf("peak resident memory %d MiB", ru.Maxrss>>10)
 	}
 }

@@ -79,12 +79,12 @@ type Ending int
 
 // Endings.
 const (
-	Completed   Ending = iota
-	Interrupted        // SIGINT twice, Ctrl-C twice, or the app quit early
-	Terminated         // SIGTERM
-	HungUp             // SIGHUP
-	OutputClosed       // SIGPIPE: stdout or stderr is a pipe nobody reads
-	Errored            // the harness returned an error, or the trace failed
+	Completed    Ending = iota
+	Interrupted         // SIGINT twice, Ctrl-C twice, or the app quit early
+	Terminated          // SIGTERM
+	HungUp              // SIGHUP
+	OutputClosed        // SIGPIPE: stdout or stderr is a pipe nobody reads
+	Errored             // the harness returned an error, or the trace failed
 )
 
 // ending is the run's ending, written by the signal goroutine and by the
