@@ -50,4 +50,5 @@ fuzz:
 	go test ./trace -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime $(FUZZTIME)
 	go test ./tools -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME)
 	@$(CGO); go test ./engine/llamacpp/model -run '^$$' -fuzz '^FuzzOpenMetadata$$' -fuzztime $(FUZZTIME)
+	@$(CGO); go test ./engine/llamacpp/model -run '^$$' -fuzz '^FuzzOpenExperts$$' -fuzztime $(FUZZTIME)
 	@$(CGO); go test ./cli -run '^$$' -fuzz '^FuzzRunFlags$$' -fuzztime $(FUZZTIME)

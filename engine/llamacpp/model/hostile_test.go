@@ -89,3 +89,37 @@ func TestSpecialFilesAreNotModels(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOpenExperts sets the mixture-of-experts counts, the rope scaling
+// type and the length of the per-token arrays to arbitrary values: Open
+// answers with a model or an error naming the file, never a native abort
+// (llama.cpp asserts on the expert counts and reads the arrays unchecked).
+func FuzzOpenExperts(f *testing.F) {
+	f.Add(uint32(0), uint32(0), uint32(0), uint32(0), uint8(1), uint16(0))
+	f.Add(uint32(0), uint32(1), uint32(0), uint32(0), uint8(0), uint16(0))
+	f.Add(uint32(100000), uint32(2), uint32(0), uint32(0), uint8(2), uint16(3))
+	f.Add(uint32(8), uint32(2), uint32(4), uint32(2), uint8(4), uint16(1))
+	f.Add(uint32(8), uint32(2), uint32(3), uint32(0), uint8(3), uint16(9))
+	ropes := []string{"none", "linear", "yarn", "longrope", "bogus", ""}
+	f.Fuzz(func(t *testing.T, experts, used, groups, groupUsed uint32, rope uint8, scores uint16) {
+		set := map[string]any{
+			"{arch}.expert_count":            experts,
+			"{arch}.expert_used_count":       used,
+			"{arch}.expert_group_count":      groups,
+			"{arch}.expert_group_used_count": groupUsed,
+			"{arch}.rope.scaling.type":       ropes[int(rope)%len(ropes)],
+		}
+		if scores > 0 {
+			set["tokenizer.ggml.scores"] = make([]float32, int(scores)%2048)
+		}
+		path := testmodel.Rewrite(t, set)
+		m, err := Open(path, Options{VocabOnly: experts%2 == 1})
+		if err == nil {
+			m.Close()
+			return
+		}
+		if !strings.Contains(err.Error(), path) {
+			t.Fatalf("error %q does not name the file", err)
+		}
+	})
+}
