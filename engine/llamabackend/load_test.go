@@ -3,12 +3,10 @@ package llamabackend
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 )
@@ -25,11 +23,7 @@ func loadRun(t *testing.T, nCtx, nSeq, agents int) *engine.PoolResult {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { be.Close() })
-	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{engine.SinkFunc(func(e event.Event) {
-		if e.Type != event.PoolTick && os.Getenv("LOADDBG") != "" {
-			fmt.Fprintln(os.Stderr, e.Type, e.Agent, e.Role, e.Reason)
-		}
-	})}})
+	rt := engine.New(be, engine.Options{})
 	gloss := engine.Typed(engine.ToolSpec{Name: "glossary", Description: "Define a term.", Parameters: glossSchema},
 		func(ctx context.Context, a struct{ Term string }) (any, error) {
 			return map[string]string{"term": a.Term}, nil
