@@ -75,7 +75,7 @@ The trace is written as the run goes and its path printed at exit.`,
 // --grants-file.
 func approvalFlags(fs *pflag.FlagSet, c *approvals.Config) {
 	fs.StringArrayVar(&c.Grant, "grant", nil, "allow this protected tool for the run without asking (repeatable)")
-	fs.BoolVar(&c.DenyProtected, "deny-protected", false, "refuse every protected call that has no grant, without asking")
+	fs.BoolVar(&c.DenyProtected, "deny-protected", false, "refuse every protected call, without asking, unless --grant allows it (saved grants do not apply)")
 	fs.DurationVar(&c.Timeout, "approval-timeout", 0, "deny a protected call nobody answered within this time (e.g. 2m; 0 waits)")
 	fs.StringVar(&c.GrantsFile, "grants-file", "", "persisted grants (default $XDG_CONFIG_HOME/lloyal/grants.json)")
 }

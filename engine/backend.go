@@ -19,6 +19,11 @@ import (
 // prefill or decode. A failed call writes nothing.
 var ErrContextFull = errors.New("the context is full")
 
+// ErrNoBranch is what backends wrap when every branch slot (llama.cpp's
+// sequence ids) is in use: a spawn waits for an agent to finish and free
+// one.
+var ErrNoBranch = errors.New("every branch slot is in use")
+
 // Token is a vocabulary id.
 type Token = int32
 

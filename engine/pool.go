@@ -106,6 +106,7 @@ type pool struct {
 	retries     []*pendingCall
 	settle      []settleItem
 	spawnQ      []*Agent
+	slotsFull   bool // a fork found every branch slot taken: spawns wait for one
 	extendQ     []request
 	dispatchQ   []*Agent
 
@@ -368,10 +369,22 @@ func (p *pool) loop() error {
 		if p.finished() {
 			return nil
 		}
-		if !thinking && !p.kick && p.deferredOnly() && len(p.spawnQ) == 0 && len(p.extendQ) == 0 && len(p.dispatchQ) == 0 {
+		if !thinking && !p.kick && p.deferredOnly() && (len(p.spawnQ) == 0 || p.slotsFull) && len(p.extendQ) == 0 && len(p.dispatchQ) == 0 {
 			p.wait()
 		}
 	}
+}
+
+// holdsBranches reports whether a running agent of this pool holds a
+// branch it will give back when it finishes (so a spawn without a slot can
+// wait for it).
+func (p *pool) holdsBranches() bool {
+	for _, a := range p.agents {
+		if a.outcome == event.Running && a.forked && !a.pruned {
+			return true
+		}
+	}
+	return false
 }
 
 // deferredOnly reports whether every queued result is waiting for room.
@@ -615,11 +628,29 @@ func (p *pool) prefill() {
 		item  *settleItem
 	}
 	var entries []entry
+	var waiting []*Agent // no branch slot free yet
+	p.slotsFull = false
 	for _, a := range p.spawnQ {
 		if a.outcome != event.Running {
 			continue
 		}
+		if p.slotsFull {
+			waiting = append(waiting, a)
+			continue
+		}
 		b, err := p.be.Fork(p.spine.branch)
+		if errors.Is(err, ErrNoBranch) && p.holdsBranches() {
+			// Every slot is taken: wait for an agent of this pool to finish
+			// and free one, as a spawn waits for room.
+			p.slotsFull = true
+			waiting = append(waiting, a)
+			if !a.slotWait {
+				a.slotWait = true
+				p.emit(event.Event{Type: event.PoolNote, Role: "slot_wait", Pool: p.scope, Parent: p.scope, Agent: a.ID,
+					Reason: "every branch slot is in use: the agent starts when another finishes"})
+			}
+			continue
+		}
 		if err != nil {
 			p.finish(a, event.Failed, "could not fork a branch: "+err.Error(), "")
 			continue
@@ -627,7 +658,7 @@ func (p *pool) prefill() {
 		a.branch, a.forked = b, true
 		entries = append(entries, entry{span: Span{Branch: b, Tokens: a.suffix}, spawn: a})
 	}
-	p.spawnQ = p.spawnQ[:0]
+	p.spawnQ = append(p.spawnQ[:0], waiting...)
 	pr := p.pressure()
 	// A running headroom: every admitted span uses some of it.
 	room := pr.Headroom
@@ -763,6 +794,7 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 	// waiting for room get it now, not when the pool closes.
 	if a.forked && !a.pruned && p.be.Prune(a.branch) == nil {
 		a.pruned = true
+		p.slotsFull = false // a spawn waiting for a slot can have this one
 		p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
 	}
 	close(a.done)

@@ -60,7 +60,16 @@ func (p *pool) activate(a *Agent) {
 // one batch. It reports whether any agent is still thinking.
 func (p *pool) produce() bool {
 	p.nudgedThisTick, p.killedThisTick = false, false
-	p.reap(p.pressure())
+	pr := p.pressure()
+	p.reap(pr)
+	// Admission for this tick's cells (one per token): agents at work decode
+	// only down to the hard limit, the reserve recovery reports are written
+	// into; agents writing a report may use the reserve. An agent at work
+	// that gets no cell waits a tick (nothing was sampled: its turn is
+	// intact). When none gets one the context is critical and reap has
+	// stopped one agent this tick, so cells come back: a full cache never
+	// ends an agent.
+	used, held := 0, false
 	var steps []Step
 	var who []*Agent
 	texts := map[int]string{}
@@ -73,6 +82,16 @@ func (p *pool) produce() bool {
 			p.endTurn(a)
 			continue
 		}
+		switch {
+		case a.extracting && used >= pr.Remaining:
+			a.raw.WriteString(a.dec.Flush()) // no cell left for its report: it ends with what it wrote
+			p.endTurn(a)
+			continue
+		case !a.extracting && used > pr.Remaining-pr.HardLimit:
+			held = true
+			continue
+		}
+		used++
 		tok, err := p.be.Sample(a.branch)
 		if err != nil {
 			p.finish(a, event.Failed, "sampling failed: "+err.Error(), "")
@@ -87,7 +106,11 @@ func (p *pool) produce() bool {
 		who = append(who, a)
 	}
 	if len(steps) == 0 {
-		return false
+		if held {
+			// A tick in which every agent at work waited for a cell.
+			p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx()})
+		}
+		return held // a held agent thinks on the next tick
 	}
 	if err := p.be.DecodeEach(steps); err != nil {
 		// Decode each agent's token alone: only the agents whose token cannot

@@ -170,7 +170,7 @@ func TestWriteNoteStaysInTheWorkspace(t *testing.T) {
 	outside := filepath.Join(dir, "victim.md")
 	os.WriteFile(outside, []byte("keep"), 0o644)
 	if err := os.Symlink(outside, filepath.Join(ws, "trap.md")); err == nil {
-		if r := call(t, wn, `{"name":"trap","text":"overwritten"}`); r["error"] == nil {
+		if r := call(t, wn, `{"name":"trap","text":"overwritten"}`); r["saved"] != "trap-2.md" {
 			t.Fatalf("write through a symlink: %v", r)
 		}
 		if b, _ := os.ReadFile(outside); string(b) != "keep" {

@@ -50,7 +50,7 @@ func (st *Stats) Print(w io.Writer) error {
 	fmt.Fprintf(tw, "outcomes\t%s\n", Outcomes(st.Outcomes))
 	fmt.Fprintf(tw, "ended\t%s\n", orDash(st.Closed))
 	if len(st.Problems) > 0 {
-		fmt.Fprintf(tw, "bad lines\t%d\n", len(st.Problems))
+		fmt.Fprintf(tw, "bad lines\t%d\n", BadLines(st.Problems))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "TOOL\tCALLS\tERRORS\tTOTAL TIME\tMEAN")

@@ -79,6 +79,11 @@ type Config struct {
 var (
 	ErrInterrupted = errors.New("interrupted")
 	ErrTerminated  = errors.New("terminated")
+	// ErrHangup: the terminal went away (SIGHUP); exit code 129.
+	ErrHangup = errors.New("hangup")
+	// ErrOutputClosed: whoever read the output stopped reading (SIGPIPE,
+	// `| head`); exit code 141.
+	ErrOutputClosed = errors.New("output closed")
 )
 
 // Ending is how a run ended: the reason its trace's closing record gives.
@@ -86,10 +91,12 @@ type Ending int
 
 // Endings.
 const (
-	Completed   Ending = iota
-	Interrupted        // SIGINT twice, Ctrl-C twice, or the app quit early
-	Terminated         // SIGTERM
-	Errored            // the harness returned an error
+	Completed    Ending = iota
+	Interrupted         // SIGINT twice, Ctrl-C twice, or the app quit early
+	Terminated          // SIGTERM
+	HungUp              // SIGHUP
+	OutputClosed        // SIGPIPE: stdout or stderr is a pipe nobody reads
+	Errored             // the harness returned an error, or the trace failed
 )
 
 // ending is the run's ending, written by the signal goroutine and by the
@@ -116,6 +123,10 @@ func (e *ending) reason() string {
 		return "interrupted"
 	case Terminated:
 		return "terminated"
+	case HungUp:
+		return "hangup"
+	case OutputClosed:
+		return "output closed"
 	case Errored:
 		return "error: " + e.err.Error()
 	}
@@ -124,7 +135,7 @@ func (e *ending) reason() string {
 
 // Run runs the research harness as cfg says. stdin decides whether a
 // person can answer approval prompts on a line.
-func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer) error {
+func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer) (runErr error) {
 	// Abilities first: a name that is not installed, or a bundle that no
 	// longer verifies, is refused before the model loads.
 	abs, err := startAbilities(ctx, cfg, errOut)
@@ -208,9 +219,22 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if err != nil {
 		return err
 	}
+	// Signals are caught from before the trace exists until after it is
+	// closed: SIGHUP (the terminal closed) and SIGPIPE (stdout or stderr is a
+	// pipe nobody reads: `| head`) would otherwise kill the process before
+	// it writes the closing record. SIGXFSZ (a file size limit) is ignored,
+	// so the trace write fails and says so.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	signal.Ignore(syscall.SIGXFSZ)
+	defer signal.Stop(sigs)
 	var end ending
 	defer func() {
-		if err := tw.Close(end.reason()); err != nil {
+		// A trace that could not be written or closed is a failed run,
+		// however the work ended: its record is incomplete.
+		if err := tw.Close(end.reason()); err != nil && runErr == nil {
+			runErr = fmt.Errorf("%w: the run's record is incomplete", err)
+		} else if err != nil {
 			fmt.Fprintln(errOut, "lloyal:", err)
 		}
 		fmt.Fprintf(errOut, "trace: %s\n", tw.Path())
@@ -239,7 +263,9 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		bridge = ui.NewBridge()
 		sinks = append(sinks, bridge)
 	case ViewJSONL:
-		enc := json.NewEncoder(out)
+		// JSON-escaped, so the terminal writer around out finds nothing to
+		// change and the lines stay valid JSON.
+		enc := json.NewEncoder(event.NewJSONTerminalWriter(out))
 		sinks = append(sinks, engine.SinkFunc(func(e event.Event) { _ = enc.Encode(e) }))
 	default:
 		log := trace.NewLog()
@@ -258,7 +284,17 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		lp := approvals.NewLinePrompter(broker, stdin, errOut)
 		go lp.Run(ctx)
 	}
-	go handleSignals(ctx, stop, rt, &end, cfg.View != ViewApp, errOut)
+	go handleSignals(ctx, sigs, stop, rt, &end, cfg.View != ViewApp, errOut)
+	// A trace write that fails (a full disk) stops the run: events from
+	// then on would be lost without a word.
+	go func() {
+		select {
+		case <-tw.Failed():
+			end.set(Errored, fmt.Errorf("%w: the run was stopped so that nothing goes unrecorded (free some space, or pass --trace on another disk)", tw.Err()))
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 
 	if cfg.View == ViewApp {
 		title := m.Info.Name
@@ -310,17 +346,16 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 
 // handleSignals: the first SIGINT finishes up (every agent writes its
 // report), a second one stops now; SIGTERM stops now.
-func handleSignals(ctx context.Context, stop context.CancelFunc, rt *engine.Runtime, end *ending, say bool, errOut io.Writer) {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+// SIGHUP and SIGPIPE stop it as SIGTERM does.
+func handleSignals(ctx context.Context, sigs <-chan os.Signal, stop context.CancelFunc, rt *engine.Runtime, end *ending, say bool, errOut io.Writer) {
+	stops := map[os.Signal]Ending{syscall.SIGTERM: Terminated, syscall.SIGHUP: HungUp, syscall.SIGPIPE: OutputClosed}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case s := <-sigs:
-			if s == syscall.SIGTERM {
-				end.set(Terminated, nil)
+			if e, ok := stops[s]; ok {
+				end.set(e, nil)
 				stop()
 				return
 			}
@@ -461,6 +496,10 @@ func (e *ending) result() error {
 		return ErrInterrupted
 	case Terminated:
 		return ErrTerminated
+	case HungUp:
+		return ErrHangup
+	case OutputClosed:
+		return ErrOutputClosed
 	case Errored:
 		return e.err
 	}
