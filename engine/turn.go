@@ -59,6 +59,9 @@ func (p *pool) activate(a *Agent) {
 // produce samples one token for every thinking agent and decodes them all in
 // one batch. It reports whether any agent is still thinking.
 func (p *pool) produce() bool {
+	if p.rt.tb != nil {
+		return p.produceTurns()
+	}
 	p.nudgedThisTick, p.killedThisTick = false, false
 	p.reap(p.pressure())
 	var steps []Step
