@@ -33,8 +33,8 @@ type Options struct {
 // that calls the backend.
 type Runtime struct {
 	be        Backend
-	tb        TurnBackend // nil on a cell-level backend
-	cells     *turnCells  // tb's branches as text
+	tb        TurnBackend   // nil on a cell-level backend
+	cells     *turnCells    // tb's branches as text
 	inflight  atomic.Int64  // requests in flight on tb, in every pool
 	turnWake  chan struct{} // a request ended: a slot may be free
 	opts      Options

@@ -28,8 +28,8 @@ const maxTurnRetries = 8
 
 // turnState is a pool's requests in flight.
 type turnState struct {
-	events      chan turnEvent
-	gens        map[*Agent]*generation
+	events chan turnEvent
+	gens   map[*Agent]*generation
 	wg     sync.WaitGroup
 }
 

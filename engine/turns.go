@@ -153,10 +153,10 @@ func (c *turnCells) Tokenize(p chat.Prompt) ([]Token, error) {
 	return toks, nil
 }
 
-func (c *turnCells) Piece(Token) []byte   { return nil }
-func (c *turnCells) IsStop(Token) bool    { return false }
-func (c *turnCells) NCtx() int            { return c.tb.NCtx() }
-func (c *turnCells) NBatch() int          { return 0 }
+func (c *turnCells) Piece(Token) []byte             { return nil }
+func (c *turnCells) IsStop(Token) bool              { return false }
+func (c *turnCells) NCtx() int                      { return c.tb.NCtx() }
+func (c *turnCells) NBatch() int                    { return 0 }
 func (c *turnCells) Sample(BranchID) (Token, error) { return 0, errNotCells }
 func (c *turnCells) DecodeEach([]Step) error        { return errNotCells }
 

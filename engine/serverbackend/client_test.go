@@ -27,7 +27,7 @@ type fakeOllama struct {
 	inflight int
 	most     int
 	// hook runs before the answer; returning true means it answered.
-	hook func(w http.ResponseWriter, r *http.Request, prompt string) bool
+	hook      func(w http.ResponseWriter, r *http.Request, prompt string) bool
 	openConns func() int
 }
 
