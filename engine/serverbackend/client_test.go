@@ -199,6 +199,7 @@ func checkClosed(t *testing.T, f *fakeOllama, c *serverbackend.Client) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	noLeaks(t)
 }
 
 func TestAgentsRunOnServer(t *testing.T) {
