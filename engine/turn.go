@@ -166,6 +166,17 @@ func (p *pool) endTurn(a *Agent) {
 				p.finish(a, event.Returned, "", "turn_cut_salvaged", body)
 				return
 			}
+			if a.turns >= p.spec.MaxTurns {
+				// Out of turns: asking again could go on for ever (a model
+				// that spends every turn on whitespace inside the call).
+				if p.terminal == "" {
+					p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "max_turns"})
+					p.finish(a, event.Failed, fmt.Sprintf("max_turns: every one of its %d turns reached the token limit inside a call", p.spec.MaxTurns), "")
+					return
+				}
+				p.drop(a, "max_turns", p.spec.RecoveryShape)
+				return
+			}
 			p.refuse(a, Call{ID: p.newCallID(), Tool: "(cut)", Agent: a.ID}, "turn_cut",
 				fmt.Sprintf("Your turn reached its limit of %d tokens before the tool call was finished. Write the call again, shorter.", p.spec.MaxTurnTokens))
 			return

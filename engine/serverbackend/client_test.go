@@ -408,3 +408,30 @@ func TestDeadServer(t *testing.T) {
 		t.Fatalf("Dial on a dead server: %v; want cannot reach", err)
 	}
 }
+
+// A model that spends every forced turn on whitespace inside its call (a
+// server's JSON constraint allows any amount) is not asked again for ever:
+// after its turns it is stopped and recovered, and the run ends.
+func TestCutCallsEndAfterMaxTurns(t *testing.T) {
+	f := &fakeOllama{t: t}
+	f.hook = func(w http.ResponseWriter, r *http.Request, prompt string) bool {
+		fmt.Fprintln(w, `{"response":"{ \n\n   \n","done":false}`)
+		fmt.Fprintln(w, `{"response":"","done":true,"done_reason":"length","prompt_eval_count":10,"eval_count":8}`)
+		return true
+	}
+	srv := f.start(t)
+	c := dial(t, srv, serverbackend.Options{})
+	rt := engine.New(c, engine.Options{})
+	res, err := rt.Run(t.Context(), engine.PoolSpec{System: "s", Terminal: engine.Terminal("report", "Report.", engine.ReportSchema),
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "t"}), MaxTurns: 3, MaxTurnTokens: 8, SoftLimit: 256, HardLimit: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := res.Agents[0]; a.Outcome != event.Failed || !strings.Contains(a.Reason, "recovery failed") {
+		t.Fatalf("agent %s (%s): want its recovery to fail after its turns", a.Outcome, a.Reason)
+	}
+	if n := len(f.prompts); n != 4 {
+		t.Fatalf("%d requests: want 3 turns and one recovery turn", n)
+	}
+	checkClosed(t, f, c)
+}

@@ -204,7 +204,7 @@ func reportPool(t *testing.T, c *serverbackend.Client, agents int, sinks ...engi
 		specs = append(specs, engine.AgentSpec{Task: "Say where the tide turns, in a few words. Case " + string(rune('A'+i)) + "."})
 	}
 	res, err := rt.Run(t.Context(), engine.PoolSpec{System: "You answer briefly.", Terminal: engine.Terminal("report", "Report.", engine.ReportSchema),
-		Orchestrate: engine.Parallel(specs...), MaxTurnTokens: 48, MaxTurns: 2, SoftLimit: 512, HardLimit: 256,
+		Orchestrate: engine.Parallel(specs...), MaxTurnTokens: 160, MaxTurns: 2, SoftLimit: 512, HardLimit: 256,
 		Sampling: engine.Sampling{Temperature: 0.7, Seed: 1}})
 	if err != nil {
 		t.Fatalf("pool: %v", err)
@@ -216,7 +216,7 @@ func reportPool(t *testing.T, c *serverbackend.Client, agents int, sinks ...engi
 // reason; the run returns (nothing hangs) and leaves nothing behind.
 func TestOllamaKilledMidRun(t *testing.T) {
 	srv := startOllama(t, 4)
-	c, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: tinyName, NCtx: 4096, RequestTimeout: time.Minute})
+	c, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: tinyName, NCtx: 16384, RequestTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +247,7 @@ func TestOllamaKilledMidRun(t *testing.T) {
 // requests (429, then 503) and cuts one stream after its first lines.
 type faultProxy struct {
 	target  string
+	tr      *http.Transport // its own: its connections are closed with it
 	mu      sync.Mutex
 	n       int
 	refuse  []int // status codes for the first requests
@@ -275,7 +276,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.Path, strings.NewReader(string(body)))
 	req.Header = r.Header.Clone()
-	resp, err := http.DefaultTransport.RoundTrip(req)
+	resp, err := p.tr.RoundTrip(req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -311,10 +312,10 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // honoured); a stream cut mid-answer ends only its agent.
 func TestOllamaBehindAFaultyProxy(t *testing.T) {
 	srv := startOllama(t, 4)
-	fp := &faultProxy{target: srv.URL, refuse: []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}, cutNth: 2}
+	fp := &faultProxy{target: srv.URL, tr: &http.Transport{}, refuse: []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}, cutNth: 2}
 	proxy := httptest.NewServer(fp)
 	defer proxy.Close()
-	c, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: proxy.URL, Model: tinyName, NCtx: 4096, RequestTimeout: time.Minute})
+	c, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: proxy.URL, Model: tinyName, NCtx: 16384, RequestTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,24 +329,34 @@ func TestOllamaBehindAFaultyProxy(t *testing.T) {
 		}
 	})
 	res := reportPool(t, c, 3, rec)
-	cut, ok := 0, 0
+	// The others end as their (random) text decides: never by the server.
+	cut := 0
 	for _, a := range res.Agents {
 		switch {
-		case a.Outcome == event.Failed && strings.Contains(a.Reason, "cut"):
+		case a.Outcome == event.Failed && strings.Contains(a.Reason, "was cut"):
 			cut++
-		case a.Ok():
-			ok++
-		default:
-			t.Fatalf("agent %d: %s (%s)", a.ID, a.Outcome, a.Reason)
+		case strings.Contains(a.Reason, "server"):
+			t.Fatalf("agent %d: %s (%s): only the cut stream's agent may end on the server's account", a.ID, a.Outcome, a.Reason)
 		}
 	}
-	if cut != 1 || ok != 2 {
-		t.Fatalf("%d agents cut, %d returned: want the one whose stream was cut to fail and the others to return", cut, ok)
+	if cut != 1 {
+		t.Fatalf("%d agents ended by a cut stream: want the one whose stream was cut (%+v)", cut, res.Agents)
 	}
-	if len(retries) != 2 || retries[0].Tool != "server" || !strings.Contains(retries[0].Reason, "429") || !strings.Contains(retries[1].Reason, "503") {
-		t.Fatalf("retries %+v: want two parks, on 429 and 503", retries)
+	// The requests race to the proxy: which agent meets which refusal is
+	// theirs to decide.
+	codes := map[string]int{}
+	for _, r := range retries {
+		for _, c := range []string{"429", "503"} {
+			if r.Tool == "server" && strings.Contains(r.Reason, c) {
+				codes[c]++
+			}
+		}
+	}
+	if len(retries) != 2 || codes["429"] != 1 || codes["503"] != 1 {
+		t.Fatalf("retries %+v: want two parks, one on 429 and one on 503", retries)
 	}
 	c.Close()
 	proxy.CloseClientConnections()
+	fp.tr.CloseIdleConnections()
 	noLeaks(t)
 }

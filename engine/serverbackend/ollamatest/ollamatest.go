@@ -119,6 +119,10 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
+// plain is the helper's own client: no connection outlives a request, so a
+// test's leak check sees only the connections of the code under test.
+var plain = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 // Server is a running ollama server.
 type Server struct {
 	URL  string
@@ -185,7 +189,7 @@ func Start(t testing.TB, bin string, parallel int) *Server {
 	// Ready when it answers (it opens its port after start-up).
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(s.URL + "/api/version")
+		resp, err := plain.Get(s.URL + "/api/version")
 		if err == nil {
 			resp.Body.Close()
 			break
@@ -228,7 +232,7 @@ func (s *Server) Create(t testing.TB, name, gguf string) {
 func (s *Server) Load(t testing.TB, model string, numCtx int) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"model": model, "options": map[string]any{"num_ctx": numCtx}})
-	resp, err := http.Post(s.URL+"/api/generate", "application/json", bytes.NewReader(body))
+	resp, err := plain.Post(s.URL+"/api/generate", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
