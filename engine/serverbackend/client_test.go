@@ -435,3 +435,89 @@ func TestCutCallsEndAfterMaxTurns(t *testing.T) {
 	}
 	checkClosed(t, f, c)
 }
+
+// fakeOpenAI speaks the OpenAI-compatible /v1/completions (vLLM's dialect:
+// max_model_len in /v1/models, cached tokens in the usage).
+type fakeOpenAI struct {
+	mu      sync.Mutex
+	prompts []string
+	bodies  []map[string]any
+}
+
+func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/v1/models":
+		if r.Header.Get("Authorization") != "Bearer k" {
+			http.Error(w, `{"error":{"message":"bad key"}}`, http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"other"},{"id":"m","max_model_len":4096}]}`)
+	case "/v1/completions":
+		var req map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		prompt, _ := req["prompt"].(string)
+		f.mu.Lock()
+		f.prompts = append(f.prompts, prompt)
+		f.bodies = append(f.bodies, req)
+		f.mu.Unlock()
+		answer := `<tool_call>
+{"name": "lookup", "arguments": {"q": "tides"}}
+</tool_call>`
+		if strings.Contains(prompt, "<tool_response>") {
+			answer = `<tool_call>
+{"name": "report", "arguments": {"result": "found it"}}
+</tool_call>`
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		n := 0
+		for piece := range strings.SplitSeq(answer, " ") {
+			if n > 0 {
+				piece = " " + piece
+			}
+			b, _ := json.Marshal(map[string]any{"choices": []map[string]any{{"text": piece, "finish_reason": nil}}})
+			fmt.Fprintf(w, "data: %s\n\n", b)
+			n++
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"stop\"}]}\n\n")
+		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":%d,\"prompt_tokens_details\":{\"cached_tokens\":90}}}\n\n", n)
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func TestOpenAICompatibleServer(t *testing.T) {
+	f := &fakeOpenAI{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m", APIKey: "k", Format: "chatml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dialect() != serverbackend.OpenAI || c.NCtx() != 4096 {
+		t.Fatalf("dialect %s, context %d: want openai, 4096 (max_model_len)", c.Dialect(), c.NCtx())
+	}
+	rec := &recorder{}
+	res := runPool(t, c, rec, 3, 3, nil)
+	for _, a := range res.Agents {
+		if a.Outcome != event.Returned || a.Text() != "found it" {
+			t.Fatalf("agent %d: %s %q (%s)", a.ID, a.Outcome, a.Text(), a.Reason)
+		}
+	}
+	spine := rec.of(event.SpineCreate)[0].Text
+	for _, p := range f.prompts {
+		if !strings.HasPrefix(p, spine) {
+			t.Fatalf("a prompt does not start with the spine: %q", p[:min(len(p), 200)])
+		}
+	}
+	if u := c.Usage(); u.Requests != 6 || u.PromptTokens != 600 || u.Evaluated != 60 || u.EvaluatedKnown != 6 {
+		t.Fatalf("usage %+v: want 6 requests of 100 prompt tokens, 10 of each evaluated (90 cached)", u)
+	}
+	c.Close()
+	if _, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "nope", APIKey: "k"}); err == nil || !strings.Contains(err.Error(), "other, m") {
+		t.Fatalf("a model the server lacks: %v; want the models it has", err)
+	}
+	if _, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m", APIKey: "wrong"}); err == nil || !strings.Contains(err.Error(), "bad key") {
+		t.Fatalf("a wrong key: %v; want the server's refusal", err)
+	}
+}
