@@ -64,6 +64,9 @@ the server for a like-for-like row.`,
 				}
 				b.agents = append(b.agents, n)
 			}
+			if b.server == "" {
+				b.server = os.Getenv("LLOYAL_SERVER")
+			}
 			if b.server != "" && b.model == "" {
 				return fmt.Errorf("--server %s: name the model there with --model NAME", b.server)
 			}
@@ -71,7 +74,7 @@ the server for a like-for-like row.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&b.server, "server", os.Getenv("LLOYAL_SERVER"), "inference server URL (default $LLOYAL_SERVER; none: local rows only)")
+	f.StringVar(&b.server, "server", "", "inference server URL (default $LLOYAL_SERVER; none: local rows only)")
 	f.StringVar(&b.model, "model", "", "the model's name on the server")
 	f.StringVar(&b.localModel, "local-model", "", "GGUF file for the local rows (default: the generated tiny model)")
 	f.IntVar(&b.spine, "spine", 1000, "tokens of the shared system prompt")

@@ -70,7 +70,7 @@ The trace is written as the run goes and its path printed at exit.`,
 // serverFlags adds --server, --max-inflight and --request-timeout: the
 // model runs on an inference server instead of here.
 func serverFlags(fs *pflag.FlagSet, c *session.Config) {
-	fs.StringVar(&c.Server, "server", os.Getenv("LLOYAL_SERVER"), "run the model on this inference server (ollama, vLLM, SGLang, llama-server), e.g. http://127.0.0.1:11434; --model names it there (default $LLOYAL_SERVER; API key from $LLOYAL_API_KEY)")
+	fs.StringVar(&c.Server, "server", "", "run the model on this inference server (ollama, vLLM, SGLang, llama-server), e.g. http://127.0.0.1:11434; --model names it there (default $LLOYAL_SERVER; API key from $LLOYAL_API_KEY)")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 8, "with --server: most requests in flight at once (one per active agent)")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", time.Minute, "with --server: give up on a request when the server has sent nothing for this long")
 	fs.BoolVar(&c.Walk, "walk", false, "walk the model through the tools (for a model that never calls one itself, like the generated demo model)")
@@ -107,6 +107,11 @@ func (o *runFlags) run(cmd *cobra.Command) error {
 	c := o.cfg
 	if err := checkRun(c); err != nil {
 		return err
+	}
+	if c.Server == "" {
+		// Read here, not as the flag's default: help would print it, and a
+		// URL may carry credentials.
+		c.Server = os.Getenv("LLOYAL_SERVER")
 	}
 	if err := checkServer(c); err != nil {
 		return err

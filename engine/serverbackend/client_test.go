@@ -521,3 +521,46 @@ func TestOpenAICompatibleServer(t *testing.T) {
 		t.Fatalf("a wrong key: %v; want the server's refusal", err)
 	}
 }
+
+// Pressure on a server: an agent whose conversation nears the server's
+// context is nudged to report, as it would be on the local backend.
+func TestPressureNudgesOnServer(t *testing.T) {
+	f := &fakeOllama{t: t}
+	f.hook = func(w http.ResponseWriter, r *http.Request, prompt string) bool {
+		call := `{"name": "lookup", "arguments": {"q": "more"}}`
+		if strings.Contains(strings.ToLower(prompt), "call report now") {
+			call = `{"name": "report", "arguments": {"result": "found it"}}`
+		}
+		b, _ := json.Marshal(map[string]any{"response": "<tool_call>\n" + call + "\n</tool_call>", "done": false})
+		fmt.Fprintf(w, "%s\n", b)
+		fmt.Fprintf(w, `{"response":"","done":true,"done_reason":"stop","prompt_eval_count":%d,"eval_count":20}`+"\n", len(prompt)/3)
+		return true
+	}
+	srv := f.start(t)
+	c := dial(t, srv, serverbackend.Options{NCtx: 1024})
+	big := engine.Typed(engine.ToolSpec{Name: "lookup", Description: "Look something up.", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)},
+		func(ctx context.Context, a struct{ Q string }) (any, error) {
+			return map[string]string{"found": strings.Repeat("tide ", 60)}, nil
+		})
+	rec := &recorder{}
+	rt := engine.New(c, engine.Options{Sinks: []engine.Sink{rec}})
+	res, err := rt.Run(t.Context(), engine.PoolSpec{System: "s", Tools: []engine.Tool{big}, Terminal: engine.Terminal("report", "Report.", engine.ReportSchema),
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "t"}), MaxTurns: 50, SoftLimit: 256, HardLimit: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := res.Agents[0]; !a.Ok() || a.Text() != "found it" {
+		t.Fatalf("agent %s %q (%s): want it nudged or recovered into its report", a.Outcome, a.Text(), a.Reason)
+	}
+	acted := len(rec.of(event.SettleDeferred)) > 0
+	for _, e := range rec.of(event.AgentNudge) {
+		acted = acted || e.Reason == "pressure_softcut" || e.Reason == "settle_reject"
+	}
+	if !acted {
+		t.Fatal("no pressure nudge or deferred result: pressure on a server never reached the policy")
+	}
+	if n := len(f.prompts); n > 40 {
+		t.Fatalf("%d turns: pressure should have ended the agent long before its 50 turns", n)
+	}
+	checkClosed(t, f, c)
+}
