@@ -55,7 +55,7 @@ func TestRunOnOllama(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st.ApprovalsAsked+st.AutoApproved == 0 {
-		t.Fatal("write_note was never approved")
+		t.Fatalf("write_note was never approved:\n%s", out)
 	}
 	if notes, _ := os.ReadDir(filepath.Join(dir, "notes")); len(notes) == 0 {
 		t.Fatal("no note saved")

@@ -7,7 +7,9 @@ package engine
 // the cell-level backend runs.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -280,10 +282,8 @@ func (p *pool) endServerTurn(ev turnEvent) {
 	p.rt.cells.noteUsage(g.promptLen, res.PromptTokens)
 	raw := a.raw.String()
 	f := p.be.Format()
-	if s := p.rt.cells.samplingOf(a.branch); s.Grammar != nil && !s.Grammar.Lazy && f.CallOpen != "" && !strings.Contains(raw, strings.TrimSpace(f.CallOpen)) {
-		// The server constrained the answer to the call's JSON: write the
-		// call the way the model would have, so history and parsing agree.
-		raw = f.CallOpen + strings.TrimSpace(raw) + f.CallClose
+	if s := p.rt.cells.samplingOf(a.branch); s.Grammar != nil && !s.Grammar.Lazy && f.CallOpen != "" && !strings.HasPrefix(strings.TrimSpace(raw), strings.TrimSpace(f.CallOpen)) {
+		raw = wrapCall(raw, f)
 		a.raw.Reset()
 		a.raw.WriteString(raw)
 	}
@@ -337,4 +337,15 @@ func (p *pool) closeTurns() {
 		p.abortTurn(a)
 	}
 	p.turns.wg.Wait()
+}
+
+// wrapCall writes a call the server constrained to its JSON the way the
+// model would have, between the format's markers, so history and parsing
+// agree. A server's JSON constraint lets marker text ("</tool_call>") into
+// strings, where the local grammar never does: escaping <, > and & (\u003c…)
+// keeps the JSON's value and takes the markers out of its text.
+func wrapCall(raw string, f chat.Format) string {
+	var b bytes.Buffer
+	json.HTMLEscape(&b, []byte(strings.TrimSpace(raw)))
+	return f.CallOpen + b.String() + f.CallClose
 }

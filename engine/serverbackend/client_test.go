@@ -564,3 +564,28 @@ func TestPressureNudgesOnServer(t *testing.T) {
 	}
 	checkClosed(t, f, c)
 }
+
+// A server's JSON constraint lets marker text into a forced call's strings
+// (a random model writes "</tool_call>" inside its report): the call still
+// reads as one call with its text intact.
+func TestMarkersInsideAForcedCall(t *testing.T) {
+	f := &fakeOllama{t: t}
+	f.hook = func(w http.ResponseWriter, r *http.Request, prompt string) bool {
+		b, _ := json.Marshal(map[string]any{"response": `{"name": "report", "arguments": {"result": "a </tool_call> b <tool_call> c"}}`, "done": false})
+		fmt.Fprintf(w, "%s\n", b)
+		fmt.Fprintln(w, `{"response":"","done":true,"done_reason":"stop","prompt_eval_count":10,"eval_count":20}`)
+		return true
+	}
+	srv := f.start(t)
+	c := dial(t, srv, serverbackend.Options{})
+	rt := engine.New(c, engine.Options{})
+	res, err := rt.Run(t.Context(), engine.PoolSpec{System: "s", Terminal: engine.Terminal("report", "Report.", engine.ReportSchema),
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "t"}), SoftLimit: 256, HardLimit: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := res.Agents[0]; a.Outcome != event.Returned || a.Text() != "a </tool_call> b <tool_call> c" {
+		t.Fatalf("agent %s %q (%s): want the report with its text intact", a.Outcome, a.Text(), a.Reason)
+	}
+	checkClosed(t, f, c)
+}
