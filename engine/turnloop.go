@@ -343,7 +343,9 @@ func (p *pool) closeTurns() {
 // model would have, between the format's markers, so history and parsing
 // agree. A server's JSON constraint lets marker text ("</tool_call>") into
 // strings, where the local grammar never does: escaping <, > and & (\u003c…)
-// keeps the JSON's value and takes the markers out of its text.
+// keeps the JSON's value and takes the markers out of its text, so a call
+// cut short (read up to the first closing marker) is not cut again inside
+// a string.
 func wrapCall(raw string, f chat.Format) string {
 	var b bytes.Buffer
 	json.HTMLEscape(&b, []byte(strings.TrimSpace(raw)))
