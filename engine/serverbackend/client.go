@@ -541,9 +541,13 @@ func (c *Client) readOllama(r io.Reader, text func(string)) (engine.TurnResult, 
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return res, pieces, err
+		return res, pieces, err // the connection broke mid-answer
 	}
-	return res, pieces, io.ErrUnexpectedEOF
+	// The response ended properly but without its last record: ollama
+	// stops an answer that repeats one token (whitespace included) more
+	// than 30 times this way. The turn is over, cut short.
+	res.Cut = true
+	return res, pieces, nil
 }
 
 // readOpenAI reads /v1/completions' server-sent events.

@@ -589,3 +589,28 @@ func TestMarkersInsideAForcedCall(t *testing.T) {
 	}
 	checkClosed(t, f, c)
 }
+
+// ollama ends an answer that repeats a token too often without its last
+// record, in a response that is otherwise complete: that is the end of a
+// turn cut short, not a broken stream.
+func TestAnswerEndedWithoutItsLastRecord(t *testing.T) {
+	f := &fakeOllama{t: t}
+	f.hook = func(w http.ResponseWriter, r *http.Request, prompt string) bool {
+		b, _ := json.Marshal(map[string]any{"response": `<tool_call>
+{"name": "report", "arguments": {"result": "found it`, "done": false})
+		fmt.Fprintf(w, "%s\n", b)
+		return true // the handler returns: the response ends cleanly
+	}
+	srv := f.start(t)
+	c := dial(t, srv, serverbackend.Options{})
+	rt := engine.New(c, engine.Options{})
+	res, err := rt.Run(t.Context(), engine.PoolSpec{System: "s", Terminal: engine.Terminal("report", "Report.", engine.ReportSchema),
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "t"}), SoftLimit: 256, HardLimit: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := res.Agents[0]; a.Outcome != event.Returned || a.Text() != "found it" {
+		t.Fatalf("agent %s %q (%s): want the cut report salvaged", a.Outcome, a.Text(), a.Reason)
+	}
+	checkClosed(t, f, c)
+}
