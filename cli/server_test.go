@@ -60,7 +60,34 @@ func TestRunOnOllama(t *testing.T) {
 	if notes, _ := os.ReadDir(filepath.Join(dir, "notes")); len(notes) == 0 {
 		t.Fatal("no note saved")
 	}
-	if out, err := runCLI(t, "trace", "replay", "--headless", "--speed", "0", tp); err != nil || !strings.Contains(out, "run ended: completed") {
+	if out, err := runCLI(t, "replay", "--headless", "--speed", "0", tp); err != nil || !strings.Contains(out, "run ended: completed") {
 		t.Fatalf("replay: %v\n%s", err, out)
+	}
+}
+
+// Server flags out of range, a server nobody answers on and a server
+// without --model are refused with the flag or the server named, before
+// any work.
+func TestServerFlagsAreRefused(t *testing.T) {
+	t.Setenv("LLOYAL_SERVER", "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--server", "http://127.0.0.1:1"}, "--model NAME"},
+		{[]string{"run", "--server", "http://127.0.0.1:1", "--model", "m", "--max-inflight", "0"}, "--max-inflight 0"},
+		{[]string{"run", "--server", "http://127.0.0.1:1", "--model", "m", "--request-timeout", "-1s"}, "--request-timeout -1s"},
+		{[]string{"run", "--server", "http://127.0.0.1:1", "--model", "m", "--headless"}, "cannot reach the server at http://127.0.0.1:1"},
+		{[]string{"run", "--server", "ftp://x", "--model", "m", "--headless"}, "not an http(s) URL"},
+		{[]string{"bench", "server", "--spine", "0"}, "--spine 0"},
+		{[]string{"bench", "server", "--agents", "0"}, "--agents"},
+		{[]string{"bench", "server", "--server", "http://127.0.0.1:1"}, "--model NAME"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			out, err := runCLI(t, c.args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%v\n%s\nwant an error saying %q", err, out, c.want)
+			}
+		})
 	}
 }
