@@ -1,12 +1,3 @@
-// Package engine is lloyal's agent runtime: tools, pools of agents forked
-// from a shared spine, the tick loop that decodes one token for every active
-// agent in one batch, orchestrators, and the event stream that feeds both the
-// trace file and the terminal UI.
-//
-// The runtime talks to the model through Backend. engine/llamabackend is the
-// real one (llama.cpp through engine/kv); tests of the scheduler use a scripted
-// double (engine/enginetest). Every Backend call is made by the goroutine
-// running a pool's tick loop, never concurrently.
 package engine
 
 import (

@@ -76,6 +76,8 @@ type pool struct {
 	scope  uint64 // id of the pool:open event
 	parent *Agent // the calling agent of a nested pool
 
+	turns *turnState // requests in flight on a turn-level backend
+
 	spine     *Spine
 	ownSpine  bool
 	fmt       chat.Format // the backend's format with the pool's thinking switch
@@ -218,6 +220,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 		}
 	}
 	close(p.closed)
+	p.closeTurns()
 	if !p.orchOver {
 		p.orchErr = <-p.orchDone
 	}
@@ -417,16 +420,21 @@ func (p *pool) wait() {
 		return
 	}
 	var timer <-chan time.Time
-	if len(p.retries) > 0 {
-		next := p.retries[0].notBefore
-		for _, r := range p.retries {
-			if r.notBefore.Before(next) {
-				next = r.notBefore
-			}
+	next, due := p.nextTurnRetry()
+	for _, r := range p.retries {
+		if !due || r.notBefore.Before(next) {
+			next, due = r.notBefore, true
 		}
+	}
+	if due {
 		t := time.NewTimer(max(time.Until(next), 0))
 		defer t.Stop()
 		timer = t.C
+	}
+	var turns chan turnEvent
+	var slot chan struct{}
+	if p.turns != nil {
+		turns, slot = p.turns.events, p.rt.turnWake
 	}
 	orch := p.orchDone
 	if p.orchOver {
@@ -439,6 +447,9 @@ func (p *pool) wait() {
 		p.complete(c)
 	case ans := <-p.answers:
 		p.answered(ans)
+	case ev := <-turns:
+		p.takeTurnEvents([]turnEvent{ev})
+	case <-slot:
 	case err := <-orch:
 		p.orchOver, p.orchErr = true, err
 	case <-p.rt.cmdWake:
@@ -592,6 +603,7 @@ func (p *pool) drainCompletions() {
 		case ans := <-p.answers:
 			p.answered(ans)
 		default:
+			p.drainTurns()
 			return
 		}
 	}
@@ -776,6 +788,7 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 	}
 	a.mu.Unlock()
 	a.status = event.StatusFinished
+	p.abortTurn(a)
 	if a.call != nil && a.call.cancel != nil && o != event.Returned {
 		a.call.cancel()
 	}

@@ -32,6 +32,12 @@ func (p *pool) drop(a *Agent, reason string, shape RecoveryShape) {
 	p.emit(event.Event{Type: event.AgentDone, Agent: a.ID})
 	a.doneEmitted = true
 	a.dropReason = reason
+	p.abortTurn(a)
+	if p.rt.tb != nil {
+		// A server writes a whole turn at a time: the report is one more
+		// turn, sent like any other (there is no blocking decode loop).
+		shape = InLoop
+	}
 	if a.call != nil && a.call.cancel != nil {
 		a.call.cancel()
 	}

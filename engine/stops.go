@@ -119,7 +119,7 @@ func (p *pool) stallBreak() {
 // canProgress reports whether anything other than the deferred results can
 // move the pool forward (so a stall-break would be premature).
 func (p *pool) canProgress() bool {
-	if p.fanRunning > 0 || len(p.fanWaiting) > 0 || len(p.retries) > 0 || p.awaiting > 0 || len(p.spawnQ) > 0 || len(p.dispatchQ) > 0 {
+	if p.fanRunning > 0 || len(p.fanWaiting) > 0 || len(p.retries) > 0 || p.turnsBusy() || p.awaiting > 0 || len(p.spawnQ) > 0 || len(p.dispatchQ) > 0 {
 		return true
 	}
 	for _, a := range p.agents {

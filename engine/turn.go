@@ -59,6 +59,9 @@ func (p *pool) activate(a *Agent) {
 // produce samples one token for every thinking agent and decodes them all in
 // one batch. It reports whether any agent is still thinking.
 func (p *pool) produce() bool {
+	if p.rt.tb != nil {
+		return p.produceTurns()
+	}
 	p.nudgedThisTick, p.killedThisTick = false, false
 	pr := p.pressure()
 	p.reap(pr)
@@ -184,6 +187,17 @@ func (p *pool) endTurn(a *Agent) {
 			// so far); another call is asked for again, shorter.
 			if body, ok := salvage(raw, p.terminal, f); ok && p.terminal != "" {
 				p.finish(a, event.Returned, "", "turn_cut_salvaged", body)
+				return
+			}
+			if a.turns >= p.spec.MaxTurns {
+				// Out of turns: asking again could go on for ever (a model
+				// that spends every turn on whitespace inside the call).
+				if p.terminal == "" {
+					p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "max_turns"})
+					p.finish(a, event.Failed, fmt.Sprintf("max_turns: every one of its %d turns reached the token limit inside a call", p.spec.MaxTurns), "")
+					return
+				}
+				p.drop(a, "max_turns", p.spec.RecoveryShape)
 				return
 			}
 			p.refuse(a, Call{ID: p.newCallID(), Tool: "(cut)", Agent: a.ID}, "turn_cut",

@@ -33,8 +33,11 @@ type Header struct {
 	Context        ContextInfo     `json:"context"`
 	Sampling       engine.Sampling `json:"sampling"`
 	Tools          []ToolInfo      `json:"tools"`
-	Start          time.Time       `json:"start"`
-	CommandLine    []string        `json:"commandLine"`
+	// Server is the inference server the run drove its model on (absent
+	// for a model run here).
+	Server      *ServerInfo `json:"server,omitempty"`
+	Start       time.Time   `json:"start"`
+	CommandLine []string    `json:"commandLine"`
 	// Abilities are the installed abilities whose tools the run offered.
 	Abilities []AbilityInfo `json:"abilities,omitempty"`
 }
@@ -82,6 +85,15 @@ type ContextInfo struct {
 	FlashAttn bool `json:"flash_attn,omitempty"`
 	SoftLimit int  `json:"softLimit,omitempty"`
 	HardLimit int  `json:"hardLimit,omitempty"`
+}
+
+// ServerInfo names the inference server of a run: its URL (without
+// credentials; the API key is never written) and the model's name there.
+type ServerInfo struct {
+	URL         string `json:"url"`
+	Dialect     string `json:"dialect"` // ollama or openai
+	Model       string `json:"model"`
+	MaxInflight int    `json:"maxInflight,omitempty"`
 }
 
 // ToolInfo is a tool as the model saw it.

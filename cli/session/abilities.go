@@ -63,9 +63,13 @@ func signedBy(key string) string {
 // grammarReady leaves out the tools whose input schema the backend cannot
 // turn into a grammar (a tool-call grammar holds every tool's, so one such
 // schema would stop the run), with a warning naming each.
-func grammarReady(be interface {
+// grammarMaker is a model that forces tool calls with a local grammar (a
+// model run here; a server checks calls its own way).
+type grammarMaker interface {
 	SchemaToGrammar([]byte) (string, error)
-}, tools []engine.Tool, errOut io.Writer) []engine.Tool {
+}
+
+func grammarReady(be grammarMaker, tools []engine.Tool, errOut io.Writer) []engine.Tool {
 	var out []engine.Tool
 	for _, t := range tools {
 		if _, err := be.SchemaToGrammar(t.Spec().Parameters); err != nil {

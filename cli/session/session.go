@@ -23,9 +23,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/themes"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
@@ -72,6 +70,13 @@ type Config struct {
 	// enable_thinking (--think).
 	Template string
 	Think    chat.Think
+
+	// A model on an inference server (empty: run it here).
+	Server         string        // the server's URL
+	APIKey         string        // sent to the server, never traced
+	MaxInflight    int           // turns in flight at once
+	RequestTimeout time.Duration // a silent server's requests give up after this
+	Walk           bool          // walk the model through the tools (a model that never calls one itself)
 }
 
 // Errors Run returns for runs that were stopped rather than failed; the
@@ -147,11 +152,11 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if err != nil {
 		return err
 	}
-	m, err := llamabackend.Open(cfg.Model, model.Options{})
+	om, err := openModel(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	defer om.close()
 	var corpus *tools.Corpus
 	if cfg.Corpus == "" {
 		corpus, err = tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
@@ -166,26 +171,17 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if err != nil {
 		return err
 	}
-	// A decode batch in proportion to a small context: the hard limit must
-	// hold one, and 512 cells of reserve would leave 2,048 no room to work.
-	nBatch := 512
-	if cfg.NCtx < 4096 {
-		nBatch = max(64, cfg.NCtx/8)
-	}
-	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads, KVType: cfg.KVType,
-		Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
-	if err != nil {
-		return err
-	}
-	defer be.Close()
-	if w := be.Format().Warning; w != "" {
-		fmt.Fprintln(errOut, "warning:", w)
+	if om.warning != "" {
+		fmt.Fprintln(errOut, "warning:", om.warning)
 	}
 
 	h := research.New(corpus, note, cfg.Task, cfg.Agents)
 	var abInfo []trace.AbilityInfo
 	for _, a := range abs {
-		ab, tools := a.srv.Ability(), grammarReady(be, a.tools, errOut)
+		ab, tools := a.srv.Ability(), a.tools
+		if g, ok := om.model.(grammarMaker); ok {
+			tools = grammarReady(g, a.tools, errOut)
+		}
 		h.AddAbilities(research.Ability{Name: ab.Name, Version: ab.Version, UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: tools})
 		info := trace.AbilityInfo{Name: ab.Name, Version: ab.Version, Key: ab.Signer()}
 		for _, t := range tools {
@@ -196,8 +192,8 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	h.Sampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: cfg.Seed}
 	// A random model never opens a call on its own: walk it through the
 	// tools so the demo exercises them (and asks you about write_note).
-	h.Walk = cfg.Generated && cfg.NCtx >= 4096
-	if what := h.Fit(be.NCtx(), be.NBatch()); what != "" {
+	h.Walk = (cfg.Generated || cfg.Walk) && om.nctx >= 4096
+	if what := h.Fit(om.nctx, om.nbatch); what != "" {
 		fmt.Fprintln(errOut, "adapted to the context:", what)
 	}
 
@@ -211,10 +207,10 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		tp = trace.NewPath(dir)
 	}
 	all, terminal := h.Tools()
-	header := trace.Header{ProgramVersion: cfg.Version, Model: llamabackend.ModelInfo(m), Sampling: h.Sampling,
-		Context:     trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads(), ThreadChoices: be.ThreadChoices(), KVType: string(be.KVType()), FlashAttn: be.FlashAttn()},
+	header := trace.Header{ProgramVersion: cfg.Version, Model: om.info, Sampling: h.Sampling,
+		Context: om.context, Server: om.server,
 		Tools:       trace.Tools(all, terminal),
-		CommandLine: cfg.Args, Abilities: abInfo}
+		CommandLine: redactArgs(cfg.Args), Abilities: abInfo}
 	tw, err := trace.Create(tp, header)
 	if err != nil {
 		return err
@@ -275,7 +271,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 			}
 		}))
 	}
-	rt := engine.New(be, engine.Options{Sinks: sinks, Approver: broker})
+	rt := engine.New(om.model, engine.Options{Sinks: sinks, Approver: broker, MaxInflight: cfg.MaxInflight})
 	broker.LogTo(rt.Emit)
 
 	ctx, stop := context.WithCancel(ctx)
@@ -297,14 +293,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	}()
 
 	if cfg.View == ViewApp {
-		title := m.Info.Name
-		if title == "" {
-			title = filepath.Base(m.Info.Path)
-		}
-		if cfg.Generated {
-			title += " (random weights: text is noise)"
-		}
-		title += " · " + be.ThreadsLabel()
+		title := om.title
 		var res []engine.AgentResult
 		var runErr error
 		finished, err := runApp(ctx, stop, ui.Options{Theme: cfg.Theme, Title: title, Dev: cfg.Dev, Ctl: controller{rt, broker},
