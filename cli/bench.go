@@ -26,7 +26,7 @@ func newBenchCmd() *cobra.Command {
 		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { printLoad(cmd.OutOrStdout(), "start") },
 		PersistentPostRun: func(cmd *cobra.Command, _ []string) { printLoad(cmd.OutOrStdout(), "end") },
 	}
-	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd())
+	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAppCmd())
 	return cmd
 }
 
