@@ -191,7 +191,9 @@ type slot struct {
 type pattern []slot
 
 // withArg makes every occurrence of literal in the pattern's template text
-// argument n.
+// argument n, filled as template text: it is only for identifiers the
+// runtime makes (call ids, which templates check as they are, so they cannot
+// be sentinels). Anything a model or a tool's author wrote is content.
 func (p pattern) withArg(literal string, n int) pattern {
 	var out pattern
 	for _, s := range p {
@@ -439,7 +441,7 @@ func afterCall(t *Template, think Think, sys, u Message) (pattern, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pt.withArg(probeName, 1).withArg(probeCallID, 2), nil
+	return pt.withArg(probeCallID, 2), nil
 }
 
 func (f Format) resultOpenText() string {
