@@ -188,7 +188,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 		if parent != nil {
 			from = parent.branch
 		}
-		sp, err := rt.newSpine(ctx, from, p.scope, spec.System, tools, terminal)
+		sp, err := rt.newSpine(ctx, p.fmt, from, p.scope, spec.System, tools, terminal)
 		if err != nil {
 			rt.em.emit(event.Event{Type: event.PoolClose, Parent: p.scope, Pool: p.scope, Reason: err.Error()})
 			return nil, err

@@ -253,3 +253,27 @@ func TestTemplateToolTextStaysContent(t *testing.T) {
 		})
 	}
 }
+
+// TestFromTemplateEmptyThinkIsAuto: a format built with no thinking switch
+// is auto, so WithThink(auto) — every pool without a setting of its own on
+// such a format — is the same format, not a fresh probe of the template.
+func TestFromTemplateEmptyThinkIsAuto(t *testing.T) {
+	cf := loadCases(t)
+	f, err := FromTemplate(loadTemplate(t, cf, "qwen3"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Think() != ThinkAuto {
+		t.Fatalf("Think() = %q, want auto", f.Think())
+	}
+	g, err := f.WithThink(ThinkAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.pat != f.pat {
+		t.Fatal("WithThink(auto) probed the template again")
+	}
+	if g, _ = f.WithThink(""); g.pat != f.pat || g.Think() != ThinkAuto {
+		t.Fatal(`WithThink("") changed the format`)
+	}
+}

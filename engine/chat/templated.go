@@ -98,6 +98,11 @@ func familyFormat(k Kind) Format {
 // the template lays out each kind of turn; a template that cannot render them
 // is an error (the caller falls back to a hand-written family).
 func FromTemplate(t *Template, think Think) (Format, error) {
+	if think == "" {
+		// Once here, so a pool asking for auto finds it unchanged and does
+		// not probe the template again.
+		think = ThinkAuto
+	}
 	k := DetectFamily(t.Source)
 	f := familyFormat(k)
 	// The family's markers this template writes must each be one special
@@ -611,10 +616,11 @@ func (f Format) Conversation(msgs []Message, tools []ToolSpec, gen bool) (prompt
 }
 
 // WithThink is the format rendering with another thinking switch (a pool's
-// PoolSpec.Thinking). Hand-written formats and an unchanged switch return f.
+// PoolSpec.Thinking). "" keeps f's own switch (the backend's --think);
+// hand-written formats and an unchanged switch return f.
 func (f Format) WithThink(think Think) (Format, error) {
 	if think == "" {
-		think = ThinkAuto
+		return f, nil
 	}
 	if f.tmpl == nil || think == f.think {
 		return f, nil
