@@ -468,7 +468,7 @@ func (f Format) resultCloseText() string {
 // begins. Every agent's Turn(…, false) continues it.
 func (f Format) Spine(system string, tools []ToolSpec) (Prompt, error) {
 	if f.tmpl == nil {
-		return f.System(system, tools), nil
+		return f.system(system, tools), nil
 	}
 	if f.toolsIgnored && len(tools) > 0 {
 		system += f.toolsPreamble(tools)
@@ -501,7 +501,7 @@ func (f Format) Spine(system string, tools []ToolSpec) (Prompt, error) {
 // it is content of that message.
 func (f Format) SpineAfter(system string, tools []ToolSpec) Prompt {
 	if f.tmpl == nil {
-		return append(f.Separator(), f.System(system, tools)...)
+		return append(f.Separator(), f.system(system, tools)...)
 	}
 	p := f.pat.reopen.fill()
 	p.text(system + f.toolsPreamble(tools) + "\n\n")

@@ -72,7 +72,9 @@ func must(t *testing.T, err error) {
 // branchWith prefills a fresh branch with a system + user prompt.
 func branchWith(t *testing.T, m *testModel, s *kv.Store, user string) *kv.Branch {
 	t.Helper()
-	p := append(m.Format.System("You are a test.", nil), m.Format.Turn(chat.Message{Role: chat.User, Content: user}, false)...)
+	p, err := m.Format.Spine("You are a test.", nil)
+	must(t, err)
+	p = append(p, m.Format.Turn(chat.Message{Role: chat.User, Content: user}, false)...)
 	toks, err := m.TokenizePrompt(p)
 	must(t, err)
 	b, err := s.Create()
