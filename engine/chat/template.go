@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -210,7 +211,7 @@ func align(real, marked, prefix string, strs []string) (pieces, error) {
 	pos := 0
 	for i, text := range between {
 		if !strings.HasPrefix(real[pos:], text) {
-			return nil, fmt.Errorf("chat template: the template renders differently around content (near %q): it branches on or rewrites message text, which lloyal cannot keep apart from its markers", clip(text))
+			return nil, fmt.Errorf("chat template: the template renders differently around content (near %q): it branches on or rewrites message text, which lloyal cannot keep apart from its markers", Clip(text, 40))
 		}
 		out = append(out, piece{text: text, special: true, ref: -1})
 		pos += len(text)
@@ -230,7 +231,7 @@ func align(real, marked, prefix string, strs []string) (pieces, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("chat template: the template rewrites a content string (%q) in a way lloyal cannot follow", clip(s))
+			return nil, fmt.Errorf("chat template: the template rewrites a content string (%q) in a way lloyal cannot follow", Clip(s, 40))
 		}
 	}
 	if pos != len(real) {
@@ -239,11 +240,15 @@ func align(real, marked, prefix string, strs []string) (pieces, error) {
 	return out, nil
 }
 
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
+// Clip is s cut to at most n characters (runes, so a character is never
+// split), with "…" where it was cut: for error messages, summaries and
+// previews.
+func Clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
 	}
-	return s
+	r := []rune(s)
+	return string(r[:n]) + "…"
 }
 
 // sentinels hands out a stand-in for each content string. Equal strings get

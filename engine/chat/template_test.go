@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 type templateCase struct {
@@ -275,5 +276,25 @@ func TestFromTemplateEmptyThinkIsAuto(t *testing.T) {
 	}
 	if g, _ = f.WithThink(""); g.pat != f.pat || g.Think() != ThinkAuto {
 		t.Fatal(`WithThink("") changed the format`)
+	}
+}
+
+// TestClip: a cut never splits a character, counts characters, and marks
+// the cut.
+func TestClip(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 40, "short"},
+		{"abcdef", 3, "abc…"},
+		{"東京東京東京", 4, "東京東京…"},
+		{"a🙂b", 2, "a🙂…"},
+		{strings.Repeat("é", 40), 40, strings.Repeat("é", 40)},
+	} {
+		if got := Clip(tt.s, tt.n); got != tt.want || !utf8.ValidString(got) {
+			t.Errorf("Clip(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
+		}
 	}
 }
