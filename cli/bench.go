@@ -95,7 +95,7 @@ func benchModel(ref, name string, o modelgen.Options) (*model.Model, error) {
 		}
 		ref = p
 	}
-	return llamabackend.Open(ref, model.Options{})
+	return llamabackend.Open(ref, model.Options{}, llamabackend.FormatOptions{})
 }
 
 func (b *engineBench) spawn(w io.Writer) error {

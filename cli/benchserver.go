@@ -169,7 +169,11 @@ func spineText(be engine.Backend, n int) (string, int, error) {
 			continue
 		}
 		last = sb.Len()
-		toks, err := be.Tokenize(be.Format().System(sb.String(), nil))
+		spine, err := be.Format().Spine(sb.String(), nil)
+		if err != nil {
+			return "", 0, err
+		}
+		toks, err := be.Tokenize(spine)
 		if err != nil {
 			return "", 0, err
 		}
@@ -177,7 +181,11 @@ func spineText(be engine.Backend, n int) (string, int, error) {
 			return sb.String(), len(toks), nil
 		}
 	}
-	toks, err := be.Tokenize(be.Format().System(sb.String(), nil))
+	spine, err := be.Format().Spine(sb.String(), nil)
+	if err != nil {
+		return "", 0, err
+	}
+	toks, err := be.Tokenize(spine)
 	return sb.String(), len(toks), err
 }
 

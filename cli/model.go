@@ -134,7 +134,7 @@ func newModelInfoCmd() *cobra.Command {
 		Short: "Check a model file and print what lloyal sees in it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := llamabackend.Open(args[0], model.Options{})
+			m, err := llamabackend.Open(args[0], model.Options{}, llamabackend.FormatOptions{})
 			if err != nil {
 				return err
 			}

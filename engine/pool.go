@@ -188,7 +188,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 		if parent != nil {
 			from = parent.branch
 		}
-		sp, err := rt.newSpine(ctx, from, p.scope, spec.System, tools, terminal)
+		sp, err := rt.newSpine(ctx, p.fmt, from, p.scope, spec.System, tools, terminal)
 		if err != nil {
 			rt.em.emit(event.Event{Type: event.PoolClose, Parent: p.scope, Pool: p.scope, Reason: err.Error()})
 			return nil, err
@@ -259,7 +259,7 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 			params = json.RawMessage(`{"type":"object"}`)
 			s.Parameters = params
 		}
-		sch, err := jsonschema.NewCompiler().Compile(params)
+		sch, err := compileSchema(params)
 		if err != nil {
 			return fmt.Errorf("pool: tool %q parameters are not a valid JSON Schema: %w", s.Name, err)
 		}

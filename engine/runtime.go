@@ -144,13 +144,13 @@ func (s *Spine) Branch() BranchID { return s.branch }
 func (rt *Runtime) NewSpine(ctx context.Context, system string, tools []Tool, terminal Tool) (*Spine, error) {
 	rt.busy.Lock()
 	defer rt.busy.Unlock()
-	return rt.newSpine(ctx, -1, 0, system, tools, terminal)
+	return rt.newSpine(ctx, rt.be.Format(), -1, 0, system, tools, terminal)
 }
 
 // newSpine creates a spine; with parent ≥ 0 it forks parent (an agent's
-// branch mid-turn) and closes that turn first.
-func (rt *Runtime) newSpine(ctx context.Context, parent BranchID, scope uint64, system string, tools []Tool, terminal Tool) (*Spine, error) {
-	f := rt.be.Format()
+// branch mid-turn) and closes that turn first. f is the format of the pool
+// it is for (its thinking switch shows in the spine of some templates).
+func (rt *Runtime) newSpine(ctx context.Context, f chat.Format, parent BranchID, scope uint64, system string, tools []Tool, terminal Tool) (*Spine, error) {
 	all := toolList(tools, terminal)
 	var specs []chat.ToolSpec
 	for _, t := range all {

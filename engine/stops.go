@@ -5,7 +5,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -51,8 +50,7 @@ func (p *pool) midTerminal(a *Agent) bool {
 	if p.terminal == "" {
 		return false
 	}
-	raw := a.raw.String()
-	return strings.Contains(raw, strings.TrimSpace(p.fmt.CallOpen)) && strings.Contains(raw, `"`+p.terminal+`"`)
+	return writingCall(a.raw.String(), p.terminal, p.fmt)
 }
 
 // reap applies the per-tick stops before sampling: wind-down, the time hard

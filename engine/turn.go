@@ -277,6 +277,17 @@ func (p *pool) newCallID() string {
 	return fmt.Sprintf("call_%d_%d", p.scope, p.callSeq)
 }
 
+// compileSchema compiles a tool's parameters. Schemas come from tools'
+// authors (MCP servers, config files): the compiler's default loaders would
+// fetch a remote "$ref" over HTTP while the pool opens, so they are removed
+// and such a reference is an error instead.
+func compileSchema(params json.RawMessage) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	delete(c.Loaders, "http")
+	delete(c.Loaders, "https")
+	return c.Compile(params)
+}
+
 // ValidateArgs checks arguments against a tool's parameters the way the
 // runtime does before Execute: "" when they are valid, otherwise what the
 // model reads (the field and the rule). A schema that does not compile is an
@@ -286,7 +297,7 @@ func ValidateArgs(spec ToolSpec, args json.RawMessage) (string, error) {
 	if len(params) == 0 {
 		params = json.RawMessage(`{"type":"object"}`)
 	}
-	sch, err := jsonschema.NewCompiler().Compile(params)
+	sch, err := compileSchema(params)
 	if err != nil {
 		return "", fmt.Errorf("tool %q parameters are not a valid JSON Schema: %w", spec.Name, err)
 	}

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
 )
 
 // External is the corpus folder of pages "from the web": each names its
@@ -76,17 +76,6 @@ func FetchPageTool(c *Corpus, every time.Duration) engine.Tool {
 		text := strings.Join(d.Lines, "\n")
 		// A page is long; the agent gets its opening, like a reader's first
 		// screen (read_file has the rest).
-		return map[string]any{"url": a.URL, "path": d.Path, "text": clip(text, 800)}, nil
+		return map[string]any{"url": a.URL, "path": d.Path, "text": chat.Clip(text, 800)}, nil
 	})
-}
-
-// clip cuts s to at most n bytes at a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + " …"
 }

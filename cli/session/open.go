@@ -36,7 +36,8 @@ func openModel(ctx context.Context, cfg Config) (*opened, error) {
 	if cfg.Server != "" {
 		return openServer(ctx, cfg)
 	}
-	m, err := llamabackend.Open(cfg.Model, model.Options{})
+	fo := llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}
+	m, err := llamabackend.Open(cfg.Model, model.Options{}, fo)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +48,7 @@ func openModel(ctx context.Context, cfg Config) (*opened, error) {
 		nBatch = max(64, cfg.NCtx/8)
 	}
 	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads, KVType: cfg.KVType,
-		Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
+		Format: fo})
 	if err != nil {
 		m.Close()
 		return nil, err

@@ -13,7 +13,7 @@ import (
 
 func loadRun(t *testing.T, nCtx, nSeq, agents int) *engine.PoolResult {
 	t.Helper()
-	m, err := Open(testmodel.Tiny(t), model.Options{})
+	m, err := Open(testmodel.Tiny(t), model.Options{}, FormatOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -522,7 +522,7 @@ func (c *Client) readOllama(r io.Reader, text func(string)) (engine.TurnResult, 
 			Error           string `json:"error"`
 		}
 		if err := json.Unmarshal(line, &m); err != nil {
-			return res, pieces, fmt.Errorf("an unreadable line %q: %w", clip(line), err)
+			return res, pieces, fmt.Errorf("an unreadable line %q: %w", chat.Clip(string(line), 120), err)
 		}
 		if m.Error != "" {
 			return res, pieces, fmt.Errorf("the server reported: %s", m.Error)
@@ -588,7 +588,7 @@ func (c *Client) readOpenAI(r io.Reader, text func(string)) (engine.TurnResult, 
 			Error any `json:"error"`
 		}
 		if err := json.Unmarshal(data, &m); err != nil {
-			return res, pieces, fmt.Errorf("an unreadable event %q: %w", clip(data), err)
+			return res, pieces, fmt.Errorf("an unreadable event %q: %w", chat.Clip(string(data), 120), err)
 		}
 		if m.Error != nil {
 			return res, pieces, fmt.Errorf("the server reported: %v", m.Error)
@@ -617,11 +617,4 @@ func (c *Client) readOpenAI(r io.Reader, text func(string)) (engine.TurnResult, 
 		return res, pieces, err
 	}
 	return res, pieces, io.ErrUnexpectedEOF
-}
-
-func clip(b []byte) string {
-	if len(b) > 120 {
-		return string(b[:120]) + "…"
-	}
-	return string(b)
 }
