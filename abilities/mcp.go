@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,7 +134,7 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	cmd := exec.Command(path, m.Server.Args...)
 	cmd.Dir = s.ab.Dir
 	cmd.Env = append(os.Environ(), "LLOYAL_ABILITY_NAME="+s.ab.Name, "LLOYAL_ABILITY_DIR="+s.ab.Dir, "LLOYAL_ABILITY_SETTINGS="+s.ab.SettingsPath)
-	for _, k := range sortedKeys(m.Server.Env) {
+	for _, k := range slices.Sorted(maps.Keys(m.Server.Env)) {
 		cmd.Env = append(cmd.Env, k+"="+m.Server.Env[k])
 	}
 	c := &conn{cmd: cmd, exited: make(chan struct{}), stderr: &tail{}}
