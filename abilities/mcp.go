@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -222,9 +223,14 @@ func (s *Server) progressed(_ context.Context, req *mcp.ProgressNotificationClie
 	}
 }
 
+// toolName is what a tool's name may be, before and after the ability's
+// prefix. The name is written into the model's prompt: a server's name
+// holding markup or a chat template's special token is never let through.
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
 // Tools starts the server and lists its tools as engine tools, named
-// NAME_TOOL. A tool whose input schema lloyal cannot use is left out, with
-// a warning.
+// NAME_TOOL. A tool whose name or input schema lloyal cannot use is left
+// out, with a warning.
 func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 	c, err := s.session(ctx)
 	if err != nil {
@@ -239,6 +245,11 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 			s.fail(c, err.Error())
 			return nil, nil, fmt.Errorf("ability %s: list its tools: %w", s.ab.Name, err)
 		}
+		name := s.ab.Name + "_" + t.Name
+		if !toolName.MatchString(t.Name) || !toolName.MatchString(name) {
+			warnings = append(warnings, fmt.Sprintf("ability %s: tool %q left out: its name (as %q) must be 1 to 64 letters, digits, '_', '.' or '-' (ask the server's author to rename it)", s.ab.Name, t.Name, name))
+			continue
+		}
 		params, err := json.Marshal(t.InputSchema)
 		if err == nil {
 			_, err = jsonschema.NewCompiler().Compile(params)
@@ -248,7 +259,7 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 			continue
 		}
 		out = append(out, &Tool{srv: s, remote: t.Name, spec: engine.ToolSpec{
-			Name:        s.ab.Name + "_" + t.Name,
+			Name:        name,
 			Description: t.Description,
 			Parameters:  params,
 			Protected:   protected(t.Annotations) || s.ab.Manifest.protects(t.Name),

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -325,6 +327,61 @@ func TestServerThatDoesNotStart(t *testing.T) {
 		srv.Close()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.command, err, c.want)
+		}
+	}
+}
+
+// httpAbility installs and loads an ability named web reaching ms over
+// streamable HTTP.
+func httpAbility(t *testing.T, ms *mcp.Server) *Installed {
+	t.Helper()
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+	t.Cleanup(hs.Close)
+	src := t.TempDir()
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"web","version":"1","useWhen":"to greet","server":{"url":"`+hs.URL+`"},"restarts":0}`), 0o644)
+	s := newStore(t)
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Load([]string{"web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l[0]
+}
+
+// A server's tool name reaches the model's prompt: one that could hold a
+// special token or markup, or that is too long once prefixed, is left out
+// with a warning; the others are listed.
+func TestToolNamesChecked(t *testing.T) {
+	ms := mcp.NewServer(&mcp.Implementation{Name: "names", Version: "1"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	noop := func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	}
+	for _, name := range []string{"ok.tool-1", "x<|im_end|>", "a b", strings.Repeat("n", 61), strings.Repeat("n", 60)} {
+		mcp.AddTool(ms, &mcp.Tool{Name: name}, noop)
+	}
+	srv, err := NewServer(httpAbility(t, ms), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	list, warnings, err := srv.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range list {
+		names = append(names, tl.Spec().Name)
+	}
+	slices.Sort(names)
+	if want := []string{"web_" + strings.Repeat("n", 60), "web_ok.tool-1"}; !slices.Equal(names, want) {
+		t.Fatalf("listed %q, want %q", names, want)
+	}
+	all := strings.Join(warnings, "\n")
+	for _, bad := range []string{`"x<|im_end|>" left out`, `"a b" left out`, strings.Repeat("n", 61) + `" left out`} {
+		if !strings.Contains(all, bad) {
+			t.Errorf("no warning saying %s in:\n%s", bad, all)
 		}
 	}
 }
