@@ -50,6 +50,7 @@ type Server struct {
 	// engine.TraceEvent; tests watch them).
 	onProgress func(ctx context.Context, filled, total int)
 	note       func(ctx context.Context, name string, data any)
+	kill       func(*exec.Cmd) // killGroup; tests count the kills
 }
 
 // conn is one started server.
@@ -59,6 +60,11 @@ type conn struct {
 	exited chan struct{} // closed when the process has exited
 	waited error         // cmd.Wait's answer, once exited is closed
 	stderr *tail
+	kill   func(*exec.Cmd)
+	// stopped makes stop run once: two calls failing together both stop
+	// the connection, and a second group kill after the process was
+	// reaped could hit a new process group given the same id.
+	stopped sync.Once
 }
 
 // NewServer prepares ab's server; nothing starts until Tools or a call.
@@ -68,7 +74,7 @@ func NewServer(ab *Installed, version string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{ab: ab, timeout: d, client: version, onProgress: engine.OnProgress, note: engine.TraceEvent}, nil
+	return &Server{ab: ab, timeout: d, client: version, onProgress: engine.OnProgress, note: engine.TraceEvent, kill: killGroup}, nil
 }
 
 // Ability is the installed ability the server runs.
@@ -138,7 +144,11 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	for _, k := range slices.Sorted(maps.Keys(m.Server.Env)) {
 		cmd.Env = append(cmd.Env, k+"="+m.Server.Env[k])
 	}
-	c := &conn{cmd: cmd, exited: make(chan struct{}), stderr: &tail{}}
+	// A grandchild that escaped the group (setsid) may hold stderr open
+	// after the server exited: Wait gives up on it after WaitDelay rather
+	// than waiting for it to exit.
+	cmd.WaitDelay = 2 * time.Second
+	c := &conn{cmd: cmd, exited: make(chan struct{}), stderr: &tail{}, kill: s.kill}
 	cmd.Stderr = c.stderr
 	ownGroup(cmd)
 	stdin, err := cmd.StdinPipe()
@@ -168,15 +178,17 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-// stop ends the connection and the process (and its group).
+// stop ends the connection and the process (and its group), once.
 func (c *conn) stop() {
-	if c.sess != nil {
-		go func() { _ = c.sess.Close() }() // it may wait on a process that does not read
-	}
-	if c.cmd != nil {
-		killGroup(c.cmd)
-		<-c.exited
-	}
+	c.stopped.Do(func() {
+		if c.sess != nil {
+			go func() { _ = c.sess.Close() }() // it may wait on a process that does not read
+		}
+		if c.cmd != nil {
+			c.kill(c.cmd)
+			<-c.exited
+		}
+	})
 }
 
 // why explains a failed connection: for a server that closed its output,

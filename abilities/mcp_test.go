@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -383,5 +385,95 @@ func TestToolNamesChecked(t *testing.T) {
 		if !strings.Contains(all, bad) {
 			t.Errorf("no warning saying %s in:\n%s", bad, all)
 		}
+	}
+}
+
+// Two calls in flight when their server dies both fail, and the server is
+// stopped once: a second group kill could hit a process group that reused
+// the id.
+func TestTwoFailedCallsStopOnce(t *testing.T) {
+	ab, _ := testAbility(t, `,"restarts":0`, "count")
+	s, err := NewServer(ab, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	var kills atomic.Int32
+	s.kill = func(cmd *exec.Cmd) { kills.Add(1); killGroup(cmd) }
+	progressed := make(chan struct{}, 2)
+	s.onProgress = func(context.Context, int, int) { progressed <- struct{}{} }
+	s.note = func(context.Context, string, any) {}
+	list, _, err := s.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan map[string]any, 2)
+	for range 2 {
+		go func() {
+			v, _ := list[0].Execute(context.Background(), json.RawMessage(`{"n":1,"hold":true}`))
+			results <- v.(map[string]any)
+		}()
+	}
+	<-progressed
+	<-progressed // both calls are running on the one server
+	s.mu.Lock()
+	_ = s.live.cmd.Process.Kill()
+	s.mu.Unlock()
+	for range 2 {
+		if r := <-results; !strings.Contains(fmt.Sprint(r["error"]), "test_count failed") {
+			t.Fatalf("a call on a killed server: %v", r)
+		}
+	}
+	if n := kills.Load(); n != 1 {
+		t.Fatalf("the server was stopped %d times, want once", n)
+	}
+}
+
+// A server that exits while a process it started in a session of its own
+// keeps its stderr open still ends: the start fails with its exit status
+// instead of waiting for that process.
+func TestEscapedGrandchildDoesNotHang(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid is not installed")
+	}
+	src := t.TempDir()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	_ = os.WriteFile(filepath.Join(src, "server"), []byte("#!/bin/sh\nsetsid sleep 120 &\necho $! >"+pidFile+"\nexit 7\n"), 0o755)
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"escape","version":"1","useWhen":"never","server":{"command":"./server"}}`), 0o644)
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				if p, err := os.FindProcess(pid); err == nil {
+					_ = p.Kill()
+				}
+			}
+		}
+	})
+	s := newStore(t)
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(l[0], "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := srv.Tools(context.Background())
+		srv.Close()
+		done <- err
+	}()
+	// A hang check, not a speed limit: the grandchild lives 120 s.
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "exit status 7") {
+			t.Fatalf("got %v, want the server's exit status", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("starting a server that exited hung on its escaped grandchild")
 	}
 }
