@@ -264,7 +264,7 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 		}
 		params, err := json.Marshal(t.InputSchema)
 		if err == nil {
-			_, err = jsonschema.NewCompiler().Compile(params)
+			_, err = compileSchema(params)
 		}
 		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("ability %s: tool %s left out: its input schema is not usable (%v)", s.ab.Name, t.Name, err))
@@ -461,4 +461,14 @@ func (t *tail) words() string {
 		return ""
 	}
 	return "; its stderr ends: " + strings.Join(strings.Fields(s), " ")
+}
+
+// compileSchema compiles a schema from a server or a bundle, neither of
+// which lloyal trusts: the compiler's default loaders would fetch a remote
+// $ref over HTTP while compiling, so they are removed and such a $ref fails.
+func compileSchema(schema []byte) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	delete(c.Loaders, "http")
+	delete(c.Loaders, "https")
+	return c.Compile(schema)
 }

@@ -477,3 +477,44 @@ func TestEscapedGrandchildDoesNotHang(t *testing.T) {
 		t.Fatal("starting a server that exited hung on its escaped grandchild")
 	}
 }
+
+// Schemas come from servers and bundles lloyal does not trust: compiling
+// one never fetches a remote $ref, whether it is a tool's input schema or
+// a bundle's settings schema.
+func TestSchemasFetchNothing(t *testing.T) {
+	var fetched atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fetched.Add(1)
+		_, _ = w.Write([]byte(`{"type":"object"}`))
+	}))
+	defer hs.Close()
+	ref := `{"type":"object","properties":{"a":{"$ref":"` + hs.URL + `/x"}}}`
+
+	ms := mcp.NewServer(&mcp.Implementation{Name: "refs", Version: "1"}, nil)
+	ms.AddTool(&mcp.Tool{Name: "fetcher", InputSchema: json.RawMessage(ref)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	srv, err := NewServer(httpAbility(t, ms), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if _, _, err := srv.Tools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := fetched.Load(); n != 0 {
+		t.Fatalf("compiling a tool's input schema fetched %d remote $refs", n)
+	}
+
+	src := t.TempDir()
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"settings","version":"1","useWhen":"x","settings":"s.json","server":{"url":"http://127.0.0.1:1/mcp"}}`), 0o644)
+	_ = os.WriteFile(filepath.Join(src, "s.json"), []byte(ref), 0o644)
+	s := newStore(t)
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = s.Load([]string{"settings"})
+	if n := fetched.Load(); n != 0 {
+		t.Fatalf("compiling a settings schema fetched %d remote $refs", n)
+	}
+}

@@ -296,7 +296,7 @@ func (s *Store) Load(names []string) ([]*Installed, error) {
 			in.Instructions = strings.TrimSpace(string(b.Files[filepath.ToSlash(filepath.Clean(f))]))
 		}
 		if f := b.Manifest.Settings; f != "" {
-			in.schema, err = jsonschema.NewCompiler().Compile(b.Files[filepath.ToSlash(filepath.Clean(f))])
+			in.schema, err = compileSchema(b.Files[filepath.ToSlash(filepath.Clean(f))])
 			if err != nil {
 				return nil, fmt.Errorf("ability %s: its settings schema %s is not a valid JSON Schema: %w", n, f, err)
 			}
