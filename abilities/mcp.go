@@ -140,7 +140,7 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	}
 	cmd := exec.Command(path, m.Server.Args...)
 	cmd.Dir = s.ab.Dir
-	cmd.Env = append(os.Environ(), "LLOYAL_ABILITY_NAME="+s.ab.Name, "LLOYAL_ABILITY_DIR="+s.ab.Dir, "LLOYAL_ABILITY_SETTINGS="+s.ab.SettingsPath)
+	cmd.Env = append(serverEnv(os.Environ()), "LLOYAL_ABILITY_NAME="+s.ab.Name, "LLOYAL_ABILITY_DIR="+s.ab.Dir, "LLOYAL_ABILITY_SETTINGS="+s.ab.SettingsPath)
 	for _, k := range slices.Sorted(maps.Keys(m.Server.Env)) {
 		cmd.Env = append(cmd.Env, k+"="+m.Server.Env[k])
 	}
@@ -176,6 +176,22 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("start the server %s: %s", m.Server.Command, reason)
 	}
 	return c, nil
+}
+
+// serverEnv is what a stdio server gets of lloyal's environment: what a
+// program needs to run (home, path, user, locale, terminal, temp and XDG
+// folders), never the rest (API keys, tokens). The manifest's env adds to it.
+func serverEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "HOME", k == "PATH", k == "USER", k == "LOGNAME", k == "LANG", k == "LC_ALL", k == "TERM", k == "TMPDIR",
+			strings.HasPrefix(k, "XDG_"):
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // stop ends the connection and the process (and its group), once.

@@ -518,3 +518,26 @@ func TestSchemasFetchNothing(t *testing.T) {
 		t.Fatalf("compiling a settings schema fetched %d remote $refs", n)
 	}
 }
+
+// A stdio server gets what a program needs of lloyal's environment and
+// the manifest's env, never the rest (an API key).
+func TestServerEnvironment(t *testing.T) {
+	t.Setenv("LLOYAL_API_KEY", "sk-secret")
+	t.Setenv("LANG", "C.UTF-8")
+	ab, log := testAbility(t, "", "env")
+	_, tools, _ := startServer(t, ab)
+	r := call(t, tools["test_env"], `{}`)
+	env := map[string]string{}
+	for _, kv := range r["env"].([]any) {
+		k, v, _ := strings.Cut(kv.(string), "=")
+		env[k] = v
+	}
+	if _, ok := env["LLOYAL_API_KEY"]; ok {
+		t.Fatal("the server was given lloyal's API key")
+	}
+	for k, want := range map[string]string{"PATH": os.Getenv("PATH"), "LANG": "C.UTF-8", "MCPSERVER_LOG": log, "LLOYAL_ABILITY_NAME": "test"} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q", k, env[k], want)
+		}
+	}
+}
