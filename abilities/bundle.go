@@ -57,7 +57,12 @@ func ReadBundle(p string) (*Bundle, error) {
 		return nil, fmt.Errorf("read the ability bundle: %w (give a folder or a .tar.gz holding %s)", err, ManifestFile)
 	}
 	if fi.IsDir() {
-		err = b.readDir(p)
+		// A link to the folder is followed (once, here); links inside
+		// the bundle are still refused.
+		var root string
+		if root, err = filepath.EvalSymlinks(p); err == nil {
+			err = b.readDir(root)
+		}
 	} else {
 		err = b.readTarGz(p)
 	}
@@ -158,7 +163,7 @@ func (b *Bundle) readTarGz(p string) error {
 			continue
 		case h.Typeflag != tar.TypeReg:
 			return fmt.Errorf("%s in %s is not a regular file (a link or device): put the file itself in the bundle", h.Name, p)
-		case path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../"):
+		case !filepath.IsLocal(filepath.FromSlash(name)):
 			return fmt.Errorf("%s in %s leads outside the bundle: refused", h.Name, p)
 		}
 		if _, dup := b.Files[name]; dup {

@@ -205,6 +205,13 @@ func TestReadBundleRefusesHostileInput(t *testing.T) {
 			return p
 		}, "over 512 MiB"},
 		{"folder ok", folder(func(*testing.T, string) {}), ""},
+		{"folder through a link", func(t *testing.T) string {
+			link := filepath.Join(t.TempDir(), "link")
+			if err := os.Symlink(folder(func(*testing.T, string) {})(t), link); err != nil {
+				t.Fatal(err)
+			}
+			return link
+		}, ""},
 		{"folder symlink", folder(func(t *testing.T, dir string) {
 			_ = os.Symlink("/etc/passwd", filepath.Join(dir, "link"))
 		}), "not a regular file"},
