@@ -23,20 +23,31 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 )
 
-// serverBin builds the test MCP server (testdata/mcpserver) once per test
-// binary run.
+// binDir holds the test MCP server, built once per test binary run and
+// removed by TestMain.
+var binDir string
+
+// serverBin builds the test MCP server (testdata/mcpserver) once.
 var serverBin = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "lloyal-mcpserver-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "mcpserver")
+	bin := filepath.Join(binDir, "mcpserver")
 	out, err := exec.Command("go", "build", "-o", bin, "./testdata/mcpserver").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build the test MCP server: %v\n%s", err, out)
 	}
 	return bin, nil
 })
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lloyal-mcpserver-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // testAbility installs (unsigned) an ability running the test server with
 // the given manifest fields and returns it loaded.
@@ -139,21 +150,21 @@ func TestToolsListedWordForWord(t *testing.T) {
 
 func TestCallWithProgressAndSettings(t *testing.T) {
 	ab, log := testAbility(t, "", "count", "settings")
-	_, tools, w := startServer(t, ab)
+	s, tools, _ := startServer(t, ab)
+	progressed := make(chan [2]int, 4)
+	s.onProgress = func(_ context.Context, f, n int) { progressed <- [2]int{f, n} }
 	// The call holds until the test has seen its progress.
 	done := make(chan map[string]any)
 	go func() {
 		v, _ := tools["test_count"].Execute(context.Background(), json.RawMessage(`{"n":4,"hold":true}`))
 		done <- v.(map[string]any)
 	}()
-	var got string
-	for deadline := time.Now().Add(time.Minute); got != "[[1 4] [2 4] [3 4] [4 4]]"; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("progress %s", got)
-		}
-		w.mu.Lock()
-		got = fmt.Sprint(w.progress)
-		w.mu.Unlock()
+	var got [][2]int
+	for range 4 {
+		got = append(got, <-progressed)
+	}
+	if fmt.Sprint(got) != "[[1 4] [2 4] [3 4] [4 4]]" {
+		t.Fatalf("progress %v", got)
 	}
 	_ = os.WriteFile(filepath.Join(filepath.Dir(log), "release"), nil, 0o644)
 	if r := <-done; r["text"] != "counted to 4" {
@@ -182,13 +193,15 @@ func TestCallWithProgressAndSettings(t *testing.T) {
 }
 
 func TestServerFailuresEndOnlyTheCall(t *testing.T) {
-	for _, c := range []struct{ tool, want, event string }{
-		{"crash", "(exit status 3); its stderr ends: mcpserver: crashing on request", "crashed"},
-		{"hang", "did not answer within 2s", "hung"},
-		{"garbage", "the server broke the protocol (calling \"tools/call\": invalid character", "crashed"},
+	// Only the hang waits for the timeout: the others fail at once, and a
+	// long timeout keeps a busy machine from making them hangs.
+	for _, c := range []struct{ tool, timeout, want, event string }{
+		{"crash", "10m", "(exit status 3); its stderr ends: mcpserver: crashing on request", "crashed"},
+		{"hang", "2s", "did not answer within 2s", "hung"},
+		{"garbage", "10m", "the server broke the protocol (calling \"tools/call\": invalid character", "crashed"},
 	} {
 		t.Run(c.tool, func(t *testing.T) {
-			ab, _ := testAbility(t, `,"timeout":"2s","restarts":1`, "count", c.tool)
+			ab, _ := testAbility(t, `,"timeout":"`+c.timeout+`","restarts":1`, "count", c.tool)
 			_, tools, w := startServer(t, ab)
 			r := call(t, tools["test_"+c.tool], `{}`)
 			if !strings.Contains(fmt.Sprint(r["error"]), c.want) || !strings.Contains(fmt.Sprint(r["error"]), "started again on the next call") {
@@ -308,14 +321,15 @@ func TestStreamableHTTPServer(t *testing.T) {
 // A server that cannot start says why: its exit status and stderr, or that
 // it never answered the handshake; a command not on PATH says so.
 func TestServerThatDoesNotStart(t *testing.T) {
-	for _, c := range []struct{ script, command, want string }{
-		{"#!/bin/sh\necho no config found >&2\nexit 7\n", "./server", "the server process ended (exit status 7); its stderr ends: no config found"},
-		{"#!/bin/sh\nexec sleep 600\n", "./server", "it did not answer the MCP handshake within 1s"},
-		{"", "lloyal-no-such-command", `"lloyal-no-such-command" is not on PATH`},
+	// Only the silent server waits for the timeout.
+	for _, c := range []struct{ script, command, timeout, want string }{
+		{"#!/bin/sh\necho no config found >&2\nexit 7\n", "./server", "10m", "the server process ended (exit status 7); its stderr ends: no config found"},
+		{"#!/bin/sh\nexec sleep 600\n", "./server", "1s", "it did not answer the MCP handshake within 1s"},
+		{"", "lloyal-no-such-command", "10m", `"lloyal-no-such-command" is not on PATH`},
 	} {
 		src := t.TempDir()
 		_ = os.WriteFile(filepath.Join(src, "server"), []byte(c.script), 0o755)
-		_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"bad","version":"1","useWhen":"never","timeout":"1s","server":{"command":"`+c.command+`"}}`), 0o644)
+		_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"bad","version":"1","useWhen":"never","timeout":"`+c.timeout+`","server":{"command":"`+c.command+`"}}`), 0o644)
 		s := newStore(t)
 		if _, err := s.Install(src, true); err != nil {
 			t.Fatal(err)
