@@ -91,6 +91,11 @@ func (s *Server) Close() {
 	}
 }
 
+// codeRejected is the code of the go-sdk's "rejected by transport" error: a
+// request that never reached the server (an HTTP endpoint gone), which is
+// the server failing, not answering.
+const codeRejected = -32005
+
 // errGaveUp: the server failed more often than the manifest allows.
 var errGaveUp = errors.New("gave up")
 
@@ -356,7 +361,7 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 		return result(res), nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err() // the run is stopping: not the server's fault
-	case errors.As(err, &wire):
+	case errors.As(err, &wire) && wire.Code != codeRejected:
 		// The server answered, with a protocol error (an unknown tool, bad
 		// arguments): the server is fine.
 		return engine.ErrorResult("%s refused the call: %s", t.spec.Name, wire.Message), nil
