@@ -14,6 +14,14 @@ import (
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
+// buildMCPServer builds the abilities package's test MCP server to bin.
+func buildMCPServer(t *testing.T, bin string) {
+	t.Helper()
+	if out, err := exec.Command("go", "build", "-o", bin, "../abilities/testdata/mcpserver").CombinedOutput(); err != nil {
+		t.Fatalf("build the MCP server: %v\n%s", err, out)
+	}
+}
+
 // ability runs `lloyal ability ARGS` with the test's homes.
 func ability(t *testing.T, bin, dir string, args ...string) string {
 	t.Helper()
@@ -39,9 +47,7 @@ func TestTmuxAbilityApproval(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "bundle")
 	_ = os.Mkdir(src, 0o755)
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(src, "server"), "../abilities/testdata/mcpserver").CombinedOutput(); err != nil {
-		t.Fatalf("build the MCP server: %v\n%s", err, out)
-	}
+	buildMCPServer(t, filepath.Join(src, "server"))
 	calls := filepath.Join(dir, "calls.log")
 	manifest := `{"name":"items","version":"0.3.0","useWhen":"when an item must be deleted","instructions":"INSTRUCTIONS.md",
 		"server":{"command":"./server","args":["--tools","delete_item"],"env":{"MCPSERVER_LOG":"` + calls + `"}}}`
@@ -165,9 +171,7 @@ func TestRunAbilityServerCrash(t *testing.T) {
 	setHomes(t, dir)
 	src := filepath.Join(dir, "bundle")
 	_ = os.Mkdir(src, 0o755)
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(src, "server"), "../abilities/testdata/mcpserver").CombinedOutput(); err != nil {
-		t.Fatalf("build the MCP server: %v\n%s", err, out)
-	}
+	buildMCPServer(t, filepath.Join(src, "server"))
 	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"flaky","version":"1","useWhen":"when counting","server":{"command":"./server","args":["--tools","crash,count"]}}`), 0o644)
 	if out, err := runCLI(t, "ability", "install", "--allow-unsigned", src); err != nil {
 		t.Fatalf("%v %s", err, out)

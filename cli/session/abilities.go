@@ -7,6 +7,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/abilities"
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/trace"
 )
 
 // started is an ability whose server answered, with its tools.
@@ -48,7 +49,7 @@ func startAbilities(ctx context.Context, cfg Config, errOut io.Writer) ([]starte
 			fmt.Fprintf(errOut, "warning: %v: running without it (lloyal ability disable %s to stop trying)\n", err, ab.Name)
 			continue
 		}
-		fmt.Fprintf(errOut, "ability %s %s (%s): %d tools\n", ab.Name, ab.Version, signedBy(ab.Signer()), len(tools))
+		fmt.Fprintf(errOut, "ability %s %s (%s): %d tools\n", ab.Name, ab.Version, trace.SignedBy(ab.Key), len(tools))
 		out = append(out, started{name: ab.Name, srv: srv, tools: tools})
 	}
 	return out, nil
@@ -72,13 +73,6 @@ func checkToolNames(builtin []engine.Tool, abs []started) error {
 		}
 	}
 	return nil
-}
-
-func signedBy(key string) string {
-	if key == "unsigned" {
-		return "unsigned"
-	}
-	return "signed by " + key
 }
 
 // grammarReady leaves out the tools whose input schema the backend cannot
