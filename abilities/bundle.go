@@ -40,9 +40,12 @@ const maxBundle = 512 << 20
 
 // Bundle is an ability's files, read whole, by slash-separated path.
 type Bundle struct {
+	// Files is every file's contents by slash-separated path from the
+	// bundle's root.
 	Files map[string][]byte
 	// Exec lists the files that were executable (a server binary).
-	Exec     map[string]bool
+	Exec map[string]bool
+	// Manifest is ability.json, parsed and checked against Files.
 	Manifest *Manifest
 	// Source is where the bundle was read from.
 	Source string
@@ -114,7 +117,7 @@ func (b *Bundle) readDir(root string) error {
 	var total int64
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			return fmt.Errorf("read the bundle %s: %w (check its permissions)", root, err)
 		}
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
@@ -126,11 +129,11 @@ func (b *Bundle) readDir(root string) error {
 		}
 		fi, err := d.Info()
 		if err != nil {
-			return err
+			return fmt.Errorf("read %s in the bundle: %w (check its permissions)", rel, err)
 		}
 		f, err := os.Open(p)
 		if err != nil {
-			return err
+			return fmt.Errorf("read %s in the bundle: %w (check its permissions)", rel, err)
 		}
 		defer f.Close()
 		return b.add(rel, f, fi.Mode()&0o111 != 0, &total)
@@ -140,7 +143,7 @@ func (b *Bundle) readDir(root string) error {
 func (b *Bundle) readTarGz(p string) error {
 	f, err := os.Open(p)
 	if err != nil {
-		return err
+		return fmt.Errorf("read the bundle %s: %w (check its permissions)", p, err)
 	}
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
@@ -214,10 +217,15 @@ func (b *Bundle) Digests() map[string]string {
 // Signature is ability.sig: the signer's public key, the digest of every
 // file, and an Ed25519 signature over them.
 type Signature struct {
-	Format    string            `json:"format"`
-	Key       string            `json:"key"` // base64 Ed25519 public key
-	Files     map[string]string `json:"files"`
-	Signature string            `json:"signature"` // base64
+	// Format is signatureFormat: the layout of the text signed.
+	Format string `json:"format"`
+	// Key is the signer's Ed25519 public key, base64.
+	Key string `json:"key"`
+	// Files is the SHA-512 (lowercase hex) of every file but ability.sig,
+	// by slash-separated path.
+	Files map[string]string `json:"files"`
+	// Signature is the Ed25519 signature of the signed text, base64.
+	Signature string `json:"signature"`
 }
 
 // signed is the text a signature covers: the format's line, then the file
@@ -247,7 +255,8 @@ type VerifyError struct {
 	// Reason is one of: unsigned, malformed, bad-signature, changed-manifest,
 	// changed-file, added-file, missing-file, untrusted-key.
 	Reason string
-	Msg    string
+	// Msg says what was wrong and what to do.
+	Msg string
 }
 
 func (e *VerifyError) Error() string { return e.Msg }

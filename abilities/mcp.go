@@ -158,11 +158,11 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	ownGroup(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start the server %s: make its stdin: %w (too many open files? raise ulimit -n)", m.Server.Command, err)
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start the server %s: make its stdout: %w (too many open files? raise ulimit -n)", m.Server.Command, err)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the server %s: %w", m.Server.Command, err)
