@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -216,8 +215,13 @@ func TestReadBundleRefusesHostileInput(t *testing.T) {
 			_ = os.Symlink("/etc/passwd", filepath.Join(dir, "link"))
 		}), "not a regular file"},
 		{"folder fifo", folder(func(t *testing.T, dir string) {
-			if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+			if err := mkfifo(filepath.Join(dir, "fifo")); err != nil {
 				t.Skip(err)
+			}
+		}), "not a regular file"},
+		{"folder device", folder(func(t *testing.T, dir string) {
+			if err := mkdevice(filepath.Join(dir, "null")); err != nil {
+				t.Skip("cannot make a device here:", err)
 			}
 		}), "not a regular file"},
 		{"folder control character", folder(func(t *testing.T, dir string) {
