@@ -486,10 +486,20 @@ func (t *tail) words() string {
 
 // compileSchema compiles a schema from a server or a bundle, neither of
 // which lloyal trusts: the compiler's default loaders would fetch a remote
-// $ref over HTTP while compiling, so they are removed and such a $ref fails.
+// $ref over HTTP while compiling, so they are removed, and a schema left
+// with a $ref it cannot resolve is refused.
 func compileSchema(schema []byte) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	delete(c.Loaders, "http")
 	delete(c.Loaders, "https")
-	return c.Compile(schema)
+	compiled, err := c.Compile(schema)
+	if err != nil {
+		return nil, err
+	}
+	// A $ref left unresolved would fail every validation (or be fetched
+	// by a compiler with loaders): refuse it now, naming it.
+	if refs := compiled.UnresolvedReferenceURIs(); len(refs) > 0 {
+		return nil, fmt.Errorf("its $ref %q is not inside the schema (lloyal fetches no schema from elsewhere): put the definition in the schema's $defs", refs[0])
+	}
+	return compiled, nil
 }

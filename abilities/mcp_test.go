@@ -513,11 +513,15 @@ func TestSchemasFetchNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	if _, _, err := srv.Tools(context.Background()); err != nil {
+	list, warnings, err := srv.Tools(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
 	if n := fetched.Load(); n != 0 {
 		t.Fatalf("compiling a tool's input schema fetched %d remote $refs", n)
+	}
+	if len(list) != 0 || len(warnings) != 1 || !strings.Contains(warnings[0], "is not inside the schema") {
+		t.Fatalf("a tool whose schema has a remote $ref: listed %d, warnings %q", len(list), warnings)
 	}
 
 	src := t.TempDir()
@@ -527,7 +531,9 @@ func TestSchemasFetchNothing(t *testing.T) {
 	if _, err := s.Install(src, true); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = s.Load([]string{"settings"})
+	if _, err := s.Load([]string{"settings"}); err == nil || !strings.Contains(err.Error(), "is not inside the schema") {
+		t.Fatalf("a settings schema with a remote $ref loaded: %v", err)
+	}
 	if n := fetched.Load(); n != 0 {
 		t.Fatalf("compiling a settings schema fetched %d remote $refs", n)
 	}
