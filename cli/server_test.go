@@ -29,6 +29,7 @@ func TestRunOnOllama(t *testing.T) {
 	}
 	srv.Create(t, "lloyal-tiny", gguf)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data")) // never the developer's abilities
 	t.Setenv("LLOYAL_API_KEY", "sk-never-traced")
 	tp := filepath.Join(dir, "run.jsonl")
 	out, err := runCLI(t, "run", "--server", srv.URL, "--model", "lloyal-tiny", "--ctx", "16384", "--walk", "--headless",

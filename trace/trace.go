@@ -52,6 +52,16 @@ type AbilityInfo struct {
 	Tools []string `json:"tools"`
 }
 
+// SignedBy is how an ability's signer reads wherever lloyal names it (an
+// install, a run, the app): "signed by KEY", or "unsigned" when key is ""
+// or "unsigned" (as a trace header records it).
+func SignedBy(key string) string {
+	if key == "" || key == "unsigned" {
+		return "unsigned"
+	}
+	return "signed by " + key
+}
+
 // AbilitySources says, for each ability tool of the run, which ability it
 // comes from: "ability NAME VERSION (signed by KEY)" or "(unsigned)". The
 // app shows it with the tool's calls and approval prompts, live and in a
@@ -59,12 +69,8 @@ type AbilityInfo struct {
 func (h *Header) AbilitySources() map[string]string {
 	out := map[string]string{}
 	for _, a := range h.Abilities {
-		signer := "signed by " + a.Key
-		if a.Key == "unsigned" || a.Key == "" {
-			signer = "unsigned"
-		}
 		for _, t := range a.Tools {
-			out[t] = fmt.Sprintf("ability %s %s (%s)", a.Name, a.Version, signer)
+			out[t] = fmt.Sprintf("ability %s %s (%s)", a.Name, a.Version, SignedBy(a.Key))
 		}
 	}
 	return out

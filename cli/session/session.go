@@ -152,11 +152,6 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if err != nil {
 		return err
 	}
-	om, err := openModel(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer om.close()
 	var corpus *tools.Corpus
 	if cfg.Corpus == "" {
 		corpus, err = tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
@@ -171,11 +166,22 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if err != nil {
 		return err
 	}
+	h := research.New(corpus, note, cfg.Task, cfg.Agents)
+	// An ability's tool named like a built-in one is refused here, before
+	// the model loads, not when the pool meets two tools of one name.
+	builtin, terminal := h.Tools()
+	if err := checkToolNames(append(builtin, terminal), abs); err != nil {
+		return err
+	}
+	om, err := openModel(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer om.close()
 	if om.warning != "" {
 		fmt.Fprintln(errOut, "warning:", om.warning)
 	}
 
-	h := research.New(corpus, note, cfg.Task, cfg.Agents)
 	var abInfo []trace.AbilityInfo
 	for _, a := range abs {
 		ab, tools := a.srv.Ability(), a.tools
