@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -220,7 +221,11 @@ func (c *conn) why(err error) string {
 		return err.Error()
 	}
 	// The SDK does not always wrap the EOF it met (a handshake's is text).
-	closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed) || strings.HasSuffix(err.Error(), "EOF")
+	// A read that lost the race with cmd.Wait, which closes our end of the
+	// pipe once the process is gone, meets a closed file instead of EOF:
+	// the same exit.
+	closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed) || strings.HasSuffix(err.Error(), "EOF") ||
+		errors.Is(err, fs.ErrClosed) || strings.Contains(err.Error(), fs.ErrClosed.Error())
 	if !closed {
 		return fmt.Sprintf("the server broke the protocol (%v)%s", err, c.stderr.words())
 	}

@@ -3,7 +3,10 @@ package abilities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -559,5 +562,28 @@ func TestServerEnvironment(t *testing.T) {
 		if env[k] != want {
 			t.Errorf("%s=%q, want %q", k, env[k], want)
 		}
+	}
+}
+
+// A server that exits while a call reads its output ends the call as an
+// exit, with its status, whichever way the read learnt of it: EOF, or the
+// closed file cmd.Wait leaves once the process is gone (seen in CI as "the
+// server broke the protocol (… read |0: file already closed)").
+func TestWhyAnExitIsAnExit(t *testing.T) {
+	for _, err := range []error{
+		io.EOF,
+		fmt.Errorf("calling %q: %w", "tools/call", io.ErrUnexpectedEOF),
+		errors.New(`calling "tools/call": read |0: file already closed`),
+		fmt.Errorf("calling %q: %w", "tools/call", &fs.PathError{Op: "read", Path: "|0", Err: fs.ErrClosed}),
+	} {
+		c := &conn{cmd: &exec.Cmd{}, exited: make(chan struct{}), waited: errors.New("exit status 3"), stderr: &tail{}}
+		close(c.exited)
+		if got := c.why(err); !strings.HasPrefix(got, "the server process ended (exit status 3)") {
+			t.Errorf("why(%v) = %q", err, got)
+		}
+	}
+	c := &conn{cmd: &exec.Cmd{}, exited: make(chan struct{}), stderr: &tail{}}
+	if got := c.why(errors.New("invalid character 'x' looking for beginning of value")); !strings.HasPrefix(got, "the server broke the protocol") {
+		t.Errorf("garbage: %q", got)
 	}
 }
