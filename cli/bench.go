@@ -57,12 +57,9 @@ Models default to generated ones cached under the user cache dir.`,
 			if b.spine < 1 || b.suffix < 1 || b.steps < 1 || b.threads < 0 {
 				return fmt.Errorf("--spine %d --suffix %d --steps %d --threads %d: the first three are at least 1, threads 0 (all) or more", b.spine, b.suffix, b.steps, b.threads)
 			}
-			for _, s := range strings.Split(agents, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n < 1 || n > llama.MaxSeq-1 {
-					return fmt.Errorf("--agents %q: a comma-separated list of counts 1..%d", agents, llama.MaxSeq-1)
-				}
-				b.agents = append(b.agents, n)
+			var err error
+			if b.agents, err = agentCounts(agents, llama.MaxSeq-1); err != nil {
+				return err
 			}
 			return b.run(cmd.OutOrStdout())
 		},
@@ -166,4 +163,17 @@ func printLoad(w io.Writer, when string) {
 		note = fmt.Sprintf("BUSY: other work was running (%d cores); figures are lower than on a quiet machine", runtime.NumCPU())
 	}
 	fmt.Fprintf(w, "load at %s: %s %s %s (1, 5, 15 min) · %s\n", when, f[0], f[1], f[2], note)
+}
+
+// agentCounts reads an --agents list: comma-separated counts from 1 to most.
+func agentCounts(list string, most int) ([]int, error) {
+	var ns []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > most {
+			return nil, fmt.Errorf("--agents %q: a comma-separated list of counts 1..%d", list, most)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -57,12 +56,9 @@ the server for a like-for-like row.`,
 			if b.spine < 1 || b.tokens < 1 {
 				return fmt.Errorf("--spine %d --tokens %d: both at least 1", b.spine, b.tokens)
 			}
-			for _, s := range strings.Split(agents, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n < 1 || n > 254 {
-					return fmt.Errorf("--agents %q: a comma-separated list of counts 1..254", agents)
-				}
-				b.agents = append(b.agents, n)
+			var err error
+			if b.agents, err = agentCounts(agents, 254); err != nil {
+				return err
 			}
 			if b.server == "" {
 				b.server = os.Getenv("LLOYAL_SERVER")
