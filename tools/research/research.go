@@ -120,7 +120,7 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 	base := func() []engine.Tool {
 		return []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus), tools.GlossaryTool(tools.LoadGlossary(corpus))}
 	}
-	research := append(base(), tools.FetchPageTool(corpus, 8*time.Second))
+	research := append(base(), tools.FetchPageTool(corpus, 3*time.Second))
 	return &Harness{Task: task, Agents: agents,
 		research: append(research, tools.DelegateTool(base, report, 3)), note: note, report: report,
 		compact: []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus)}, findingChars: 1200}
