@@ -3,8 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,11 +18,12 @@ import (
 )
 
 func newBenchCmd() *cobra.Command {
+	// A figure means little without the machine's load: every bench says
+	// it at the start and the end.
+	var load loadMeter
 	cmd := &cobra.Command{Use: "bench", Short: "Measure lloyal's speed and memory",
-		// A figure means little without the machine's load: every bench
-		// says it at the start and the end.
-		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { printLoad(cmd.OutOrStdout(), "start") },
-		PersistentPostRun: func(cmd *cobra.Command, _ []string) { printLoad(cmd.OutOrStdout(), "end") },
+		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { load.begin(cmd.OutOrStdout()) },
+		PersistentPostRun: func(cmd *cobra.Command, _ []string) { load.end(cmd.OutOrStdout()) },
 	}
 	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAppCmd())
 	return cmd
@@ -134,7 +133,7 @@ func (b *engineBench) decode(w io.Writer) error {
 	fmt.Fprintln(tw, "N\ttokens/s (all agents)\tper agent\tms per step\tvs N=1\t")
 	var base float64
 	for _, n := range b.agents {
-		tps, step, err := kv.MeasureDecode(m.Model, n, b.steps, llama.ContextParams{NThreads: b.threads})
+		tps, step, err := kv.MeasureDecode(m.Model, n, b.steps, kv.DecodeSpine, llama.ContextParams{NThreads: b.threads})
 		if err != nil {
 			return err
 		}
@@ -144,25 +143,6 @@ func (b *engineBench) decode(w io.Writer) error {
 		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.2f×\t\n", n, tps, tps/float64(n), float64(step.Microseconds())/1000, tps/base)
 	}
 	return tw.Flush()
-}
-
-// printLoad prints the load average (/proc/loadavg) and says when the
-// machine was busy: more runnable work than half its cores.
-func printLoad(w io.Writer, when string) {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		fmt.Fprintf(w, "load at %s: unknown (%v)\n", when, err)
-		return
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return
-	}
-	note := "quiet"
-	if l1, err := strconv.ParseFloat(f[0], 64); err == nil && l1 > float64(runtime.NumCPU())/2 {
-		note = fmt.Sprintf("BUSY: other work was running (%d cores); figures are lower than on a quiet machine", runtime.NumCPU())
-	}
-	fmt.Fprintf(w, "load at %s: %s %s %s (1, 5, 15 min) · %s\n", when, f[0], f[1], f[2], note)
 }
 
 // agentCounts reads an --agents list: comma-separated counts from 1 to most.

@@ -23,7 +23,7 @@ import (
 
 type serverBench struct {
 	server, model, localModel string
-	spine, tokens             int
+	spine, tokens, threads    int
 	agents                    []int
 	timeout                   time.Duration
 }
@@ -53,8 +53,8 @@ the server for a like-for-like row.`,
 		Example: `  lloyal bench server --server http://127.0.0.1:11434 --model lloyal-tiny`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if b.spine < 1 || b.tokens < 1 {
-				return fmt.Errorf("--spine %d --tokens %d: both at least 1", b.spine, b.tokens)
+			if b.spine < 1 || b.tokens < 1 || b.threads < 0 {
+				return fmt.Errorf("--spine %d --tokens %d --threads %d: spine and tokens at least 1, threads 0 (the default) or more", b.spine, b.tokens, b.threads)
 			}
 			var err error
 			if b.agents, err = agentCounts(agents, 254); err != nil {
@@ -76,6 +76,7 @@ the server for a like-for-like row.`,
 	f.IntVar(&b.spine, "spine", 1000, "tokens of the shared system prompt")
 	f.IntVar(&b.tokens, "tokens", 64, "tokens each agent writes")
 	f.StringVar(&agents, "agents", "1,8,32", "agent counts")
+	f.IntVar(&b.threads, "threads", 0, "fix the local rows' CPU threads (default: the fastest per decode)")
 	f.DurationVar(&b.timeout, "request-timeout", 5*time.Minute, "give up on a server request after this long without an answer")
 	return cmd
 }
@@ -99,7 +100,7 @@ func (b *serverBench) run(ctx context.Context, w io.Writer) error {
 	for _, n := range b.agents {
 		nseq = max(nseq, n+2)
 	}
-	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: 65536, NBatch: 512, NSeqMax: nseq})
+	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: 65536, NBatch: 512, NSeqMax: nseq, NThreads: b.threads})
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func benchThreads(ctx context.Context, w io.Writer, ref string, agents []int, st
 	measure := func(busy bool) error {
 		for _, s := range settings {
 			for _, n := range agents {
-				_, step, err := kv.MeasureDecode(m.Model, n, steps, s.cp)
+				_, step, err := kv.MeasureDecode(m.Model, n, steps, kv.DecodeSpine, s.cp)
 				if err != nil {
 					return err
 				}

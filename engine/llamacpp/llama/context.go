@@ -95,11 +95,17 @@ const (
 	FlashOff
 )
 
-// flashDefault is on: measured here (2 cores, 8 agents, `lloyal bench kv`),
-// flash attention decoded a 134M model with a 32k vocabulary at 145 tok/s
-// against 106 without, and the 0.5B bench model alike either way; and
-// quantized V cannot be read without it.
-func flashDefault(KVType) bool { return true }
+// flashDefault is off for an f16 cache and on for a quantized one (whose V
+// only the flash attention kernel reads). Measured here (2 cores, `lloyal
+// bench kv --spine 64,1000` and `bench server`, a 134M model with a 32k
+// vocabulary): with a 64-token shared prefix both settings decode 8 agents
+// alike, but ggml's CPU flash attention walks every cell of the cache one at
+// a time for each query, while without it attention is two matrix products;
+// with a 1,000-token prefix 8 agents decoded 64 tokens each in 5.2 s without
+// it against 6.8 s with it, one agent in 1.4 s against 2.1 s, and the prefix
+// itself prefilled in 3.3 s against 4.3 s. The tick loop's contexts are long
+// (the spine is the system prompt with every tool's schema), so off it is.
+func flashDefault(t KVType) bool { return t != KVF16 }
 
 // MaxSeq is llama.cpp's compile-time limit on sequence ids.
 const MaxSeq = 256

@@ -136,7 +136,7 @@ func TestKVTypes(t *testing.T) {
 		wantOn  bool
 		wantErr string
 	}{
-		{"", FlashDefault, true, ""},
+		{"", FlashDefault, false, ""},
 		{KVF16, FlashOff, false, ""},
 		{KVQ8, FlashDefault, true, ""},
 		{KVQ4, FlashDefault, true, ""},
