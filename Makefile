@@ -52,4 +52,5 @@ fuzz:
 	go test ./tools -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME)
 	go test ./abilities -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME)
 	@$(CGO); go test ./engine/llamacpp/model -run '^$$' -fuzz '^FuzzOpenMetadata$$' -fuzztime $(FUZZTIME)
+	@$(CGO); go test ./engine/llamacpp/model -run '^$$' -fuzz '^FuzzOpenExperts$$' -fuzztime $(FUZZTIME)
 	@$(CGO); go test ./cli -run '^$$' -fuzz '^FuzzRunFlags$$' -fuzztime $(FUZZTIME)

@@ -12,11 +12,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // SignatureFile is the signature's name at the bundle's root. It is the one
@@ -25,7 +28,11 @@ const SignatureFile = "ability.sig"
 
 // signatureFormat names the signed text's layout; it is the first line of
 // what is signed, so a signature can never be read as another format's.
-const signatureFormat = "lloyal-ability-signature/1"
+const signatureFormat = "lloyal-ability-signature/2"
+
+// maxEntries bounds a bundle's number of files, as maxBundle bounds its
+// size: a tarball of a million empty files is refused before it is held.
+const maxEntries = 10000
 
 // maxBundle bounds a bundle's size (every file together): a server binary
 // fits, a mistake (a home folder) does not.
@@ -33,9 +40,12 @@ const maxBundle = 512 << 20
 
 // Bundle is an ability's files, read whole, by slash-separated path.
 type Bundle struct {
+	// Files is every file's contents by slash-separated path from the
+	// bundle's root.
 	Files map[string][]byte
 	// Exec lists the files that were executable (a server binary).
-	Exec     map[string]bool
+	Exec map[string]bool
+	// Manifest is ability.json, parsed and checked against Files.
 	Manifest *Manifest
 	// Source is where the bundle was read from.
 	Source string
@@ -50,7 +60,12 @@ func ReadBundle(p string) (*Bundle, error) {
 		return nil, fmt.Errorf("read the ability bundle: %w (give a folder or a .tar.gz holding %s)", err, ManifestFile)
 	}
 	if fi.IsDir() {
-		err = b.readDir(p)
+		// A link to the folder is followed (once, here); links inside
+		// the bundle are still refused.
+		var root string
+		if root, err = filepath.EvalSymlinks(p); err == nil {
+			err = b.readDir(root)
+		}
 	} else {
 		err = b.readTarGz(p)
 	}
@@ -68,7 +83,23 @@ func ReadBundle(p string) (*Bundle, error) {
 	return b, nil
 }
 
+// checkName refuses a file name that cannot be written down unambiguously:
+// one with a control character (a newline could forge a line of a file
+// list) or invalid UTF-8.
+func checkName(name string) error {
+	if !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
+		return fmt.Errorf("the file name %q in the bundle holds a control character or is not UTF-8: rename the file", name)
+	}
+	return nil
+}
+
 func (b *Bundle) add(name string, r io.Reader, exec bool, total *int64) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if len(b.Files) >= maxEntries {
+		return fmt.Errorf("the bundle holds over %d files: an ability holds its manifest, instructions and server, not data", maxEntries)
+	}
 	data, err := io.ReadAll(io.LimitReader(r, maxBundle-*total+1))
 	if err != nil {
 		return fmt.Errorf("read %s: %w", name, err)
@@ -86,7 +117,7 @@ func (b *Bundle) readDir(root string) error {
 	var total int64
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			return fmt.Errorf("read the bundle %s: %w (check its permissions)", root, err)
 		}
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
@@ -98,11 +129,11 @@ func (b *Bundle) readDir(root string) error {
 		}
 		fi, err := d.Info()
 		if err != nil {
-			return err
+			return fmt.Errorf("read %s in the bundle: %w (check its permissions)", rel, err)
 		}
 		f, err := os.Open(p)
 		if err != nil {
-			return err
+			return fmt.Errorf("read %s in the bundle: %w (check its permissions)", rel, err)
 		}
 		defer f.Close()
 		return b.add(rel, f, fi.Mode()&0o111 != 0, &total)
@@ -112,7 +143,7 @@ func (b *Bundle) readDir(root string) error {
 func (b *Bundle) readTarGz(p string) error {
 	f, err := os.Open(p)
 	if err != nil {
-		return err
+		return fmt.Errorf("read the bundle %s: %w (check its permissions)", p, err)
 	}
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
@@ -135,7 +166,7 @@ func (b *Bundle) readTarGz(p string) error {
 			continue
 		case h.Typeflag != tar.TypeReg:
 			return fmt.Errorf("%s in %s is not a regular file (a link or device): put the file itself in the bundle", h.Name, p)
-		case path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../"):
+		case !filepath.IsLocal(filepath.FromSlash(name)):
 			return fmt.Errorf("%s in %s leads outside the bundle: refused", h.Name, p)
 		}
 		if _, dup := b.Files[name]; dup {
@@ -186,26 +217,28 @@ func (b *Bundle) Digests() map[string]string {
 // Signature is ability.sig: the signer's public key, the digest of every
 // file, and an Ed25519 signature over them.
 type Signature struct {
-	Format    string            `json:"format"`
-	Key       string            `json:"key"` // base64 Ed25519 public key
-	Files     map[string]string `json:"files"`
-	Signature string            `json:"signature"` // base64
+	// Format is signatureFormat: the layout of the text signed.
+	Format string `json:"format"`
+	// Key is the signer's Ed25519 public key, base64.
+	Key string `json:"key"`
+	// Files is the SHA-512 (lowercase hex) of every file but ability.sig,
+	// by slash-separated path.
+	Files map[string]string `json:"files"`
+	// Signature is the Ed25519 signature of the signed text, base64.
+	Signature string `json:"signature"`
 }
 
-// signed is the text a signature covers: the format, then one line per file,
-// "SHA512-HEX  PATH", sorted by path.
+// signed is the text a signature covers: the format's line, then the file
+// list as a JSON array of [path, SHA512-HEX] pairs sorted by path. JSON
+// quotes every name, so no two file lists give the same text (a name
+// holding a newline cannot pose as another file's line).
 func signed(files map[string]string) []byte {
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
+	list := make([][2]string, 0, len(files))
+	for _, n := range slices.Sorted(maps.Keys(files)) {
+		list = append(list, [2]string{n, files[n]})
 	}
-	sort.Strings(names)
-	var sb strings.Builder
-	sb.WriteString(signatureFormat + "\n")
-	for _, n := range names {
-		fmt.Fprintf(&sb, "%s  %s\n", files[n], n)
-	}
-	return []byte(sb.String())
+	enc, _ := json.Marshal(list) // strings only: it cannot fail
+	return append([]byte(signatureFormat+"\n"), enc...)
 }
 
 // Sign signs the bundle with key and returns ability.sig's contents.
@@ -222,7 +255,8 @@ type VerifyError struct {
 	// Reason is one of: unsigned, malformed, bad-signature, changed-manifest,
 	// changed-file, added-file, missing-file, untrusted-key.
 	Reason string
-	Msg    string
+	// Msg says what was wrong and what to do.
+	Msg string
 }
 
 func (e *VerifyError) Error() string { return e.Msg }
@@ -249,6 +283,11 @@ func (b *Bundle) Verify(trusted map[string]ed25519.PublicKey) (string, error) {
 		return fail("malformed", "%s holds no valid Ed25519 key and signature: ask the author to sign the bundle again", SignatureFile)
 	}
 	id := KeyID(pub)
+	for name, sum := range s.Files {
+		if checkName(name) != nil || !isDigest(sum) {
+			return fail("malformed", "%s lists the file %q with digest %q: a name must hold no control character and a digest must be 128 hex digits; do not install this bundle", SignatureFile, name, sum)
+		}
+	}
 	if !ed25519.Verify(pub, signed(s.Files), sig) {
 		return fail("bad-signature", "the signature in %s does not match its list of files (key %s): the signature file was altered; do not install this bundle", SignatureFile, id)
 	}
@@ -256,7 +295,7 @@ func (b *Bundle) Verify(trusted map[string]ed25519.PublicKey) (string, error) {
 	if have[ManifestFile] != s.Files[ManifestFile] {
 		return fail("changed-manifest", "the manifest %s changed after the bundle was signed (key %s): do not install this bundle, or ask its author to sign it again", ManifestFile, id)
 	}
-	for _, name := range sortedKeys(s.Files) {
+	for _, name := range slices.Sorted(maps.Keys(s.Files)) {
 		got, ok := have[name]
 		switch {
 		case !ok:
@@ -265,22 +304,27 @@ func (b *Bundle) Verify(trusted map[string]ed25519.PublicKey) (string, error) {
 			return fail("changed-file", "%s changed after the bundle was signed (its SHA-512 differs; key %s): do not install this bundle, or ask its author to sign it again", name, id)
 		}
 	}
-	for _, name := range sortedKeys(have) {
+	for _, name := range slices.Sorted(maps.Keys(have)) {
 		if _, ok := s.Files[name]; !ok {
 			return fail("added-file", "%s was added to the bundle after it was signed (key %s): do not install this bundle", name, id)
 		}
 	}
-	if _, ok := trusted[id]; !ok {
+	// The id is 64 bits of the key's hash: the key itself must match too.
+	if k, ok := trusted[id]; !ok || !k.Equal(ed25519.PublicKey(pub)) {
 		return fail("untrusted-key", "the bundle is signed by key %s, which you do not trust: if you trust its author, run `lloyal ability trust KEYFILE` with their public key", id)
 	}
 	return id, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// isDigest: s is a SHA-512 as lowercase hex, as Digests writes it.
+func isDigest(s string) bool {
+	if len(s) != 2*sha512.Size {
+		return false
 	}
-	sort.Strings(out)
-	return out
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,4 +94,4 @@ func TestInteropFilesystemServer(t *testing.T) {
 	}
 }
 
-func keys[V any](m map[string]V) []string { return sortedKeys(m) }
+func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

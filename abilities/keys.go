@@ -27,15 +27,16 @@ func KeyID(pub ed25519.PublicKey) string {
 func GenerateKey(priv string) (ed25519.PublicKey, error) {
 	pub, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("generate a key: %w (the system's random source failed; try again)", err)
 	}
+	// An Ed25519 key always marshals: an error here is a bug.
 	pk, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode the private key: %w", err)
 	}
 	pp, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode the public key: %w", err)
 	}
 	for _, f := range []struct {
 		path string
@@ -45,14 +46,14 @@ func GenerateKey(priv string) (ed25519.PublicKey, error) {
 	}{{priv, "PRIVATE KEY", pk, 0o600}, {priv + ".pub", "PUBLIC KEY", pp, 0o644}} {
 		w, err := os.OpenFile(f.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, f.mode)
 		if err != nil {
-			return nil, fmt.Errorf("write the key: %w (choose another name; an existing key is never overwritten)", err)
+			return nil, fmt.Errorf("write the key %s: %w (choose another name; an existing key is never overwritten)", f.path, err)
 		}
 		err = pem.Encode(w, &pem.Block{Type: f.typ, Bytes: f.der})
 		if cerr := w.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("write the key %s: %w (check the folder's permissions and room; remove the partial file)", f.path, err)
 		}
 	}
 	return pub, nil
@@ -61,7 +62,7 @@ func GenerateKey(priv string) (ed25519.PublicKey, error) {
 func readPEM(path, want string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read the key: %w", err)
+		return nil, fmt.Errorf("read the key %s: %w (give the path of a PEM key file)", path, err)
 	}
 	blk, _ := pem.Decode(data)
 	if blk == nil || blk.Type != want {

@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +51,7 @@ type Server struct {
 	// engine.TraceEvent; tests watch them).
 	onProgress func(ctx context.Context, filled, total int)
 	note       func(ctx context.Context, name string, data any)
+	kill       func(*exec.Cmd) // killGroup; tests count the kills
 }
 
 // conn is one started server.
@@ -56,6 +61,11 @@ type conn struct {
 	exited chan struct{} // closed when the process has exited
 	waited error         // cmd.Wait's answer, once exited is closed
 	stderr *tail
+	kill   func(*exec.Cmd)
+	// stopped makes stop run once: two calls failing together both stop
+	// the connection, and a second group kill after the process was
+	// reaped could hit a new process group given the same id.
+	stopped sync.Once
 }
 
 // NewServer prepares ab's server; nothing starts until Tools or a call.
@@ -65,7 +75,7 @@ func NewServer(ab *Installed, version string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{ab: ab, timeout: d, client: version, onProgress: engine.OnProgress, note: engine.TraceEvent}, nil
+	return &Server{ab: ab, timeout: d, client: version, onProgress: engine.OnProgress, note: engine.TraceEvent, kill: killGroup}, nil
 }
 
 // Ability is the installed ability the server runs.
@@ -81,6 +91,11 @@ func (s *Server) Close() {
 		c.stop()
 	}
 }
+
+// codeRejected is the code of the go-sdk's "rejected by transport" error: a
+// request that never reached the server (an HTTP endpoint gone), which is
+// the server failing, not answering.
+const codeRejected = -32005
 
 // errGaveUp: the server failed more often than the manifest allows.
 var errGaveUp = errors.New("gave up")
@@ -131,20 +146,24 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	}
 	cmd := exec.Command(path, m.Server.Args...)
 	cmd.Dir = s.ab.Dir
-	cmd.Env = append(os.Environ(), "LLOYAL_ABILITY_NAME="+s.ab.Name, "LLOYAL_ABILITY_DIR="+s.ab.Dir, "LLOYAL_ABILITY_SETTINGS="+s.ab.SettingsPath)
-	for _, k := range sortedKeys(m.Server.Env) {
+	cmd.Env = append(serverEnv(os.Environ()), "LLOYAL_ABILITY_NAME="+s.ab.Name, "LLOYAL_ABILITY_DIR="+s.ab.Dir, "LLOYAL_ABILITY_SETTINGS="+s.ab.SettingsPath)
+	for _, k := range slices.Sorted(maps.Keys(m.Server.Env)) {
 		cmd.Env = append(cmd.Env, k+"="+m.Server.Env[k])
 	}
-	c := &conn{cmd: cmd, exited: make(chan struct{}), stderr: &tail{}}
+	// A grandchild that escaped the group (setsid) may hold stderr open
+	// after the server exited: Wait gives up on it after WaitDelay rather
+	// than waiting for it to exit.
+	cmd.WaitDelay = 2 * time.Second
+	c := &conn{cmd: cmd, exited: make(chan struct{}), stderr: &tail{}, kill: s.kill}
 	cmd.Stderr = c.stderr
 	ownGroup(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start the server %s: make its stdin: %w (too many open files? raise ulimit -n)", m.Server.Command, err)
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start the server %s: make its stdout: %w (too many open files? raise ulimit -n)", m.Server.Command, err)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the server %s: %w", m.Server.Command, err)
@@ -165,15 +184,33 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-// stop ends the connection and the process (and its group).
+// serverEnv is what a stdio server gets of lloyal's environment: what a
+// program needs to run (home, path, user, locale, terminal, temp and XDG
+// folders), never the rest (API keys, tokens). The manifest's env adds to it.
+func serverEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "HOME", k == "PATH", k == "USER", k == "LOGNAME", k == "LANG", k == "LC_ALL", k == "TERM", k == "TMPDIR",
+			strings.HasPrefix(k, "XDG_"):
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// stop ends the connection and the process (and its group), once.
 func (c *conn) stop() {
-	if c.sess != nil {
-		go func() { _ = c.sess.Close() }() // it may wait on a process that does not read
-	}
-	if c.cmd != nil {
-		killGroup(c.cmd)
-		<-c.exited
-	}
+	c.stopped.Do(func() {
+		if c.sess != nil {
+			go func() { _ = c.sess.Close() }() // it may wait on a process that does not read
+		}
+		if c.cmd != nil {
+			c.kill(c.cmd)
+			<-c.exited
+		}
+	})
 }
 
 // why explains a failed connection: for a server that closed its output,
@@ -184,7 +221,11 @@ func (c *conn) why(err error) string {
 		return err.Error()
 	}
 	// The SDK does not always wrap the EOF it met (a handshake's is text).
-	closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed) || strings.HasSuffix(err.Error(), "EOF")
+	// A read that lost the race with cmd.Wait, which closes our end of the
+	// pipe once the process is gone, meets a closed file instead of EOF:
+	// the same exit.
+	closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed) || strings.HasSuffix(err.Error(), "EOF") ||
+		errors.Is(err, fs.ErrClosed) || strings.Contains(err.Error(), fs.ErrClosed.Error())
 	if !closed {
 		return fmt.Sprintf("the server broke the protocol (%v)%s", err, c.stderr.words())
 	}
@@ -220,9 +261,14 @@ func (s *Server) progressed(_ context.Context, req *mcp.ProgressNotificationClie
 	}
 }
 
+// toolName is what a tool's name may be, before and after the ability's
+// prefix. The name is written into the model's prompt: a server's name
+// holding markup or a chat template's special token is never let through.
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
 // Tools starts the server and lists its tools as engine tools, named
-// NAME_TOOL. A tool whose input schema lloyal cannot use is left out, with
-// a warning.
+// NAME_TOOL. A tool whose name or input schema lloyal cannot use is left
+// out, with a warning.
 func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 	c, err := s.session(ctx)
 	if err != nil {
@@ -237,16 +283,21 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 			s.fail(c, err.Error())
 			return nil, nil, fmt.Errorf("ability %s: list its tools: %w", s.ab.Name, err)
 		}
+		name := s.ab.Name + "_" + t.Name
+		if !toolName.MatchString(t.Name) || !toolName.MatchString(name) {
+			warnings = append(warnings, fmt.Sprintf("ability %s: tool %q left out: its name (as %q) must be 1 to 64 letters, digits, '_', '.' or '-' (ask the server's author to rename it)", s.ab.Name, t.Name, name))
+			continue
+		}
 		params, err := json.Marshal(t.InputSchema)
 		if err == nil {
-			_, err = jsonschema.NewCompiler().Compile(params)
+			_, err = compileSchema(params)
 		}
 		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("ability %s: tool %s left out: its input schema is not usable (%v)", s.ab.Name, t.Name, err))
 			continue
 		}
 		out = append(out, &Tool{srv: s, remote: t.Name, spec: engine.ToolSpec{
-			Name:        s.ab.Name + "_" + t.Name,
+			Name:        name,
 			Description: t.Description,
 			Parameters:  params,
 			Protected:   protected(t.Annotations) || s.ab.Manifest.protects(t.Name),
@@ -315,7 +366,7 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 		return result(res), nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err() // the run is stopping: not the server's fault
-	case errors.As(err, &wire):
+	case errors.As(err, &wire) && wire.Code != codeRejected:
 		// The server answered, with a protocol error (an unknown tool, bad
 		// arguments): the server is fine.
 		return engine.ErrorResult("%s refused the call: %s", t.spec.Name, wire.Message), nil
@@ -436,4 +487,24 @@ func (t *tail) words() string {
 		return ""
 	}
 	return "; its stderr ends: " + strings.Join(strings.Fields(s), " ")
+}
+
+// compileSchema compiles a schema from a server or a bundle, neither of
+// which lloyal trusts: the compiler's default loaders would fetch a remote
+// $ref over HTTP while compiling, so they are removed, and a schema left
+// with a $ref it cannot resolve is refused.
+func compileSchema(schema []byte) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	delete(c.Loaders, "http")
+	delete(c.Loaders, "https")
+	compiled, err := c.Compile(schema)
+	if err != nil {
+		return nil, err
+	}
+	// A $ref left unresolved would fail every validation (or be fetched
+	// by a compiler with loaders): refuse it now, naming it.
+	if refs := compiled.UnresolvedReferenceURIs(); len(refs) > 0 {
+		return nil, fmt.Errorf("its $ref %q is not inside the schema (lloyal fetches no schema from elsewhere): put the definition in the schema's $defs", refs[0])
+	}
+	return compiled, nil
 }

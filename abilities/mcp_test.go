@@ -3,14 +3,21 @@ package abilities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,20 +26,31 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 )
 
-// serverBin builds the test MCP server (testdata/mcpserver) once per test
-// binary run.
+// binDir holds the test MCP server, built once per test binary run and
+// removed by TestMain.
+var binDir string
+
+// serverBin builds the test MCP server (testdata/mcpserver) once.
 var serverBin = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "lloyal-mcpserver-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "mcpserver")
+	bin := filepath.Join(binDir, "mcpserver")
 	out, err := exec.Command("go", "build", "-o", bin, "./testdata/mcpserver").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build the test MCP server: %v\n%s", err, out)
 	}
 	return bin, nil
 })
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lloyal-mcpserver-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // testAbility installs (unsigned) an ability running the test server with
 // the given manifest fields and returns it loaded.
@@ -135,21 +153,21 @@ func TestToolsListedWordForWord(t *testing.T) {
 
 func TestCallWithProgressAndSettings(t *testing.T) {
 	ab, log := testAbility(t, "", "count", "settings")
-	_, tools, w := startServer(t, ab)
+	s, tools, _ := startServer(t, ab)
+	progressed := make(chan [2]int, 4)
+	s.onProgress = func(_ context.Context, f, n int) { progressed <- [2]int{f, n} }
 	// The call holds until the test has seen its progress.
 	done := make(chan map[string]any)
 	go func() {
 		v, _ := tools["test_count"].Execute(context.Background(), json.RawMessage(`{"n":4,"hold":true}`))
 		done <- v.(map[string]any)
 	}()
-	var got string
-	for deadline := time.Now().Add(time.Minute); got != "[[1 4] [2 4] [3 4] [4 4]]"; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("progress %s", got)
-		}
-		w.mu.Lock()
-		got = fmt.Sprint(w.progress)
-		w.mu.Unlock()
+	var got [][2]int
+	for range 4 {
+		got = append(got, <-progressed)
+	}
+	if fmt.Sprint(got) != "[[1 4] [2 4] [3 4] [4 4]]" {
+		t.Fatalf("progress %v", got)
 	}
 	_ = os.WriteFile(filepath.Join(filepath.Dir(log), "release"), nil, 0o644)
 	if r := <-done; r["text"] != "counted to 4" {
@@ -178,13 +196,15 @@ func TestCallWithProgressAndSettings(t *testing.T) {
 }
 
 func TestServerFailuresEndOnlyTheCall(t *testing.T) {
-	for _, c := range []struct{ tool, want, event string }{
-		{"crash", "(exit status 3); its stderr ends: mcpserver: crashing on request", "crashed"},
-		{"hang", "did not answer within 2s", "hung"},
-		{"garbage", "the server broke the protocol (calling \"tools/call\": invalid character", "crashed"},
+	// Only the hang waits for the timeout: the others fail at once, and a
+	// long timeout keeps a busy machine from making them hangs.
+	for _, c := range []struct{ tool, timeout, want, event string }{
+		{"crash", "10m", "(exit status 3); its stderr ends: mcpserver: crashing on request", "crashed"},
+		{"hang", "2s", "did not answer within 2s", "hung"},
+		{"garbage", "10m", "the server broke the protocol (calling \"tools/call\": invalid character", "crashed"},
 	} {
 		t.Run(c.tool, func(t *testing.T) {
-			ab, _ := testAbility(t, `,"timeout":"2s","restarts":1`, "count", c.tool)
+			ab, _ := testAbility(t, `,"timeout":"`+c.timeout+`","restarts":1`, "count", c.tool)
 			_, tools, w := startServer(t, ab)
 			r := call(t, tools["test_"+c.tool], `{}`)
 			if !strings.Contains(fmt.Sprint(r["error"]), c.want) || !strings.Contains(fmt.Sprint(r["error"]), "started again on the next call") {
@@ -304,14 +324,15 @@ func TestStreamableHTTPServer(t *testing.T) {
 // A server that cannot start says why: its exit status and stderr, or that
 // it never answered the handshake; a command not on PATH says so.
 func TestServerThatDoesNotStart(t *testing.T) {
-	for _, c := range []struct{ script, command, want string }{
-		{"#!/bin/sh\necho no config found >&2\nexit 7\n", "./server", "the server process ended (exit status 7); its stderr ends: no config found"},
-		{"#!/bin/sh\nexec sleep 600\n", "./server", "it did not answer the MCP handshake within 1s"},
-		{"", "lloyal-no-such-command", `"lloyal-no-such-command" is not on PATH`},
+	// Only the silent server waits for the timeout.
+	for _, c := range []struct{ script, command, timeout, want string }{
+		{"#!/bin/sh\necho no config found >&2\nexit 7\n", "./server", "10m", "the server process ended (exit status 7); its stderr ends: no config found"},
+		{"#!/bin/sh\nexec sleep 600\n", "./server", "1s", "it did not answer the MCP handshake within 1s"},
+		{"", "lloyal-no-such-command", "10m", `"lloyal-no-such-command" is not on PATH`},
 	} {
 		src := t.TempDir()
 		_ = os.WriteFile(filepath.Join(src, "server"), []byte(c.script), 0o755)
-		_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"bad","version":"1","useWhen":"never","timeout":"1s","server":{"command":"`+c.command+`"}}`), 0o644)
+		_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"bad","version":"1","useWhen":"never","timeout":"`+c.timeout+`","server":{"command":"`+c.command+`"}}`), 0o644)
 		s := newStore(t)
 		if _, err := s.Install(src, true); err != nil {
 			t.Fatal(err)
@@ -326,5 +347,243 @@ func TestServerThatDoesNotStart(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.command, err, c.want)
 		}
+	}
+}
+
+// httpAbility installs and loads an ability named web reaching ms over
+// streamable HTTP.
+func httpAbility(t *testing.T, ms *mcp.Server) *Installed {
+	t.Helper()
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+	t.Cleanup(hs.Close)
+	src := t.TempDir()
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"web","version":"1","useWhen":"to greet","server":{"url":"`+hs.URL+`"},"restarts":0}`), 0o644)
+	s := newStore(t)
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Load([]string{"web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l[0]
+}
+
+// A server's tool name reaches the model's prompt: one that could hold a
+// special token or markup, or that is too long once prefixed, is left out
+// with a warning; the others are listed.
+func TestToolNamesChecked(t *testing.T) {
+	ms := mcp.NewServer(&mcp.Implementation{Name: "names", Version: "1"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	noop := func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	}
+	for _, name := range []string{"ok.tool-1", "x<|im_end|>", "a b", strings.Repeat("n", 61), strings.Repeat("n", 60)} {
+		mcp.AddTool(ms, &mcp.Tool{Name: name}, noop)
+	}
+	srv, err := NewServer(httpAbility(t, ms), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	list, warnings, err := srv.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range list {
+		names = append(names, tl.Spec().Name)
+	}
+	slices.Sort(names)
+	if want := []string{"web_" + strings.Repeat("n", 60), "web_ok.tool-1"}; !slices.Equal(names, want) {
+		t.Fatalf("listed %q, want %q", names, want)
+	}
+	all := strings.Join(warnings, "\n")
+	for _, bad := range []string{`"x<|im_end|>" left out`, `"a b" left out`, strings.Repeat("n", 61) + `" left out`} {
+		if !strings.Contains(all, bad) {
+			t.Errorf("no warning saying %s in:\n%s", bad, all)
+		}
+	}
+}
+
+// Two calls in flight when their server dies both fail, and the server is
+// stopped once: a second group kill could hit a process group that reused
+// the id.
+func TestTwoFailedCallsStopOnce(t *testing.T) {
+	ab, _ := testAbility(t, `,"restarts":0`, "count")
+	s, err := NewServer(ab, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	var kills atomic.Int32
+	s.kill = func(cmd *exec.Cmd) { kills.Add(1); killGroup(cmd) }
+	progressed := make(chan struct{}, 2)
+	s.onProgress = func(context.Context, int, int) { progressed <- struct{}{} }
+	s.note = func(context.Context, string, any) {}
+	list, _, err := s.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan map[string]any, 2)
+	for range 2 {
+		go func() {
+			v, _ := list[0].Execute(context.Background(), json.RawMessage(`{"n":1,"hold":true}`))
+			results <- v.(map[string]any)
+		}()
+	}
+	<-progressed
+	<-progressed // both calls are running on the one server
+	s.mu.Lock()
+	_ = s.live.cmd.Process.Kill()
+	s.mu.Unlock()
+	for range 2 {
+		if r := <-results; !strings.Contains(fmt.Sprint(r["error"]), "test_count failed") {
+			t.Fatalf("a call on a killed server: %v", r)
+		}
+	}
+	if n := kills.Load(); n != 1 {
+		t.Fatalf("the server was stopped %d times, want once", n)
+	}
+}
+
+// A server that exits while a process it started in a session of its own
+// keeps its stderr open still ends: the start fails with its exit status
+// instead of waiting for that process.
+func TestEscapedGrandchildDoesNotHang(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid is not installed")
+	}
+	src := t.TempDir()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	_ = os.WriteFile(filepath.Join(src, "server"), []byte("#!/bin/sh\nsetsid sleep 120 &\necho $! >"+pidFile+"\nexit 7\n"), 0o755)
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"escape","version":"1","useWhen":"never","server":{"command":"./server"}}`), 0o644)
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				if p, err := os.FindProcess(pid); err == nil {
+					_ = p.Kill()
+				}
+			}
+		}
+	})
+	s := newStore(t)
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(l[0], "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := srv.Tools(context.Background())
+		srv.Close()
+		done <- err
+	}()
+	// A hang check, not a speed limit: the grandchild lives 120 s.
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "exit status 7") {
+			t.Fatalf("got %v, want the server's exit status", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("starting a server that exited hung on its escaped grandchild")
+	}
+}
+
+// Schemas come from servers and bundles lloyal does not trust: compiling
+// one never fetches a remote $ref, whether it is a tool's input schema or
+// a bundle's settings schema.
+func TestSchemasFetchNothing(t *testing.T) {
+	var fetched atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fetched.Add(1)
+		_, _ = w.Write([]byte(`{"type":"object"}`))
+	}))
+	defer hs.Close()
+	ref := `{"type":"object","properties":{"a":{"$ref":"` + hs.URL + `/x"}}}`
+
+	ms := mcp.NewServer(&mcp.Implementation{Name: "refs", Version: "1"}, nil)
+	ms.AddTool(&mcp.Tool{Name: "fetcher", InputSchema: json.RawMessage(ref)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	srv, err := NewServer(httpAbility(t, ms), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	list, warnings, err := srv.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fetched.Load(); n != 0 {
+		t.Fatalf("compiling a tool's input schema fetched %d remote $refs", n)
+	}
+	if len(list) != 0 || len(warnings) != 1 || !strings.Contains(warnings[0], "is not inside the schema") {
+		t.Fatalf("a tool whose schema has a remote $ref: listed %d, warnings %q", len(list), warnings)
+	}
+
+	src := t.TempDir()
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"settings","version":"1","useWhen":"x","settings":"s.json","server":{"url":"http://127.0.0.1:1/mcp"}}`), 0o644)
+	_ = os.WriteFile(filepath.Join(src, "s.json"), []byte(ref), 0o644)
+	s := newStore(t)
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load([]string{"settings"}); err == nil || !strings.Contains(err.Error(), "is not inside the schema") {
+		t.Fatalf("a settings schema with a remote $ref loaded: %v", err)
+	}
+	if n := fetched.Load(); n != 0 {
+		t.Fatalf("compiling a settings schema fetched %d remote $refs", n)
+	}
+}
+
+// A stdio server gets what a program needs of lloyal's environment and
+// the manifest's env, never the rest (an API key).
+func TestServerEnvironment(t *testing.T) {
+	t.Setenv("LLOYAL_API_KEY", "sk-secret")
+	t.Setenv("LANG", "C.UTF-8")
+	ab, log := testAbility(t, "", "env")
+	_, tools, _ := startServer(t, ab)
+	r := call(t, tools["test_env"], `{}`)
+	env := map[string]string{}
+	for _, kv := range r["env"].([]any) {
+		k, v, _ := strings.Cut(kv.(string), "=")
+		env[k] = v
+	}
+	if _, ok := env["LLOYAL_API_KEY"]; ok {
+		t.Fatal("the server was given lloyal's API key")
+	}
+	for k, want := range map[string]string{"PATH": os.Getenv("PATH"), "LANG": "C.UTF-8", "MCPSERVER_LOG": log, "LLOYAL_ABILITY_NAME": "test"} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q", k, env[k], want)
+		}
+	}
+}
+
+// A server that exits while a call reads its output ends the call as an
+// exit, with its status, whichever way the read learnt of it: EOF, or the
+// closed file cmd.Wait leaves once the process is gone (seen in CI as "the
+// server broke the protocol (… read |0: file already closed)").
+func TestWhyAnExitIsAnExit(t *testing.T) {
+	for _, err := range []error{
+		io.EOF,
+		fmt.Errorf("calling %q: %w", "tools/call", io.ErrUnexpectedEOF),
+		errors.New(`calling "tools/call": read |0: file already closed`),
+		fmt.Errorf("calling %q: %w", "tools/call", &fs.PathError{Op: "read", Path: "|0", Err: fs.ErrClosed}),
+	} {
+		c := &conn{cmd: &exec.Cmd{}, exited: make(chan struct{}), waited: errors.New("exit status 3"), stderr: &tail{}}
+		close(c.exited)
+		if got := c.why(err); !strings.HasPrefix(got, "the server process ended (exit status 3)") {
+			t.Errorf("why(%v) = %q", err, got)
+		}
+	}
+	c := &conn{cmd: &exec.Cmd{}, exited: make(chan struct{}), stderr: &tail{}}
+	if got := c.why(errors.New("invalid character 'x' looking for beginning of value")); !strings.HasPrefix(got, "the server broke the protocol") {
+		t.Errorf("garbage: %q", got)
 	}
 }

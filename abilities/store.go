@@ -50,16 +50,22 @@ func DefaultStore() (*Store, error) {
 
 // Record is an installed ability's install.json.
 type Record struct {
+	// Name and Version are the manifest's.
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	// Key is the id of the trusted key that signed it; "" when it was
 	// installed with --allow-unsigned, and Unverified says why it did not
 	// verify.
-	Key        string    `json:"key,omitempty"`
-	Unverified string    `json:"unverified,omitempty"`
-	Enabled    bool      `json:"enabled"`
-	Source     string    `json:"source"`
-	Installed  time.Time `json:"installed"`
+	Key string `json:"key,omitempty"`
+	// Unverified is why the bundle did not verify, when it was installed
+	// with --allow-unsigned; "" for a verified one.
+	Unverified string `json:"unverified,omitempty"`
+	// Enabled: a run without --ability loads it.
+	Enabled bool `json:"enabled"`
+	// Source is the folder or .tar.gz it was installed from.
+	Source string `json:"source"`
+	// Installed is when, in UTC.
+	Installed time.Time `json:"installed"`
 }
 
 // Signer is how the record reads in a list or a trace: the key id, or
@@ -103,10 +109,15 @@ func (s *Store) Trust(keyFile string) (string, error) {
 		return "", err
 	}
 	id := KeyID(pub)
-	if err := os.MkdirAll(s.trustDir(), 0o755); err != nil {
-		return "", err
+	p := filepath.Join(s.trustDir(), id+".pem")
+	err = os.MkdirAll(s.trustDir(), 0o755)
+	if err == nil {
+		err = os.WriteFile(p, EncodePublicKey(pub), 0o644)
 	}
-	return id, os.WriteFile(filepath.Join(s.trustDir(), id+".pem"), EncodePublicKey(pub), 0o644)
+	if err != nil {
+		return "", fmt.Errorf("trust key %s: write %s: %w (check that the folder is writable)", id, p, err)
+	}
+	return id, nil
 }
 
 // Install verifies the bundle at src and installs it (replacing an
@@ -130,14 +141,18 @@ func (s *Store) Install(src string, allowUnsigned bool) (*Record, error) {
 		}
 		rec.Unverified = err.Error()
 	}
+	// Every failure from here is the file system's: name the folder.
+	failed := func(err error) error {
+		return fmt.Errorf("install %s into %s: %w (check that the folder is writable and the disk has room)", rec.Name, s.DataDir, err)
+	}
 	if err := os.MkdirAll(s.DataDir, 0o755); err != nil {
-		return nil, err
+		return nil, failed(err)
 	}
 	// Write it whole beside the old one, then swap: a failed install
 	// leaves the old ability as it was.
 	tmp, err := os.MkdirTemp(s.DataDir, ".install-"+rec.Name+"-")
 	if err != nil {
-		return nil, err
+		return nil, failed(err)
 	}
 	defer os.RemoveAll(tmp)
 	for name, data := range b.Files {
@@ -147,24 +162,24 @@ func (s *Store) Install(src string, allowUnsigned bool) (*Record, error) {
 			mode = 0o755
 		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return nil, err
+			return nil, failed(err)
 		}
 		if err := os.WriteFile(p, data, mode); err != nil {
-			return nil, err
+			return nil, failed(err)
 		}
 	}
 	if err := writeJSON(filepath.Join(tmp, "install.json"), rec); err != nil {
-		return nil, err
+		return nil, failed(err)
 	}
 	dst := filepath.Join(s.DataDir, rec.Name)
 	old := dst + ".old"
 	_ = os.RemoveAll(old)
 	if err := os.Rename(dst, old); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
+		return nil, failed(err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		_ = os.Rename(old, dst)
-		return nil, err
+		return nil, failed(err)
 	}
 	_ = os.RemoveAll(old)
 	return rec, nil
@@ -182,12 +197,13 @@ func (s *Store) record(name string) (*Record, error) {
 	if !nameRE.MatchString(name) {
 		return nil, fmt.Errorf("%q is not an ability name (lowercase letters, digits and '-'): see `lloyal ability list`", name)
 	}
-	b, err := os.ReadFile(filepath.Join(s.DataDir, name, "install.json"))
+	p := filepath.Join(s.DataDir, name, "install.json")
+	b, err := os.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("no ability %q is installed: see `lloyal ability list`", name)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ability %s: read %s: %w (check its permissions, or install it again)", name, p, err)
 	}
 	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -203,7 +219,7 @@ func (s *Store) List() ([]Record, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the installed abilities: read %s: %w (check its permissions)", s.DataDir, err)
 	}
 	var out []Record
 	for _, e := range ents {
@@ -235,12 +251,16 @@ func (s *Store) Remove(name string) error {
 	if _, err := s.record(name); err != nil {
 		return err
 	}
-	return os.RemoveAll(filepath.Join(s.DataDir, name))
+	if err := os.RemoveAll(filepath.Join(s.DataDir, name)); err != nil {
+		return fmt.Errorf("remove ability %s: %w (check the permissions of %s)", name, err, s.DataDir)
+	}
+	return nil
 }
 
 // Installed is an installed ability, loaded for a run.
 type Installed struct {
 	Record
+	// Manifest is the installed bundle's ability.json, parsed.
 	Manifest *Manifest
 	// Dir is the installed bundle's folder.
 	Dir string
@@ -296,7 +316,7 @@ func (s *Store) Load(names []string) ([]*Installed, error) {
 			in.Instructions = strings.TrimSpace(string(b.Files[filepath.ToSlash(filepath.Clean(f))]))
 		}
 		if f := b.Manifest.Settings; f != "" {
-			in.schema, err = jsonschema.NewCompiler().Compile(b.Files[filepath.ToSlash(filepath.Clean(f))])
+			in.schema, err = compileSchema(b.Files[filepath.ToSlash(filepath.Clean(f))])
 			if err != nil {
 				return nil, fmt.Errorf("ability %s: its settings schema %s is not a valid JSON Schema: %w", n, f, err)
 			}

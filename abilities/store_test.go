@@ -87,7 +87,7 @@ func TestInstallVerifiesTheSignature(t *testing.T) {
 		{"missing signature", func(t *testing.T, dir string) { _ = os.Remove(filepath.Join(dir, SignatureFile)) }, "unsigned", "the bundle is not signed"},
 		{"forged signature", func(t *testing.T, dir string) {
 			b, _ := os.ReadFile(filepath.Join(dir, SignatureFile))
-			_ = os.WriteFile(filepath.Join(dir, SignatureFile), []byte(strings.Replace(string(b), `"files": {`, `"files": {"evil": "00",`, 1)), 0o644)
+			_ = os.WriteFile(filepath.Join(dir, SignatureFile), []byte(strings.Replace(string(b), `"files": {`, `"files": {"evil": "`+strings.Repeat("0", 128)+`",`, 1)), 0o644)
 		}, "bad-signature", "does not match its list of files"},
 	}
 	for _, c := range cases {

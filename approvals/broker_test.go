@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -414,3 +416,50 @@ func TestLinePrompterDenyWithAReasonKey(t *testing.T) {
 		t.Fatalf("prompt:\n%s", s)
 	}
 }
+
+// Issue #19, finding 4: `run --headless </dev/zero` grew past 7.7 GB as
+// the prompter read one endless line. A line over MaxAnswer is skipped
+// (the allocation for 64 MiB of it is measured) and the next line answers.
+func TestLinePrompterSkipsOverlongLines(t *testing.T) {
+	b := NewBroker(Open(""))
+	in := io.MultiReader(io.LimitReader(zeros{}, 64<<20), strings.NewReader("\nn\n"))
+	var out syncBuilder
+	lp := NewLinePrompter(b, in, &out)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	go lp.Run(ctx)
+	select {
+	case d := <-b.Request(event.ApprovalRequest{CallID: "c1", Agent: 1, Tool: "write_note", Args: json.RawMessage(`{}`)}):
+		if d.Answer != event.Deny || d.Reason != "" {
+			t.Fatalf("decision %+v, want the plain deny typed after the long line", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer")
+	}
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Fatalf("reading a 64 MiB line allocated %d bytes", alloc)
+	}
+	if !strings.Contains(out.String(), "was ignored") {
+		t.Fatalf("the skipped line was not reported:\n%s", out.String())
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuilder) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

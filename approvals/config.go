@@ -43,6 +43,7 @@ func (f *Config) Broker(mode Mode) (*Broker, error) {
 	b.Timeout = f.Timeout
 	switch {
 	case f.DenyProtected:
+		b.Store.IgnoreSaved()
 		b.Policy = DenyAll("Protected tools are refused in this run (--deny-protected)")
 	case mode == ModeNobody:
 		b.Policy = DenyAll("Nobody is here to approve it (input is not a terminal); the user can rerun with --grant TOOL")

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -35,8 +36,10 @@ func (lp *LinePrompter) Run(ctx context.Context) {
 	go func() {
 		defer close(lines)
 		for {
-			s, err := lp.in.ReadString('\n')
-			if s != "" || err == nil {
+			s, skipped, err := readLine(lp.in, MaxAnswer)
+			if skipped {
+				fmt.Fprintf(lp.out, "  (a line of more than %d bytes was ignored)\n", MaxAnswer)
+			} else if s != "" || err == nil {
 				lines <- s
 			}
 			if err != nil {
@@ -89,6 +92,31 @@ func (lp *LinePrompter) Run(ctx context.Context) {
 			}
 			break
 		}
+	}
+}
+
+// MaxAnswer is the longest line the prompter reads as an answer (a key, or
+// a reason for the model); a longer line is skipped, never held whole.
+const MaxAnswer = 4096
+
+// readLine reads a line of at most max bytes. A longer one is read to its
+// end and dropped (skipped): input that never ends a line, such as
+// /dev/zero, costs no memory.
+func readLine(r *bufio.Reader, max int) (line string, skipped bool, err error) {
+	var buf []byte
+	for {
+		chunk, e := r.ReadSlice('\n')
+		if !skipped {
+			if len(buf)+len(chunk) > max {
+				skipped, buf = true, nil
+			} else {
+				buf = append(buf, chunk...)
+			}
+		}
+		if errors.Is(e, bufio.ErrBufferFull) {
+			continue
+		}
+		return string(buf), skipped, e
 	}
 }
 

@@ -8,11 +8,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // Grant is a persisted permission to run a protected tool without asking.
@@ -35,6 +39,8 @@ type Store struct {
 	// corrupt is why the file could not be read: the store then holds no
 	// persisted grants (fail-closed) and refuses to overwrite the file.
 	corrupt error
+	// savedOff: persisted grants do not apply in this run (--deny-protected).
+	savedOff bool
 }
 
 // DefaultPath is $XDG_CONFIG_HOME/lloyal/grants.json (or the OS config dir).
@@ -59,12 +65,12 @@ func Open(path string) *Store {
 	if path == "" {
 		return s
 	}
-	data, err := os.ReadFile(path)
+	data, err := readGrants(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return s
 	}
 	if err != nil {
-		s.corrupt = fmt.Errorf("grants file %s cannot be read (%v): protected tools will ask every time", path, err)
+		s.corrupt = fmt.Errorf("grants file %s %v: no persisted grant applies and it will not be rewritten; protected tools will ask every time", path, err)
 		return s
 	}
 	var f grantsFile
@@ -78,6 +84,62 @@ func Open(path string) *Store {
 		}
 	}
 	return s
+}
+
+// maxGrantsFile bounds what is read of a grants file (a few hundred bytes
+// per grant).
+const maxGrantsFile = 1 << 20
+
+// readGrants reads a grants file that only its owner could have written,
+// as ssh refuses a key file others can write: a grant is a permission, and
+// whoever can write the file could grant themselves a protected tool. It
+// opens a regular file only (never blocking on a FIFO or reading a device)
+// and checks the opened handle, not the path.
+func readGrants(path string) ([]byte, error) {
+	f, err := regular.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("cannot be read (%w)", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read (%w)", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o022 != 0 {
+		return nil, fmt.Errorf("can be written by others (mode %04o; fix it with chmod 600 %s)", perm, path)
+	}
+	if uid, ok := owner(st); ok && uid != os.Getuid() {
+		return nil, fmt.Errorf("belongs to user %d, not to you (%d)", uid, os.Getuid())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxGrantsFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read (%w)", err)
+	}
+	if len(data) > maxGrantsFile {
+		return nil, fmt.Errorf("is larger than %d bytes: it is not a grants file", maxGrantsFile)
+	}
+	return data, nil
+}
+
+// owner is a file's owner's uid, where the platform reports one.
+func owner(fi os.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+// IgnoreSaved makes persisted grants not apply in this run (they stay in
+// the file): --deny-protected means no protected call runs without a
+// --grant on the same command line.
+func (s *Store) IgnoreSaved() {
+	s.mu.Lock()
+	s.savedOff = true
+	s.mu.Unlock()
 }
 
 // Problem is why the grants file was ignored, or nil.
@@ -103,6 +165,9 @@ func (s *Store) Grant(tool string) (source string, ok bool) {
 	defer s.mu.Unlock()
 	if src, ok := s.session[tool]; ok {
 		return src, true
+	}
+	if s.savedOff {
+		return "", false
 	}
 	if _, ok := s.always[tool]; ok {
 		return "saved grant in " + s.path, true

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lloyal-ai/lloyal/abilities"
+	"github.com/lloyal-ai/lloyal/trace"
 )
 
 func newAbilityCmd() *cobra.Command {
@@ -45,11 +46,7 @@ ones (or those named with --ability).`,
 			if rec.Unverified != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: installed without a valid signature (--allow-unsigned): %s\n", rec.Unverified)
 			}
-			signer := "signed by " + rec.Key
-			if rec.Key == "" {
-				signer = "unsigned"
-			}
-			fmt.Fprintf(out, "installed %s %s (%s), enabled\n", rec.Name, rec.Version, signer)
+			fmt.Fprintf(out, "installed %s %s (%s), enabled\n", rec.Name, rec.Version, trace.SignedBy(rec.Key))
 			return nil
 		},
 	}

@@ -14,16 +14,19 @@ import (
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
-// abilityEnv is a private data and config home for abilities.
-func abilityEnv(dir string) []string {
-	return []string{"XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_CACHE_HOME=" + filepath.Join(dir, "cache")}
+// buildMCPServer builds the abilities package's test MCP server to bin.
+func buildMCPServer(t *testing.T, bin string) {
+	t.Helper()
+	if out, err := exec.Command("go", "build", "-o", bin, "../abilities/testdata/mcpserver").CombinedOutput(); err != nil {
+		t.Fatalf("build the MCP server: %v\n%s", err, out)
+	}
 }
 
 // ability runs `lloyal ability ARGS` with the test's homes.
 func ability(t *testing.T, bin, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"ability"}, args...)...)
-	cmd.Env = append(os.Environ(), abilityEnv(dir)...)
+	cmd.Env = append(os.Environ(), homes(dir)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("lloyal ability %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -44,9 +47,7 @@ func TestTmuxAbilityApproval(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "bundle")
 	_ = os.Mkdir(src, 0o755)
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(src, "server"), "../abilities/testdata/mcpserver").CombinedOutput(); err != nil {
-		t.Fatalf("build the MCP server: %v\n%s", err, out)
-	}
+	buildMCPServer(t, filepath.Join(src, "server"))
 	calls := filepath.Join(dir, "calls.log")
 	manifest := `{"name":"items","version":"0.3.0","useWhen":"when an item must be deleted","instructions":"INSTRUCTIONS.md",
 		"server":{"command":"./server","args":["--tools","delete_item"],"env":{"MCPSERVER_LOG":"` + calls + `"}}}`
@@ -65,7 +66,7 @@ func TestTmuxAbilityApproval(t *testing.T) {
 	// write_note is granted: the one prompt is the ability's.
 	cmd := bin + " run --ability items --ctx 4096 --agents 1 --corpus " + filepath.Join("..", "testdata", "corpus") + " --workspace " + filepath.Join(dir, "notes") +
 		" --trace " + filepath.Join(dir, "run.jsonl") + " --grants-file " + filepath.Join(dir, "grants.json") + " --grant write_note"
-	s := startTmux(t, cmd, abilityEnv(dir)...)
+	s := startTmux(t, cmd, homes(dir)...)
 	s.waitFor("wants to run a protected tool", 8*time.Minute)
 	// The prompt says which ability the tool comes from, signed by whom.
 	if scr := s.screen(); !strings.Contains(scr, "items_delete_item") || !strings.Contains(scr, "from ability items 0.3.0 (signed by "+keyID+")") {
@@ -108,10 +109,7 @@ func TestTmuxAbilityApproval(t *testing.T) {
 // says why, trust, install, list, disable, enable, remove.
 func TestAbilityCommands(t *testing.T) {
 	dir := t.TempDir()
-	for _, e := range abilityEnv(dir) {
-		k, v, _ := strings.Cut(e, "=")
-		t.Setenv(k, v)
-	}
+	setHomes(t, dir)
 	src := filepath.Join(dir, "bundle")
 	_ = os.Mkdir(src, 0o755)
 	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"notes","version":"2.0","useWhen":"when notes are needed","server":{"url":"http://localhost:9/mcp"}}`), 0o644)
@@ -154,10 +152,7 @@ func TestAbilityCommands(t *testing.T) {
 // name, before the model loads.
 func TestRunUnknownAbility(t *testing.T) {
 	dir := t.TempDir()
-	for _, e := range abilityEnv(dir) {
-		k, v, _ := strings.Cut(e, "=")
-		t.Setenv(k, v)
-	}
+	setHomes(t, dir)
 	_, err := runCLI(t, "run", "--headless", "--ability", "nope", "--model", filepath.Join(dir, "absent.gguf"), "--trace", filepath.Join(dir, "run.jsonl"))
 	if err == nil || !strings.Contains(err.Error(), `no ability "nope" is installed`) {
 		t.Fatalf("got %v", err)
@@ -173,15 +168,10 @@ func TestRunAbilityServerCrash(t *testing.T) {
 		t.Skip("a whole run on the generated model")
 	}
 	dir := t.TempDir()
-	for _, e := range abilityEnv(dir) {
-		k, v, _ := strings.Cut(e, "=")
-		t.Setenv(k, v)
-	}
+	setHomes(t, dir)
 	src := filepath.Join(dir, "bundle")
 	_ = os.Mkdir(src, 0o755)
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(src, "server"), "../abilities/testdata/mcpserver").CombinedOutput(); err != nil {
-		t.Fatalf("build the MCP server: %v\n%s", err, out)
-	}
+	buildMCPServer(t, filepath.Join(src, "server"))
 	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"flaky","version":"1","useWhen":"when counting","server":{"command":"./server","args":["--tools","crash,count"]}}`), 0o644)
 	if out, err := runCLI(t, "ability", "install", "--allow-unsigned", src); err != nil {
 		t.Fatalf("%v %s", err, out)

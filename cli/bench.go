@@ -3,8 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,13 +18,14 @@ import (
 )
 
 func newBenchCmd() *cobra.Command {
+	// A figure means little without the machine's load: every bench says
+	// it at the start and the end.
+	var load loadMeter
 	cmd := &cobra.Command{Use: "bench", Short: "Measure lloyal's speed and memory",
-		// A figure means little without the machine's load: every bench
-		// says it at the start and the end.
-		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { printLoad(cmd.OutOrStdout(), "start") },
-		PersistentPostRun: func(cmd *cobra.Command, _ []string) { printLoad(cmd.OutOrStdout(), "end") },
+		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { load.begin(cmd.OutOrStdout()) },
+		PersistentPostRun: func(cmd *cobra.Command, _ []string) { load.end(cmd.OutOrStdout()) },
 	}
-	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd())
+	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAppCmd())
 	return cmd
 }
 
@@ -57,12 +56,9 @@ Models default to generated ones cached under the user cache dir.`,
 			if b.spine < 1 || b.suffix < 1 || b.steps < 1 || b.threads < 0 {
 				return fmt.Errorf("--spine %d --suffix %d --steps %d --threads %d: the first three are at least 1, threads 0 (all) or more", b.spine, b.suffix, b.steps, b.threads)
 			}
-			for _, s := range strings.Split(agents, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n < 1 || n > llama.MaxSeq-1 {
-					return fmt.Errorf("--agents %q: a comma-separated list of counts 1..%d", agents, llama.MaxSeq-1)
-				}
-				b.agents = append(b.agents, n)
+			var err error
+			if b.agents, err = agentCounts(agents, llama.MaxSeq-1); err != nil {
+				return err
 			}
 			return b.run(cmd.OutOrStdout())
 		},
@@ -95,7 +91,7 @@ func benchModel(ref, name string, o modelgen.Options) (*model.Model, error) {
 		}
 		ref = p
 	}
-	return llamabackend.Open(ref, model.Options{})
+	return llamabackend.Open(ref, model.Options{}, llamabackend.FormatOptions{})
 }
 
 func (b *engineBench) spawn(w io.Writer) error {
@@ -137,7 +133,7 @@ func (b *engineBench) decode(w io.Writer) error {
 	fmt.Fprintln(tw, "N\ttokens/s (all agents)\tper agent\tms per step\tvs N=1\t")
 	var base float64
 	for _, n := range b.agents {
-		tps, step, err := kv.MeasureDecode(m.Model, n, b.steps, llama.ContextParams{NThreads: b.threads})
+		tps, step, err := kv.MeasureDecode(m.Model, n, b.steps, kv.DecodeSpine, llama.ContextParams{NThreads: b.threads})
 		if err != nil {
 			return err
 		}
@@ -149,21 +145,15 @@ func (b *engineBench) decode(w io.Writer) error {
 	return tw.Flush()
 }
 
-// printLoad prints the load average (/proc/loadavg) and says when the
-// machine was busy: more runnable work than half its cores.
-func printLoad(w io.Writer, when string) {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		fmt.Fprintf(w, "load at %s: unknown (%v)\n", when, err)
-		return
+// agentCounts reads an --agents list: comma-separated counts from 1 to most.
+func agentCounts(list string, most int) ([]int, error) {
+	var ns []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > most {
+			return nil, fmt.Errorf("--agents %q: a comma-separated list of counts 1..%d", list, most)
+		}
+		ns = append(ns, n)
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return
-	}
-	note := "quiet"
-	if l1, err := strconv.ParseFloat(f[0], 64); err == nil && l1 > float64(runtime.NumCPU())/2 {
-		note = fmt.Sprintf("BUSY: other work was running (%d cores); figures are lower than on a quiet machine", runtime.NumCPU())
-	}
-	fmt.Fprintf(w, "load at %s: %s %s %s (1, 5, 15 min) · %s\n", when, f[0], f[1], f[2], note)
+	return ns, nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -32,13 +30,9 @@ Rows: the tiny generated model, and the ~0.5B generated model (skip with
 go test ./engine -run '^$' -bench SchedulerTick.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var counts []int
-			for _, f := range strings.Split(agentList, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil || n < 1 || n > 254 {
-					return fmt.Errorf("--agents %q: a comma-separated list of counts 1..254", agentList)
-				}
-				counts = append(counts, n)
+			counts, err := agentCounts(agentList, 254)
+			if err != nil {
+				return err
 			}
 			if tinyTokens < 1 || benchTokens < 1 {
 				return fmt.Errorf("--tiny-tokens %d --big-tokens %d: at least 1 token each", tinyTokens, benchTokens)

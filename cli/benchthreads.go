@@ -6,8 +6,6 @@ import (
 	"io"
 	"os/exec"
 	"runtime"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -32,13 +30,9 @@ browser or a compiler does to a developer's machine. "busy/quiet" is the
 slowdown the busy core causes; the target is at most 2×.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ns []int
-			for _, s := range strings.Split(agents, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n < 1 || n > llama.MaxSeq-1 {
-					return fmt.Errorf("--agents %q: a comma-separated list of counts 1..%d", agents, llama.MaxSeq-1)
-				}
-				ns = append(ns, n)
+			ns, err := agentCounts(agents, llama.MaxSeq-1)
+			if err != nil {
+				return err
 			}
 			if steps < 4 {
 				return fmt.Errorf("--steps %d: use at least 4", steps)
@@ -76,7 +70,7 @@ func benchThreads(ctx context.Context, w io.Writer, ref string, agents []int, st
 	measure := func(busy bool) error {
 		for _, s := range settings {
 			for _, n := range agents {
-				_, step, err := kv.MeasureDecode(m.Model, n, steps, s.cp)
+				_, step, err := kv.MeasureDecode(m.Model, n, steps, kv.DecodeSpine, s.cp)
 				if err != nil {
 					return err
 				}

@@ -92,6 +92,7 @@ func TestSmallContextCompletes(t *testing.T) {
 	tp := filepath.Join(work, "run.jsonl")
 	cmd := exec.Command(bin, "run", "--headless", "--deny-protected", "--ctx", "2048", "--agents", "3", "--model", model, "--trace", tp)
 	cmd.Dir = work
+	cmd.Env = append(os.Environ(), homes(work)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "adapted to the context: context 2048") {
 		t.Fatalf("%v\n%s", err, out)

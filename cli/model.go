@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
@@ -26,6 +27,7 @@ func newModelTinyCmd() *cobra.Command {
 		out, preset, vocab, wtype                   string
 		layers, width, ff, heads, kvHeads, ctxTrain int
 		seed                                        uint64
+		force                                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "tiny -o FILE",
@@ -84,7 +86,11 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
 				}
 				o.Vocab = v
 			}
-			if err := modelgen.WriteFile(out, o); err != nil {
+			write := modelgen.CreateFile
+			if force {
+				write = modelgen.WriteFile
+			}
+			if err := write(out, o); err != nil {
 				return err
 			}
 			st, _ := os.Stat(out)
@@ -95,7 +101,8 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&out, "output", "o", "", "file to write")
+	f.StringVarP(&out, "output", "o", "", "file to write (a new file, unless --force)")
+	f.BoolVar(&force, "force", false, "replace the file if it exists")
 	f.StringVar(&preset, "preset", "tiny", "tiny, small or bench")
 	f.StringVar(&vocab, "vocab", "", "borrow the tokenizer (and chat template) of this GGUF file")
 	f.StringVar(&wtype, "type", "", "weight type: f32, f16 or q8_0 (default: the preset's)")
@@ -127,13 +134,13 @@ func newModelInfoCmd() *cobra.Command {
 		Short: "Check a model file and print what lloyal sees in it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := llamabackend.Open(args[0], model.Options{})
+			m, err := llamabackend.Open(args[0], model.Options{}, llamabackend.FormatOptions{})
 			if err != nil {
 				return err
 			}
 			defer m.Close()
 			js, _ := json.MarshalIndent(m.Info, "", "  ")
-			fmt.Fprintln(cmd.OutOrStdout(), string(js))
+			fmt.Fprintln(cmd.OutOrStdout(), event.EscapeJSON(string(js))) // a name from the file stays JSON
 			return nil
 		},
 	}

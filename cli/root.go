@@ -26,7 +26,15 @@ var (
 func Execute(ctx context.Context, args []string) int {
 	root := newRoot()
 	root.SetArgs(args)
+	// Every command's text reaches the terminal through Escape's rule: a
+	// string from a file, a model or a trace cannot drive the terminal,
+	// whichever code printed it. (The app draws on os.Stdout itself.)
+	out, errOut := event.NewTerminalWriter(os.Stdout), event.NewTerminalWriter(os.Stderr)
+	root.SetOut(out)
+	root.SetErr(errOut)
 	err := root.ExecuteContext(ctx)
+	out.Flush()
+	errOut.Flush()
 	switch {
 	case err == nil:
 		return 0
@@ -34,6 +42,10 @@ func Execute(ctx context.Context, args []string) int {
 		return 130 // as a shell reports a process stopped by SIGINT
 	case errors.Is(err, session.ErrTerminated):
 		return 143 // SIGTERM
+	case errors.Is(err, session.ErrHangup):
+		return 129 // SIGHUP
+	case errors.Is(err, session.ErrOutputClosed):
+		return 141 // SIGPIPE
 	}
 	// An error may quote a model's text: escaped, it cannot drive the terminal.
 	fmt.Fprintln(os.Stderr, "lloyal:", event.Escape(err.Error()))

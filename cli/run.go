@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -68,14 +69,42 @@ The trace is written as the run goes and its path printed at exit.`,
 	// Abilities: installed MCP tool bundles (lloyal ability).
 	f.StringArrayVar(&c.Abilities, "ability", nil, "give the researchers this installed ability's tools (repeatable; default: every enabled ability)")
 	o.prompt.add(f)
+	serverFlags(f, c)
 	return cmd
+}
+
+// serverFlags adds --server, --max-inflight and --request-timeout: the
+// model runs on an inference server instead of here.
+func serverFlags(fs *pflag.FlagSet, c *session.Config) {
+	fs.StringVar(&c.Server, "server", "", "run the model on this inference server (ollama, vLLM, SGLang, llama-server), e.g. http://127.0.0.1:11434; --model names it there (default $LLOYAL_SERVER; API key from $LLOYAL_API_KEY)")
+	fs.IntVar(&c.MaxInflight, "max-inflight", 8, "with --server: most requests in flight at once (one per active agent)")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", time.Minute, "with --server: give up on a request when the server has sent nothing for this long")
+	fs.BoolVar(&c.Walk, "walk", false, "walk the model through the tools (for a model that never calls one itself, like the generated demo model)")
+	_ = fs.MarkHidden("walk")
+}
+
+// checkServer refuses server flags that cannot work, naming the flag.
+func checkServer(c session.Config) error {
+	if c.Server == "" {
+		return nil
+	}
+	if c.Model == "" {
+		return fmt.Errorf("--server %s: name the model on the server with --model NAME", c.Server)
+	}
+	if c.MaxInflight < 1 || c.MaxInflight > 1024 {
+		return fmt.Errorf("--max-inflight %d: use 1 to 1024", c.MaxInflight)
+	}
+	if c.RequestTimeout <= 0 {
+		return fmt.Errorf("--request-timeout %s: use a positive time (e.g. 1m)", c.RequestTimeout)
+	}
+	return nil
 }
 
 // approvalFlags adds --grant, --deny-protected, --approval-timeout and
 // --grants-file.
 func approvalFlags(fs *pflag.FlagSet, c *approvals.Config) {
 	fs.StringArrayVar(&c.Grant, "grant", nil, "allow this protected tool for the run without asking (repeatable)")
-	fs.BoolVar(&c.DenyProtected, "deny-protected", false, "refuse every protected call that has no grant, without asking")
+	fs.BoolVar(&c.DenyProtected, "deny-protected", false, "refuse every protected call, without asking, unless --grant allows it (saved grants do not apply)")
 	fs.DurationVar(&c.Timeout, "approval-timeout", 0, "deny a protected call nobody answered within this time (e.g. 2m; 0 waits)")
 	fs.StringVar(&c.GrantsFile, "grants-file", "", "persisted grants (default $XDG_CONFIG_HOME/lloyal/grants.json)")
 }
@@ -88,6 +117,15 @@ func (o *runFlags) run(cmd *cobra.Command) error {
 	if err := o.prompt.apply(&c); err != nil {
 		return err
 	}
+	if c.Server == "" {
+		// Read here, not as the flag's default: help would print it, and a
+		// URL may carry credentials.
+		c.Server = os.Getenv("LLOYAL_SERVER")
+	}
+	if err := checkServer(c); err != nil {
+		return err
+	}
+	c.APIKey = os.Getenv("LLOYAL_API_KEY")
 	// The app when there is a terminal to draw on; a log otherwise.
 	switch {
 	case o.jsonl:
@@ -102,7 +140,7 @@ func (o *runFlags) run(cmd *cobra.Command) error {
 		return err
 	}
 	c.Theme = th
-	if c.Model == "" {
+	if c.Model == "" && c.Server == "" {
 		// The generated model is tiny (its cache costs about 0.5 KiB a
 		// cell), and its noise fills a context fast: give the demo room.
 		if !cmd.Flags().Changed("ctx") {

@@ -22,8 +22,7 @@ func TestRunHeadlessOnTheGeneratedModel(t *testing.T) {
 		t.Skip("runs the whole harness on llama.cpp")
 	}
 	dir := t.TempDir()
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
-	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	setHomes(t, dir)
 	tp := filepath.Join(dir, "run.jsonl")
 	out, err := runCLI(t, "run", "--headless", "--agents", "2", "--ctx", "4096", "--corpus", filepath.Join("..", "testdata", "corpus"),
 		"--workspace", filepath.Join(dir, "notes"), "--trace", tp, "--deny-protected")
@@ -93,7 +92,7 @@ func TestHeadlessWithoutATerminal(t *testing.T) {
 	tp := filepath.Join(dir, "run.jsonl")
 	cmd := exec.Command(bin, "run", "--jsonl", "--agents", "1", "--ctx", "4096", "--corpus", filepath.Join("..", "testdata", "corpus"),
 		"--workspace", filepath.Join(dir, "notes"), "--trace", tp, "--grants-file", filepath.Join(dir, "grants.json"))
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+	cmd.Env = append(os.Environ(), homes(dir)...)
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)

@@ -31,12 +31,27 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-// lloyalCmd is the built binary run in dir, with a cache of its own (the
-// generated models) so tests never share the user's.
+// homes are private XDG homes under dir (data, config, cache) for the
+// binary: a test never reads the developer's installed abilities, trusted
+// keys, settings or grants, nor shares their cache.
+func homes(dir string) []string {
+	return []string{"XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_CACHE_HOME=" + filepath.Join(dir, "cache")}
+}
+
+// setHomes sets homes(dir) for an in-process run (runCLI).
+func setHomes(t *testing.T, dir string) {
+	for _, e := range homes(dir) {
+		k, v, _ := strings.Cut(e, "=")
+		t.Setenv(k, v)
+	}
+}
+
+// lloyalCmd is the built binary run in dir, with homes of its own under
+// dir and the cache given (the generated models, which tests may share).
 func lloyalCmd(bin, dir, cache string, args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache)
+	cmd.Env = append(append(os.Environ(), homes(dir)...), "XDG_CACHE_HOME="+cache) // the last value wins
 	return cmd
 }
 
@@ -104,7 +119,7 @@ func runApp(t *testing.T, bin, dir string, flags ...string) *tmux {
 	t.Helper()
 	cmd := bin + " run --ctx 4096 --agents 2 --corpus " + filepath.Join("..", "testdata", "corpus") + " --workspace " + filepath.Join(dir, "notes") +
 		" --trace " + filepath.Join(dir, "run.jsonl") + " --grants-file " + filepath.Join(dir, "grants.json") + " " + strings.Join(flags, " ")
-	return startTmux(t, cmd, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+	return startTmux(t, cmd, homes(dir)...)
 }
 
 // closing reads the run's trace and returns its closing reason.
@@ -141,7 +156,7 @@ func TestTmuxLiveRunApproveAndFinish(t *testing.T) {
 	}
 	// The default run (no --ctx, no --agents): what `make run` shows.
 	s := startTmux(t, bin+" run --workspace "+filepath.Join(dir, "notes")+" --trace "+filepath.Join(dir, "run.jsonl")+" --grants-file "+filepath.Join(dir, "grants.json"),
-		"XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+		homes(dir)...)
 	s.waitFor("wants to run a protected tool", 8*time.Minute)
 	s.keys(once.Key)
 	s.waitFor("run finished", 8*time.Minute)
@@ -255,7 +270,7 @@ func TestTmuxErrorInTheApp(t *testing.T) {
 	dir := t.TempDir()
 	cmd := bin + " run --ctx 512 --agents 3 --corpus " + filepath.Join("..", "testdata", "corpus") + " --workspace " + filepath.Join(dir, "notes") +
 		" --trace " + filepath.Join(dir, "run.jsonl") + " --deny-protected"
-	s := startTmux(t, cmd, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+	s := startTmux(t, cmd, homes(dir)...)
 	s.waitFor("run failed", 8*time.Minute)
 	if !strings.Contains(s.screen(), "spawn refused") {
 		t.Fatalf("the error is not on screen:\n%s", s.screen())
@@ -277,7 +292,7 @@ func TestTmuxReplay(t *testing.T) {
 	// Record a run headless first.
 	rec := exec.Command(bin, "run", "--headless", "--deny-protected", "--ctx", "4096", "--agents", "1", "--corpus", filepath.Join("..", "testdata", "corpus"),
 		"--workspace", filepath.Join(dir, "notes"), "--trace", tp)
-	rec.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+	rec.Env = append(os.Environ(), homes(dir)...)
 	if out, err := rec.CombinedOutput(); err != nil {
 		t.Fatalf("record: %v\n%s", err, out)
 	}
@@ -309,7 +324,7 @@ func TestTmuxSignals(t *testing.T) {
 			tp := filepath.Join(dir, "run.jsonl")
 			s := startTmux(t, bin+" run --ctx 4096 --agents 2 --corpus "+filepath.Join("..", "testdata", "corpus")+" --workspace "+filepath.Join(dir, "notes")+
 				" --trace "+tp+" --grants-file "+filepath.Join(dir, "grants.json")+"; echo EXIT=$?; stty -a | grep -o -- '-\\?icanon' ; echo STTY-DONE",
-				"XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+				homes(dir)...)
 			s.waitFor("KV", time.Minute) // the app is up
 			if c.name == "ctrl-c" {
 				s.keys("C-c")

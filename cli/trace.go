@@ -32,7 +32,7 @@ func newTraceCmd() *cobra.Command {
 			if c.Close != nil {
 				end = "closed: " + c.Close.Reason
 			}
-			fmt.Fprintf(w, "%s: %d lines, %d events, %d bad; %s\n", args[0], c.Lines, c.Events, len(c.Problems), end)
+			fmt.Fprintf(w, "%s: %d lines, %d events, %d bad; %s\n", args[0], c.Lines, c.Events, trace.BadLines(c.Problems), end)
 			if n := len(c.Problems); n > 0 && !(n == 1 && c.Problems[0].Partial) {
 				return errors.New("the trace has corrupt lines")
 			}

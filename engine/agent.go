@@ -50,6 +50,7 @@ type Agent struct {
 	suffix   []Token
 	forked   bool
 	pruned   bool
+	slotWait bool // it waited for a branch slot (said once)
 
 	extracting    bool // writing its recovery report
 	reportBudget  int  // in-loop report cap in tokens (0: none)

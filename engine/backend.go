@@ -1,12 +1,3 @@
-// Package engine is lloyal's agent runtime: tools, pools of agents forked
-// from a shared spine, the tick loop that decodes one token for every active
-// agent in one batch, orchestrators, and the event stream that feeds both the
-// trace file and the terminal UI.
-//
-// The runtime talks to the model through Backend. engine/llamabackend is the
-// real one (llama.cpp through engine/kv); tests of the scheduler use a scripted
-// double (engine/enginetest). Every Backend call is made by the goroutine
-// running a pool's tick loop, never concurrently.
 package engine
 
 import (
@@ -18,6 +9,11 @@ import (
 // ErrContextFull is what backends wrap when the KV cache has no room for a
 // prefill or decode. A failed call writes nothing.
 var ErrContextFull = errors.New("the context is full")
+
+// ErrNoBranch is what backends wrap when every branch slot (llama.cpp's
+// sequence ids) is in use: a spawn waits for an agent to finish and free
+// one.
+var ErrNoBranch = errors.New("every branch slot is in use")
 
 // Token is a vocabulary id.
 type Token = int32

@@ -76,6 +76,8 @@ type pool struct {
 	scope  uint64 // id of the pool:open event
 	parent *Agent // the calling agent of a nested pool
 
+	turns *turnState // requests in flight on a turn-level backend
+
 	spine     *Spine
 	ownSpine  bool
 	fmt       chat.Format // the backend's format with the pool's thinking switch
@@ -106,6 +108,7 @@ type pool struct {
 	retries     []*pendingCall
 	settle      []settleItem
 	spawnQ      []*Agent
+	slotsFull   bool // a fork found every branch slot taken: spawns wait for one
 	extendQ     []request
 	dispatchQ   []*Agent
 
@@ -185,7 +188,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 		if parent != nil {
 			from = parent.branch
 		}
-		sp, err := rt.newSpine(ctx, from, p.scope, spec.System, tools, terminal)
+		sp, err := rt.newSpine(ctx, p.fmt, from, p.scope, spec.System, tools, terminal)
 		if err != nil {
 			rt.em.emit(event.Event{Type: event.PoolClose, Parent: p.scope, Pool: p.scope, Reason: err.Error()})
 			return nil, err
@@ -217,6 +220,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 		}
 	}
 	close(p.closed)
+	p.closeTurns()
 	if !p.orchOver {
 		p.orchErr = <-p.orchDone
 	}
@@ -255,7 +259,7 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 			params = json.RawMessage(`{"type":"object"}`)
 			s.Parameters = params
 		}
-		sch, err := jsonschema.NewCompiler().Compile(params)
+		sch, err := compileSchema(params)
 		if err != nil {
 			return fmt.Errorf("pool: tool %q parameters are not a valid JSON Schema: %w", s.Name, err)
 		}
@@ -368,10 +372,22 @@ func (p *pool) loop() error {
 		if p.finished() {
 			return nil
 		}
-		if !thinking && !p.kick && p.deferredOnly() && len(p.spawnQ) == 0 && len(p.extendQ) == 0 && len(p.dispatchQ) == 0 {
+		if !thinking && !p.kick && p.deferredOnly() && (len(p.spawnQ) == 0 || p.slotsFull) && len(p.extendQ) == 0 && len(p.dispatchQ) == 0 {
 			p.wait()
 		}
 	}
+}
+
+// holdsBranches reports whether a running agent of this pool holds a
+// branch it will give back when it finishes (so a spawn without a slot can
+// wait for it).
+func (p *pool) holdsBranches() bool {
+	for _, a := range p.agents {
+		if a.outcome == event.Running && a.forked && !a.pruned {
+			return true
+		}
+	}
+	return false
 }
 
 // deferredOnly reports whether every queued result is waiting for room.
@@ -404,16 +420,21 @@ func (p *pool) wait() {
 		return
 	}
 	var timer <-chan time.Time
-	if len(p.retries) > 0 {
-		next := p.retries[0].notBefore
-		for _, r := range p.retries {
-			if r.notBefore.Before(next) {
-				next = r.notBefore
-			}
+	next, due := p.nextTurnRetry()
+	for _, r := range p.retries {
+		if !due || r.notBefore.Before(next) {
+			next, due = r.notBefore, true
 		}
+	}
+	if due {
 		t := time.NewTimer(max(time.Until(next), 0))
 		defer t.Stop()
 		timer = t.C
+	}
+	var turns chan turnEvent
+	var slot chan struct{}
+	if p.turns != nil {
+		turns, slot = p.turns.events, p.rt.turnWake
 	}
 	orch := p.orchDone
 	if p.orchOver {
@@ -426,6 +447,9 @@ func (p *pool) wait() {
 		p.complete(c)
 	case ans := <-p.answers:
 		p.answered(ans)
+	case ev := <-turns:
+		p.takeTurnEvents([]turnEvent{ev})
+	case <-slot:
 	case err := <-orch:
 		p.orchOver, p.orchErr = true, err
 	case <-p.rt.cmdWake:
@@ -579,6 +603,7 @@ func (p *pool) drainCompletions() {
 		case ans := <-p.answers:
 			p.answered(ans)
 		default:
+			p.drainTurns()
 			return
 		}
 	}
@@ -615,11 +640,29 @@ func (p *pool) prefill() {
 		item  *settleItem
 	}
 	var entries []entry
+	var waiting []*Agent // no branch slot free yet
+	p.slotsFull = false
 	for _, a := range p.spawnQ {
 		if a.outcome != event.Running {
 			continue
 		}
+		if p.slotsFull {
+			waiting = append(waiting, a)
+			continue
+		}
 		b, err := p.be.Fork(p.spine.branch)
+		if errors.Is(err, ErrNoBranch) && p.holdsBranches() {
+			// Every slot is taken: wait for an agent of this pool to finish
+			// and free one, as a spawn waits for room.
+			p.slotsFull = true
+			waiting = append(waiting, a)
+			if !a.slotWait {
+				a.slotWait = true
+				p.emit(event.Event{Type: event.PoolNote, Role: "slot_wait", Pool: p.scope, Parent: p.scope, Agent: a.ID,
+					Reason: "every branch slot is in use: the agent starts when another finishes"})
+			}
+			continue
+		}
 		if err != nil {
 			p.finish(a, event.Failed, "could not fork a branch: "+err.Error(), "")
 			continue
@@ -627,7 +670,7 @@ func (p *pool) prefill() {
 		a.branch, a.forked = b, true
 		entries = append(entries, entry{span: Span{Branch: b, Tokens: a.suffix}, spawn: a})
 	}
-	p.spawnQ = p.spawnQ[:0]
+	p.spawnQ = append(p.spawnQ[:0], waiting...)
 	pr := p.pressure()
 	// A running headroom: every admitted span uses some of it.
 	room := pr.Headroom
@@ -745,6 +788,7 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 	}
 	a.mu.Unlock()
 	a.status = event.StatusFinished
+	p.abortTurn(a)
 	if a.call != nil && a.call.cancel != nil && o != event.Returned {
 		a.call.cancel()
 	}
@@ -763,6 +807,7 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 	// waiting for room get it now, not when the pool closes.
 	if a.forked && !a.pruned && p.be.Prune(a.branch) == nil {
 		a.pruned = true
+		p.slotsFull = false // a spawn waiting for a slot can have this one
 		p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
 	}
 	close(a.done)

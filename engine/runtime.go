@@ -23,6 +23,9 @@ type Options struct {
 	// Approver asks a person about protected calls that have no grant. With
 	// neither Allow nor Approver every protected call is refused: fail-closed.
 	Approver Approver
+	// MaxInflight bounds the turns a turn-level backend (a server) has in
+	// flight at once (default DefaultMaxInflight).
+	MaxInflight int
 }
 
 // Runtime runs pools of agents on one Backend. One pool (with the pools its
@@ -30,6 +33,10 @@ type Options struct {
 // that calls the backend.
 type Runtime struct {
 	be        Backend
+	tb        TurnBackend   // nil on a cell-level backend
+	cells     *turnCells    // tb's branches as text
+	inflight  atomic.Int64  // requests in flight on tb, in every pool
+	turnWake  chan struct{} // a request ended: a slot may be free
 	opts      Options
 	em        *emitter
 	busy      sync.Mutex
@@ -52,16 +59,37 @@ type command struct {
 	agent int
 }
 
-// New makes a runtime over be.
-func New(be Backend, o Options) *Runtime {
+// New makes a runtime over m: a Backend (a model in this process, decoded a
+// token at a time for every agent in one batch) or a TurnBackend (a model on
+// a server, sent a whole turn at a time). Anything else panics: it is a
+// programming error, not input.
+func New(m Model, o Options) *Runtime {
 	if o.MaxConcurrentTools <= 0 {
 		o.MaxConcurrentTools = 8
 	}
-	return &Runtime{be: be, opts: o, em: &emitter{start: time.Now(), sinks: o.Sinks}, cmdWake: make(chan struct{}, 1), resumed: make(chan struct{})}
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = DefaultMaxInflight
+	}
+	rt := &Runtime{opts: o, em: &emitter{start: time.Now(), sinks: o.Sinks}, cmdWake: make(chan struct{}, 1), turnWake: make(chan struct{}, 1), resumed: make(chan struct{})}
+	switch b := m.(type) {
+	case Backend:
+		rt.be = b
+	case TurnBackend:
+		rt.tb, rt.cells = b, newTurnCells(b)
+		rt.be = rt.cells
+	default:
+		panic(fmt.Sprintf("engine.New: %T is neither a Backend nor a TurnBackend", m))
+	}
+	return rt
 }
 
-// Backend is the runtime's backend.
+// Backend is the runtime's cell-level backend; on a turn-level backend it is
+// the runtime's own bookkeeping of branches as text.
 func (rt *Runtime) Backend() Backend { return rt.be }
+
+// Turns is the turn-level backend the runtime runs on, or nil when it runs
+// on a cell-level one.
+func (rt *Runtime) Turns() TurnBackend { return rt.tb }
 
 // Cancel discards an agent: it stops at once, is not recovered, and its tool
 // call (if any) is abandoned. Safe from any goroutine.
@@ -116,13 +144,13 @@ func (s *Spine) Branch() BranchID { return s.branch }
 func (rt *Runtime) NewSpine(ctx context.Context, system string, tools []Tool, terminal Tool) (*Spine, error) {
 	rt.busy.Lock()
 	defer rt.busy.Unlock()
-	return rt.newSpine(ctx, -1, 0, system, tools, terminal)
+	return rt.newSpine(ctx, rt.be.Format(), -1, 0, system, tools, terminal)
 }
 
 // newSpine creates a spine; with parent ≥ 0 it forks parent (an agent's
-// branch mid-turn) and closes that turn first.
-func (rt *Runtime) newSpine(ctx context.Context, parent BranchID, scope uint64, system string, tools []Tool, terminal Tool) (*Spine, error) {
-	f := rt.be.Format()
+// branch mid-turn) and closes that turn first. f is the format of the pool
+// it is for (its thinking switch shows in the spine of some templates).
+func (rt *Runtime) newSpine(ctx context.Context, f chat.Format, parent BranchID, scope uint64, system string, tools []Tool, terminal Tool) (*Spine, error) {
 	all := toolList(tools, terminal)
 	var specs []chat.ToolSpec
 	for _, t := range all {

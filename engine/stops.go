@@ -5,7 +5,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -51,8 +50,7 @@ func (p *pool) midTerminal(a *Agent) bool {
 	if p.terminal == "" {
 		return false
 	}
-	raw := a.raw.String()
-	return strings.Contains(raw, strings.TrimSpace(p.fmt.CallOpen)) && strings.Contains(raw, `"`+p.terminal+`"`)
+	return writingCall(a.raw.String(), p.terminal, p.fmt)
 }
 
 // reap applies the per-tick stops before sampling: wind-down, the time hard
@@ -119,7 +117,7 @@ func (p *pool) stallBreak() {
 // canProgress reports whether anything other than the deferred results can
 // move the pool forward (so a stall-break would be premature).
 func (p *pool) canProgress() bool {
-	if p.fanRunning > 0 || len(p.fanWaiting) > 0 || len(p.retries) > 0 || p.awaiting > 0 || len(p.spawnQ) > 0 || len(p.dispatchQ) > 0 {
+	if p.fanRunning > 0 || len(p.fanWaiting) > 0 || len(p.retries) > 0 || p.turnsBusy() || p.awaiting > 0 || len(p.spawnQ) > 0 || len(p.dispatchQ) > 0 {
 		return true
 	}
 	for _, a := range p.agents {

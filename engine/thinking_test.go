@@ -100,3 +100,57 @@ func TestToolResultCarriesToolName(t *testing.T) {
 		t.Fatalf("the tool result does not name its tool: %q", h.be.Inputs())
 	}
 }
+
+// spineThinkingTemplate shows the thinking switch in the system turn too, so
+// the spine a pool writes says which switch it was rendered with.
+const spineThinkingTemplate = `{% for m in messages %}<|im_start|>{{ m.role }}
+{% if m.role == "system" and enable_thinking is defined %}[think {{ enable_thinking }}]
+{% endif %}{{ m.content }}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% if enable_thinking is defined and enable_thinking is false %}<think>
+
+</think>
+
+{% endif %}{% endif %}`
+
+// TestPoolThinkingKeepsBackendSetting: a pool that sets no thinking switch
+// renders with the backend's (lloyal run --think off), in its agents' turns
+// and in its spine; a pool that sets one renders its spine with it too.
+func TestPoolThinkingKeepsBackendSetting(t *testing.T) {
+	tm, err := chat.NewTemplate(spineThinkingTemplate, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := chat.FromTemplate(tm, chat.ThinkOff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		think     chat.Think
+		spine     string
+		emptyTurn bool
+	}{{"", "[think False]", true}, {chat.ThinkOn, "[think True]", false}} {
+		t.Run(string(tt.think), func(t *testing.T) {
+			h := newHarness(t, 4096, engine.Options{})
+			h.be.SetFormat(f)
+			h.be.Script("lighthouse question", reportCall("done"))
+			res := h.run(engine.PoolSpec{System: "You research.", Terminal: report, Thinking: tt.think,
+				Orchestrate: engine.Parallel(engine.AgentSpec{Task: "lighthouse question"})})
+			if a := byTask(res, "lighthouse question"); a.Outcome != event.Returned {
+				t.Fatalf("agent: %+v", a)
+			}
+			spine, turn := false, false
+			for _, in := range h.be.Inputs() {
+				if strings.Contains(in, "You research.") {
+					spine = strings.Contains(in, tt.spine)
+				}
+				if strings.Contains(in, "lighthouse question") {
+					turn = strings.HasSuffix(in, "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+				}
+			}
+			if !spine || turn != tt.emptyTurn {
+				t.Fatalf("pool thinking %q on a backend with thinking off: spine shows %s = %v, empty think block = %v (want %v); inputs %q", tt.think, tt.spine, spine, turn, tt.emptyTurn, h.be.Inputs())
+			}
+		})
+	}
+}

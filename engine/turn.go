@@ -59,8 +59,20 @@ func (p *pool) activate(a *Agent) {
 // produce samples one token for every thinking agent and decodes them all in
 // one batch. It reports whether any agent is still thinking.
 func (p *pool) produce() bool {
+	if p.rt.tb != nil {
+		return p.produceTurns()
+	}
 	p.nudgedThisTick, p.killedThisTick = false, false
-	p.reap(p.pressure())
+	pr := p.pressure()
+	p.reap(pr)
+	// Admission for this tick's cells (one per token): agents at work decode
+	// only down to the hard limit, the reserve recovery reports are written
+	// into; agents writing a report may use the reserve. An agent at work
+	// that gets no cell waits a tick (nothing was sampled: its turn is
+	// intact). When none gets one the context is critical and reap has
+	// stopped one agent this tick, so cells come back: a full cache never
+	// ends an agent.
+	used, held := 0, false
 	var steps []Step
 	var who []*Agent
 	texts := map[int]string{}
@@ -73,6 +85,16 @@ func (p *pool) produce() bool {
 			p.endTurn(a)
 			continue
 		}
+		switch {
+		case a.extracting && used >= pr.Remaining:
+			a.raw.WriteString(a.dec.Flush()) // no cell left for its report: it ends with what it wrote
+			p.endTurn(a)
+			continue
+		case !a.extracting && used > pr.Remaining-pr.HardLimit:
+			held = true
+			continue
+		}
+		used++
 		tok, err := p.be.Sample(a.branch)
 		if err != nil {
 			p.finish(a, event.Failed, "sampling failed: "+err.Error(), "")
@@ -87,7 +109,11 @@ func (p *pool) produce() bool {
 		who = append(who, a)
 	}
 	if len(steps) == 0 {
-		return false
+		if held {
+			// A tick in which every agent at work waited for a cell.
+			p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx()})
+		}
+		return held // a held agent thinks on the next tick
 	}
 	if err := p.be.DecodeEach(steps); err != nil {
 		// Decode each agent's token alone: only the agents whose token cannot
@@ -161,6 +187,17 @@ func (p *pool) endTurn(a *Agent) {
 			// so far); another call is asked for again, shorter.
 			if body, ok := salvage(raw, p.terminal, f); ok && p.terminal != "" {
 				p.finish(a, event.Returned, "", "turn_cut_salvaged", body)
+				return
+			}
+			if a.turns >= p.spec.MaxTurns {
+				// Out of turns: asking again could go on for ever (a model
+				// that spends every turn on whitespace inside the call).
+				if p.terminal == "" {
+					p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "max_turns"})
+					p.finish(a, event.Failed, fmt.Sprintf("max_turns: every one of its %d turns reached the token limit inside a call", p.spec.MaxTurns), "")
+					return
+				}
+				p.drop(a, "max_turns", p.spec.RecoveryShape)
 				return
 			}
 			p.refuse(a, Call{ID: p.newCallID(), Tool: "(cut)", Agent: a.ID}, "turn_cut",
@@ -240,6 +277,17 @@ func (p *pool) newCallID() string {
 	return fmt.Sprintf("call_%d_%d", p.scope, p.callSeq)
 }
 
+// compileSchema compiles a tool's parameters. Schemas come from tools'
+// authors (MCP servers, config files): the compiler's default loaders would
+// fetch a remote "$ref" over HTTP while the pool opens, so they are removed
+// and such a reference is an error instead.
+func compileSchema(params json.RawMessage) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	delete(c.Loaders, "http")
+	delete(c.Loaders, "https")
+	return c.Compile(params)
+}
+
 // ValidateArgs checks arguments against a tool's parameters the way the
 // runtime does before Execute: "" when they are valid, otherwise what the
 // model reads (the field and the rule). A schema that does not compile is an
@@ -249,7 +297,7 @@ func ValidateArgs(spec ToolSpec, args json.RawMessage) (string, error) {
 	if len(params) == 0 {
 		params = json.RawMessage(`{"type":"object"}`)
 	}
-	sch, err := jsonschema.NewCompiler().Compile(params)
+	sch, err := compileSchema(params)
 	if err != nil {
 		return "", fmt.Errorf("tool %q parameters are not a valid JSON Schema: %w", spec.Name, err)
 	}

@@ -6,12 +6,16 @@ package tools
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // Doc is one file of the corpus.
@@ -37,7 +41,12 @@ type Corpus struct {
 	df     map[string]int
 	avgLen float64
 	fsys   fs.FS
+	root   *os.Root // the folder, when the corpus is one (nil for a built-in corpus)
 	close  func() error
+	// links counts the corpus's own names (outside restricted/) for each
+	// file: a file with more hard links than that also lives outside the
+	// corpus, or in its restricted/ folder, and is not served.
+	links map[regular.FileID]uint64
 }
 
 // Restricted is the top-level folder of a corpus that is off limits: its
@@ -72,7 +81,7 @@ func LoadCorpus(dir string) (*Corpus, error) {
 	}
 	// os.Root's FS refuses "..", absolute paths and symlinks that lead out
 	// of the folder, even one swapped in during a call.
-	c, err := LoadCorpusFS(root.FS(), abs)
+	c, err := loadCorpus(root.FS(), root, abs)
 	if err != nil {
 		root.Close()
 		return nil, err
@@ -81,11 +90,22 @@ func LoadCorpus(dir string) (*Corpus, error) {
 	return c, nil
 }
 
+// maxDoc is the largest file the corpus reads (a text document, not a
+// disk image): what is past it is left out.
+const maxDoc = 16 << 20
+
 // LoadCorpusFS reads every text file of fsys (a built-in corpus, say) and
 // indexes it for search; name is how errors and results refer to it.
 func LoadCorpusFS(fsys fs.FS, name string) (*Corpus, error) {
+	return loadCorpus(fsys, nil, name)
+}
+
+func loadCorpus(fsys fs.FS, root *os.Root, name string) (*Corpus, error) {
 	dir := name
-	c := &Corpus{Root: name, df: map[string]int{}, fsys: fsys, close: func() error { return nil }}
+	c := &Corpus{Root: name, df: map[string]int{}, fsys: fsys, root: root, close: func() error { return nil }, links: map[regular.FileID]uint64{}}
+	// First count the corpus's own names of each file, then read the text
+	// files among them.
+	var texts []string
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // unreadable entries are skipped, not fatal
@@ -93,23 +113,33 @@ func LoadCorpusFS(fsys fs.FS, name string) (*Corpus, error) {
 		if d.IsDir() && restricted(p) {
 			return fs.SkipDir // off limits: not indexed, not searchable
 		}
-		if d.IsDir() || !textExt[strings.ToLower(filepath.Ext(p))] || d.Type()&fs.ModeSymlink != 0 {
+		if !d.Type().IsRegular() { // folders, symlinks, FIFOs, devices
 			return nil
 		}
-		f, err := fsys.Open(p)
+		if fi, err := d.Info(); err == nil {
+			if id, _, ok := regular.Links(fi); ok {
+				c.links[id]++
+			}
+		}
+		if textExt[strings.ToLower(filepath.Ext(p))] {
+			texts = append(texts, p)
+		}
+		return nil
+	})
+	for _, p := range texts {
+		f, err := c.open(p)
 		if err != nil {
-			return nil
+			continue // not a regular file (any more), or linked from outside
 		}
-		defer f.Close()
 		doc := &Doc{Path: filepath.ToSlash(p)}
-		sc := bufio.NewScanner(f)
+		sc := bufio.NewScanner(io.LimitReader(f, maxDoc))
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			doc.Lines = append(doc.Lines, sc.Text())
 		}
+		f.Close()
 		c.Docs = append(c.Docs, doc)
-		return nil
-	})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("corpus %s: %w", dir, err)
 	}
@@ -129,6 +159,36 @@ func LoadCorpusFS(fsys fs.FS, name string) (*Corpus, error) {
 	}
 	c.avgLen = float64(total) / float64(max(len(c.Chunks), 1))
 	return c, nil
+}
+
+// errOutsideLinks refuses a file that also has a name outside the corpus.
+var errOutsideLinks = errors.New("the file has hard links outside the corpus: it is not served")
+
+// open opens a corpus file for reading: a regular file only, opened
+// without blocking (a FIFO or a device is refused, not waited on), and only
+// one whose every hard link is a name in the corpus: a link to a file
+// outside would pass the folder's confinement.
+func (c *Corpus) open(name string) (fs.File, error) {
+	var f fs.File
+	var err error
+	if c.root != nil {
+		f, err = regular.OpenIn(c.root, name, os.O_RDONLY, 0)
+	} else if f, err = c.fsys.Open(name); err == nil {
+		err = regular.Check(f, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if id, n, ok := regular.Links(st); ok && n > 1 && n > c.links[id] {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errOutsideLinks}
+	}
+	return f, nil
 }
 
 // Close releases the corpus folder handle.

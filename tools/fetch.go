@@ -9,9 +9,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
 )
 
 // External is the corpus folder of pages "from the web": each names its
@@ -35,10 +35,13 @@ func pages(c *Corpus) map[string]*Doc {
 }
 
 // FetchPageTool fetches one of the corpus's external pages by its address.
-// Like a real web proxy it is rate-limited: a request within every of the
-// last one is told to come back later (a transient failure: the runtime
-// parks the agent and retries the call when the proxy will answer).
-func FetchPageTool(c *Corpus, every time.Duration) engine.Tool {
+// Like a busy web proxy it admits a request and then wants a pause: the
+// request after each admitted one is answered 429 with a Retry-After of pause
+// (a transient failure: the runtime parks the agent and retries the call once
+// the pause is over, and the proxy admits it). The limit counts requests
+// rather than timing them, so the refusal happens on any machine: a window in
+// seconds was never met where a busy core spaced two fetches past it.
+func FetchPageTool(c *Corpus, pause time.Duration) engine.Tool {
 	byURL := pages(c)
 	var urls []string
 	for u := range byURL {
@@ -51,7 +54,7 @@ func FetchPageTool(c *Corpus, every time.Duration) engine.Tool {
 		schema = `{"type":"object","properties":{"url":{"type":"string","maxLength":200}},"required":["url"]}`
 	}
 	var mu sync.Mutex
-	var last time.Time
+	owed := false // a request was admitted and no pause has been asked for since
 	return engine.Typed(engine.ToolSpec{
 		Name:        "fetch_page",
 		Description: "Fetch a page from the web that the documents cite (community posts, vendor notes). Sites limit how often they answer: a refused fetch is retried for you.",
@@ -63,30 +66,17 @@ func FetchPageTool(c *Corpus, every time.Duration) engine.Tool {
 			return engine.ErrorResult("no page at %s: fetch one of %s", a.URL, strings.Join(urls, ", ")), nil
 		}
 		mu.Lock()
-		wait := every - time.Since(last)
-		if wait <= 0 {
-			last = time.Now()
-		}
+		refuse := owed
+		owed = !owed
 		mu.Unlock()
-		if wait > 0 {
+		if refuse {
 			u, _ := url.Parse(a.URL)
-			return nil, engine.Retry(wait.Round(time.Millisecond), fmt.Errorf("the web proxy answered 429 Too Many Requests for %s: one request per %s", u.Host, every))
+			return nil, engine.Retry(pause, fmt.Errorf("the web proxy answered 429 Too Many Requests for %s: it wants a pause of %s after each request", u.Host, pause))
 		}
 		engine.OnProgress(ctx, 1, 1)
 		text := strings.Join(d.Lines, "\n")
 		// A page is long; the agent gets its opening, like a reader's first
 		// screen (read_file has the rest).
-		return map[string]any{"url": a.URL, "path": d.Path, "text": clip(text, 800)}, nil
+		return map[string]any{"url": a.URL, "path": d.Path, "text": chat.Clip(text, 800)}, nil
 	})
-}
-
-// clip cuts s to at most n bytes at a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + " …"
 }

@@ -54,7 +54,7 @@ func ReadFileTool(c *Corpus) engine.Tool {
 		if restricted(rel) {
 			return engine.ErrorResult("%s is in the %s/ folder, which is off limits: do not read it. Use other documents.", a.Path, Restricted), nil
 		}
-		f, err := c.fsys.Open(rel)
+		f, err := c.open(rel)
 		if err != nil {
 			return engine.ErrorResult("cannot read %s: %v. Use a path from search results.", a.Path, cleanErr(err, c.Root)), nil
 		}

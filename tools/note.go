@@ -3,11 +3,14 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"regexp"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 var noteName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,59}$`)
@@ -37,10 +40,12 @@ func WriteNoteTool(workspace string) (engine.Tool, error) {
 			return nil, fmt.Errorf("open workspace: %w", err)
 		}
 		defer root.Close()
-		name := a.Name + ".md"
-		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		// A new file only (O_EXCL): an earlier note is never replaced, and
+		// no existing name — a hard link to a file outside the workspace, a
+		// symlink, a FIFO — is ever opened for writing.
+		name, f, err := createNote(root, a.Name)
 		if err != nil {
-			return engine.ErrorResult("cannot write note %s: %v", name, cleanErr(err, workspace)), nil
+			return engine.ErrorResult("cannot write note %s.md: %v", a.Name, cleanErr(err, workspace)), nil
 		}
 		if _, err := f.WriteString(a.Text + "\n"); err != nil {
 			f.Close()
@@ -49,6 +54,26 @@ func WriteNoteTool(workspace string) (engine.Tool, error) {
 		if err := f.Close(); err != nil {
 			return nil, fmt.Errorf("write note: %w", err)
 		}
-		return map[string]any{"saved": name, "bytes": len(a.Text) + 1}, nil
+		res := map[string]any{"saved": name, "bytes": len(a.Text) + 1}
+		if name != a.Name+".md" {
+			res["note"] = fmt.Sprintf("%s.md already exists: this note was saved as %s", a.Name, name)
+		}
+		return res, nil
 	}), nil
+}
+
+// createNote creates name.md, or name-2.md, name-3.md … when it exists.
+func createNote(root *os.Root, base string) (string, *os.File, error) {
+	for i := 1; i <= 100; i++ {
+		name := base + ".md"
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d.md", base, i)
+		}
+		f, err := regular.OpenIn(root, name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return name, f, err
+	}
+	return "", nil, fmt.Errorf("%s.md and 99 numbered notes of that name exist: choose another name", base)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
 )
 
 // Hit is a ranked chunk.
@@ -66,7 +67,7 @@ func (c *Corpus) Search(ctx context.Context, query string, limit int, prefer map
 		seen[s.ch.Doc.Path]++
 		// A passage is a preview (read_file has the whole): every hit costs
 		// the agent context, and four full chunks can fill a small one.
-		hits = append(hits, Hit{Path: s.ch.Doc.Path, Lines: lineRange(s.ch.Start, s.ch.End), Score: math.Round(s.score*100) / 100, Text: clip(s.ch.Text, 320)})
+		hits = append(hits, Hit{Path: s.ch.Doc.Path, Lines: lineRange(s.ch.Start, s.ch.End), Score: math.Round(s.score*100) / 100, Text: chat.Clip(s.ch.Text, 320)})
 	}
 	return hits
 }

@@ -3,10 +3,13 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
@@ -170,7 +173,7 @@ func TestWriteNoteStaysInTheWorkspace(t *testing.T) {
 	outside := filepath.Join(dir, "victim.md")
 	os.WriteFile(outside, []byte("keep"), 0o644)
 	if err := os.Symlink(outside, filepath.Join(ws, "trap.md")); err == nil {
-		if r := call(t, wn, `{"name":"trap","text":"overwritten"}`); r["error"] == nil {
+		if r := call(t, wn, `{"name":"trap","text":"overwritten"}`); r["saved"] != "trap-2.md" {
 			t.Fatalf("write through a symlink: %v", r)
 		}
 		if b, _ := os.ReadFile(outside); string(b) != "keep" {
@@ -219,5 +222,36 @@ func TestDelegateRunsSubAgentsFromTheCaller(t *testing.T) {
 	}
 	if subs != 2 {
 		t.Fatalf("%d sub-agents forked from the lead", subs)
+	}
+}
+
+// The proxy refuses the request after each admitted one, whatever the time
+// between them, so a slow machine meets the limit too; the refusal is a
+// transient failure with the proxy's pause, and the retry is admitted.
+func TestFetchPageRefusesTheRequestAfterEachAdmittedOne(t *testing.T) {
+	fsys := fstest.MapFS{
+		"external/post.md": {Data: []byte("Source: https://forum.example/post\n\n# A post\nbody\n")},
+		"notes.md":         {Data: []byte("# Notes\n")},
+	}
+	c, err := LoadCorpusFS(fsys, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fetch := FetchPageTool(c, 3*time.Second)
+	args := json.RawMessage(`{"url":"https://forum.example/post"}`)
+	for i, want := range []bool{false, true, false, true, false} {
+		_, err := fetch.Execute(context.Background(), args)
+		var retry *engine.RetryError
+		refused := errors.As(err, &retry)
+		if refused != want || (err != nil && !refused) {
+			t.Fatalf("request %d: err %v, want refused %v", i+1, err, want)
+		}
+		if refused && (retry.Delay != 3*time.Second || !strings.Contains(retry.Error(), "429") || !strings.Contains(retry.Error(), "forum.example")) {
+			t.Fatalf("request %d: refusal %v: want a 3s pause naming 429 and the host", i+1, retry)
+		}
+	}
+	if r := call(t, fetch, `{"url":"https://nowhere.example/"}`); r["error"] == nil {
+		t.Fatalf("unknown address: %v", r)
 	}
 }

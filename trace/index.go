@@ -3,15 +3,14 @@ package trace
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // Index locates every event of a trace file without keeping the events:
@@ -36,30 +35,35 @@ func (ix *Index) Len() int { return len(ix.Offsets) }
 // BuildIndex scans a trace file. Bad lines are listed in Problems and
 // skipped; the header and closing record are parsed.
 func BuildIndex(path string) (*Index, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path) // a FIFO or a device would block or never end
 	if err != nil {
 		return nil, fmt.Errorf("open trace: %w", err)
 	}
 	defer f.Close()
 	ix := &Index{path: path}
-	r := bufio.NewReaderSize(f, 1<<20)
+	var problems problemList
+	// The scanner's line reader: a line over MaxLine is skipped and
+	// counted, never held whole.
+	sc := &Scanner{r: bufio.NewReaderSize(f, 1<<20)}
 	var off int64
 	line := 0
 	for {
-		raw, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A long line: fall back to the full read.
-			rest, err2 := r.ReadBytes('\n')
-			raw = append(append([]byte(nil), raw...), rest...)
-			err = err2
-		}
-		if len(raw) == 0 {
+		raw, complete, tooLong, err := sc.readLine()
+		if len(raw) == 0 && !tooLong {
 			break
 		}
 		line++
 		start := off
+		if tooLong {
+			off = sc.off // readLine advanced it past the skipped line
+			problems.add(Problem{Line: line, Offset: start, Reason: fmt.Sprintf("line longer than %d bytes: skipped", MaxLine)})
+			if err != nil {
+				break
+			}
+			continue
+		}
 		off += int64(len(raw))
-		complete := raw[len(raw)-1] == '\n'
+		sc.off = off
 		typ, at, ok := quickFields(raw)
 		switch {
 		case !ok || !complete:
@@ -73,14 +77,14 @@ func BuildIndex(path string) (*Index, error) {
 				if !complete {
 					p.Reason = "the file ends in the middle of this line (the run was killed while writing it)"
 				}
-				ix.Problems = append(ix.Problems, p)
+				problems.add(p)
 				break
 			}
 			ix.add(rec, start)
 		case typ == string(event.TraceHeader) || typ == string(event.TraceClose):
 			rec, perr := parseLine(raw)
 			if perr != nil {
-				ix.Problems = append(ix.Problems, Problem{Line: line, Offset: start, Reason: perr.Error()})
+				problems.add(Problem{Line: line, Offset: start, Reason: perr.Error()})
 				break
 			}
 			ix.add(rec, start)
@@ -93,6 +97,7 @@ func BuildIndex(path string) (*Index, error) {
 			break
 		}
 	}
+	ix.Problems = problems.list()
 	return ix, nil
 }
 
@@ -177,7 +182,7 @@ func (ix *Index) Events(from, to int) ([]event.Event, error) {
 	if from < 0 || to > len(ix.Offsets) || from >= to {
 		return nil, fmt.Errorf("events %d..%d out of range (0..%d)", from, to, len(ix.Offsets))
 	}
-	f, err := os.Open(ix.path)
+	f, err := regular.Open(ix.path)
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // Follow reads a trace file from the start, calling fn for each event. With
@@ -15,31 +15,34 @@ import (
 // writing it) until the closing record arrives or ctx ends. It returns the
 // closing record (nil if the file has none) and the bad lines seen.
 func Follow(ctx context.Context, path string, follow bool, fn func(event.Event) error) (*Closing, []Problem, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path) // a FIFO or a device would block or never end
 	if err != nil {
 		return nil, nil, fmt.Errorf("open trace: %w", err)
 	}
 	defer f.Close()
-	var problems []Problem
+	var problems problemList
 	var off int64 // bytes fully handled
 	line := 0     // lines fully handled
 	for {
 		s := NewScanner(io.NewSectionReader(f, off, 1<<62))
 		fix := func(ps []Problem) []Problem {
 			for i := range ps {
-				ps[i].Line += line
-				ps[i].Offset += off
+				if ps[i].Omitted == 0 {
+					ps[i].Line += line
+					ps[i].Offset += off
+				}
+				problems.add(ps[i])
 			}
-			return ps
+			return problems.list()
 		}
 		for s.Next() {
 			rec := s.Record()
 			switch {
 			case rec.Close != nil:
-				return rec.Close, append(problems, fix(s.Problems())...), nil
+				return rec.Close, fix(s.Problems()), nil
 			case rec.Event != nil:
 				if err := fn(*rec.Event); err != nil {
-					return nil, append(problems, fix(s.Problems())...), err
+					return nil, fix(s.Problems()), err
 				}
 			}
 		}
@@ -48,15 +51,15 @@ func Follow(ctx context.Context, path string, follow bool, fn func(event.Event) 
 			// The last line may still be being written: read it again later.
 			consumed, lines, ps = ps[n-1].Offset, lines-1, ps[:n-1]
 		}
-		problems = append(problems, fix(ps)...)
+		all := fix(ps)
 		off += consumed
 		line += lines
 		if !follow {
-			return nil, problems, s.Err()
+			return nil, all, s.Err()
 		}
 		select {
 		case <-ctx.Done():
-			return nil, problems, ctx.Err()
+			return nil, all, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

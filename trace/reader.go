@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // Record is one parsed line: exactly one of Header, Event, Close is set.
@@ -28,14 +28,74 @@ type Problem struct {
 	Reason string `json:"reason"`
 	// Partial: the file ends in the middle of this line (a killed writer).
 	Partial bool `json:"partial,omitempty"`
+	// Omitted, on the one summary entry a list may end with, is how many
+	// more bad lines were counted but not kept (MaxProblems).
+	Omitted int `json:"omitted,omitempty"`
 }
 
 func (p Problem) String() string {
+	if p.Omitted > 0 {
+		return fmt.Sprintf("%d more bad lines (only the first %d are listed)", p.Omitted, MaxProblems)
+	}
 	return fmt.Sprintf("line %d: %s", p.Line, p.Reason)
 }
 
-// MaxLine is the longest line a reader accepts (a tool result can be big).
-const MaxLine = 64 << 20
+// BadLines counts the bad lines a list stands for, summary entry included.
+func BadLines(ps []Problem) int {
+	n := 0
+	for _, p := range ps {
+		if p.Omitted > 0 {
+			n += p.Omitted
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// MaxLine is the longest line a reader accepts (a tool result, a turn's
+// output or a prompt is far smaller); a longer one is skipped and counted,
+// never held in memory whole.
+const MaxLine = 16 << 20
+
+// MaxProblems is how many bad lines a reader keeps, with their numbers and
+// reasons; the rest are only counted, so a file of garbage costs no memory.
+const MaxProblems = 100
+
+// problemList keeps the first MaxProblems problems and counts the rest. A
+// partial last line is always kept, last: a follower reads it again.
+type problemList struct {
+	kept    []Problem
+	more    int
+	partial *Problem
+}
+
+func (l *problemList) add(p Problem) {
+	switch {
+	case p.Omitted > 0:
+		l.more += p.Omitted
+	case p.Partial:
+		if l.partial != nil {
+			l.add(Problem{Omitted: 1})
+		}
+		l.partial = &p
+	case len(l.kept) < MaxProblems:
+		l.kept = append(l.kept, p)
+	default:
+		l.more++
+	}
+}
+
+func (l *problemList) list() []Problem {
+	out := l.kept[:len(l.kept):len(l.kept)]
+	if l.more > 0 {
+		out = append(out, Problem{Line: -1, Offset: -1, Omitted: l.more})
+	}
+	if l.partial != nil {
+		out = append(out, *l.partial)
+	}
+	return out
+}
 
 // Scanner reads a trace record by record and never stops at a bad line.
 type Scanner struct {
@@ -43,7 +103,7 @@ type Scanner struct {
 	line     int
 	off      int64
 	rec      Record
-	problems []Problem
+	problems problemList
 	err      error
 }
 
@@ -67,7 +127,7 @@ func (s *Scanner) Next() bool {
 		off := s.off
 		s.off += int64(len(raw))
 		if tooLong {
-			s.problems = append(s.problems, Problem{Line: s.line, Offset: off, Reason: fmt.Sprintf("line longer than %d bytes: skipped", MaxLine)})
+			s.problems.add(Problem{Line: s.line, Offset: off, Reason: fmt.Sprintf("line longer than %d bytes: skipped", MaxLine)})
 			if err != nil {
 				return false
 			}
@@ -83,7 +143,7 @@ func (s *Scanner) Next() bool {
 				p.Partial = true
 				p.Reason = "the file ends in the middle of this line (the run was killed while writing it): " + p.Reason
 			}
-			s.problems = append(s.problems, p)
+			s.problems.add(p)
 			if !complete {
 				return false
 			}
@@ -104,9 +164,11 @@ func (s *Scanner) readLine() (line []byte, complete, tooLong bool, err error) {
 		chunk, e := s.r.ReadSlice('\n')
 		n += len(chunk)
 		if !tooLong {
-			buf = append(buf, chunk...)
-			if len(buf) > MaxLine {
+			if len(buf)+len(chunk) > MaxLine {
 				tooLong, buf = true, nil
+			} else {
+				buf = grow(buf, len(chunk))
+				buf = append(buf, chunk...)
 			}
 		}
 		if errors.Is(e, bufio.ErrBufferFull) {
@@ -120,11 +182,24 @@ func (s *Scanner) readLine() (line []byte, complete, tooLong bool, err error) {
 	}
 }
 
+// grow makes room for n more bytes, doubling (append grows large slices by
+// a quarter at a time, which copies a long line many times over): a line
+// costs at most about twice its length.
+func grow(b []byte, n int) []byte {
+	if len(b)+n <= cap(b) {
+		return b
+	}
+	nb := make([]byte, len(b), min(max(2*cap(b), len(b)+n), MaxLine))
+	copy(nb, b)
+	return nb
+}
+
 // Record is the current record.
 func (s *Scanner) Record() Record { return s.rec }
 
-// Problems lists the bad lines seen so far.
-func (s *Scanner) Problems() []Problem { return s.problems }
+// Problems lists the bad lines seen so far: the first MaxProblems, then a
+// summary entry counting the rest (BadLines counts them all).
+func (s *Scanner) Problems() []Problem { return s.problems.list() }
 
 // Err is the first I/O error (not a bad line).
 func (s *Scanner) Err() error { return s.err }
@@ -189,7 +264,7 @@ func CheckReader(r io.Reader) (Check, error) {
 		switch {
 		case rec.Header != nil:
 			if rec.Line != 1 {
-				s.problems = append(s.problems, Problem{Line: rec.Line, Offset: rec.Offset, Reason: "a header in the middle of the file"})
+				s.problems.add(Problem{Line: rec.Line, Offset: rec.Offset, Reason: "a header in the middle of the file"})
 			}
 			c.Header = rec.Header
 		case rec.Close != nil:
@@ -208,7 +283,7 @@ func CheckReader(r io.Reader) (Check, error) {
 
 // CheckFile validates every line of a trace file.
 func CheckFile(path string) (Check, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path) // a FIFO or a device would block or never end
 	if err != nil {
 		return Check{}, fmt.Errorf("open trace: %w", err)
 	}

@@ -3,7 +3,8 @@ package trace
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -50,11 +51,11 @@ func (st *Stats) Print(w io.Writer) error {
 	fmt.Fprintf(tw, "outcomes\t%s\n", Outcomes(st.Outcomes))
 	fmt.Fprintf(tw, "ended\t%s\n", orDash(st.Closed))
 	if len(st.Problems) > 0 {
-		fmt.Fprintf(tw, "bad lines\t%d\n", len(st.Problems))
+		fmt.Fprintf(tw, "bad lines\t%d\n", BadLines(st.Problems))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "TOOL\tCALLS\tERRORS\tTOTAL TIME\tMEAN")
-	for _, name := range sortedKeys(st.ToolCalls) {
+	for _, name := range slices.Sorted(maps.Keys(st.ToolCalls)) {
 		n := st.ToolCalls[name]
 		mean := time.Duration(0)
 		if n > 0 {
@@ -65,7 +66,7 @@ func (st *Stats) Print(w io.Writer) error {
 	if len(st.Reasons) > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "REASON\tCOUNT")
-		for _, r := range sortedKeys(st.Reasons) {
+		for _, r := range slices.Sorted(maps.Keys(st.Reasons)) {
 			fmt.Fprintf(tw, "%s\t%d\n", r, st.Reasons[r])
 		}
 	}
@@ -84,15 +85,6 @@ func Outcomes(n map[event.Outcome]int) string {
 		return "none"
 	}
 	return strings.Join(outs, ", ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func orDash(s string) string {

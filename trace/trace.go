@@ -33,8 +33,11 @@ type Header struct {
 	Context        ContextInfo     `json:"context"`
 	Sampling       engine.Sampling `json:"sampling"`
 	Tools          []ToolInfo      `json:"tools"`
-	Start          time.Time       `json:"start"`
-	CommandLine    []string        `json:"commandLine"`
+	// Server is the inference server the run drove its model on (absent
+	// for a model run here).
+	Server      *ServerInfo `json:"server,omitempty"`
+	Start       time.Time   `json:"start"`
+	CommandLine []string    `json:"commandLine"`
 	// Abilities are the installed abilities whose tools the run offered.
 	Abilities []AbilityInfo `json:"abilities,omitempty"`
 }
@@ -49,6 +52,16 @@ type AbilityInfo struct {
 	Tools []string `json:"tools"`
 }
 
+// SignedBy is how an ability's signer reads wherever lloyal names it (an
+// install, a run, the app): "signed by KEY", or "unsigned" when key is ""
+// or "unsigned" (as a trace header records it).
+func SignedBy(key string) string {
+	if key == "" || key == "unsigned" {
+		return "unsigned"
+	}
+	return "signed by " + key
+}
+
 // AbilitySources says, for each ability tool of the run, which ability it
 // comes from: "ability NAME VERSION (signed by KEY)" or "(unsigned)". The
 // app shows it with the tool's calls and approval prompts, live and in a
@@ -56,12 +69,8 @@ type AbilityInfo struct {
 func (h *Header) AbilitySources() map[string]string {
 	out := map[string]string{}
 	for _, a := range h.Abilities {
-		signer := "signed by " + a.Key
-		if a.Key == "unsigned" || a.Key == "" {
-			signer = "unsigned"
-		}
 		for _, t := range a.Tools {
-			out[t] = fmt.Sprintf("ability %s %s (%s)", a.Name, a.Version, signer)
+			out[t] = fmt.Sprintf("ability %s %s (%s)", a.Name, a.Version, SignedBy(a.Key))
 		}
 	}
 	return out
@@ -82,6 +91,15 @@ type ContextInfo struct {
 	FlashAttn bool `json:"flash_attn,omitempty"`
 	SoftLimit int  `json:"softLimit,omitempty"`
 	HardLimit int  `json:"hardLimit,omitempty"`
+}
+
+// ServerInfo names the inference server of a run: its URL (without
+// credentials; the API key is never written) and the model's name there.
+type ServerInfo struct {
+	URL         string `json:"url"`
+	Dialect     string `json:"dialect"` // ollama or openai
+	Model       string `json:"model"`
+	MaxInflight int    `json:"maxInflight,omitempty"`
 }
 
 // ToolInfo is a tool as the model saw it.

@@ -26,6 +26,7 @@ type Writer struct {
 	closed bool
 	count  uint64
 	err    error
+	failed chan struct{} // closed at the first failed write
 }
 
 // QueueSize is how many events may wait for the writer goroutine before
@@ -59,7 +60,7 @@ func Create(path string, h Header) (*Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("write trace header: %w", err)
 	}
-	w := &Writer{f: f, path: path, queue: make(chan event.Event, QueueSize), done: make(chan struct{})}
+	w := &Writer{f: f, path: path, queue: make(chan event.Event, QueueSize), done: make(chan struct{}), failed: make(chan struct{})}
 	go w.run()
 	return w, nil
 }
@@ -100,19 +101,41 @@ func (w *Writer) run() {
 				break drain
 			}
 		}
-		if err := bw.Flush(); err != nil && w.err == nil {
-			w.err = err
-		}
+		w.fail(bw.Flush())
 	}
-	if err := bw.Flush(); err != nil && w.err == nil {
-		w.err = err
-	}
+	w.fail(bw.Flush())
 }
 
 func (w *Writer) write(enc *json.Encoder, e event.Event) {
-	if err := enc.Encode(e); err != nil && w.err == nil {
-		w.err = err
+	w.fail(enc.Encode(e))
+}
+
+// fail records the first write error and says so on Failed: a trace that
+// stopped recording must stop the run, not lose its events silently.
+func (w *Writer) fail(err error) {
+	if err == nil {
+		return
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+		close(w.failed)
+	}
+}
+
+// Failed is closed when a write to the trace fails (a full disk, a file
+// size limit): from then on events are lost, and the run should stop.
+func (w *Writer) Failed() <-chan struct{} { return w.failed }
+
+// Err is the first write error, or nil.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		return nil
+	}
+	return fmt.Errorf("write trace %s: %w", w.path, w.err)
 }
 
 // Close writes the closing record (reason: completed, interrupted, …),
@@ -129,15 +152,21 @@ func (w *Writer) Close(reason string) error {
 	close(w.queue)
 	<-w.done
 	line, _ := json.Marshal(Closing{Type: event.TraceClose, Reason: reason, Events: n, Wall: time.Now()})
-	_, err := w.f.Write(append(line, '\n'))
+	line = append(line, '\n')
+	if w.Err() != nil {
+		// A failed write may have left half a line: end it, so the closing
+		// record (if it fits now) is a line of its own.
+		line = append([]byte{'\n'}, line...)
+	}
+	_, err := w.f.Write(line)
 	if err == nil {
 		err = w.f.Sync()
 	}
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
-	if w.err != nil {
-		return fmt.Errorf("write trace %s: %w", w.path, w.err)
+	if werr := w.Err(); werr != nil {
+		return werr
 	}
 	if err != nil {
 		return fmt.Errorf("close trace %s: %w", w.path, err)

@@ -88,6 +88,7 @@ func New(o Options) *Model {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	o.Title = oneLine(o.Title) // a model's name or a trace path: the file's bytes, escaped
 	s := &shared{st: event.NewState(), theme: o.Theme, ctl: o.Ctl, replay: o.Replay != nil, now: o.Now, timeout: o.ApprovalTimeout, sources: o.Sources}
 	m := &Model{o: o, s: s, devOpen: o.Dev, keys: defaultKeys()}
 	m.detail = newDetail(s)
@@ -140,7 +141,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.detail.render()
 	case BatchMsg:
 		for _, e := range msg.Events {
-			m.s.st.Apply(e)
+			m.s.st.Apply(e.EscapeNames())
 		}
 		if n := len(msg.Events); n > 0 && !msg.Events[n-1].Wall.IsZero() {
 			m.s.lastWall, m.s.lastAt = msg.Events[n-1].Wall, msg.Events[n-1].At
@@ -149,7 +150,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.follow()
 		return m, m.detail.render()
 	case DoneMsg:
-		m.s.done, m.summary, m.err = true, msg.Summary, msg.Err
+		m.s.done, m.summary, m.err = true, sanitize(msg.Summary), msg.Err
 		m.s.notice = ""
 		m.s.st.Phase = event.PhaseDone
 		// Show the last report: in a pipeline, the final answer.
@@ -340,7 +341,7 @@ func (m *Model) applyStep(st step) tea.Cmd {
 	}
 	m.s.st.Phase = event.PhaseReplay
 	for _, e := range st.events {
-		m.s.st.Apply(e)
+		m.s.st.Apply(e.EscapeNames()) // a trace's names reach the screen as they are
 	}
 	m.follow()
 	if st.done {

@@ -125,7 +125,7 @@ func (p *approvalPane) waited(r event.Event) time.Duration {
 func (p *approvalPane) View(w, h int) string {
 	t := p.theme
 	r := p.st.Approvals[0]
-	head := []string{t.Accent.Render(r.Tool) + " — " + oneLine(r.Text), ""}
+	head := []string{t.Accent.Render(oneLine(r.Tool)) + " — " + oneLine(r.Text), ""}
 	if src, ok := p.sources[r.Tool]; ok {
 		// Whose tool it is matters to the answer: say so before the arguments.
 		head = append(head[:1], t.Dim.Render(fit("from "+src, w)), "")

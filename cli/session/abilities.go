@@ -7,10 +7,12 @@ import (
 
 	"github.com/lloyal-ai/lloyal/abilities"
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/trace"
 )
 
 // started is an ability whose server answered, with its tools.
 type started struct {
+	name  string
 	srv   *abilities.Server
 	tools []engine.Tool
 }
@@ -47,25 +49,42 @@ func startAbilities(ctx context.Context, cfg Config, errOut io.Writer) ([]starte
 			fmt.Fprintf(errOut, "warning: %v: running without it (lloyal ability disable %s to stop trying)\n", err, ab.Name)
 			continue
 		}
-		fmt.Fprintf(errOut, "ability %s %s (%s): %d tools\n", ab.Name, ab.Version, signedBy(ab.Signer()), len(tools))
-		out = append(out, started{srv: srv, tools: tools})
+		fmt.Fprintf(errOut, "ability %s %s (%s): %d tools\n", ab.Name, ab.Version, trace.SignedBy(ab.Key), len(tools))
+		out = append(out, started{name: ab.Name, srv: srv, tools: tools})
 	}
 	return out, nil
 }
 
-func signedBy(key string) string {
-	if key == "unsigned" {
-		return "unsigned"
+// checkToolNames refuses an ability's tool named like a built-in tool or
+// another ability's (NAME_TOOL can meet a built-in name: ability "fetch",
+// tool "page"), naming both and what to do.
+func checkToolNames(builtin []engine.Tool, abs []started) error {
+	owner := map[string]string{}
+	for _, t := range builtin {
+		owner[t.Spec().Name] = "lloyal's built-in tool"
 	}
-	return "signed by " + key
+	for _, a := range abs {
+		for _, t := range a.tools {
+			name := t.Spec().Name
+			if o, ok := owner[name]; ok {
+				return fmt.Errorf("ability %s has a tool named %s, as %s is: two tools cannot share a name; disable the ability (lloyal ability disable %s) or ask its author to rename the tool", a.name, name, o, a.name)
+			}
+			owner[name] = "ability " + a.name + "'s tool"
+		}
+	}
+	return nil
 }
 
 // grammarReady leaves out the tools whose input schema the backend cannot
 // turn into a grammar (a tool-call grammar holds every tool's, so one such
 // schema would stop the run), with a warning naming each.
-func grammarReady(be interface {
+// grammarMaker is a model that forces tool calls with a local grammar (a
+// model run here; a server checks calls its own way).
+type grammarMaker interface {
 	SchemaToGrammar([]byte) (string, error)
-}, tools []engine.Tool, errOut io.Writer) []engine.Tool {
+}
+
+func grammarReady(be grammarMaker, tools []engine.Tool, errOut io.Writer) []engine.Tool {
 	var out []engine.Tool
 	for _, t := range tools {
 		if _, err := be.SchemaToGrammar(t.Spec().Parameters); err != nil {

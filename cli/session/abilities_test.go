@@ -32,3 +32,24 @@ func TestGrammarReady(t *testing.T) {
 		t.Fatalf("kept %v, warned %q", got, warn.String())
 	}
 }
+
+// An ability's tool named like a built-in tool (ability "fetch", tool
+// "page") or another ability's is refused before the run, naming both.
+func TestCheckToolNames(t *testing.T) {
+	tool := func(name string) engine.Tool { return engine.Func{S: engine.ToolSpec{Name: name}} }
+	builtin := []engine.Tool{tool("fetch_page"), tool("report")}
+	for _, c := range []struct {
+		name string
+		abs  []started
+		want string // "" passes
+	}{
+		{"distinct", []started{{name: "fetch", tools: []engine.Tool{tool("fetch_url")}}, {name: "web", tools: []engine.Tool{tool("web_page")}}}, ""},
+		{"built-in", []started{{name: "fetch", tools: []engine.Tool{tool("fetch_url"), tool("fetch_page")}}}, "ability fetch has a tool named fetch_page, as lloyal's built-in tool is"},
+		{"two abilities", []started{{name: "a", tools: []engine.Tool{tool("a_x")}}, {name: "b", tools: []engine.Tool{tool("a_x")}}}, "ability b has a tool named a_x, as ability a's tool is"},
+	} {
+		err := checkToolNames(builtin, c.abs)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -23,9 +23,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/themes"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
@@ -72,6 +70,13 @@ type Config struct {
 	// enable_thinking (--think).
 	Template string
 	Think    chat.Think
+
+	// A model on an inference server (empty: run it here).
+	Server         string        // the server's URL
+	APIKey         string        // sent to the server, never traced
+	MaxInflight    int           // turns in flight at once
+	RequestTimeout time.Duration // a silent server's requests give up after this
+	Walk           bool          // walk the model through the tools (a model that never calls one itself)
 }
 
 // Errors Run returns for runs that were stopped rather than failed; the
@@ -79,6 +84,11 @@ type Config struct {
 var (
 	ErrInterrupted = errors.New("interrupted")
 	ErrTerminated  = errors.New("terminated")
+	// ErrHangup: the terminal went away (SIGHUP); exit code 129.
+	ErrHangup = errors.New("hangup")
+	// ErrOutputClosed: whoever read the output stopped reading (SIGPIPE,
+	// `| head`); exit code 141.
+	ErrOutputClosed = errors.New("output closed")
 )
 
 // Ending is how a run ended: the reason its trace's closing record gives.
@@ -86,10 +96,12 @@ type Ending int
 
 // Endings.
 const (
-	Completed   Ending = iota
-	Interrupted        // SIGINT twice, Ctrl-C twice, or the app quit early
-	Terminated         // SIGTERM
-	Errored            // the harness returned an error
+	Completed    Ending = iota
+	Interrupted         // SIGINT twice, Ctrl-C twice, or the app quit early
+	Terminated          // SIGTERM
+	HungUp              // SIGHUP
+	OutputClosed        // SIGPIPE: stdout or stderr is a pipe nobody reads
+	Errored             // the harness returned an error, or the trace failed
 )
 
 // ending is the run's ending, written by the signal goroutine and by the
@@ -116,6 +128,10 @@ func (e *ending) reason() string {
 		return "interrupted"
 	case Terminated:
 		return "terminated"
+	case HungUp:
+		return "hangup"
+	case OutputClosed:
+		return "output closed"
 	case Errored:
 		return "error: " + e.err.Error()
 	}
@@ -124,7 +140,7 @@ func (e *ending) reason() string {
 
 // Run runs the research harness as cfg says. stdin decides whether a
 // person can answer approval prompts on a line.
-func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer) error {
+func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer) (runErr error) {
 	// Abilities first: a name that is not installed, or a bundle that no
 	// longer verifies, is refused before the model loads.
 	abs, err := startAbilities(ctx, cfg, errOut)
@@ -136,11 +152,6 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if err != nil {
 		return err
 	}
-	m, err := llamabackend.Open(cfg.Model, model.Options{})
-	if err != nil {
-		return err
-	}
-	defer m.Close()
 	var corpus *tools.Corpus
 	if cfg.Corpus == "" {
 		corpus, err = tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
@@ -155,26 +166,28 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	if err != nil {
 		return err
 	}
-	// A decode batch in proportion to a small context: the hard limit must
-	// hold one, and 512 cells of reserve would leave 2,048 no room to work.
-	nBatch := 512
-	if cfg.NCtx < 4096 {
-		nBatch = max(64, cfg.NCtx/8)
+	h := research.New(corpus, note, cfg.Task, cfg.Agents)
+	// An ability's tool named like a built-in one is refused here, before
+	// the model loads, not when the pool meets two tools of one name.
+	builtin, terminal := h.Tools()
+	if err := checkToolNames(append(builtin, terminal), abs); err != nil {
+		return err
 	}
-	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads, KVType: cfg.KVType,
-		Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
+	om, err := openModel(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer be.Close()
-	if w := be.Format().Warning; w != "" {
-		fmt.Fprintln(errOut, "warning:", w)
+	defer om.close()
+	if om.warning != "" {
+		fmt.Fprintln(errOut, "warning:", om.warning)
 	}
 
-	h := research.New(corpus, note, cfg.Task, cfg.Agents)
 	var abInfo []trace.AbilityInfo
 	for _, a := range abs {
-		ab, tools := a.srv.Ability(), grammarReady(be, a.tools, errOut)
+		ab, tools := a.srv.Ability(), a.tools
+		if g, ok := om.model.(grammarMaker); ok {
+			tools = grammarReady(g, a.tools, errOut)
+		}
 		h.AddAbilities(research.Ability{Name: ab.Name, Version: ab.Version, UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: tools})
 		info := trace.AbilityInfo{Name: ab.Name, Version: ab.Version, Key: ab.Signer()}
 		for _, t := range tools {
@@ -185,8 +198,8 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	h.Sampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: cfg.Seed}
 	// A random model never opens a call on its own: walk it through the
 	// tools so the demo exercises them (and asks you about write_note).
-	h.Walk = cfg.Generated && cfg.NCtx >= 4096
-	if what := h.Fit(be.NCtx(), be.NBatch()); what != "" {
+	h.Walk = (cfg.Generated || cfg.Walk) && om.nctx >= 4096
+	if what := h.Fit(om.nctx, om.nbatch); what != "" {
 		fmt.Fprintln(errOut, "adapted to the context:", what)
 	}
 
@@ -200,17 +213,30 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		tp = trace.NewPath(dir)
 	}
 	all, terminal := h.Tools()
-	header := trace.Header{ProgramVersion: cfg.Version, Model: llamabackend.ModelInfo(m), Sampling: h.Sampling,
-		Context:     trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads(), ThreadChoices: be.ThreadChoices(), KVType: string(be.KVType()), FlashAttn: be.FlashAttn()},
+	header := trace.Header{ProgramVersion: cfg.Version, Model: om.info, Sampling: h.Sampling,
+		Context: om.context, Server: om.server,
 		Tools:       trace.Tools(all, terminal),
-		CommandLine: cfg.Args, Abilities: abInfo}
+		CommandLine: redactArgs(cfg.Args), Abilities: abInfo}
 	tw, err := trace.Create(tp, header)
 	if err != nil {
 		return err
 	}
+	// Signals are caught from before the trace exists until after it is
+	// closed: SIGHUP (the terminal closed) and SIGPIPE (stdout or stderr is a
+	// pipe nobody reads: `| head`) would otherwise kill the process before
+	// it writes the closing record. SIGXFSZ (a file size limit) is ignored,
+	// so the trace write fails and says so.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	signal.Ignore(syscall.SIGXFSZ)
+	defer signal.Stop(sigs)
 	var end ending
 	defer func() {
-		if err := tw.Close(end.reason()); err != nil {
+		// A trace that could not be written or closed is a failed run,
+		// however the work ended: its record is incomplete.
+		if err := tw.Close(end.reason()); err != nil && runErr == nil {
+			runErr = fmt.Errorf("%w: the run's record is incomplete", err)
+		} else if err != nil {
 			fmt.Fprintln(errOut, "lloyal:", err)
 		}
 		fmt.Fprintf(errOut, "trace: %s\n", tw.Path())
@@ -239,7 +265,9 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		bridge = ui.NewBridge()
 		sinks = append(sinks, bridge)
 	case ViewJSONL:
-		enc := json.NewEncoder(out)
+		// JSON-escaped, so the terminal writer around out finds nothing to
+		// change and the lines stay valid JSON.
+		enc := json.NewEncoder(event.NewJSONTerminalWriter(out))
 		sinks = append(sinks, engine.SinkFunc(func(e event.Event) { _ = enc.Encode(e) }))
 	default:
 		log := trace.NewLog()
@@ -249,7 +277,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 			}
 		}))
 	}
-	rt := engine.New(be, engine.Options{Sinks: sinks, Approver: broker})
+	rt := engine.New(om.model, engine.Options{Sinks: sinks, Approver: broker, MaxInflight: cfg.MaxInflight})
 	broker.LogTo(rt.Emit)
 
 	ctx, stop := context.WithCancel(ctx)
@@ -258,17 +286,20 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		lp := approvals.NewLinePrompter(broker, stdin, errOut)
 		go lp.Run(ctx)
 	}
-	go handleSignals(ctx, stop, rt, &end, cfg.View != ViewApp, errOut)
+	go handleSignals(ctx, sigs, stop, rt, &end, cfg.View != ViewApp, errOut)
+	// A trace write that fails (a full disk) stops the run: events from
+	// then on would be lost without a word.
+	go func() {
+		select {
+		case <-tw.Failed():
+			end.set(Errored, fmt.Errorf("%w: the run was stopped so that nothing goes unrecorded (free some space, or pass --trace on another disk)", tw.Err()))
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 
 	if cfg.View == ViewApp {
-		title := m.Info.Name
-		if title == "" {
-			title = filepath.Base(m.Info.Path)
-		}
-		if cfg.Generated {
-			title += " (random weights: text is noise)"
-		}
-		title += " · " + be.ThreadsLabel()
+		title := om.title
 		var res []engine.AgentResult
 		var runErr error
 		finished, err := runApp(ctx, stop, ui.Options{Theme: cfg.Theme, Title: title, Dev: cfg.Dev, Ctl: controller{rt, broker},
@@ -310,17 +341,16 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 
 // handleSignals: the first SIGINT finishes up (every agent writes its
 // report), a second one stops now; SIGTERM stops now.
-func handleSignals(ctx context.Context, stop context.CancelFunc, rt *engine.Runtime, end *ending, say bool, errOut io.Writer) {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+// SIGHUP and SIGPIPE stop it as SIGTERM does.
+func handleSignals(ctx context.Context, sigs <-chan os.Signal, stop context.CancelFunc, rt *engine.Runtime, end *ending, say bool, errOut io.Writer) {
+	stops := map[os.Signal]Ending{syscall.SIGTERM: Terminated, syscall.SIGHUP: HungUp, syscall.SIGPIPE: OutputClosed}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case s := <-sigs:
-			if s == syscall.SIGTERM {
-				end.set(Terminated, nil)
+			if e, ok := stops[s]; ok {
+				end.set(e, nil)
 				stop()
 				return
 			}
@@ -461,6 +491,10 @@ func (e *ending) result() error {
 		return ErrInterrupted
 	case Terminated:
 		return ErrTerminated
+	case HungUp:
+		return ErrHangup
+	case OutputClosed:
+		return ErrOutputClosed
 	case Errored:
 		return e.err
 	}

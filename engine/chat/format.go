@@ -181,15 +181,10 @@ func (f Format) toolsPreamble(tools []ToolSpec) string {
 	return b.String()
 }
 
-// System renders the shared prefix: the system prompt with the tools, with no
-// generation prompt. This is what a spine holds.
-func (f Format) System(system string, tools []ToolSpec) Prompt {
-	if f.tmpl != nil {
-		if p, err := f.Spine(system, tools); err == nil {
-			return p
-		}
-		f.tmpl = nil // a template that fails here: the family's hand-written spine
-	}
+// system renders a hand-written family's shared prefix: the system prompt
+// with the tools, with no generation prompt. Spine is the one entry point;
+// a templated format never falls back to this.
+func (f Format) system(system string, tools []ToolSpec) Prompt {
 	var p Prompt
 	content := system + f.toolsPreamble(tools)
 	switch f.Kind {

@@ -102,7 +102,7 @@ var chatMLMarkers = []string{"<|im_start|>", "<|im_end|>"}
 func TestChatMLSystem(t *testing.T) {
 	f := FormatOf(ChatML)
 	tools := []ToolSpec{{Name: "search", Description: "Search the web", Parameters: []byte(`{"type":"object","properties":{"q":{"type":"string"}}}`)}}
-	p := f.System("You are helpful.", tools)
+	p := f.system("You are helpful.", tools)
 	s := p.String()
 	if !strings.HasPrefix(s, "<|im_start|>system\nYou are helpful.") {
 		t.Errorf("system prompt starts wrong: %q", s)
@@ -121,12 +121,12 @@ func TestChatMLSystem(t *testing.T) {
 	checkSegments(t, p, chatMLMarkers, "You are helpful.", `"name":"search"`)
 
 	// Without tools there is no preamble.
-	p = f.System("Be brief.", nil)
+	p = f.system("Be brief.", nil)
 	if got, want := p.String(), "<|im_start|>system\nBe brief.<|im_end|>\n"; got != want {
 		t.Errorf("System without tools = %q, want %q", got, want)
 	}
 	// Empty content adds no empty segment.
-	p = f.System("", nil)
+	p = f.system("", nil)
 	if len(p) != 2 || !p[0].Special || !p[1].Special {
 		t.Errorf("System(\"\") = %#v, want two marker segments", p)
 	}
@@ -134,7 +134,7 @@ func TestChatMLSystem(t *testing.T) {
 
 func TestToolsPreambleLlama3(t *testing.T) {
 	f := FormatOf(Llama3)
-	s := f.System("sys", []ToolSpec{{Name: "get_time"}}).String()
+	s := f.system("sys", []ToolSpec{{Name: "get_time"}}).String()
 	if !strings.Contains(s, `"parameters": <args-json-object>`) {
 		t.Errorf("Llama3 preamble must name the parameters key:\n%s", s)
 	}
@@ -279,7 +279,7 @@ func TestSystemOtherFormats(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.kind), func(t *testing.T) {
-			if got := FormatOf(tt.kind).System("sys", nil).String(); got != tt.want {
+			if got := FormatOf(tt.kind).system("sys", nil).String(); got != tt.want {
 				t.Errorf("System = %q, want %q", got, tt.want)
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -210,7 +211,7 @@ func align(real, marked, prefix string, strs []string) (pieces, error) {
 	pos := 0
 	for i, text := range between {
 		if !strings.HasPrefix(real[pos:], text) {
-			return nil, fmt.Errorf("chat template: the template renders differently around content (near %q): it branches on or rewrites message text, which lloyal cannot keep apart from its markers", clip(text))
+			return nil, fmt.Errorf("chat template: the template renders differently around content (near %q): it branches on or rewrites message text, which lloyal cannot keep apart from its markers", Clip(text, 40))
 		}
 		out = append(out, piece{text: text, special: true, ref: -1})
 		pos += len(text)
@@ -230,7 +231,7 @@ func align(real, marked, prefix string, strs []string) (pieces, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("chat template: the template rewrites a content string (%q) in a way lloyal cannot follow", clip(s))
+			return nil, fmt.Errorf("chat template: the template rewrites a content string (%q) in a way lloyal cannot follow", Clip(s, 40))
 		}
 	}
 	if pos != len(real) {
@@ -239,25 +240,40 @@ func align(real, marked, prefix string, strs []string) (pieces, error) {
 	return out, nil
 }
 
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
+// Clip is s cut to at most n characters (runes, so a character is never
+// split), with "…" where it was cut: for error messages, summaries and
+// previews.
+func Clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
 	}
-	return s
+	r := []rune(s)
+	return string(r[:n]) + "…"
 }
 
-// sentinels hands out a unique stand-in for each content string.
+// sentinels hands out a stand-in for each content string. Equal strings get
+// the same stand-in, so a template that compares them (a property name
+// against a schema's "required" list) branches as it does on the real ones.
 type sentinels struct {
 	prefix  string
 	strings []string
+	index   map[string]int
 }
 
 func (s *sentinels) of(v string) string {
 	if s == nil || v == "" {
 		return v
 	}
-	s.strings = append(s.strings, v)
-	return fmt.Sprintf("%sS%dE", s.prefix, len(s.strings)-1)
+	n, ok := s.index[v]
+	if !ok {
+		if s.index == nil {
+			s.index = map[string]int{}
+		}
+		s.strings = append(s.strings, v)
+		n = len(s.strings) - 1
+		s.index[v] = n
+	}
+	return fmt.Sprintf("%sS%dE", s.prefix, n)
 }
 
 // data is the template's input, in the shape Hugging Face's
@@ -303,7 +319,8 @@ func messageValue(m Message, s *sentinels) jinja.Value {
 		var calls []jinja.Value
 		for _, c := range m.Calls {
 			fn := jinja.NewDict()
-			fn.AsDict().Set("name", jinja.NewString(c.Name))
+			// A call's name is what the model wrote: content.
+			fn.AsDict().Set("name", jinja.NewString(s.of(c.Name)))
 			args := c.Arguments
 			if len(args) == 0 {
 				args = json.RawMessage(`{}`)
@@ -332,7 +349,9 @@ func messageValue(m Message, s *sentinels) jinja.Value {
 
 func toolValue(t ToolSpec, s *sentinels) jinja.Value {
 	fn := jinja.NewDict()
-	fn.AsDict().Set("name", jinja.NewString(t.Name))
+	// A tool's name comes from its author (an MCP server, a config
+	// file): content, so a name that spells a marker stays text.
+	fn.AsDict().Set("name", jinja.NewString(s.of(t.Name)))
 	if t.Description != "" {
 		fn.AsDict().Set("description", jinja.NewString(s.of(t.Description)))
 	}
@@ -349,20 +368,50 @@ func toolValue(t ToolSpec, s *sentinels) jinja.Value {
 
 // jsonValue converts JSON to a template value, keeping key order (Python's
 // json.loads does; templates that write a schema with tojson show it). With
-// s, free text becomes sentinels: every string of a call's arguments (all),
-// and of a schema only "description" values (a schema's other strings are
-// its structure: templates branch on "type").
+// s, free text becomes sentinels: every string of a call's arguments (all);
+// of a schema every string but a "type" value (templates branch on it), and
+// every key but the JSON Schema keywords templates look up ("properties",
+// "required", …) — property names, enum values, titles, defaults and unknown
+// keys all come from the tool's author and must stay content.
 func jsonValue(raw json.RawMessage, s *sentinels, allStrings bool) jinja.Value {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	v, err := decodeValue(dec, s, allStrings, "")
+	v, err := decodeValue(dec, s, allStrings, "", "")
 	if err != nil {
-		return jinja.NewString(string(raw))
+		return jinja.NewString(s.of(string(raw)))
 	}
 	return v
 }
 
-func decodeValue(dec *json.Decoder, s *sentinels, all bool, key string) (jinja.Value, error) {
+// schemaKeywords are the JSON Schema keywords kept as template text where
+// they are keys of a schema (not names in a map of properties).
+var schemaKeywords = map[string]bool{
+	"type": true, "properties": true, "required": true, "items": true, "enum": true,
+	"description": true, "title": true, "default": true, "const": true, "format": true,
+	"pattern": true, "minimum": true, "maximum": true, "exclusiveMinimum": true,
+	"exclusiveMaximum": true, "minLength": true, "maxLength": true, "minItems": true,
+	"maxItems": true, "uniqueItems": true, "additionalProperties": true,
+	"patternProperties": true, "anyOf": true, "oneOf": true, "allOf": true, "not": true,
+	"$ref": true, "$defs": true, "definitions": true, "$schema": true, "$id": true,
+	"examples": true, "nullable": true, "multipleOf": true, "minProperties": true,
+	"maxProperties": true, "prefixItems": true, "contains": true, "if": true,
+	"then": true, "else": true, "dependentRequired": true, "dependentSchemas": true,
+	"propertyNames": true, "unevaluatedProperties": true, "unevaluatedItems": true,
+	"deprecated": true, "readOnly": true, "writeOnly": true, "contentMediaType": true,
+	"contentEncoding": true,
+}
+
+// nameMaps are the schema keywords whose object's keys are names chosen by
+// the schema's author.
+var nameMaps = map[string]bool{
+	"properties": true, "patternProperties": true, "$defs": true, "definitions": true,
+	"dependentSchemas": true, "dependentRequired": true,
+}
+
+// decodeValue decodes one JSON value; key is the key it is the value of
+// (inherited by an array's items) and parent the key of the object holding
+// it.
+func decodeValue(dec *json.Decoder, s *sentinels, all bool, key, parent string) (jinja.Value, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return jinja.Value{}, err
@@ -378,18 +427,22 @@ func decodeValue(dec *json.Decoder, s *sentinels, all bool, key string) (jinja.V
 					return jinja.Value{}, err
 				}
 				k, _ := kt.(string)
-				v, err := decodeValue(dec, s, all, k)
+				v, err := decodeValue(dec, s, all, k, key)
 				if err != nil {
 					return jinja.Value{}, err
 				}
-				d.AsDict().Set(k, v)
+				name := k
+				if all || nameMaps[key] || !schemaKeywords[k] {
+					name = s.of(k)
+				}
+				d.AsDict().Set(name, v)
 			}
 			_, err := dec.Token()
 			return d, err
 		case '[':
 			var items []jinja.Value
 			for dec.More() {
-				v, err := decodeValue(dec, s, all, "")
+				v, err := decodeValue(dec, s, all, key, parent)
 				if err != nil {
 					return jinja.Value{}, err
 				}
@@ -399,10 +452,12 @@ func decodeValue(dec *json.Decoder, s *sentinels, all bool, key string) (jinja.V
 			return jinja.NewList(items), err
 		}
 	case string:
-		if all || key == "description" {
-			return jinja.NewString(s.of(x)), nil
+		// A "type" value is structure, unless "type" is itself a
+		// property's name.
+		if !all && key == "type" && !nameMaps[parent] {
+			return jinja.NewString(x), nil
 		}
-		return jinja.NewString(x), nil
+		return jinja.NewString(s.of(x)), nil
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
 			return jinja.NewInt(i), nil

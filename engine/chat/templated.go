@@ -98,6 +98,11 @@ func familyFormat(k Kind) Format {
 // the template lays out each kind of turn; a template that cannot render them
 // is an error (the caller falls back to a hand-written family).
 func FromTemplate(t *Template, think Think) (Format, error) {
+	if think == "" {
+		// Once here, so a pool asking for auto finds it unchanged and does
+		// not probe the template again.
+		think = ThinkAuto
+	}
 	k := DetectFamily(t.Source)
 	f := familyFormat(k)
 	// The family's markers this template writes must each be one special
@@ -191,7 +196,9 @@ type slot struct {
 type pattern []slot
 
 // withArg makes every occurrence of literal in the pattern's template text
-// argument n.
+// argument n, filled as template text: it is only for identifiers the
+// runtime makes (call ids, which templates check as they are, so they cannot
+// be sentinels). Anything a model or a tool's author wrote is content.
 func (p pattern) withArg(literal string, n int) pattern {
 	var out pattern
 	for _, s := range p {
@@ -439,7 +446,7 @@ func afterCall(t *Template, think Think, sys, u Message) (pattern, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pt.withArg(probeName, 1).withArg(probeCallID, 2), nil
+	return pt.withArg(probeCallID, 2), nil
 }
 
 func (f Format) resultOpenText() string {
@@ -461,7 +468,7 @@ func (f Format) resultCloseText() string {
 // begins. Every agent's Turn(…, false) continues it.
 func (f Format) Spine(system string, tools []ToolSpec) (Prompt, error) {
 	if f.tmpl == nil {
-		return f.System(system, tools), nil
+		return f.system(system, tools), nil
 	}
 	if f.toolsIgnored && len(tools) > 0 {
 		system += f.toolsPreamble(tools)
@@ -494,7 +501,7 @@ func (f Format) Spine(system string, tools []ToolSpec) (Prompt, error) {
 // it is content of that message.
 func (f Format) SpineAfter(system string, tools []ToolSpec) Prompt {
 	if f.tmpl == nil {
-		return append(f.Separator(), f.System(system, tools)...)
+		return append(f.Separator(), f.system(system, tools)...)
 	}
 	p := f.pat.reopen.fill()
 	p.text(system + f.toolsPreamble(tools) + "\n\n")
@@ -609,10 +616,11 @@ func (f Format) Conversation(msgs []Message, tools []ToolSpec, gen bool) (prompt
 }
 
 // WithThink is the format rendering with another thinking switch (a pool's
-// PoolSpec.Thinking). Hand-written formats and an unchanged switch return f.
+// PoolSpec.Thinking). "" keeps f's own switch (the backend's --think);
+// hand-written formats and an unchanged switch return f.
 func (f Format) WithThink(think Think) (Format, error) {
 	if think == "" {
-		think = ThinkAuto
+		return f, nil
 	}
 	if f.tmpl == nil || think == f.think {
 		return f, nil

@@ -196,3 +196,36 @@ func TestEscapeUndrawableRunes(t *testing.T) {
 		}
 	}
 }
+
+// TerminalWriter applies Escape's rule to a stream, holding a rune split
+// across writes until it is whole; the JSON writer keeps JSON valid.
+func TestTerminalWriterEscapesAStream(t *testing.T) {
+	var b strings.Builder
+	w := NewTerminalWriter(&b)
+	in := "ok 日本\x1b]2;X\x07\x1b[2J\u202e\x9b\n"
+	for i := 0; i < len(in); i++ { // a byte at a time: every rune split
+		if _, err := w.Write([]byte{in[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), Escape(in); got != want {
+		t.Fatalf("streamed %q, want %q", got, want)
+	}
+	if strings.ContainsAny(b.String(), "\x1b\x07\u202e\u009b") {
+		t.Fatalf("raw control left: %q", b.String())
+	}
+	b.Reset()
+	raw, _ := json.Marshal(map[string]string{"name": "a\x7f\u009b\u200b\U000F0000\x1b"})
+	jw := NewJSONTerminalWriter(&b)
+	jw.Write(raw)
+	var back map[string]string
+	if err := json.Unmarshal([]byte(b.String()), &back); err != nil || back["name"] != "a\x7f\u009b\u200b\U000F0000\x1b" {
+		t.Fatalf("JSON %q does not decode to the same value: %v %q", b.String(), err, back["name"])
+	}
+	if !safe(b.String()) {
+		t.Fatalf("JSON output %q still holds runes a terminal acts on", b.String())
+	}
+}

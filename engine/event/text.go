@@ -3,8 +3,11 @@ package event
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -64,22 +67,151 @@ func Clean(s string) string {
 // retitle a terminal. Newlines and tabs are kept for the caller to lay out.
 // Runes whose width terminals disagree on — private-use, unassigned and
 // format characters (bidi overrides, zero-width joiners) — become \u{…}
-// too: they would shift a pane's border, or reorder what is shown.
+// too: they would shift a pane's border, or reorder what is shown. Bytes
+// that are not UTF-8 become \u{fffd}. This is lloyal's one rule for text
+// from a file, a model or a trace; EscapeJSON writes the same runes in
+// JSON's notation, and TerminalWriter applies it to a stream.
 func Escape(s string) string {
+	if safe(s) {
+		return s
+	}
 	var b strings.Builder
 	for _, r := range s {
 		switch {
-		case r == '\n' || r == '\t':
+		case !unsafe(r):
 			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+		case r < 0xa0:
 			fmt.Fprintf(&b, "\\x%02x", r)
-		case r >= 0xa0 && (r == utf8.RuneError || unicode.In(r, unicode.Co, unicode.Cf, unicode.Cs) || !unicode.In(r, drawn...)):
-			fmt.Fprintf(&b, "\\u{%x}", r)
 		default:
-			b.WriteRune(r)
+			fmt.Fprintf(&b, "\\u{%x}", r)
 		}
 	}
 	return b.String()
+}
+
+// EscapeJSON writes the runes Escape escapes as JSON \uXXXX escapes (a
+// surrogate pair above the BMP), for JSON bound for a terminal: such runes
+// only occur inside JSON strings, where the escape means the same rune, so
+// the JSON stays valid and decodes to the same value.
+func EscapeJSON(s string) string {
+	if safe(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t' || !unsafe(r):
+			b.WriteRune(r) // newlines and tabs are JSON's own whitespace here
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
+}
+
+// unsafe reports whether Escape rewrites r.
+func unsafe(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+		return true
+	case r < 0x7f:
+		return false
+	}
+	return r == utf8.RuneError || unicode.In(r, unicode.Co, unicode.Cf, unicode.Cs) || !unicode.In(r, drawn...)
+}
+
+// safe reports whether s needs no escaping (the common case, checked fast).
+func safe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\n' && c != '\t' || c >= 0x7f {
+			return safeSlow(s[i:])
+		}
+	}
+	return true
+}
+
+func safeSlow(s string) bool {
+	for _, r := range s {
+		if unsafe(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// TerminalWriter escapes everything written through it by Escape's rule
+// before it reaches w: the sink every command's text goes through on its way
+// to a terminal, so no string from a file, a model or a trace can drive the
+// terminal, whichever code path printed it. A rune split across two writes
+// is held until it is whole. It is safe for concurrent use (a run's
+// signal handler, prompter and log share stderr).
+type TerminalWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	json bool
+	held []byte
+}
+
+// NewTerminalWriter returns a TerminalWriter writing text to w.
+func NewTerminalWriter(w io.Writer) *TerminalWriter { return &TerminalWriter{w: w} }
+
+// NewJSONTerminalWriter returns a TerminalWriter for JSON text: it escapes
+// with EscapeJSON, so what reaches w is still valid JSON.
+func NewJSONTerminalWriter(w io.Writer) *TerminalWriter { return &TerminalWriter{w: w, json: true} }
+
+// Write escapes p and writes it; it reports len(p) written when w took it all.
+func (t *TerminalWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	buf := append(t.held, p...)
+	cut := len(buf)
+	// Hold back an incomplete rune at the end (at most 3 bytes).
+	for i := len(buf) - 1; i >= 0 && i >= len(buf)-3; i-- {
+		if utf8.RuneStart(buf[i]) {
+			if !utf8.FullRune(buf[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	s := string(buf[:cut])
+	t.held = append(t.held[:0:0], buf[cut:]...)
+	out := Escape(s)
+	if t.json {
+		out = EscapeJSON(s)
+	}
+	if _, err := io.WriteString(t.w, out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Flush writes a rune held back incomplete (escaped as the bytes it is).
+func (t *TerminalWriter) Flush() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.held) == 0 {
+		return nil
+	}
+	s := string(t.held)
+	t.held = nil
+	_, err := io.WriteString(t.w, Escape(s))
+	return err
+}
+
+// EscapeNames returns e with the short strings a screen prints as they are
+// (type, tool, call id, role, reason) escaped by Escape's rule. Text,
+// arguments and results keep their bytes: they are escaped where they are
+// laid out, which needs their newlines.
+func (e Event) EscapeNames() Event {
+	e.Type = Type(Escape(string(e.Type)))
+	e.Tool, e.CallID, e.Role, e.Reason = Escape(e.Tool), Escape(e.CallID), Escape(e.Role), Escape(e.Reason)
+	return e
 }
 
 // drawn are the categories of assigned runes a terminal draws.

@@ -127,7 +127,7 @@ func (l *Backend) Unique(b engine.BranchID) int {
 func (l *Backend) Create() (engine.BranchID, error) {
 	br, err := l.store.Create()
 	if err != nil {
-		return 0, err
+		return 0, wrapSlots(err)
 	}
 	id := engine.BranchID(br.Seq())
 	l.branches[id] = br
@@ -141,7 +141,7 @@ func (l *Backend) Fork(parent engine.BranchID) (engine.BranchID, error) {
 	}
 	br, err := l.store.Fork(p)
 	if err != nil {
-		return 0, err
+		return 0, wrapSlots(err)
 	}
 	id := engine.BranchID(br.Seq())
 	l.branches[id] = br
@@ -182,6 +182,14 @@ func (l *Backend) Prefill(spans []engine.Span) error {
 		ks = append(ks, kv.Span{Branch: br, Tokens: sp.Tokens})
 	}
 	return wrapFull(l.store.Prefill(ks))
+}
+
+// wrapSlots marks running out of sequence ids with engine.ErrNoBranch.
+func wrapSlots(err error) error {
+	if errors.Is(err, kv.ErrNoSeq) {
+		return fmt.Errorf("%w: %w", engine.ErrNoBranch, err)
+	}
+	return err
 }
 
 // wrapFull marks a full cache with engine.ErrContextFull.

@@ -10,18 +10,22 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 )
 
-// Open opens a model (model.Open) and identifies its chat format, checking
-// that the vocabulary can speak it. m.Info.Format names the format. Every
-// failure names the file and what is wrong; none aborts.
-func Open(ref string, o model.Options) (*model.Model, error) {
+// Open opens a model (model.Open) and identifies its chat format as f says
+// (--template and --think: the model's own template is not consulted when
+// f.Template is given, so a working template rescues a model whose own one
+// fails), checking that the vocabulary can speak it. m.Info.Format names the
+// format. Every failure names the file and what is wrong; none aborts.
+func Open(ref string, o model.Options, f FormatOptions) (*model.Model, error) {
 	m, err := model.Open(ref, o)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := identify(m); err != nil {
+	cf, err := Identify(m, f)
+	if err != nil {
 		m.Close()
 		return nil, err
 	}
+	m.Info.Format = string(cf.Kind)
 	return m, nil
 }
 
@@ -38,14 +42,12 @@ type FormatOptions struct {
 	Think chat.Think
 }
 
-// identify detects m's chat format, checks the vocabulary against it and
-// records its name in m.Info.Format.
-func identify(m *model.Model) (chat.Format, error) { return Identify(m, FormatOptions{}) }
-
 // Identify is m's chat format: its own chat template (or o.Template) when it
 // ships one that renders, else the hand-written family its template's markers
 // name. A template that does not render falls back with Format.Warning
-// saying why.
+// saying why. It leaves m.Info.Format alone: a model may be shared by
+// backends that render with different templates (Open records the one it
+// was opened with).
 func Identify(m *model.Model, o FormatOptions) (chat.Format, error) {
 	src := o.Template
 	if src == "" {
@@ -74,7 +76,6 @@ func Identify(m *model.Model, o FormatOptions) (chat.Format, error) {
 	if err := checkFormat(m, f); err != nil {
 		return chat.Format{}, fmt.Errorf("%s: %w", m.Info.Path, err)
 	}
-	m.Info.Format = string(f.Kind)
 	return f, nil
 }
 

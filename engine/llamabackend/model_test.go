@@ -30,11 +30,11 @@ func (m *testModel) TokenizePrompt(p chat.Prompt) ([]llama.Token, error) {
 
 // openModel opens a model the way Open does, keeping its format.
 func openModel(path string, o model.Options) (*testModel, error) {
-	m, err := Open(path, o)
+	m, err := Open(path, o, FormatOptions{})
 	if err != nil {
 		return nil, err
 	}
-	f, err := identify(m)
+	f, err := Identify(m, FormatOptions{})
 	if err != nil {
 		m.Close()
 		return nil, err
@@ -72,7 +72,9 @@ func must(t *testing.T, err error) {
 // branchWith prefills a fresh branch with a system + user prompt.
 func branchWith(t *testing.T, m *testModel, s *kv.Store, user string) *kv.Branch {
 	t.Helper()
-	p := append(m.Format.System("You are a test.", nil), m.Format.Turn(chat.Message{Role: chat.User, Content: user}, false)...)
+	p, err := m.Format.Spine("You are a test.", nil)
+	must(t, err)
+	p = append(p, m.Format.Turn(chat.Message{Role: chat.User, Content: user}, false)...)
 	toks, err := m.TokenizePrompt(p)
 	must(t, err)
 	b, err := s.Create()
@@ -316,7 +318,7 @@ func TestVocabWithoutTemplateTokensIsRejected(t *testing.T) {
 	// claims a format it cannot speak.
 	v := testmodelVocabWithout("<|im_start|>")
 	p := testmodel.Path(t, "no-im-start-v1", v)
-	_, err := Open(p, model.Options{})
+	_, err := Open(p, model.Options{}, FormatOptions{})
 	if err == nil || !strings.Contains(err.Error(), "<|im_start|>") {
 		t.Fatalf("got %v, want an error naming <|im_start|>", err)
 	}
@@ -340,4 +342,34 @@ func testmodelVocabWithout(token string) modelgen.Options {
 	v.Tokens = toks
 	o.Vocab = v
 	return o
+}
+
+// genericTemplate is a chat template of no family: it needs no special
+// token.
+const genericTemplate = `{% for m in messages %}{{ m.role }}: {{ m.content }}
+{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}`
+
+// TestTemplateOptionRescuesModel: a model whose own template its vocabulary
+// cannot speak opens with a working --template, which applies before the
+// model's own one is checked; Identify with other options leaves the
+// model's recorded format alone.
+func TestTemplateOptionRescuesModel(t *testing.T) {
+	p := testmodel.Path(t, "no-im-start-v1", testmodelVocabWithout("<|im_start|>"))
+	m, err := Open(p, model.Options{}, FormatOptions{Template: genericTemplate})
+	if err != nil {
+		t.Fatalf("--template did not rescue the model: %v", err)
+	}
+	defer m.Close()
+	if m.Info.Format != string(chat.Generic) {
+		t.Fatalf("format %q, want generic (the --template's)", m.Info.Format)
+	}
+
+	tiny, err := Open(testmodel.Tiny(t), model.Options{}, FormatOptions{})
+	must(t, err)
+	defer tiny.Close()
+	f, err := Identify(tiny, FormatOptions{Template: genericTemplate})
+	must(t, err)
+	if f.Kind != chat.Generic || tiny.Info.Format != string(chat.ChatML) {
+		t.Fatalf("Identify gave %s and left the model's format %q, want generic and chatml", f.Kind, tiny.Info.Format)
+	}
 }

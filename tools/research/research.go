@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/tools"
 )
 
@@ -119,7 +120,7 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 	base := func() []engine.Tool {
 		return []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus), tools.GlossaryTool(tools.LoadGlossary(corpus))}
 	}
-	research := append(base(), tools.FetchPageTool(corpus, 8*time.Second))
+	research := append(base(), tools.FetchPageTool(corpus, 3*time.Second))
 	return &Harness{Task: task, Agents: agents,
 		research: append(research, tools.DelegateTool(base, report, 3)), note: note, report: report,
 		compact: []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus)}, findingChars: 1200}
@@ -219,7 +220,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	var findings strings.Builder
 	for _, a := range res.Agents {
 		if a.Ok() {
-			fmt.Fprintf(&findings, "- %s\n  %s\n", clip(strings.SplitN(a.Task, "\n", 2)[0], h.findingChars/3), clip(a.Text(), h.findingChars))
+			fmt.Fprintf(&findings, "- %s\n  %s\n", chat.Clip(strings.SplitN(a.Task, "\n", 2)[0], h.findingChars/3), chat.Clip(a.Text(), h.findingChars))
 		}
 	}
 	if findings.Len() == 0 {
@@ -242,13 +243,4 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		all = append(all, res.Agents...)
 	}
 	return all, err
-}
-
-// clip cuts s to at most n runes, marking the cut.
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }

@@ -106,6 +106,13 @@ func main() {
 					StructuredContent: map[string]any{"settings": req.Params.Meta["lloyal.ai/settings"]}}, nil, nil
 			})
 	}
+	if want("env") {
+		mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "Return the server's environment.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "env"}},
+					StructuredContent: map[string]any{"env": os.Environ()}}, nil, nil
+			})
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -393,7 +394,7 @@ func TestReadAccepts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := f.Get("k"); !reflect.DeepEqual(v, []any{[]any{uint8(0), uint8(0)}}) {
+	if v, _ := f.Get("k"); !reflect.DeepEqual(v, []any{[]uint8{0, 0}}) {
 		t.Errorf("array of arrays = %#v", v)
 	}
 }
@@ -527,5 +528,48 @@ func TestTypeStrings(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
+	}
+}
+
+// TestMetadataMemoryIsBoundedByTheFile reads a file whose metadata holds a
+// 32 MiB byte array (issue #19: a 64 MiB one cost 2.8 GB when each element
+// was boxed) and measures the heap the reader allocates: no more than twice
+// the file's size.
+func TestMetadataMemoryIsBoundedByTheFile(t *testing.T) {
+	const n = 32 << 20
+	kvs := []KV{{"general.architecture", "tiny"}, {"junk", make([]uint8, n)}, {"junk32", make([]uint32, n/16)}}
+	var buf bytes.Buffer
+	if err := Write(&buf, kvs, []WriteTensor{{Name: "w", Dims: []uint64{2, 2}, Type: F32, Write: writeBytes(make([]byte, 16))}}); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f, err := Read(bytes.NewReader(data), int64(len(data)))
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := f.Get("junk"); len(v.([]uint8)) != n {
+		t.Fatalf("junk has %d bytes, want %d", len(v.([]uint8)), n)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2*uint64(len(data)) {
+		t.Fatalf("reading a %d-byte file allocated %d bytes: metadata must cost about what it weighs", len(data), got)
+	}
+}
+
+// TestRepeatedKeyIsRefused: llama.cpp refuses a key that appears twice, so
+// the reader does too (it would otherwise check one value and llama.cpp
+// read another).
+func TestRepeatedKeyIsRefused(t *testing.T) {
+	var buf bytes.Buffer
+	err := Write(&buf, []KV{{"general.architecture", "tiny"}, {"llama.block_count", uint32(2)}, {"llama.block_count", uint32(0)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Read(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err == nil || !strings.Contains(err.Error(), `"llama.block_count" appears twice`) {
+		t.Fatalf("a repeated key: err = %v", err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // File is the parsed header of a GGUF file: metadata and tensor table.
@@ -48,8 +50,13 @@ const (
 
 // Open reads and checks the header of a GGUF file on disk.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	// Only a regular file: llama.cpp would hang on a FIFO, or read a device
+	// forever.
+	f, err := regular.Open(path)
 	if err != nil {
+		if errors.Is(err, regular.ErrNotRegular) {
+			return nil, fmt.Errorf("model file %s: %w: pass a GGUF file", path, err)
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("model file %s does not exist: check the path, or pass an ollama model name such as qwen3:0.6b", path)
 		}
@@ -216,6 +223,11 @@ func (p *parser) file(size int64) (*File, error) {
 			}
 			return nil, err
 		}
+		if _, dup := f.index[key]; dup {
+			// llama.cpp refuses a repeated key; so do we, before it reads the
+			// file, so both see the same metadata.
+			return nil, p.fail("metadata key %q appears twice", key)
+		}
 		f.index[key] = len(f.KV)
 		f.KV = append(f.KV, KV{Key: key, Value: v})
 	}
@@ -357,7 +369,7 @@ func (p *parser) value(t ValueType, depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Every element takes at least one byte (strings at least eight).
+		// Every element takes at least one byte (array() checks each type's size).
 		if n > p.remaining() {
 			return nil, p.fail("the file is truncated or corrupt: an array of %d elements is longer than the rest of the file", n)
 		}
@@ -367,7 +379,39 @@ func (p *parser) value(t ValueType, depth int) (any, error) {
 	}
 }
 
+// elemSize is the encoded size of a fixed-size element type, or 0.
+func elemSize(t ValueType) uint64 {
+	switch t {
+	case TypeUint8, TypeInt8, TypeBool:
+		return 1
+	case TypeUint16, TypeInt16:
+		return 2
+	case TypeUint32, TypeInt32, TypeFloat32:
+		return 4
+	case TypeUint64, TypeInt64, TypeFloat64:
+		return 8
+	}
+	return 0
+}
+
+// array reads n elements of type et. Fixed-size elements go into a typed
+// slice ([]uint8, []int32, []float32, ...) sized by the bytes that are really
+// in the file, so an array costs about what it weighs on disk: boxing each
+// element (a []any) made a 64 MiB byte array cost gigabytes.
 func (p *parser) array(et ValueType, n uint64, depth int) (any, error) {
+	if sz := elemSize(et); sz > 0 {
+		if n > p.remaining()/sz {
+			return nil, p.fail("the file is truncated or corrupt: an array of %d %s elements is longer than the rest of the file", n, et)
+		}
+		b := make([]byte, n*sz)
+		if _, err := io.ReadFull(p.r, b); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, p.fail("%s", errTruncated)
+			}
+			return nil, err
+		}
+		return decodeArray(et, b, int(n)), nil
+	}
 	switch et {
 	case TypeString:
 		if n > p.remaining()/8 {
@@ -382,28 +426,12 @@ func (p *parser) array(et ValueType, n uint64, depth int) (any, error) {
 			out[i] = s
 		}
 		return out, nil
-	case TypeInt32:
-		out := make([]int32, 0, min(n, p.remaining()/4))
-		for i := uint64(0); i < n; i++ {
-			v, err := p.u32()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, int32(v))
+	case TypeArray:
+		// An array header takes at least 12 bytes.
+		if n > p.remaining()/12 {
+			return nil, p.fail("the file is truncated or corrupt: an array of %d arrays is longer than the rest of the file", n)
 		}
-		return out, nil
-	case TypeFloat32:
-		out := make([]float32, 0, min(n, p.remaining()/4))
-		for i := uint64(0); i < n; i++ {
-			v, err := p.u32()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, math.Float32frombits(v))
-		}
-		return out, nil
-	default:
-		out := make([]any, 0, min(n, 1<<16))
+		out := make([]any, 0, n)
 		for i := uint64(0); i < n; i++ {
 			v, err := p.value(et, depth+1)
 			if err != nil {
@@ -412,7 +440,47 @@ func (p *parser) array(et ValueType, n uint64, depth int) (any, error) {
 			out = append(out, v)
 		}
 		return out, nil
+	default:
+		return nil, p.fail("unknown array element type %d", uint32(et))
 	}
+}
+
+// decodeArray turns the little-endian bytes of n fixed-size elements into a
+// typed slice.
+func decodeArray(et ValueType, b []byte, n int) any {
+	le := binary.LittleEndian
+	switch et {
+	case TypeUint8:
+		return b
+	case TypeInt8:
+		return fill(n, func(i int) int8 { return int8(b[i]) })
+	case TypeBool:
+		return fill(n, func(i int) bool { return b[i] != 0 })
+	case TypeUint16:
+		return fill(n, func(i int) uint16 { return le.Uint16(b[2*i:]) })
+	case TypeInt16:
+		return fill(n, func(i int) int16 { return int16(le.Uint16(b[2*i:])) })
+	case TypeUint32:
+		return fill(n, func(i int) uint32 { return le.Uint32(b[4*i:]) })
+	case TypeInt32:
+		return fill(n, func(i int) int32 { return int32(le.Uint32(b[4*i:])) })
+	case TypeFloat32:
+		return fill(n, func(i int) float32 { return math.Float32frombits(le.Uint32(b[4*i:])) })
+	case TypeUint64:
+		return fill(n, func(i int) uint64 { return le.Uint64(b[8*i:]) })
+	case TypeInt64:
+		return fill(n, func(i int) int64 { return int64(le.Uint64(b[8*i:])) })
+	default: // TypeFloat64
+		return fill(n, func(i int) float64 { return math.Float64frombits(le.Uint64(b[8*i:])) })
+	}
+}
+
+func fill[T any](n int, at func(int) T) []T {
+	out := make([]T, n)
+	for i := range out {
+		out[i] = at(i)
+	}
+	return out
 }
 
 // Get returns a metadata value.

@@ -175,6 +175,18 @@ func (e *encoder) value(v any) error {
 		for _, s := range x {
 			e.u32(uint32(s))
 		}
+	case []uint8:
+		e.u32(uint32(TypeArray))
+		e.u32(uint32(TypeUint8))
+		e.u64(uint64(len(x)))
+		e.raw(x)
+	case []uint32:
+		e.u32(uint32(TypeArray))
+		e.u32(uint32(TypeUint32))
+		e.u64(uint64(len(x)))
+		for _, s := range x {
+			e.u32(s)
+		}
 	case []float32:
 		e.u32(uint32(TypeArray))
 		e.u32(uint32(TypeFloat32))

@@ -71,13 +71,18 @@ func MeasureSpawn(m *llama.Model, spine, suffix, n, threads int, shared bool) (i
 	return s.Prefilled() - before, time.Since(start), nil
 }
 
+// DecodeSpine is the shared prefix the decode benches fork from unless
+// they say otherwise, in tokens.
+const DecodeSpine = 64
+
 // MeasureDecode measures n branches forked from one spine decoding together,
 // one token each per batched step, for steps steps (after two warm-up
 // steps). It returns the aggregate tokens per second and the time per step.
-// cp sets the threads (NThreads, AdaptThreads); the sizes are the
-// workload's own.
-func MeasureDecode(m *llama.Model, n, steps int, cp llama.ContextParams) (float64, time.Duration, error) {
-	const spineLen, suffix, warm = 64, 8, 2
+// cp sets the threads (NThreads, AdaptThreads), the cache type and flash
+// attention; spineLen is the shared prefix's length in tokens (every step
+// attends to it), the other sizes are the workload's own.
+func MeasureDecode(m *llama.Model, n, steps, spineLen int, cp llama.ContextParams) (float64, time.Duration, error) {
+	const suffix, warm = 8, 2
 	cp.NCtx, cp.NBatch, cp.NSeqMax = spineLen+n*(suffix+steps+warm)+64, 512, n+1
 	c, err := llama.NewContext(m, cp)
 	if err != nil {

@@ -95,11 +95,17 @@ const (
 	FlashOff
 )
 
-// flashDefault is off for an f16 cache: on the CPU, llama.cpp's flash
-// attention kernel made a batched 8-agent decode slower (6.0 s against 3.4 s
-// for the same run), and llama.cpp's own "auto" turns it on. Quantized V
-// cannot be read without it.
-func flashDefault(t KVType) bool { return t == KVQ8 || t == KVQ4 }
+// flashDefault is off for an f16 cache and on for a quantized one (whose V
+// only the flash attention kernel reads). Measured here (2 cores, `lloyal
+// bench kv --spine 64,1000` and `bench server`, a 134M model with a 32k
+// vocabulary): with a 64-token shared prefix both settings decode 8 agents
+// alike, but ggml's CPU flash attention walks every cell of the cache one at
+// a time for each query, while without it attention is two matrix products;
+// with a 1,000-token prefix 8 agents decoded 64 tokens each in 5.2 s without
+// it against 6.8 s with it, one agent in 1.4 s against 2.1 s, and the prefix
+// itself prefilled in 3.3 s against 4.3 s. The tick loop's contexts are long
+// (the spine is the system prompt with every tool's schema), so off it is.
+func flashDefault(t KVType) bool { return t != KVF16 }
 
 // MaxSeq is llama.cpp's compile-time limit on sequence ids.
 const MaxSeq = 256

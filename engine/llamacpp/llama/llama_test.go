@@ -137,7 +137,7 @@ func TestKVTypes(t *testing.T) {
 		wantErr string
 	}{
 		{"", FlashDefault, false, ""},
-		{KVF16, FlashOn, true, ""},
+		{KVF16, FlashOff, false, ""},
 		{KVQ8, FlashDefault, true, ""},
 		{KVQ4, FlashDefault, true, ""},
 		{KVQ8, FlashOff, false, "a q8_0 KV cache needs flash attention"},

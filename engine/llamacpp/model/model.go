@@ -17,6 +17,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // Info identifies a model (for trace headers and the UI). Its fields and JSON
@@ -97,7 +98,7 @@ func Open(ref string, o Options) (*Model, error) {
 }
 
 func sha256FirstMiB(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if err != nil {
 		return "", err
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // OllamaRef is a parsed ollama model name: [host/][namespace/]model[:tag].
@@ -74,7 +76,7 @@ type manifest struct {
 // returning its path and digest.
 func ResolveOllama(dir string, r OllamaRef) (path, digest string, err error) {
 	mp := filepath.Join(dir, "manifests", r.Host, r.Namespace, r.Model, r.Tag)
-	data, err := os.ReadFile(mp)
+	data, err := regular.ReadFile(mp, 1<<20) // manifests are a few hundred bytes
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return "", "", fmt.Errorf("ollama model %s:%s is not pulled (no manifest at %s): run `ollama pull %s:%s`, set OLLAMA_MODELS, or pass a GGUF file path", r.Model, r.Tag, mp, r.Model, r.Tag)

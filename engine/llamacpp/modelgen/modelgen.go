@@ -8,8 +8,10 @@ package modelgen
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -86,7 +88,13 @@ func (o Options) validate() error {
 
 // WriteFile writes the model to path atomically (temp file + rename), so a
 // cached model is never half-written.
-func WriteFile(path string, o Options) error {
+func WriteFile(path string, o Options) error { return writeFile(path, o, true) }
+
+// CreateFile writes the model to a new file at path: an existing file (or
+// link, or anything else of that name) is refused, never replaced.
+func CreateFile(path string, o Options) error { return writeFile(path, o, false) }
+
+func writeFile(path string, o Options, replace bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write model: %w", err)
 	}
@@ -99,8 +107,24 @@ func WriteFile(path string, o Options) error {
 		tmp.Close()
 		return err
 	}
+	// A model is no secret: readable as any file the user writes (a temp
+	// file is created 0600).
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write model: %w", err)
+	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write model: %w", err)
+	}
+	if !replace {
+		// link(2) fails if the name exists: no window for a check to miss.
+		if err := os.Link(tmp.Name(), path); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%s already exists: pass --force to replace it, or choose another name", path)
+			}
+			return fmt.Errorf("write model: %w", err)
+		}
+		return nil
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write model: %w", err)

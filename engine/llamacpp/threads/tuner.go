@@ -42,10 +42,10 @@ type Tuner struct {
 
 type bucket struct {
 	decodes int
-	mean    []float64 // seconds per decode, per candidate; 0 = never measured
-	tries   []int     // measurements taken of each candidate
-	first   [][]float64
-	last    []int     // bucket decode count at each candidate's last try
+	mean    []float64   // seconds per decode, per candidate; 0 = never measured
+	tries   []int       // measurements taken of each candidate
+	first   [][]float64 // each candidate's first tries, for their median
+	last    []int       // bucket decode count at each candidate's last try
 }
 
 // New returns a Tuner over the counts worth trying on a machine where at

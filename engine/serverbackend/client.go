@@ -1,0 +1,620 @@
+// Package serverbackend runs lloyal's agents on an inference server: an
+// engine.TurnBackend that sends each agent's whole conversation, rendered by
+// lloyal, as a raw-prompt completion and streams the answer back.
+//
+// Two wire dialects are spoken. An ollama server (it answers /api/version)
+// gets /api/generate with raw: true, which takes a raw prompt, a JSON Schema
+// for forced calls and the context size per request. Any other server gets
+// the OpenAI-compatible /v1/completions (vLLM, SGLang, llama-server), with
+// usage in the last streamed chunk.
+//
+// Because lloyal renders the prompt, every agent's prompt starts with the
+// same bytes (the spine: system prompt and tool schemas), which is what a
+// server's prefix cache (vLLM's automatic prefix caching, SGLang's
+// RadixAttention, llama-server's and ollama's prompt caches) reuses.
+//
+// Faults are answers, not crashes: 429 and 503 are engine.Retry errors
+// (Retry-After honoured) and the runtime parks the agent; a refused
+// connection, a stream cut short or a server that sends nothing for
+// RequestTimeout is an error that ends the agent concerned. The package is
+// pure Go (it builds with CGO_ENABLED=0).
+package serverbackend
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
+)
+
+// Dialect is the wire protocol a server speaks.
+type Dialect string
+
+// Dialects.
+const (
+	Ollama Dialect = "ollama" // /api/generate, raw prompts
+	OpenAI Dialect = "openai" // /v1/completions, raw prompts
+)
+
+// Options configure a Client.
+type Options struct {
+	// URL is the server's base URL (http://host:port, no path).
+	URL string
+	// Model is the model's name on the server.
+	Model string
+	// APIKey is sent as a bearer token (never logged or traced).
+	APIKey string
+	// NCtx is the context one request may fill. 0 asks the server (ollama's
+	// model info, vLLM's max_model_len, llama-server's n_ctx); with ollama,
+	// whose context is set per request, it is also what is asked for.
+	NCtx int
+	// RequestTimeout aborts a request when the server has sent nothing for
+	// this long (default 60s): a server that stops answering ends the agent,
+	// it never hangs the run.
+	RequestTimeout time.Duration
+	// Format overrides the chat format the prompts are rendered in (default:
+	// detected from the model's template or vocabulary).
+	Format chat.Kind
+}
+
+// Client is a turn-level backend on one model of one server. It is safe for
+// concurrent use; Close releases its connections.
+type Client struct {
+	o       Options
+	base    *url.URL
+	dialect Dialect
+	format  chat.Format
+	nctx    int
+	tr      *http.Transport
+	hc      *http.Client
+
+	mu    sync.Mutex
+	usage Usage
+}
+
+// Usage sums what the server reported over a client's requests.
+type Usage struct {
+	Requests     int
+	PromptTokens int
+	Tokens       int
+	// Evaluated sums the prompt tokens the server says it really computed;
+	// EvaluatedKnown counts the requests that said.
+	Evaluated, EvaluatedKnown int
+	// PromptTime sums the server's own prompt-processing time, where it
+	// reports one (ollama's prompt_eval_duration).
+	PromptTime time.Duration
+}
+
+// Dial checks the server, the model and its context size, and picks the
+// dialect. It fails with what to fix when the server is unreachable or does
+// not have the model.
+func Dial(ctx context.Context, o Options) (*Client, error) {
+	if o.URL == "" {
+		return nil, errors.New("server: no URL (use --server http://host:port or LLOYAL_SERVER)")
+	}
+	base, err := url.Parse(strings.TrimRight(o.URL, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("server %q: not an http(s) URL; use e.g. http://127.0.0.1:11434", o.URL)
+	}
+	if o.Model == "" {
+		return nil, fmt.Errorf("server %s: no model named; pass --model NAME (a model the server has)", redact(base))
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 60 * time.Second
+	}
+	tr := &http.Transport{
+		Proxy:               nil, // a local inference server: never through a proxy from the environment
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	c := &Client{o: o, base: base, tr: tr, hc: &http.Client{Transport: tr}}
+	if err := c.probe(ctx); err != nil {
+		tr.CloseIdleConnections()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close releases the client's idle connections. Requests in flight are the
+// runtime's to cancel.
+func (c *Client) Close() { c.tr.CloseIdleConnections() }
+
+// Format is the chat format prompts are rendered in.
+func (c *Client) Format() chat.Format { return c.format }
+
+// NCtx is the context one request may fill.
+func (c *Client) NCtx() int { return c.nctx }
+
+// Dialect is the protocol the server speaks.
+func (c *Client) Dialect() Dialect { return c.dialect }
+
+// Name is the server's URL without credentials, for headers and titles.
+func (c *Client) Name() string { return redact(c.base) }
+
+// Model is the model's name on the server.
+func (c *Client) Model() string { return c.o.Model }
+
+// Usage is what the server reported so far.
+func (c *Client) Usage() Usage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.usage
+}
+
+func redact(u *url.URL) string {
+	v := *u
+	v.User = nil
+	v.RawQuery = ""
+	return v.String()
+}
+
+// probe finds the dialect, checks the model and reads the context size and
+// template.
+func (c *Client) probe(ctx context.Context) error {
+	var ver struct {
+		Version string `json:"version"`
+	}
+	if err := c.getJSON(ctx, "/api/version", nil, &ver); err == nil && ver.Version != "" {
+		c.dialect = Ollama
+		return c.probeOllama(ctx)
+	} else if isUnreachable(err) {
+		return err
+	}
+	c.dialect = OpenAI
+	return c.probeOpenAI(ctx)
+}
+
+func (c *Client) probeOllama(ctx context.Context) error {
+	var show struct {
+		Template  string         `json:"template"`
+		ModelInfo map[string]any `json:"model_info"`
+	}
+	if err := c.getJSON(ctx, "/api/show", map[string]any{"model": c.o.Model, "verbose": true}, &show); err != nil {
+		return fmt.Errorf("server %s has no model %q (%w); pull or create it there first (ollama pull NAME)", c.Name(), c.o.Model, err)
+	}
+	trained := 0
+	var vocab []any
+	for k, v := range show.ModelInfo {
+		if strings.HasSuffix(k, ".context_length") {
+			if f, ok := v.(float64); ok {
+				trained = int(f)
+			}
+		}
+		if k == "tokenizer.ggml.tokens" {
+			vocab, _ = v.([]any)
+		}
+	}
+	c.nctx = c.o.NCtx
+	if c.nctx == 0 {
+		c.nctx = min(max(trained, 0), 8192)
+	}
+	if trained > 0 && c.nctx > trained {
+		c.nctx = trained
+	}
+	if c.nctx <= 0 {
+		return fmt.Errorf("server %s: model %q does not say its context size; pass --ctx", c.Name(), c.o.Model)
+	}
+	c.format = c.pickFormat(show.Template, vocab)
+	return nil
+}
+
+func (c *Client) probeOpenAI(ctx context.Context) error {
+	var models struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"` // vLLM
+			Meta        struct {
+				NCtxTrain int `json:"n_ctx_train"`
+			} `json:"meta"` // llama-server
+			ContextLength int `json:"context_length"`
+		} `json:"data"`
+	}
+	if err := c.getJSON(ctx, "/v1/models", nil, &models); err != nil {
+		return fmt.Errorf("server %s: /v1/models: %w; is it an OpenAI-compatible server?", c.Name(), err)
+	}
+	found := false
+	var names []string
+	for _, m := range models.Data {
+		names = append(names, m.ID)
+		if m.ID != c.o.Model {
+			continue
+		}
+		found = true
+		for _, n := range []int{m.MaxModelLen, m.ContextLength, m.Meta.NCtxTrain} {
+			if c.nctx == 0 && n > 0 {
+				c.nctx = n
+			}
+		}
+	}
+	if !found {
+		return fmt.Errorf("server %s has no model %q; it has: %s", c.Name(), c.o.Model, strings.Join(names, ", "))
+	}
+	// llama-server says its real context (n_ctx, per slot) and template.
+	var props struct {
+		ChatTemplate string `json:"chat_template"`
+		Settings     struct {
+			NCtx int `json:"n_ctx"`
+		} `json:"default_generation_settings"`
+	}
+	_ = c.getJSON(ctx, "/props", nil, &props)
+	if props.Settings.NCtx > 0 {
+		c.nctx = props.Settings.NCtx
+	}
+	if c.o.NCtx > 0 && (c.nctx == 0 || c.o.NCtx < c.nctx) {
+		c.nctx = c.o.NCtx // a smaller context than the server's is the user's to choose
+	}
+	if c.nctx <= 0 {
+		return fmt.Errorf("server %s: model %q does not say its context size; pass --ctx", c.Name(), c.o.Model)
+	}
+	c.format = c.pickFormat(props.ChatTemplate, nil)
+	return nil
+}
+
+// pickFormat: the override, else the template's family, else the family
+// whose markers the vocabulary holds, else the generic labels.
+func (c *Client) pickFormat(template string, vocab []any) chat.Format {
+	if c.o.Format != "" {
+		return chat.FormatOf(c.o.Format)
+	}
+	if f := chat.Detect(template); f.Kind != chat.Generic {
+		return f
+	}
+	has := map[string]bool{}
+	for _, t := range vocab {
+		if s, ok := t.(string); ok && strings.HasPrefix(s, "<|") {
+			has[s] = true
+		}
+	}
+	for _, k := range []chat.Kind{chat.ChatML, chat.Llama3, chat.Phi3} {
+		f := chat.FormatOf(k)
+		all := len(vocab) > 0
+		for _, m := range f.Required {
+			all = all && has[m]
+		}
+		if all {
+			return f
+		}
+	}
+	return chat.FormatOf(chat.Generic)
+}
+
+// isUnreachable reports whether err says nothing is listening (so probing
+// another dialect is pointless).
+func isUnreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op)
+}
+
+func (c *Client) newRequest(ctx context.Context, path string, body any) (*http.Request, error) {
+	method := http.MethodGet
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		method, r = http.MethodPost, bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, r)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.o.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.o.APIKey)
+	}
+	return req, nil
+}
+
+// getJSON makes a short request (probing) and decodes its answer.
+func (c *Client) getJSON(ctx context.Context, path string, body, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.o.RequestTimeout)
+	defer cancel()
+	req, err := c.newRequest(ctx, path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return unreachable(c.Name(), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return statusError(resp)
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out)
+}
+
+func unreachable(name string, err error) error {
+	return fmt.Errorf("cannot reach the server at %s: %w", name, err)
+}
+
+// statusError reads a refusal: 429 and 503 are transient (engine.Retry, with
+// the server's Retry-After), anything else is the server's message.
+func statusError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	msg := strings.TrimSpace(string(b))
+	var e struct {
+		Error any `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error != nil {
+		switch v := e.Error.(type) {
+		case string:
+			msg = v
+		case map[string]any:
+			if m, ok := v["message"].(string); ok {
+				msg = m
+			}
+		}
+	}
+	err := fmt.Errorf("the server answered %s: %s", resp.Status, msg)
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		return engine.Retry(retryAfter(resp.Header.Get("Retry-After")), err)
+	}
+	return err
+}
+
+// retryAfter reads Retry-After (seconds or an HTTP date); 1s without one.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return time.Second
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return time.Second
+}
+
+// Generate sends one turn and streams its answer.
+func (c *Client) Generate(ctx context.Context, tr engine.TurnRequest, text func(string)) (engine.TurnResult, error) {
+	path, body := c.body(tr)
+	// The watchdog: every byte from the server resets it; silence for
+	// RequestTimeout cancels the request.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	silent := fmt.Errorf("the server sent nothing for %s (--request-timeout)", c.o.RequestTimeout)
+	dog := time.AfterFunc(c.o.RequestTimeout, func() { cancel(silent) })
+	defer dog.Stop()
+	req, err := c.newRequest(ctx, path, body)
+	if err != nil {
+		return engine.TurnResult{}, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, silent) {
+			return engine.TurnResult{}, cause
+		}
+		if ctx.Err() != nil {
+			return engine.TurnResult{}, ctx.Err()
+		}
+		return engine.TurnResult{}, unreachable(c.Name(), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return engine.TurnResult{}, statusError(resp)
+	}
+	r := &watchReader{r: resp.Body, dog: dog, d: c.o.RequestTimeout}
+	var res engine.TurnResult
+	var pieces int
+	if c.dialect == Ollama {
+		res, pieces, err = c.readOllama(r, text)
+	} else {
+		res, pieces, err = c.readOpenAI(r, text)
+	}
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		} else if ctx.Err() != nil {
+			err = ctx.Err()
+		} else {
+			err = fmt.Errorf("the stream from %s was cut after %d pieces: %w", c.Name(), pieces, err)
+		}
+		return res, err
+	}
+	c.mu.Lock()
+	c.usage.Requests++
+	c.usage.PromptTokens += res.PromptTokens
+	c.usage.Tokens += res.Tokens
+	if res.Evaluated >= 0 {
+		c.usage.Evaluated += res.Evaluated
+		c.usage.EvaluatedKnown++
+	}
+	c.mu.Unlock()
+	return res, nil
+}
+
+// watchReader resets the watchdog on every read that brings bytes.
+type watchReader struct {
+	r   io.Reader
+	dog *time.Timer
+	d   time.Duration
+}
+
+func (w *watchReader) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if n > 0 {
+		w.dog.Reset(w.d)
+	}
+	return n, err
+}
+
+// body is the request for the dialect.
+func (c *Client) body(tr engine.TurnRequest) (string, map[string]any) {
+	s := tr.Sampling
+	if c.dialect == Ollama {
+		opts := map[string]any{"num_ctx": c.nctx, "num_predict": tr.MaxTokens, "temperature": s.Temperature, "seed": s.Seed}
+		if s.TopK > 0 {
+			opts["top_k"] = s.TopK
+		}
+		if s.TopP > 0 {
+			opts["top_p"] = s.TopP
+		}
+		if s.MinP > 0 {
+			opts["min_p"] = s.MinP
+		}
+		if len(tr.Stops) > 0 {
+			opts["stop"] = tr.Stops
+		}
+		b := map[string]any{"model": c.o.Model, "prompt": tr.Prompt, "raw": true, "stream": true, "options": opts}
+		if len(tr.Call) > 0 {
+			b["format"] = json.RawMessage(tr.Call)
+		}
+		return "/api/generate", b
+	}
+	b := map[string]any{"model": c.o.Model, "prompt": tr.Prompt, "stream": true, "max_tokens": tr.MaxTokens,
+		"temperature": s.Temperature, "seed": s.Seed, "stream_options": map[string]any{"include_usage": true}}
+	if s.TopK > 0 {
+		b["top_k"] = s.TopK // vLLM, SGLang, llama-server extensions
+	}
+	if s.TopP > 0 {
+		b["top_p"] = s.TopP
+	}
+	if s.MinP > 0 {
+		b["min_p"] = s.MinP
+	}
+	if len(tr.Stops) > 0 {
+		b["stop"] = tr.Stops
+	}
+	if len(tr.Call) > 0 {
+		b["json_schema"] = json.RawMessage(tr.Call) // llama-server
+		b["guided_json"] = json.RawMessage(tr.Call) // vLLM
+	}
+	return "/v1/completions", b
+}
+
+// readOllama reads /api/generate's NDJSON stream.
+func (c *Client) readOllama(r io.Reader, text func(string)) (engine.TurnResult, int, error) {
+	res := engine.TurnResult{Evaluated: -1}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	pieces := 0
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var m struct {
+			Response        string `json:"response"`
+			Done            bool   `json:"done"`
+			DoneReason      string `json:"done_reason"`
+			PromptEvalCount int    `json:"prompt_eval_count"`
+			PromptEvalNanos int64  `json:"prompt_eval_duration"`
+			EvalCount       int    `json:"eval_count"`
+			Error           string `json:"error"`
+		}
+		if err := json.Unmarshal(line, &m); err != nil {
+			return res, pieces, fmt.Errorf("an unreadable line %q: %w", chat.Clip(string(line), 120), err)
+		}
+		if m.Error != "" {
+			return res, pieces, fmt.Errorf("the server reported: %s", m.Error)
+		}
+		if m.Response != "" {
+			pieces++
+			text(m.Response)
+		}
+		if m.Done {
+			res.Cut = m.DoneReason == "length"
+			res.PromptTokens, res.Tokens = m.PromptEvalCount, m.EvalCount
+			c.mu.Lock()
+			c.usage.PromptTime += time.Duration(m.PromptEvalNanos)
+			c.mu.Unlock()
+			return res, pieces, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return res, pieces, err // the connection broke mid-answer
+	}
+	// The response ended properly but without its last record: ollama
+	// stops an answer that repeats one token (whitespace included) more
+	// than 30 times this way. The turn is over, cut short.
+	res.Cut = true
+	return res, pieces, nil
+}
+
+// readOpenAI reads /v1/completions' server-sent events.
+func (c *Client) readOpenAI(r io.Reader, text func(string)) (engine.TurnResult, int, error) {
+	res := engine.TurnResult{Evaluated: -1}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	pieces := 0
+	finished := false
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		data = bytes.TrimSpace(data)
+		if string(data) == "[DONE]" {
+			if !finished {
+				return res, pieces, io.ErrUnexpectedEOF
+			}
+			return res, pieces, nil
+		}
+		var m struct {
+			Choices []struct {
+				Text         string  `json:"text"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage *struct {
+				PromptTokens     int `json:"prompt_tokens"`
+				CompletionTokens int `json:"completion_tokens"`
+				Details          *struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+			Timings *struct {
+				PromptN int `json:"prompt_n"`
+			} `json:"timings"` // llama-server
+			Error any `json:"error"`
+		}
+		if err := json.Unmarshal(data, &m); err != nil {
+			return res, pieces, fmt.Errorf("an unreadable event %q: %w", chat.Clip(string(data), 120), err)
+		}
+		if m.Error != nil {
+			return res, pieces, fmt.Errorf("the server reported: %v", m.Error)
+		}
+		for _, ch := range m.Choices {
+			if ch.Text != "" {
+				pieces++
+				text(ch.Text)
+			}
+			if ch.FinishReason != nil && *ch.FinishReason != "" {
+				finished = true
+				res.Cut = *ch.FinishReason == "length"
+			}
+		}
+		if u := m.Usage; u != nil {
+			res.PromptTokens, res.Tokens = u.PromptTokens, u.CompletionTokens
+			if u.Details != nil {
+				res.Evaluated = u.PromptTokens - u.Details.Cached
+			}
+		}
+		if m.Timings != nil {
+			res.Evaluated = m.Timings.PromptN
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return res, pieces, err
+	}
+	return res, pieces, io.ErrUnexpectedEOF
+}

@@ -1,0 +1,353 @@
+package engine
+
+// The tick loop on a turn-level backend: a thinking agent's whole
+// conversation goes to the server as one request, on its own goroutine, and
+// the answer streams back into the loop the way a fanout tool's result does.
+// Everything else (tools, approvals, pressure, recovery, events) is the loop
+// the cell-level backend runs.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+// DefaultMaxInflight is how many turns a runtime on a turn-level backend
+// has in flight at once unless Options.MaxInflight says otherwise.
+const DefaultMaxInflight = 8
+
+// maxTurnRetries bounds how often one turn is sent again after the server
+// said it was busy, before the agent fails with the server's answer.
+const maxTurnRetries = 8
+
+// turnState is a pool's requests in flight.
+type turnState struct {
+	events chan turnEvent
+	gens   map[*Agent]*generation
+	wg     sync.WaitGroup
+}
+
+// generation is an agent's current turn on the server.
+type generation struct {
+	seq       int
+	running   bool
+	cancel    context.CancelFunc
+	attempt   int       // sends of this turn so far
+	notBefore time.Time // a busy server asked to wait until then
+	pieces    int       // pieces of text received (tokens, until the server counts them)
+	promptLen int       // the prompt's bytes, for the token estimate
+}
+
+// turnEvent is a piece of an answer, or its end.
+type turnEvent struct {
+	a    *Agent
+	seq  int
+	text string
+	done bool
+	res  TurnResult
+	err  error
+}
+
+func (p *pool) turnState() *turnState {
+	if p.turns == nil {
+		p.turns = &turnState{events: make(chan turnEvent, 256), gens: map[*Agent]*generation{}}
+	}
+	return p.turns
+}
+
+// produceTurns starts a request for every thinking agent that has none, as
+// the in-flight bound allows. It never reports agents as thinking: their
+// answers arrive on the events channel, which the loop waits on.
+func (p *pool) produceTurns() bool {
+	p.nudgedThisTick, p.killedThisTick = false, false
+	p.reap(p.pressure())
+	ts := p.turnState()
+	now := time.Now()
+	for _, a := range p.agents {
+		if a.outcome != event.Running {
+			continue
+		}
+		g := ts.gens[a]
+		switch {
+		case a.status == event.StatusParked && g != nil && !g.running && !now.Before(g.notBefore):
+			a.status = event.StatusThinking // a busy server's wait is over
+		case a.status != event.StatusThinking:
+			continue
+		}
+		if g != nil && (g.running || now.Before(g.notBefore)) {
+			continue
+		}
+		if p.rt.inflight.Load() >= int64(p.rt.opts.MaxInflight) {
+			return false
+		}
+		p.startTurn(a, g)
+	}
+	return false
+}
+
+// callSchema is the JSON Schema the turn's grammar forces, or nil for free
+// text (no grammar, or a lazy one the model arms itself).
+func (p *pool) callSchema(g *chat.Grammar) ([]byte, error) {
+	if g == nil || g.Lazy {
+		return nil, nil
+	}
+	var specs []chat.ToolSpec
+	if g == p.gRequired {
+		for _, name := range p.order {
+			e := p.tools[name]
+			specs = append(specs, chat.ToolSpec{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters})
+		}
+	} else {
+		for name, ng := range p.gNamed {
+			if ng == g {
+				e := p.tools[name]
+				specs = []chat.ToolSpec{{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters}}
+			}
+		}
+	}
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	return p.be.Format().CallSchema(specs)
+}
+
+// startTurn sends the agent's conversation to the server.
+func (p *pool) startTurn(a *Agent, g *generation) {
+	ts := p.turnState()
+	cells := p.rt.cells
+	if g == nil {
+		g = &generation{}
+		ts.gens[a] = g
+	}
+	s := cells.samplingOf(a.branch)
+	schema, err := p.callSchema(s.Grammar)
+	if err != nil {
+		p.finish(a, event.Failed, "could not build its call's schema: "+err.Error(), "")
+		return
+	}
+	text, segs := cells.prompt(a.branch)
+	maxTok := p.spec.MaxTurnTokens
+	if a.extracting && a.reportBudget > 0 {
+		maxTok = a.reportBudget
+	}
+	// The answer must fit beside the prompt.
+	maxTok = max(1, min(maxTok, p.be.NCtx()-cells.count(len(text))))
+	req := TurnRequest{Agent: a.ID, Prompt: text, Segments: segs, MaxTokens: maxTok, Sampling: s, Call: schema, Stops: p.be.Format().Stops}
+	req.Sampling.Grammar = nil
+	ctx, cancel := context.WithCancel(p.ctx)
+	g.seq++
+	g.running, g.cancel, g.pieces, g.promptLen = true, cancel, 0, len(text)
+	g.attempt++
+	a.raw.Reset()
+	a.turnTokens = 0
+	p.rt.inflight.Add(1)
+	seq := g.seq
+	send := func(ev turnEvent) {
+		select {
+		case ts.events <- ev:
+		case <-p.closed:
+		}
+	}
+	tb := p.rt.tb
+	ts.wg.Add(1)
+	go func() {
+		defer ts.wg.Done()
+		defer cancel()
+		res, err := tb.Generate(ctx, req, func(s string) {
+			if s != "" {
+				send(turnEvent{a: a, seq: seq, text: s})
+			}
+		})
+		// The slot is free as soon as the request is over: a pool waiting
+		// for one (a nested pool, while this one's loop is in a tool) wakes.
+		p.rt.inflight.Add(-1)
+		select {
+		case p.rt.turnWake <- struct{}{}:
+		default:
+		}
+		send(turnEvent{a: a, seq: seq, done: true, res: res, err: err})
+	}()
+}
+
+// abortTurn cancels an agent's request in flight (it finished, was stopped
+// or cancelled): the HTTP request is aborted and its answer ignored.
+func (p *pool) abortTurn(a *Agent) {
+	if p.turns == nil {
+		return
+	}
+	if g := p.turns.gens[a]; g != nil {
+		if g.cancel != nil {
+			g.cancel()
+		}
+		g.seq++ // whatever is still on its way belongs to no turn
+		g.running = false
+		delete(p.turns.gens, a)
+	}
+}
+
+// drainTurns takes every piece and end that has arrived, without waiting.
+func (p *pool) drainTurns() {
+	if p.turns == nil {
+		return
+	}
+	var evs []turnEvent
+	for {
+		select {
+		case ev := <-p.turns.events:
+			evs = append(evs, ev)
+			continue
+		default:
+		}
+		break
+	}
+	p.takeTurnEvents(evs)
+}
+
+// takeTurnEvents applies pieces (one tick event for all of them, like a
+// batched decode) and then ends.
+func (p *pool) takeTurnEvents(evs []turnEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	ts := p.turns
+	texts := map[int]string{}
+	n := 0
+	var ends []turnEvent
+	for _, ev := range evs {
+		if ev.done {
+			p.kick = true
+		}
+		g := ts.gens[ev.a]
+		if g == nil || g.seq != ev.seq || ev.a.outcome != event.Running {
+			continue // a turn that was aborted
+		}
+		if ev.done {
+			ends = append(ends, ev)
+			continue
+		}
+		ev.a.raw.WriteString(ev.text)
+		ev.a.addTokens(1)
+		ev.a.turnTokens++
+		g.pieces++
+		texts[ev.a.ID] += ev.text
+		n++
+	}
+	if n > 0 {
+		p.steps++
+		p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: n, Texts: texts})
+	}
+	for _, ev := range ends {
+		p.endServerTurn(ev)
+	}
+}
+
+// endServerTurn handles the end of a request: a busy server parks the agent,
+// a failure ends it, an answer is its turn.
+func (p *pool) endServerTurn(ev turnEvent) {
+	a, ts := ev.a, p.turns
+	g := ts.gens[a]
+	g.running = false
+	var retry *RetryError
+	switch {
+	case ev.err != nil && errors.As(ev.err, &retry) && g.pieces == 0:
+		if g.attempt > maxTurnRetries {
+			p.serverFailed(a, fmt.Errorf("still busy after %d tries: %w", g.attempt, retry.Err))
+			return
+		}
+		g.notBefore = time.Now().Add(retry.Delay)
+		a.status = event.StatusParked
+		p.emit(event.Event{Type: event.ToolRetry, Agent: a.ID, Tool: "server", Attempt: g.attempt + 1, RetryAfter: retry.Delay, Reason: retry.Err.Error()})
+		return
+	case ev.err != nil:
+		if p.ctx.Err() != nil {
+			return // the run is being interrupted: interrupt gives the outcome
+		}
+		p.serverFailed(a, ev.err)
+		return
+	}
+	delete(ts.gens, a)
+	res := ev.res
+	if res.Tokens > 0 && res.Tokens != g.pieces {
+		a.addTokens(res.Tokens - g.pieces)
+		a.turnTokens = res.Tokens
+	}
+	p.rt.cells.noteUsage(g.promptLen, res.PromptTokens)
+	raw := a.raw.String()
+	f := p.be.Format()
+	if s := p.rt.cells.samplingOf(a.branch); s.Grammar != nil && !s.Grammar.Lazy && f.CallOpen != "" && !strings.HasPrefix(strings.TrimSpace(raw), strings.TrimSpace(f.CallOpen)) {
+		raw = wrapCall(raw, f)
+		a.raw.Reset()
+		a.raw.WriteString(raw)
+	}
+	p.rt.cells.appendPrompt(a.branch, chat.Prompt{{Text: raw}})
+	p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "server", Tokens: res.PromptTokens, CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch),
+		Data: mustJSON(map[string]int{"promptTokens": res.PromptTokens, "evaluated": res.Evaluated, "tokens": res.Tokens})})
+	if res.Cut && !a.extracting {
+		a.cut = true
+	}
+	p.endTurn(a)
+}
+
+// serverFailed ends an agent whose request failed: the reason is the
+// server's, shown and traced; the other agents go on.
+func (p *pool) serverFailed(a *Agent, err error) {
+	if a.extracting {
+		p.failRecovery(a, "server_error: "+err.Error(), a.raw.String())
+		return
+	}
+	p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "server_error"})
+	p.finish(a, event.Failed, "the server failed: "+err.Error(), "")
+}
+
+// nextTurnRetry is when the earliest parked turn may be sent again.
+func (p *pool) nextTurnRetry() (time.Time, bool) {
+	if p.turns == nil {
+		return time.Time{}, false
+	}
+	var next time.Time
+	found := false
+	for a, g := range p.turns.gens {
+		if a.outcome == event.Running && !g.running && a.status == event.StatusParked && (!found || g.notBefore.Before(next)) {
+			next, found = g.notBefore, true
+		}
+	}
+	return next, found
+}
+
+// turnsBusy reports whether a request is in flight or parked.
+func (p *pool) turnsBusy() bool {
+	return p.turns != nil && len(p.turns.gens) > 0
+}
+
+// closeTurns aborts every request still in flight and waits for their
+// goroutines: nothing outlives the pool.
+func (p *pool) closeTurns() {
+	if p.turns == nil {
+		return
+	}
+	for a := range p.turns.gens {
+		p.abortTurn(a)
+	}
+	p.turns.wg.Wait()
+}
+
+// wrapCall writes a call the server constrained to its JSON the way the
+// model would have, between the format's markers, so history and parsing
+// agree. A server's JSON constraint lets marker text ("</tool_call>") into
+// strings, where the local grammar never does: escaping <, > and & (\u003c…)
+// keeps the JSON's value and takes the markers out of its text, so a call
+// cut short (read up to the first closing marker) is not cut again inside
+// a string.
+func wrapCall(raw string, f chat.Format) string {
+	var b bytes.Buffer
+	json.HTMLEscape(&b, []byte(strings.TrimSpace(raw)))
+	return f.CallOpen + b.String() + f.CallClose
+}

@@ -1,0 +1,274 @@
+package engine
+
+// The turn-level backend: a model behind an inference server, which takes a
+// whole prompt and streams one turn back. The runtime keeps each branch as
+// rendered text (turnCells) so spines, forks, tool results, pressure and
+// recovery work as they do on the cell-level Backend; the tick loop sends a
+// thinking agent's whole conversation as one request (turnloop.go).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/lloyal-ai/lloyal/engine/chat"
+)
+
+// Model is what New accepts: a Backend (cells and single tokens, a model in
+// this process) or a TurnBackend (a turn at a time, a model on a server). The
+// runtime picks its loop from which one it is given.
+type Model interface {
+	Format() chat.Format
+	NCtx() int
+}
+
+// TurnBackend is a model that works a turn at a time: an inference server
+// (vLLM, SGLang, llama-server, ollama). Generate is called from goroutines the
+// runtime starts, up to Options.MaxInflight at once, so it must be safe for
+// concurrent use.
+type TurnBackend interface {
+	// Format is the chat format prompts are rendered in (the server's
+	// model's template family).
+	Format() chat.Format
+	// NCtx is the context one request may fill (prompt and answer).
+	NCtx() int
+	// Generate runs one turn. It calls text with each piece of the answer as
+	// it arrives and returns when the turn is over. A transient refusal
+	// (the server is busy: 429, 503) is a *RetryError and the turn is sent
+	// again after its Delay; any other error ends the agent. Cancelling ctx
+	// must abort the request.
+	Generate(ctx context.Context, req TurnRequest, text func(string)) (TurnResult, error)
+}
+
+// TurnRequest is one turn to generate.
+type TurnRequest struct {
+	// Agent is the agent the turn is for (for logs and tests).
+	Agent int
+	// Prompt is the agent's whole conversation rendered in Format: the spine
+	// (byte-identical for every agent of a pool, so the server's prefix cache
+	// shares it), the agent's task, and its turns so far, ending with the
+	// assistant's generation prompt.
+	Prompt string
+	// Segments is Prompt as segments (markers and content apart), for servers
+	// that can tokenize them separately.
+	Segments chat.Prompt
+	// MaxTokens caps the answer.
+	MaxTokens int
+	Sampling  Sampling
+	// Call, when set, is the JSON Schema of the one tool call this turn must
+	// be ({"name":…, <args key>:{…}}): the server constrains its output to it.
+	// The answer may be that JSON alone; the runtime wraps it in the format's
+	// call markers.
+	Call json.RawMessage
+	// Stops end the turn besides the model's end-of-generation tokens.
+	Stops []string
+}
+
+// TurnResult is what a turn ended with, as the server reported it.
+type TurnResult struct {
+	// Cut: the turn stopped at MaxTokens.
+	Cut bool
+	// PromptTokens is the prompt's length in tokens, and Tokens the answer's
+	// (0 when the server did not say).
+	PromptTokens, Tokens int
+	// Evaluated is how many prompt tokens the server really computed (the
+	// rest came from its prefix cache); -1 when it does not say.
+	Evaluated int
+}
+
+// errNotCells is what the cell-level calls of a turn-level backend answer:
+// the turn loop never makes them.
+var errNotCells = errors.New("a turn-level backend has no cell-level calls (sample, decode): the runtime sends whole turns")
+
+// turnCells is the runtime's bookkeeping of a turn-level backend's branches
+// as rendered text: the Backend the pool's spine, fork, prefill and pressure
+// code runs on. A "token" here is an estimate: text is counted at bytesPer
+// bytes a token until the server's answers say how many tokens prompts
+// really were. Only the tick loop's goroutine calls it.
+type turnCells struct {
+	tb       TurnBackend
+	next     BranchID
+	branches map[BranchID]*textBranch
+	pending  map[Token]chat.Prompt // tokenized prompts not yet prefilled, by handle
+	handle   Token
+	sampling map[BranchID]Sampling
+	bytes    int // prompt bytes the server counted
+	tokens   int // … and the tokens it counted them as
+}
+
+type textBranch struct {
+	segs   chat.Prompt
+	nbytes int
+	base   int // bytes shared with the branch it was forked from
+}
+
+func newTurnCells(tb TurnBackend) *turnCells {
+	return &turnCells{tb: tb, branches: map[BranchID]*textBranch{}, pending: map[Token]chat.Prompt{}, sampling: map[BranchID]Sampling{}}
+}
+
+// defaultBytesPerToken is the estimate before the server has counted a
+// prompt: English BPE text runs at about four bytes a token, markup and
+// small vocabularies at fewer; three errs towards seeing pressure early.
+const defaultBytesPerToken = 3.0
+
+// bytesPer is the current estimate of bytes per token.
+func (c *turnCells) bytesPer() float64 {
+	if c.tokens == 0 || c.bytes == 0 {
+		return defaultBytesPerToken
+	}
+	return float64(c.bytes) / float64(c.tokens)
+}
+
+// noteUsage records a prompt of n bytes the server counted as tokens tokens.
+func (c *turnCells) noteUsage(n, tokens int) {
+	if n <= 0 || tokens <= 0 {
+		return
+	}
+	c.bytes += n
+	c.tokens += tokens
+}
+
+func (c *turnCells) count(nbytes int) int {
+	if nbytes == 0 {
+		return 0
+	}
+	return max(1, int(math.Ceil(float64(nbytes)/c.bytesPer())))
+}
+
+func (c *turnCells) Format() chat.Format { return c.tb.Format() }
+
+// Tokenize remembers the prompt and returns its estimated length in tokens:
+// the first holds a handle to the text, Prefill writes the text back.
+func (c *turnCells) Tokenize(p chat.Prompt) ([]Token, error) {
+	n := len(p.String())
+	if n == 0 {
+		return nil, nil
+	}
+	c.handle++
+	c.pending[c.handle] = p
+	toks := make([]Token, c.count(n))
+	toks[0] = c.handle
+	return toks, nil
+}
+
+func (c *turnCells) Piece(Token) []byte             { return nil }
+func (c *turnCells) IsStop(Token) bool              { return false }
+func (c *turnCells) NCtx() int                      { return c.tb.NCtx() }
+func (c *turnCells) NBatch() int                    { return 0 }
+func (c *turnCells) Sample(BranchID) (Token, error) { return 0, errNotCells }
+func (c *turnCells) DecodeEach([]Step) error        { return errNotCells }
+
+// SchemaToGrammar answers with a grammar of any JSON object: on a server the
+// constraint travels as the call's JSON Schema (TurnRequest.Call), and the
+// grammar text the pool builds is never sent.
+func (c *turnCells) SchemaToGrammar([]byte) (string, error) {
+	return `root ::= "{" [^\x00]* "}"`, nil
+}
+
+// CellsUsed is the longest conversation, in estimated tokens: on a server
+// every request must fit the context on its own, and the server's cache is
+// its own to manage, so the pressure an agent feels is its own length.
+func (c *turnCells) CellsUsed() int {
+	most := 0
+	for _, b := range c.branches {
+		most = max(most, b.nbytes)
+	}
+	return c.count(most)
+}
+
+// Unique is what a branch holds beyond the branch it was forked from.
+func (c *turnCells) Unique(id BranchID) int {
+	if b, ok := c.branches[id]; ok {
+		return c.count(b.nbytes - b.base)
+	}
+	return 0
+}
+
+func (c *turnCells) Create() (BranchID, error) {
+	c.next++
+	c.branches[c.next] = &textBranch{}
+	return c.next, nil
+}
+
+func (c *turnCells) Fork(parent BranchID) (BranchID, error) {
+	p, ok := c.branches[parent]
+	if !ok {
+		return 0, fmt.Errorf("fork: no branch %d", parent)
+	}
+	c.next++
+	c.branches[c.next] = &textBranch{segs: append(chat.Prompt(nil), p.segs...), nbytes: p.nbytes, base: p.nbytes}
+	return c.next, nil
+}
+
+func (c *turnCells) Prune(id BranchID) error {
+	if _, ok := c.branches[id]; !ok {
+		return fmt.Errorf("prune: no branch %d", id)
+	}
+	delete(c.branches, id)
+	delete(c.sampling, id)
+	return nil
+}
+
+func (c *turnCells) SetSampling(id BranchID, s Sampling) error {
+	if _, ok := c.branches[id]; !ok {
+		return fmt.Errorf("sampling: no branch %d", id)
+	}
+	c.sampling[id] = s
+	return nil
+}
+
+// Prefill appends each span's prompt to its branch. A span whose text would
+// take the branch past the context fails with ErrContextFull, as a full
+// cache does locally (the server would refuse or truncate it).
+func (c *turnCells) Prefill(spans []Span) error {
+	for _, s := range spans {
+		b, ok := c.branches[s.Branch]
+		if !ok {
+			return fmt.Errorf("prefill: no branch %d", s.Branch)
+		}
+		if len(s.Tokens) == 0 {
+			continue
+		}
+		if _, ok := c.pending[s.Tokens[0]]; !ok {
+			return fmt.Errorf("prefill: tokens were not made by this backend's Tokenize")
+		}
+		if c.count(b.nbytes)+len(s.Tokens) > c.NCtx() {
+			return fmt.Errorf("prefill %d tokens onto %d of %d: %w", len(s.Tokens), c.count(b.nbytes), c.NCtx(), ErrContextFull)
+		}
+	}
+	for _, s := range spans {
+		if len(s.Tokens) == 0 {
+			continue
+		}
+		p := c.pending[s.Tokens[0]]
+		delete(c.pending, s.Tokens[0])
+		c.appendPrompt(s.Branch, p)
+	}
+	return nil
+}
+
+// appendPrompt writes text into a branch (the assistant's own turn, which a
+// local backend decodes token by token).
+func (c *turnCells) appendPrompt(id BranchID, p chat.Prompt) {
+	b := c.branches[id]
+	if b == nil {
+		return
+	}
+	b.segs = append(b.segs, p...)
+	b.nbytes += len(p.String())
+}
+
+// prompt is a branch's whole text, and its segments.
+func (c *turnCells) prompt(id BranchID) (string, chat.Prompt) {
+	b := c.branches[id]
+	if b == nil {
+		return "", nil
+	}
+	return b.segs.String(), append(chat.Prompt(nil), b.segs...)
+}
+
+func (c *turnCells) samplingOf(id BranchID) Sampling {
+	return c.sampling[id]
+}
