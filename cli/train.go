@@ -30,14 +30,16 @@ func newModelTrainCmd() *cobra.Command {
 		out, preset, data           string
 		seed                        uint64
 		steps, ctxLen, batch, every int
-		threads, warmup             int
+		threads, warmup, merges     int
 		lr                          float32
 	)
 	cmd := &cobra.Command{
 		Use:   "train -o FILE",
 		Short: "Train a small llama model in-process with ggml-opt (AdamW)",
 		Long: `Generates a llama-architecture model with lloyal's GGUF writer (F32 weights,
-the built-in vocabulary and ChatML template), initialises it from --seed, and
+a vocabulary learned from the training transcripts by byte-pair encoding —
+--vocab pieces on top of bytes and ASCII — and a ChatML template),
+initialises it from --seed, and
 trains it in this process with ggml-opt's AdamW — no Python, no download.
 
 Training data (--data transcripts, the default) are researcher transcripts
@@ -60,6 +62,9 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			if out == "" {
 				return fmt.Errorf("say where to write the model: -o FILE")
 			}
+			if merges < 0 {
+				return fmt.Errorf("--vocab %d: the number of pieces to learn, 0 (the built-in vocabulary) or more", merges)
+			}
 			o, err := trainPreset(preset)
 			if err != nil {
 				return err
@@ -76,6 +81,19 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			base := filepath.Join(dir, "base.gguf")
 			if err := modelgen.WriteFile(base, o); err != nil {
 				return err
+			}
+			if data == "transcripts" && merges > 0 {
+				// The transcripts' own vocabulary: learned from the
+				// training transcripts (written once with the built-in
+				// pieces), then the model is made again with it.
+				texts, err := transcriptTexts(cmd.Context(), base, seed)
+				if err != nil {
+					return err
+				}
+				o.Vocab = modelgen.LearnVocab(texts, merges)
+				if err := modelgen.WriteFile(base, o); err != nil {
+					return err
+				}
 			}
 			var (
 				stream  []int32
@@ -200,6 +218,7 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 	f.IntVar(&threads, "threads", 0, "CPU threads (default: all)")
 	f.IntVar(&warmup, "warmup", 20, "warm-up steps")
 	f.Float32Var(&lr, "lr", 3e-3, "peak learning rate (AdamW)")
+	f.IntVar(&merges, "vocab", 2000, "pieces to learn from the transcripts by byte-pair encoding (0: the built-in vocabulary)")
 	return cmd
 }
 

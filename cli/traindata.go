@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
@@ -31,33 +32,32 @@ type transcriptStats struct {
 // write _contextAvailablePercent and the harness picks its tools (Fit).
 const trainRunCtx = 4096
 
-// transcriptWindows writes a researcher transcript for every question of
-// every training fact, tokenizes each as the runtime would for the model at
-// base, and cuts one window of ctx+1 tokens ending at each of the model's
-// turns, so every window holds a whole call with the context before it. The
-// held-out facts' windows come back apart (heldOut), for measuring only.
-func transcriptWindows(ctx context.Context, base string, seed uint64, ctxLen int) (train, heldOut []trainWindow, st transcriptStats, err error) {
+// eachTranscript writes a researcher transcript for every question of every
+// handbook fact, counting tokens (for _contextAvailablePercent) with the
+// model at base, and hands each to fn with whether its fact is held out.
+// The held-out facts (a fifth, chosen by seed) come last.
+func eachTranscript(ctx context.Context, base string, seed uint64, st *transcriptStats, fn func(m *model.Model, tr transcript.Transcript, held bool) error) error {
 	m, err := model.Open(base, model.Options{VocabOnly: true})
 	if err != nil {
-		return nil, nil, st, err
+		return err
 	}
 	defer m.Close()
 	f, err := llamabackend.Identify(m, llamabackend.FormatOptions{})
 	if err != nil {
-		return nil, nil, st, err
+		return err
 	}
 	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
 	if err != nil {
-		return nil, nil, st, err
+		return err
 	}
 	ws, err := os.MkdirTemp("", "lloyal-train-notes-*")
 	if err != nil {
-		return nil, nil, st, err
+		return err
 	}
 	defer os.RemoveAll(ws)
 	note, err := tools.WriteNoteTool(ws)
 	if err != nil {
-		return nil, nil, st, err
+		return err
 	}
 	h := research.New(corpus, note, "", 1)
 	h.Fit(trainRunCtx, 512)
@@ -68,73 +68,117 @@ func transcriptWindows(ctx context.Context, base string, seed uint64, ctxLen int
 	}
 	facts, err := transcript.Facts(research.Handbook())
 	if err != nil {
-		return nil, nil, st, err
+		return err
 	}
 	trainFacts, held := transcript.Split(facts, seed)
 	st.facts, st.heldOut = len(facts), len(held)
+	st.heldOutIDs = nil
 	for _, hf := range held {
 		st.heldOutIDs = append(st.heldOutIDs, hf.ID)
 	}
-	windows := func(facts []transcript.Fact, st *transcriptStats) ([]trainWindow, error) {
-		var out []trainWindow
-		for _, fact := range facts {
+	for _, set := range []struct {
+		facts []transcript.Fact
+		held  bool
+	}{{trainFacts, false}, {held, true}} {
+		for _, fact := range set.facts {
 			for _, q := range fact.Questions() {
 				tr, err := r.Write(ctx, fact, q)
 				if errors.Is(err, transcript.ErrNotFound) {
-					st.skipped++
+					if !set.held {
+						st.skipped++
+					}
 					continue
 				}
 				if err != nil {
-					return nil, err
+					return err
 				}
-				st.transcripts++
-				var toks []int32
-				var mine []bool
-				var ends []int // where each of the model's turns ends
-				for _, p := range tr.Pieces {
-					t, err := llamabackend.TokenizePrompt(m, p.Prompt)
-					if err != nil {
-						return nil, err
-					}
-					toks = append(toks, t...)
-					for range t {
-						mine = append(mine, p.Model)
-					}
-					if p.Model && len(t) > 0 {
-						ends = append(ends, len(toks))
-					}
+				if !set.held {
+					st.transcripts++
 				}
-				st.tokens += len(toks)
-				for _, e := range ends {
-					start := max(0, e-ctxLen-1)
-					end := start + ctxLen + 1
-					if end > len(toks) {
-						continue
-					}
-					w := trainWindow{tokens: toks[start:end], learn: mine[start+1 : end]}
-					for _, l := range w.learn {
-						if l {
-							st.learned++
-						}
-					}
-					out = append(out, w)
+				if err := fn(m, tr, set.held); err != nil {
+					return err
 				}
 			}
 		}
-		return out, nil
 	}
-	out, err := windows(trainFacts, &st)
+	return nil
+}
+
+// transcriptTexts is the text of every training transcript (never a
+// held-out one's), for learning a vocabulary.
+func transcriptTexts(ctx context.Context, base string, seed uint64) ([]string, error) {
+	var texts []string
+	var st transcriptStats
+	err := eachTranscript(ctx, base, seed, &st, func(_ *model.Model, tr transcript.Transcript, held bool) error {
+		if held {
+			return nil
+		}
+		var b strings.Builder
+		for _, p := range tr.Pieces {
+			for _, seg := range p.Prompt {
+				if !seg.Special {
+					b.WriteString(seg.Text)
+				}
+			}
+		}
+		texts = append(texts, b.String())
+		return nil
+	})
+	return texts, err
+}
+
+// transcriptWindows tokenizes every transcript as the runtime would for the
+// model at base and cuts one window of ctx+1 tokens ending at each of the
+// model's turns, so every window holds a whole call with the context before
+// it. The held-out facts' windows come back apart (heldOut), for measuring
+// only.
+func transcriptWindows(ctx context.Context, base string, seed uint64, ctxLen int) (train, heldOut []trainWindow, st transcriptStats, err error) {
+	err = eachTranscript(ctx, base, seed, &st, func(m *model.Model, tr transcript.Transcript, held bool) error {
+		var toks []int32
+		var mine []bool
+		var ends []int // where each of the model's turns ends
+		for _, p := range tr.Pieces {
+			t, err := llamabackend.TokenizePrompt(m, p.Prompt)
+			if err != nil {
+				return err
+			}
+			toks = append(toks, t...)
+			for range t {
+				mine = append(mine, p.Model)
+			}
+			if p.Model && len(t) > 0 {
+				ends = append(ends, len(toks))
+			}
+		}
+		if !held {
+			st.tokens += len(toks)
+		}
+		for _, e := range ends {
+			start := max(0, e-ctxLen-1)
+			end := start + ctxLen + 1
+			if end > len(toks) {
+				continue
+			}
+			w := trainWindow{tokens: toks[start:end], learn: mine[start+1 : end]}
+			if held {
+				heldOut = append(heldOut, w)
+				continue
+			}
+			for _, l := range w.learn {
+				if l {
+					st.learned++
+				}
+			}
+			train = append(train, w)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, nil, st, err
 	}
-	var heldStats transcriptStats
-	heldOut, err = windows(held, &heldStats)
-	if err != nil {
-		return nil, nil, st, err
-	}
-	st.windows = len(out)
-	if len(out) == 0 {
+	st.windows = len(train)
+	if len(train) == 0 {
 		return nil, nil, st, fmt.Errorf("train: no transcript fits a %d-token sequence", ctxLen)
 	}
-	return out, heldOut, st, nil
+	return train, heldOut, st, nil
 }

@@ -36,42 +36,11 @@ var words = strings.Fields(`the of and to in is that for it as was with be by on
 // and ChatML's special tokens: enough for llama.cpp to tokenize any UTF-8
 // text and for lloyal to drive chat turns and grammar-forced tool calls.
 func BuiltinVocab() Vocab {
-	var tokens []string
-	var scores []float32
-	var types []int32
-	add := func(t string, s float32, ty int32) {
-		tokens = append(tokens, t)
-		scores = append(scores, s)
-		types = append(types, ty)
-	}
-	add("<unk>", 0, gguf.TokenUnknown)
-	add("<s>", 0, gguf.TokenControl)
-	add("</s>", 0, gguf.TokenControl)
-	for b := 0; b < 256; b++ {
-		add(fmt.Sprintf("<0x%02X>", b), 0, gguf.TokenByte)
-	}
-	// Chat special tokens right after the bytes, as in real vocabularies where
-	// they sit at fixed ids.
-	add("<|im_start|>", 0, gguf.TokenControl)
-	imEnd := int32(len(tokens))
-	add("<|im_end|>", 0, gguf.TokenControl)
-	// Tool-call and reasoning markers are user-defined (rendered as text), as in
-	// Qwen: the grammar engine matches them as text.
-	for _, t := range []string{"<tool_call>", "</tool_call>", "<think>", "</think>"} {
-		add(t, 0, gguf.TokenUserDefined)
-	}
-	seen := map[string]bool{}
-	for _, t := range tokens {
-		seen[t] = true
-	}
+	v := newVocabBuilder()
 	// Pieces: every printable ASCII character, then every prefix of every
 	// seed word (SentencePiece merges need each intermediate piece), scored so
 	// longer pieces win.
-	var pieces []string
-	for c := 0x21; c < 0x7f; c++ {
-		pieces = append(pieces, string(rune(c)))
-	}
-	pieces = append(pieces, "▁", "\n")
+	pieces := basePieces()
 	for _, w := range words {
 		for _, form := range []string{"▁" + w, w} {
 			r := []rune(form)
@@ -83,20 +52,71 @@ func BuiltinVocab() Vocab {
 	pieces = append(pieces, `▁{"`, `":`, `▁"`, `",`, `"}`, `{"`, `"`, `}`, `{`, `▁[`, `]`, `▁:`)
 	sort.SliceStable(pieces, func(i, j int) bool { return len([]rune(pieces[i])) < len([]rune(pieces[j])) })
 	for _, p := range pieces {
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		add(p, float32(len([]rune(p)))-float32(len(tokens))*1e-4, gguf.TokenNormal)
+		v.add(p, float32(len([]rune(p)))-float32(len(v.tokens))*1e-4, gguf.TokenNormal)
 	}
+	return v.vocab()
+}
+
+// vocabBuilder collects a SentencePiece vocabulary: byte fallback and the
+// chat special tokens first, at fixed ids as in real vocabularies, then
+// pieces.
+type vocabBuilder struct {
+	tokens []string
+	scores []float32
+	types  []int32
+	seen   map[string]bool
+	imEnd  int32
+}
+
+func newVocabBuilder() *vocabBuilder {
+	v := &vocabBuilder{seen: map[string]bool{}}
+	v.add("<unk>", 0, gguf.TokenUnknown)
+	v.add("<s>", 0, gguf.TokenControl)
+	v.add("</s>", 0, gguf.TokenControl)
+	for b := 0; b < 256; b++ {
+		v.add(fmt.Sprintf("<0x%02X>", b), 0, gguf.TokenByte)
+	}
+	v.add("<|im_start|>", 0, gguf.TokenControl)
+	v.imEnd = int32(len(v.tokens))
+	v.add("<|im_end|>", 0, gguf.TokenControl)
+	// Tool-call and reasoning markers are user-defined (rendered as text), as in
+	// Qwen: the grammar engine matches them as text.
+	for _, t := range []string{"<tool_call>", "</tool_call>", "<think>", "</think>"} {
+		v.add(t, 0, gguf.TokenUserDefined)
+	}
+	return v
+}
+
+// add appends a token unless the vocabulary has it already.
+func (v *vocabBuilder) add(t string, score float32, ty int32) {
+	if v.seen[t] {
+		return
+	}
+	v.seen[t] = true
+	v.tokens = append(v.tokens, t)
+	v.scores = append(v.scores, score)
+	v.types = append(v.types, ty)
+}
+
+// basePieces are the single-character pieces every text starts from:
+// printable ASCII, the SentencePiece space and the newline.
+func basePieces() []string {
+	var pieces []string
+	for c := 0x21; c < 0x7f; c++ {
+		pieces = append(pieces, string(rune(c)))
+	}
+	return append(pieces, "▁", "\n")
+}
+
+func (v *vocabBuilder) vocab() Vocab {
 	kv := []gguf.KV{
 		{Key: "tokenizer.ggml.model", Value: "llama"},
-		{Key: "tokenizer.ggml.tokens", Value: tokens},
-		{Key: "tokenizer.ggml.scores", Value: scores},
-		{Key: "tokenizer.ggml.token_type", Value: types},
+		{Key: "tokenizer.ggml.tokens", Value: v.tokens},
+		{Key: "tokenizer.ggml.scores", Value: v.scores},
+		{Key: "tokenizer.ggml.token_type", Value: v.types},
 		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(1)},
-		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(imEnd)},
-		{Key: "tokenizer.ggml.eot_token_id", Value: uint32(imEnd)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(v.imEnd)},
+		{Key: "tokenizer.ggml.eot_token_id", Value: uint32(v.imEnd)},
 		{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(0)},
 		{Key: "tokenizer.ggml.padding_token_id", Value: uint32(2)},
 		{Key: "tokenizer.ggml.add_bos_token", Value: false},
@@ -104,7 +124,7 @@ func BuiltinVocab() Vocab {
 		{Key: "tokenizer.ggml.add_space_prefix", Value: false},
 		{Key: "tokenizer.chat_template", Value: chatMLTemplate},
 	}
-	return Vocab{KV: kv, Tokens: tokens}
+	return Vocab{KV: kv, Tokens: v.tokens}
 }
 
 // VocabFrom borrows the tokenizer of another GGUF file (every tokenizer.* key),

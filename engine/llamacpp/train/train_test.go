@@ -108,7 +108,7 @@ func TestTrainLossFallsAndSavedModelGenerates(t *testing.T) {
 
 	// The runtime's own path opens it: validation, chat format, a context,
 	// a branch, prefill and sampling.
-	rm, err := llamabackend.Open(out, model.Options{})
+	rm, err := llamabackend.Open(out, model.Options{}, llamabackend.FormatOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

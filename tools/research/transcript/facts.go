@@ -5,7 +5,8 @@
 // handbook and whose results are inserted as the runtime inserts them,
 // ending in a report that cites the file holding the answer.
 //
-// Questions come from the handbook's facts (glossary terms and error codes);
+// Questions come from the handbook's facts (glossary terms, error codes and
+// every page's sections);
 // Split holds out a fifth of the facts, deterministically for a seed, so a
 // benchmark can ask questions the model never trained on.
 package transcript
@@ -32,8 +33,9 @@ type Fact struct {
 	kind string
 }
 
-// Facts reads the handbook's glossary (one `term: meaning` line each) and its
-// error codes (`## TW-xxx title` with a `- Meaning:` line), sorted by ID.
+// Facts reads the handbook's glossary (one `term: meaning` line each), its
+// error codes (`## TW-xxx title` with a `- Meaning:` line) and its pages'
+// sections (sectionFacts), sorted by ID.
 func Facts(fsys fs.FS) ([]Fact, error) {
 	var out []Fact
 	g, err := fs.ReadFile(fsys, "glossary.md")
@@ -70,8 +72,67 @@ func Facts(fsys fs.FS) ([]Fact, error) {
 			code = ""
 		}
 	}
+	sections, err := sectionFacts(fsys)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, sections...)
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+// sectionFacts are the handbook's sections: for each `## heading` of each
+// page (not the off-limits restricted/ folder, nor the pages "from the web"
+// that fetch_page serves), the first line of text under it, asked about by
+// the heading and the page's title. Generic headings ("Summary") are asked
+// with the title, so the question names the page it means.
+func sectionFacts(fsys fs.FS) ([]Fact, error) {
+	var out []Fact
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p == "restricted" || p == "external" {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".md") || p == "glossary.md" || p == "error-codes.md" {
+			return nil
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		title, heading := "", ""
+		for _, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(line)
+			switch {
+			case strings.HasPrefix(line, "# ") && title == "":
+				title = clean(strings.TrimPrefix(line, "# "))
+			case strings.HasPrefix(line, "## "):
+				heading = clean(strings.TrimPrefix(line, "## "))
+			case heading != "" && line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "|") && !strings.HasPrefix(line, "```"):
+				subject := heading
+				if title != "" && !strings.Contains(strings.ToLower(title), strings.ToLower(heading)) {
+					subject = heading + " (" + title + ")"
+				}
+				out = append(out, Fact{ID: "section:" + p + "#" + heading, Subject: subject, Answer: line, File: p, kind: "section"})
+				heading = ""
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("transcript: read the handbook's sections: %w", err)
+	}
+	return out, nil
+}
+
+// clean drops markdown's code marks and emphasis from a heading.
+func clean(s string) string {
+	return strings.TrimSpace(strings.NewReplacer("`", "", "*", "").Replace(s))
 }
 
 // Split puts each fact in the training set or the held-out set: a fifth of
@@ -94,6 +155,12 @@ func Split(facts []Fact, seed uint64) (train, heldOut []Fact) {
 // Questions are the ways a user asks about a fact.
 func (f Fact) Questions() []string {
 	s := f.Subject
+	if f.kind == "section" {
+		return []string{
+			"What does the Tidewater handbook say about " + s + "?",
+			"Find " + s + " in the Tidewater handbook.",
+		}
+	}
 	if f.kind == "error" {
 		return []string{
 			"What does error " + s + " mean?",
@@ -113,7 +180,7 @@ func (f Fact) Questions() []string {
 // stop words are dropped from a question to make a search query of its
 // content words, as a researcher would type it.
 var stop = map[string]bool{"what": true, "does": true, "is": true, "in": true, "the": true, "a": true, "an": true, "mean": true,
-	"why": true, "would": true, "explain": true, "define": true, "term": true, "of": true, "report": true, "error": true, "code": true, "handbook": true}
+	"why": true, "would": true, "explain": true, "define": true, "term": true, "of": true, "report": true, "error": true, "code": true, "handbook": true, "say": true, "about": true, "find": true}
 
 // Query is the search a researcher makes for a question: its words, less
 // punctuation and question words.
