@@ -25,7 +25,7 @@ func newBenchCmd() *cobra.Command {
 		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { load.begin(cmd.OutOrStdout()) },
 		PersistentPostRun: func(cmd *cobra.Command, _ []string) { load.end(cmd.OutOrStdout()) },
 	}
-	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAppCmd())
+	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAppCmd(), newBenchDemoCmd())
 	return cmd
 }
 

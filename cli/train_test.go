@@ -51,6 +51,7 @@ func TestModelTrainRejectsBadFlags(t *testing.T) {
 		{[]string{}, "-o FILE"},
 		{[]string{"-o", "x.gguf", "--preset", "huge"}, `--preset "huge"`},
 		{[]string{"-o", "x.gguf", "--ctx", "100000"}, "--ctx 100000"},
+		{[]string{"-o", "x.gguf", "--vocab", "-1"}, "--vocab -1"},
 	} {
 		root := newRoot()
 		var out bytes.Buffer
@@ -60,5 +61,44 @@ func TestModelTrainRejectsBadFlags(t *testing.T) {
 		if err := root.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: got %v, want an error with %q", c.args, err, c.want)
 		}
+	}
+}
+
+// `lloyal bench demo` asks a trained model about the facts its header says
+// it never saw, one researcher each, and prints the issue's measures; a
+// model without that list is refused by name.
+func TestBenchDemoAsksTheHeldOutFacts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model and runs researchers on llama.cpp")
+	}
+	dir := t.TempDir()
+	exec := func(args ...string) (string, error) {
+		root := newRoot()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(args)
+		err := root.ExecuteContext(context.Background())
+		return out.String(), err
+	}
+	path := filepath.Join(dir, "demo.gguf")
+	if out, err := exec("model", "train", "-o", path, "--steps", "2", "--ctx", "32", "--batch", "1", "--threads", "1", "--warmup", "1", "--vocab", "200"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, err := exec("bench", "demo", "--model", path, "--questions", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"2 held-out facts asked", "valid tool calls", "agents ending with a report", "of 2)", "reports citing the answer", "searches using the question", "tokens/s"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("no %q in:\n%s", want, out)
+		}
+	}
+	plain := filepath.Join(dir, "plain.gguf")
+	if out, err := exec("model", "tiny", "-o", plain); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := exec("bench", "demo", "--model", plain); err == nil || !strings.Contains(err.Error(), heldOutKey) {
+		t.Fatalf("a model without held-out facts: %v", err)
 	}
 }

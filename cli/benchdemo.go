@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/tools"
+	"github.com/lloyal-ai/lloyal/tools/research"
+	"github.com/lloyal-ai/lloyal/tools/research/transcript"
+)
+
+// heldOutKey is the GGUF key where lloyal model train lists the facts it
+// never trained on.
+const heldOutKey = "lloyal.train.held_out"
+
+func newBenchDemoCmd() *cobra.Command {
+	var ref string
+	var questions, ctxLen int
+	var seed uint32
+	cmd := &cobra.Command{
+		Use:   "demo --model FILE",
+		Short: "A trained demo model on the handbook questions it never trained on",
+		Long: `Runs researchers (the harness's researcher role: its system prompt, tools
+and report) on the first question of up to --questions of the facts a model
+trained by lloyal model train never saw (listed in its header), and prints:
+the share of tool calls that parsed and validated (against calls the runtime
+refused), the share of agents that ended with a report, the share of reports
+that cite the file holding the answer, the share of searches that use a
+word of the question, and tokens/s over the run's wall time.
+
+Targets (issue #17): ≥ 95 % valid calls, ≥ 90 % reports, ≥ 60 % correct
+citations.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if ref == "" {
+				return fmt.Errorf("name the trained model: --model FILE (lloyal model train -o FILE writes one)")
+			}
+			if questions < 1 || ctxLen < 1024 {
+				return fmt.Errorf("--questions %d --ctx %d: at least one question and a context of 1024 or more", questions, ctxLen)
+			}
+			return benchDemo(cmd.Context(), cmd.OutOrStdout(), ref, questions, ctxLen, seed)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&ref, "model", "", "a model written by lloyal model train (its header lists the held-out facts)")
+	f.IntVar(&questions, "questions", 40, "held-out facts to ask about, one question each")
+	f.IntVar(&ctxLen, "ctx", 4096, "context size in tokens")
+	f.Uint32Var(&seed, "seed", 1, "sampling seed")
+	return cmd
+}
+
+// demoScore is what bench demo counts.
+type demoScore struct {
+	calls, refused        int // tool calls accepted (the report included) and refused
+	agents, reports, cite int // agents, those that ended with a report, reports citing the answer's file
+	searches, wordy       int // searches, and those using a word of the question
+	tokens                int
+	wall                  time.Duration
+}
+
+func benchDemo(ctx context.Context, w io.Writer, ref string, questions, ctxLen int, seed uint32) error {
+	g, err := gguf.Open(ref)
+	if err != nil {
+		return err
+	}
+	ids, ok := g.Strings(heldOutKey)
+	if !ok || len(ids) == 0 {
+		return fmt.Errorf("%s: no held-out facts in its header (%s): bench demo measures a model written by lloyal model train", ref, heldOutKey)
+	}
+	facts, err := transcript.Facts(research.Handbook())
+	if err != nil {
+		return err
+	}
+	byID := map[string]transcript.Fact{}
+	for _, f := range facts {
+		byID[f.ID] = f
+	}
+	var asked []transcript.Fact
+	for _, id := range ids {
+		if f, ok := byID[id]; ok && len(asked) < questions {
+			asked = append(asked, f)
+		}
+	}
+	if len(asked) == 0 {
+		return fmt.Errorf("%s: none of its %d held-out facts is in this build's handbook", ref, len(ids))
+	}
+	m, err := llamabackend.Open(ref, model.Options{}, llamabackend.FormatOptions{})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: ctxLen, NSeqMax: min(len(asked)+2, 64)})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	if err != nil {
+		return err
+	}
+	defer corpus.Close()
+	ws, err := os.MkdirTemp("", "lloyal-bench-demo-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(ws)
+	note, err := tools.WriteNoteTool(ws)
+	if err != nil {
+		return err
+	}
+	h := research.New(corpus, note, "", 1)
+	h.Fit(ctxLen, be.NBatch())
+	researchTools, report := h.ResearcherTools()
+
+	var mu sync.Mutex
+	var sc demoScore
+	searchesOf := map[int][]string{}
+	sink := engine.SinkFunc(func(e event.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.Type {
+		case event.AgentToolCall:
+			sc.calls++
+			if e.Tool == "search" {
+				searchesOf[e.Agent] = append(searchesOf[e.Agent], string(e.Args))
+			}
+		case event.AgentNudge:
+			sc.refused++
+		}
+	})
+	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{sink}})
+	var specs []engine.AgentSpec
+	for _, f := range asked {
+		q := f.Questions()[0]
+		specs = append(specs, engine.AgentSpec{Task: research.ResearcherTask(q, q), Role: "researcher"})
+	}
+	fmt.Fprintf(w, "demo: %s (%.1fM params), %d held-out facts asked (of %d), context %d\n", m.Info.Name, float64(m.Info.NParams)/1e6, len(asked), len(ids), ctxLen)
+	start := time.Now()
+	res, err := rt.Run(ctx, engine.PoolSpec{System: research.ResearcherSystem, Tools: researchTools, Terminal: report, MaxTurns: 6,
+		Sampling: engine.Sampling{Temperature: 0, Seed: seed}, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit, Orchestrate: engine.AsRoomAllows(specs...)})
+	sc.wall = time.Since(start)
+	if err != nil {
+		return err
+	}
+	fileOf := map[string]string{}
+	for _, f := range asked {
+		fileOf[research.ResearcherTask(f.Questions()[0], f.Questions()[0])] = f.File
+	}
+	for _, a := range res.Agents {
+		if a.ParentID != 0 {
+			continue // a delegated helper answers a sub-question of its own
+		}
+		sc.agents++
+		sc.tokens += a.Tokens
+		for _, args := range searchesOf[a.ID] {
+			sc.searches++
+			if sharesAWord(a.Task, args) {
+				sc.wordy++
+			}
+		}
+		if a.Outcome != event.Returned && a.Outcome != event.Recovered {
+			continue
+		}
+		r := event.ReadReport(a.Result)
+		if strings.TrimSpace(r.Answer) == "" {
+			continue
+		}
+		sc.reports++
+		if a.Outcome == event.Returned {
+			sc.calls++ // the report call itself
+		}
+		for _, s := range r.Sources {
+			if s == fileOf[a.Task] {
+				sc.cite++
+				break
+			}
+		}
+	}
+	sc.print(w)
+	return nil
+}
+
+// sharesAWord reports whether a search's arguments use a content word (four
+// letters or more) of the question.
+func sharesAWord(question, args string) bool {
+	args = strings.ToLower(args)
+	for _, word := range strings.FieldsFunc(strings.ToLower(question), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}) {
+		if len(word) >= 4 && word != "tidewater" && word != "what" && word != "does" && word != "mean" && strings.Contains(args, word) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s demoScore) print(w io.Writer) {
+	pct := func(a, b int) string {
+		if b == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.0f%% (%d of %d)", 100*float64(a)/float64(b), a, b)
+	}
+	fmt.Fprintf(w, "  valid tool calls            %s   target ≥ 95%%\n", pct(s.calls, s.calls+s.refused))
+	fmt.Fprintf(w, "  agents ending with a report %s   target ≥ 90%%\n", pct(s.reports, s.agents))
+	fmt.Fprintf(w, "  reports citing the answer   %s   target ≥ 60%%\n", pct(s.cite, s.reports))
+	fmt.Fprintf(w, "  searches using the question %s\n", pct(s.wordy, s.searches))
+	fmt.Fprintf(w, "  tokens/s                    %.1f (%d tokens in %s)\n", float64(s.tokens)/s.wall.Seconds(), s.tokens, s.wall.Round(time.Millisecond))
+}
