@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
-	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/tools/research/transcript"
 )
@@ -106,22 +104,11 @@ func benchDemo(ctx context.Context, w io.Writer, ref string, questions, ctxLen i
 		return err
 	}
 	defer be.Close()
-	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	h, done, err := handbookHarness(ctxLen, be.NBatch())
 	if err != nil {
 		return err
 	}
-	defer corpus.Close()
-	ws, err := os.MkdirTemp("", "lloyal-bench-demo-*")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(ws)
-	note, err := tools.WriteNoteTool(ws)
-	if err != nil {
-		return err
-	}
-	h := research.New(corpus, note, "", 1)
-	h.Fit(ctxLen, be.NBatch())
+	defer done()
 	researchTools, report := h.ResearcherTools()
 
 	var mu sync.Mutex

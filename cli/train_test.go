@@ -72,15 +72,7 @@ func TestBenchDemoAsksTheHeldOutFacts(t *testing.T) {
 		t.Skip("trains a model and runs researchers on llama.cpp")
 	}
 	dir := t.TempDir()
-	exec := func(args ...string) (string, error) {
-		root := newRoot()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(args)
-		err := root.ExecuteContext(context.Background())
-		return out.String(), err
-	}
+	exec := func(args ...string) (string, error) { return runCLI(t, args...) }
 	path := filepath.Join(dir, "demo.gguf")
 	if out, err := exec("model", "train", "-o", path, "--steps", "2", "--ctx", "32", "--batch", "1", "--threads", "1", "--warmup", "1", "--vocab", "200"); err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -46,21 +46,11 @@ func eachTranscript(ctx context.Context, base string, seed uint64, st *transcrip
 	if err != nil {
 		return err
 	}
-	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	h, done, err := handbookHarness(trainRunCtx, 512)
 	if err != nil {
 		return err
 	}
-	ws, err := os.MkdirTemp("", "lloyal-train-notes-*")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(ws)
-	note, err := tools.WriteNoteTool(ws)
-	if err != nil {
-		return err
-	}
-	h := research.New(corpus, note, "", 1)
-	h.Fit(trainRunCtx, 512)
+	defer done()
 	r := transcript.Researcher{Format: f, Harness: h, NCtx: trainRunCtx}
 	r.Count = func(p chat.Prompt) (int, error) {
 		toks, err := llamabackend.TokenizePrompt(m, p)
@@ -102,6 +92,34 @@ func eachTranscript(ctx context.Context, base string, seed uint64, st *transcrip
 		}
 	}
 	return nil
+}
+
+// handbookHarness is the research harness over the built-in handbook, fitted
+// to a context of nCtx (as a run of that size fits it), with notes going to
+// a temporary folder that done removes. Researchers' transcripts and the
+// demo bench both run its researcher role.
+func handbookHarness(nCtx, nBatch int) (h *research.Harness, done func(), err error) {
+	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	if err != nil {
+		return nil, nil, err
+	}
+	ws, err := os.MkdirTemp("", "lloyal-handbook-notes-*")
+	if err != nil {
+		corpus.Close()
+		return nil, nil, err
+	}
+	done = func() {
+		corpus.Close()
+		os.RemoveAll(ws)
+	}
+	note, err := tools.WriteNoteTool(ws)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	h = research.New(corpus, note, "", 1)
+	h.Fit(nCtx, nBatch)
+	return h, done, nil
 }
 
 // transcriptTexts is the text of every training transcript (never a
