@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/tools/research/transcript"
+	"github.com/lloyal-ai/lloyal/trace"
 )
 
 // heldOutKey is the GGUF key where lloyal model train lists the facts it
@@ -24,7 +26,7 @@ import (
 const heldOutKey = "lloyal.train.held_out"
 
 func newBenchDemoCmd() *cobra.Command {
-	var ref string
+	var ref, tracePath string
 	var questions, ctxLen int
 	var seed uint32
 	cmd := &cobra.Command{
@@ -36,7 +38,8 @@ trained by lloyal model train never saw (listed in its header), and prints:
 the share of tool calls that parsed and validated (against calls the runtime
 refused), the share of agents that ended with a report, the share of reports
 that cite the file holding the answer, the share of searches that use a
-word of the question, and tokens/s over the run's wall time.
+word of the question, and tokens/s over the run's wall time. --trace FILE
+keeps the run's trace, to read what the model did (lloyal replay FILE).
 
 Targets (issue #17): ≥ 95 % valid calls, ≥ 90 % reports, ≥ 60 % correct
 citations.`,
@@ -48,7 +51,7 @@ citations.`,
 			if questions < 1 || ctxLen < 1024 {
 				return fmt.Errorf("--questions %d --ctx %d: at least one question and a context of 1024 or more", questions, ctxLen)
 			}
-			return benchDemo(cmd.Context(), cmd.OutOrStdout(), ref, questions, ctxLen, seed)
+			return benchDemo(cmd.Context(), cmd.OutOrStdout(), ref, tracePath, questions, ctxLen, seed)
 		},
 	}
 	f := cmd.Flags()
@@ -56,6 +59,7 @@ citations.`,
 	f.IntVar(&questions, "questions", 40, "held-out facts to ask about, one question each")
 	f.IntVar(&ctxLen, "ctx", 4096, "context size in tokens")
 	f.Uint32Var(&seed, "seed", 1, "sampling seed")
+	f.StringVar(&tracePath, "trace", "", "write the run's trace to this new file")
 	return cmd
 }
 
@@ -68,7 +72,7 @@ type demoScore struct {
 	wall                  time.Duration
 }
 
-func benchDemo(ctx context.Context, w io.Writer, ref string, questions, ctxLen int, seed uint32) error {
+func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, questions, ctxLen int, seed uint32) (err error) {
 	g, err := gguf.Open(ref)
 	if err != nil {
 		return err
@@ -127,7 +131,25 @@ func benchDemo(ctx context.Context, w io.Writer, ref string, questions, ctxLen i
 			sc.refused++
 		}
 	})
-	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{sink}})
+	sinks := []engine.Sink{sink}
+	sampling := engine.Sampling{Temperature: 0, Seed: seed}
+	if tracePath != "" {
+		tw, err := trace.Create(tracePath, trace.Header{Model: event.ModelInfo{Ref: ref, Path: ref, Name: m.Info.Name}, Sampling: sampling, CommandLine: os.Args})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			reason := "completed"
+			if err != nil {
+				reason = "error: " + err.Error()
+			}
+			if cerr := tw.Close(reason); err == nil && cerr != nil {
+				err = cerr
+			}
+		}()
+		sinks = append(sinks, tw)
+	}
+	rt := engine.New(be, engine.Options{Sinks: sinks})
 	var specs []engine.AgentSpec
 	for _, f := range asked {
 		q := f.Questions()[0]
@@ -136,7 +158,7 @@ func benchDemo(ctx context.Context, w io.Writer, ref string, questions, ctxLen i
 	fmt.Fprintf(w, "demo: %s (%.1fM params), %d held-out facts asked (of %d), context %d\n", m.Info.Name, float64(m.Info.NParams)/1e6, len(asked), len(ids), ctxLen)
 	start := time.Now()
 	res, err := rt.Run(ctx, engine.PoolSpec{System: research.ResearcherSystem, Tools: researchTools, Terminal: report, MaxTurns: 6,
-		Sampling: engine.Sampling{Temperature: 0, Seed: seed}, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit, Orchestrate: engine.AsRoomAllows(specs...)})
+		Sampling: sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit, Orchestrate: engine.AsRoomAllows(specs...)})
 	sc.wall = time.Since(start)
 	if err != nil {
 		return err

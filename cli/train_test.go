@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/trace"
 )
 
 // `lloyal model train` prints a loss per step and writes the same file for
@@ -77,9 +80,14 @@ func TestBenchDemoAsksTheHeldOutFacts(t *testing.T) {
 	if out, err := exec("model", "train", "-o", path, "--steps", "2", "--ctx", "32", "--batch", "1", "--threads", "1", "--warmup", "1", "--vocab", "200"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	out, err := exec("bench", "demo", "--model", path, "--questions", "2")
+	tp := filepath.Join(dir, "demo.jsonl")
+	out, err := exec("bench", "demo", "--model", path, "--questions", "2", "--trace", tp)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
+	}
+	closing, _, err := trace.Follow(t.Context(), tp, false, func(event.Event) error { return nil })
+	if err != nil || closing == nil || closing.Reason != "completed" {
+		t.Fatalf("the demo's trace: %v %+v", err, closing)
 	}
 	for _, want := range []string{"2 held-out facts asked", "valid tool calls", "agents ending with a report", "of 2)", "reports citing the answer", "searches using the question", "tokens/s"} {
 		if !strings.Contains(out, want) {
