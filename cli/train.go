@@ -23,11 +23,12 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/train"
 	"github.com/lloyal-ai/lloyal/tools/research"
+	"github.com/lloyal-ai/lloyal/tools/research/transcript"
 )
 
 func newModelTrainCmd() *cobra.Command {
 	var (
-		out, preset, data           string
+		out, preset, data, resume   string
 		seed                        uint64
 		steps, ctxLen, batch, every int
 		threads, warmup, merges     int
@@ -79,10 +80,18 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			}
 			defer os.RemoveAll(dir)
 			base := filepath.Join(dir, "base.gguf")
-			if err := modelgen.WriteFile(base, o); err != nil {
+			name := "lloyal-demo-" + preset
+			if resume != "" {
+				// Go on from a model this command wrote: its weights and
+				// vocabulary, and the same held-out facts (or the held-out
+				// measure would be a lie).
+				if base, name, err = resumable(resume, seed, data); err != nil {
+					return err
+				}
+			} else if err := modelgen.WriteFile(base, o); err != nil {
 				return err
 			}
-			if data == "transcripts" && merges > 0 {
+			if resume == "" && data == "transcripts" && merges > 0 {
 				// The transcripts' own vocabulary: learned from the
 				// training transcripts (written once with the built-in
 				// pieces), then the model is made again with it.
@@ -120,7 +129,9 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 				return err
 			}
 			defer tr.Close()
-			tr.Reinit(seed)
+			if resume == "" {
+				tr.Reinit(seed)
+			}
 
 			batches := func(step int) ([][]int32, [][]bool, error) {
 				rng := rand.New(rand.NewPCG(seed, uint64(step)))
@@ -142,11 +153,17 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "training %s: %d layers, width %d, %.2fM parameters, %d-token vocabulary; %d steps of %d×%d tokens, seed %d\n",
-				preset, o.Layers, o.Embd, float64(o.Params())/1e6, len(o.Vocab.Tokens), steps, batch, ctxLen, seed)
+			trained := fmt.Sprintf("%d steps", steps)
+			if resume != "" {
+				fmt.Fprintf(w, "resuming %s (%s): %d steps of %d×%d tokens, seed %d\n", resume, name, steps, batch, ctxLen, seed)
+				trained = fmt.Sprintf("%d more steps on %s", steps, filepath.Base(resume))
+			} else {
+				fmt.Fprintf(w, "training %s: %d layers, width %d, %.2fM parameters, %d-token vocabulary; %d steps of %d×%d tokens, seed %d\n",
+					preset, o.Layers, o.Embd, float64(o.Params())/1e6, len(o.Vocab.Tokens), steps, batch, ctxLen, seed)
+			}
 			meta := []gguf.KV{
-				{Key: "general.name", Value: "lloyal-demo-" + preset},
-				{Key: "general.description", Value: fmt.Sprintf("trained by lloyal model train (seed %d, %d steps, %s data) on the built-in Tidewater handbook only: it knows nothing else", seed, steps, data)},
+				{Key: "general.name", Value: name},
+				{Key: "general.description", Value: fmt.Sprintf("trained by lloyal model train (seed %d, %s, %s data) on the built-in Tidewater handbook only: it knows nothing else", seed, trained, data)},
 			}
 			if windows != nil {
 				fmt.Fprintf(w, "data: %d researcher transcripts from %d of %d handbook facts (%d held out, %d questions skipped: search did not find them), %d tokens; %d windows, %d learned tokens\n",
@@ -218,8 +235,40 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 	f.IntVar(&threads, "threads", 0, "CPU threads (default: all)")
 	f.IntVar(&warmup, "warmup", 20, "warm-up steps")
 	f.Float32Var(&lr, "lr", 3e-3, "peak learning rate (AdamW)")
+	f.StringVar(&resume, "resume", "", "go on training a model this command wrote (same --seed: the same facts stay held out)")
 	f.IntVar(&merges, "vocab", 2000, "pieces to learn from the transcripts by byte-pair encoding (0: the built-in vocabulary)")
 	return cmd
+}
+
+// resumable checks that path is a model lloyal model train wrote, and that
+// seed holds out the same facts it was trained without, and returns the
+// path to train from and the model's name.
+func resumable(path string, seed uint64, data string) (base, name string, err error) {
+	g, err := gguf.Open(path)
+	if err != nil {
+		return "", "", err
+	}
+	name, _ = g.String("general.name")
+	held, ok := g.Strings(heldOutKey)
+	if !ok {
+		return "", "", fmt.Errorf("--resume %s: not a model lloyal model train wrote on transcripts (no %s in its header)", path, heldOutKey)
+	}
+	if data != "transcripts" {
+		return "", "", fmt.Errorf("--resume %s: it was trained on transcripts; go on with --data transcripts", path)
+	}
+	facts, err := transcript.Facts(research.Handbook())
+	if err != nil {
+		return "", "", err
+	}
+	_, want := transcript.Split(facts, seed)
+	same := len(want) == len(held)
+	for i := 0; same && i < len(want); i++ {
+		same = want[i].ID == held[i]
+	}
+	if !same {
+		return "", "", fmt.Errorf("--resume %s --seed %d: this seed holds out other facts than the model was trained without; use the seed its description names", path, seed)
+	}
+	return path, name, nil
 }
 
 // trainPreset is a modelgen shape the trainer accepts: F32 weights and as

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,4 +102,48 @@ func TestBenchDemoAsksTheHeldOutFacts(t *testing.T) {
 	if _, err := exec("bench", "demo", "--model", plain); err == nil || !strings.Contains(err.Error(), heldOutKey) {
 		t.Fatalf("a model without held-out facts: %v", err)
 	}
+}
+
+// --resume goes on from a model this command wrote, only with the seed that
+// keeps the same facts held out.
+func TestModelTrainResumes(t *testing.T) {
+	dir := t.TempDir()
+	first := filepath.Join(dir, "a.gguf")
+	small := []string{"--steps", "2", "--ctx", "32", "--batch", "1", "--threads", "1", "--warmup", "1", "--vocab", "100"}
+	firstOut, err := runCLI(t, append([]string{"model", "train", "-o", first}, small...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, firstOut)
+	}
+	before, _ := os.ReadFile(first)
+	second := filepath.Join(dir, "b.gguf")
+	out, err := runCLI(t, append([]string{"model", "train", "-o", second, "--resume", first}, small...)...)
+	if err != nil || !strings.Contains(out, "resuming "+first) {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	after, _ := os.ReadFile(second)
+	if bytes.Equal(before, after) {
+		t.Fatal("resuming wrote the model it started from")
+	}
+	// Step 1 draws the same batch in both runs (the seed and the step pick
+	// it): from trained weights its loss is lower than from fresh ones.
+	if a, b := stepLoss(t, firstOut, 1), stepLoss(t, out, 1); b >= a {
+		t.Fatalf("step 1 loss %v resumed against %v fresh: the weights were not carried over", b, a)
+	}
+	if _, err := runCLI(t, append([]string{"model", "train", "-o", filepath.Join(dir, "c.gguf"), "--resume", first, "--seed", "9"}, small...)...); err == nil || !strings.Contains(err.Error(), "holds out other facts") {
+		t.Fatalf("another seed: %v", err)
+	}
+}
+
+// stepLoss reads step n's loss from lloyal model train's log.
+func stepLoss(t *testing.T, log string, n int) float64 {
+	t.Helper()
+	for _, line := range strings.Split(log, "\n") {
+		var step, steps int
+		var loss float64
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), "step %d/%d  loss %g", &step, &steps, &loss); err == nil && step == n {
+			return loss
+		}
+	}
+	t.Fatalf("no loss for step %d in:\n%s", n, log)
+	return 0
 }
