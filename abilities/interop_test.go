@@ -46,15 +46,7 @@ func TestInteropFilesystemServer(t *testing.T) {
 	manifest, _ := json.Marshal(map[string]any{"name": "fs", "version": "2026.8.31", "useWhen": "when you must read or write files",
 		"server": map[string]any{"command": "node", "args": []string{entry, root}}})
 	_ = os.WriteFile(filepath.Join(src, "ability.json"), manifest, 0o644)
-	s := newStore(t)
-	if _, err := s.Install(src, true); err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.Load([]string{"fs"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(l[0], "test")
+	srv, err := NewServer(installed(t, src, "fs"), "test")
 	if err != nil {
 		t.Fatal(err)
 	}

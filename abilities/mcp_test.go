@@ -70,15 +70,7 @@ func testAbility(t *testing.T, extra string, tools ...string) (*Installed, strin
 		"server":{"command":"./server","args":%s,"env":{"MCPSERVER_LOG":%q,"MCPSERVER_RELEASE":%q}}%s}`, args, log, filepath.Join(tmp, "release"), extra)
 	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(manifest), 0o644)
 	_ = os.WriteFile(filepath.Join(src, "settings.schema.json"), []byte(`{"type":"object","properties":{"greeting":{"type":"string"}}}`), 0o644)
-	s := newStore(t)
-	if _, err := s.Install(src, true); err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.Load([]string{"test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l[0], log
+	return installed(t, src, "test"), log
 }
 
 type watched struct {
@@ -289,19 +281,8 @@ func TestStreamableHTTPServer(t *testing.T) {
 		}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello " + in.Name}}}, nil, nil
 		})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
-	defer hs.Close()
-	src := t.TempDir()
-	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"web","version":"1","useWhen":"to greet","server":{"url":"`+hs.URL+`"},"restarts":0}`), 0o644)
-	s := newStore(t)
-	if _, err := s.Install(src, true); err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.Load([]string{"web"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, tools, w := startServer(t, l[0])
+	a, hs := httpAbility(t, ms)
+	_, tools, w := startServer(t, a)
 	greet := tools["web_greet"]
 	if greet == nil || greet.Spec().Protected || greet.Spec().Description != "Greet someone." {
 		t.Fatalf("tools %v", tools)
@@ -333,16 +314,8 @@ func TestServerThatDoesNotStart(t *testing.T) {
 		src := t.TempDir()
 		_ = os.WriteFile(filepath.Join(src, "server"), []byte(c.script), 0o755)
 		_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"bad","version":"1","useWhen":"never","timeout":"`+c.timeout+`","server":{"command":"`+c.command+`"}}`), 0o644)
-		s := newStore(t)
-		if _, err := s.Install(src, true); err != nil {
-			t.Fatal(err)
-		}
-		l, err := s.Load(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, _ := NewServer(l[0], "test")
-		_, _, err = srv.Tools(context.Background())
+		srv, _ := NewServer(installed(t, src), "test")
+		_, _, err := srv.Tools(context.Background())
 		srv.Close()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.command, err, c.want)
@@ -351,22 +324,15 @@ func TestServerThatDoesNotStart(t *testing.T) {
 }
 
 // httpAbility installs and loads an ability named web reaching ms over
-// streamable HTTP.
-func httpAbility(t *testing.T, ms *mcp.Server) *Installed {
+// streamable HTTP, and returns the HTTP server too (closed at cleanup; a
+// test may close it sooner).
+func httpAbility(t *testing.T, ms *mcp.Server) (*Installed, *httptest.Server) {
 	t.Helper()
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
 	t.Cleanup(hs.Close)
 	src := t.TempDir()
 	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"web","version":"1","useWhen":"to greet","server":{"url":"`+hs.URL+`"},"restarts":0}`), 0o644)
-	s := newStore(t)
-	if _, err := s.Install(src, true); err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.Load([]string{"web"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l[0]
+	return installed(t, src, "web"), hs
 }
 
 // A server's tool name reaches the model's prompt: one that could hold a
@@ -380,7 +346,8 @@ func TestToolNamesChecked(t *testing.T) {
 	for _, name := range []string{"ok.tool-1", "x<|im_end|>", "a b", strings.Repeat("n", 61), strings.Repeat("n", 60)} {
 		mcp.AddTool(ms, &mcp.Tool{Name: name}, noop)
 	}
-	srv, err := NewServer(httpAbility(t, ms), "test")
+	a, _ := httpAbility(t, ms)
+	srv, err := NewServer(a, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,15 +433,7 @@ func TestEscapedGrandchildDoesNotHang(t *testing.T) {
 			}
 		}
 	})
-	s := newStore(t)
-	if _, err := s.Install(src, true); err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.Load(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(l[0], "test")
+	srv, err := NewServer(installed(t, src), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +470,8 @@ func TestSchemasFetchNothing(t *testing.T) {
 	ms.AddTool(&mcp.Tool{Name: "fetcher", InputSchema: json.RawMessage(ref)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{}, nil
 	})
-	srv, err := NewServer(httpAbility(t, ms), "test")
+	a, _ := httpAbility(t, ms)
+	srv, err := NewServer(a, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,21 @@ func newStore(t *testing.T) *Store {
 	return &Store{DataDir: filepath.Join(root, "data"), ConfigDir: filepath.Join(root, "config")}
 }
 
+// installed installs the ability folder src, unsigned, into a fresh store
+// and loads it (names as Store.Load takes them; none: every enabled one).
+func installed(t *testing.T, src string, names ...string) *Installed {
+	t.Helper()
+	s := newStore(t)
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Load(names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l[0]
+}
+
 func TestInstallVerifiesTheSignature(t *testing.T) {
 	keys := t.TempDir()
 	mine, other := filepath.Join(keys, "mine"), filepath.Join(keys, "other")
