@@ -8,6 +8,11 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/chat"
 )
 
+// HarmonyFormat is harmonyFormat for the package's external tests (it is
+// defined only in test builds).
+var HarmonyFormat = harmonyFormat
+
+// harmonyFormat is the chat format of the harmony test template.
 func harmonyFormat(t *testing.T) chat.Format {
 	t.Helper()
 	src, err := os.ReadFile("chat/testdata/templates/harmony.jinja")

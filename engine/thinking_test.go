@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,18 +66,7 @@ func TestPoolThinkingSwitch(t *testing.T) {
 // TestToolResultCarriesToolName: where a template names a result's sender
 // (harmony's functions.NAME), the runtime writes the tool's name there.
 func TestToolResultCarriesToolName(t *testing.T) {
-	src, err := os.ReadFile("chat/testdata/templates/harmony.jinja")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := chat.NewTemplate(string(src), "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := chat.FromTemplate(tm, chat.ThinkAuto)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := engine.HarmonyFormat(t)
 	var n atomic.Int32
 	h := newHarness(t, 8192, engine.Options{})
 	h.be.SetFormat(f)
