@@ -166,9 +166,12 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 	}
 	rt := engine.New(be, engine.Options{Sinks: sinks})
 	var specs []engine.AgentSpec
+	fileOf := map[string]string{} // a researcher's task → the file holding its answer
 	for _, f := range asked {
 		q := f.Questions()[0]
-		specs = append(specs, engine.AgentSpec{Task: research.ResearcherTask(q, q), Role: "researcher"})
+		task := research.ResearcherTask(q, q)
+		specs = append(specs, engine.AgentSpec{Task: task, Role: "researcher"})
+		fileOf[task] = f.File
 	}
 	fmt.Fprintf(w, "demo: %s (%.1fM params), %d held-out facts asked (of %d), context %d\n", m.Info.Name, float64(m.Info.NParams)/1e6, len(asked), len(ids), ctxLen)
 	start := time.Now()
@@ -177,10 +180,6 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 	sc.wall = time.Since(start)
 	if err != nil {
 		return err
-	}
-	fileOf := map[string]string{}
-	for _, f := range asked {
-		fileOf[research.ResearcherTask(f.Questions()[0], f.Questions()[0])] = f.File
 	}
 	for _, a := range res.Agents {
 		if a.ParentID != 0 {
