@@ -57,7 +57,7 @@ Models default to generated ones cached under the user cache dir.`,
 				return fmt.Errorf("--spine %d --suffix %d --steps %d --threads %d: the first three are at least 1, threads 0 (all) or more", b.spine, b.suffix, b.steps, b.threads)
 			}
 			var err error
-			if b.agents, err = agentCounts(agents, llama.MaxSeq-1); err != nil {
+			if b.agents, err = countList("--agents", agents, llama.MaxSeq-1); err != nil {
 				return err
 			}
 			return b.run(cmd.OutOrStdout())
@@ -145,13 +145,14 @@ func (b *engineBench) decode(w io.Writer) error {
 	return tw.Flush()
 }
 
-// agentCounts reads an --agents list: comma-separated counts from 1 to most.
-func agentCounts(list string, most int) ([]int, error) {
+// countList reads a list flag (--agents, --spine): comma-separated counts
+// from 1 to most.
+func countList(flag, list string, most int) ([]int, error) {
 	var ns []int
 	for _, s := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 || n > most {
-			return nil, fmt.Errorf("--agents %q: a comma-separated list of counts 1..%d", list, most)
+			return nil, fmt.Errorf("%s %q: a comma-separated list of counts 1..%d", flag, list, most)
 		}
 		ns = append(ns, n)
 	}

@@ -30,9 +30,9 @@ products' without it). Quantized caches need flash attention.`,
 			if agents < 1 || agents > llama.MaxSeq-1 || steps < 1 || threads < 0 {
 				return fmt.Errorf("--agents %d --steps %d --threads %d: agents 1..%d, steps at least 1, threads 0 (default) or more", agents, steps, threads, llama.MaxSeq-1)
 			}
-			lens, err := agentCounts(spines, 1<<16)
+			lens, err := countList("--spine", spines, 1<<16)
 			if err != nil {
-				return fmt.Errorf("--spine %q: a comma-separated list of token counts 1..65536", spines)
+				return err
 			}
 			return benchKV(cmd.OutOrStdout(), ref, agents, steps, threads, lens)
 		},

@@ -30,7 +30,7 @@ Rows: the tiny generated model, and the ~0.5B generated model (skip with
 go test ./engine -run '^$' -bench SchedulerTick.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			counts, err := agentCounts(agentList, 254)
+			counts, err := countList("--agents", agentList, 254)
 			if err != nil {
 				return err
 			}

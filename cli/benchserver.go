@@ -57,7 +57,7 @@ the server for a like-for-like row.`,
 				return fmt.Errorf("--spine %d --tokens %d --threads %d: spine and tokens at least 1, threads 0 (the default) or more", b.spine, b.tokens, b.threads)
 			}
 			var err error
-			if b.agents, err = agentCounts(agents, 254); err != nil {
+			if b.agents, err = countList("--agents", agents, 254); err != nil {
 				return err
 			}
 			if b.server == "" {

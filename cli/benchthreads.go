@@ -30,7 +30,7 @@ browser or a compiler does to a developer's machine. "busy/quiet" is the
 slowdown the busy core causes; the target is at most 2×.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ns, err := agentCounts(agents, llama.MaxSeq-1)
+			ns, err := countList("--agents", agents, llama.MaxSeq-1)
 			if err != nil {
 				return err
 			}
