@@ -217,10 +217,16 @@ func (p *pool) complete(c completion) {
 	p.emit(event.Event{Type: event.ToolResult, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Result: body, Tokens: n, Duration: time.Since(pc.started)})
 }
 
-// serialise turns a tool's value into the JSON the model reads: objects get
-// _contextAvailablePercent; _attachments are lifted out (and, since lloyal's
-// models cannot see images, the result says so).
-func (p *pool) serialise(v any) (json.RawMessage, error) {
+// ContextPercentKey is the field the runtime adds to every object result: the
+// share of the context still free, in percent.
+const ContextPercentKey = "_contextAvailablePercent"
+
+// ResultJSON is a tool's value as the runtime writes it into a prompt: its
+// JSON, and when that is an object, the object as edit leaves it (the
+// runtime adds ContextPercentKey there, and so must anything that imitates
+// the runtime, such as training transcripts). Other JSON values go in as
+// they are.
+func ResultJSON(v any, edit func(obj map[string]json.RawMessage) error) (json.RawMessage, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("its result cannot be serialised to JSON: %w", err)
@@ -233,23 +239,35 @@ func (p *pool) serialise(v any) (json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return raw, nil
 	}
-	if att, ok := obj["_attachments"]; ok {
-		delete(obj, "_attachments")
-		var list []struct {
-			Name     string `json:"name"`
-			MIMEType string `json:"mimeType"`
-			Data     []byte `json:"data"`
-		}
-		_ = json.Unmarshal(att, &list)
-		for _, l := range list {
-			p.attachments = append(p.attachments, Attachment{Name: l.Name, MIMEType: l.MIMEType, Data: l.Data})
-		}
-		if len(list) > 0 {
-			obj["_imageError"] = mustJSON(fmt.Sprintf("%d attachment(s) came with this result but this model cannot see images; rely on the text.", len(list)))
-		}
+	if err := edit(obj); err != nil {
+		return nil, err
 	}
-	obj["_contextAvailablePercent"] = mustJSON(percentFree(p.be))
 	return json.Marshal(obj)
+}
+
+// serialise turns a tool's value into the JSON the model reads: objects get
+// ContextPercentKey; _attachments are lifted out (and, since lloyal's
+// models cannot see images, the result says so).
+func (p *pool) serialise(v any) (json.RawMessage, error) {
+	return ResultJSON(v, func(obj map[string]json.RawMessage) error {
+		if att, ok := obj["_attachments"]; ok {
+			delete(obj, "_attachments")
+			var list []struct {
+				Name     string `json:"name"`
+				MIMEType string `json:"mimeType"`
+				Data     []byte `json:"data"`
+			}
+			_ = json.Unmarshal(att, &list)
+			for _, l := range list {
+				p.attachments = append(p.attachments, Attachment{Name: l.Name, MIMEType: l.MIMEType, Data: l.Data})
+			}
+			if len(list) > 0 {
+				obj["_imageError"] = mustJSON(fmt.Sprintf("%d attachment(s) came with this result but this model cannot see images; rely on the text.", len(list)))
+			}
+		}
+		obj[ContextPercentKey] = mustJSON(percentFree(p.be))
+		return nil
+	})
 }
 
 // denial is what the model reads when a protected call is not allowed: who

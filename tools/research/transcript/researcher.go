@@ -167,40 +167,35 @@ func (r Researcher) Write(ctx context.Context, f Fact, question string) (Transcr
 	return tr, nil
 }
 
-// serialise is the runtime's rendering of a tool value (engine's
-// pool.serialise): JSON, with _contextAvailablePercent on objects, computed
-// from the transcript so far as the share of NCtx still free.
+// serialise is the runtime's rendering of a tool value (engine.ResultJSON,
+// as the pool writes it), with ContextPercentKey computed from the
+// transcript so far as the share of NCtx still free, and search's timing
+// fixed so transcripts are the same on every run.
 func (r Researcher) serialise(v any, tr Transcript) (json.RawMessage, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var obj map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &obj) != nil {
-		return raw, nil
-	}
-	if s, ok := obj["scored"]; ok {
-		var str string
-		if json.Unmarshal(s, &str) == nil {
-			obj["scored"], _ = json.Marshal(scoredTime.ReplaceAllString(str, " in 1ms"))
-		}
-	}
-	used := 0
-	if r.Count != nil {
-		for _, p := range tr.Pieces {
-			n, err := r.Count(p.Prompt)
-			if err != nil {
-				return nil, err
+	return engine.ResultJSON(v, func(obj map[string]json.RawMessage) error {
+		if s, ok := obj["scored"]; ok {
+			var str string
+			if json.Unmarshal(s, &str) == nil {
+				obj["scored"], _ = json.Marshal(scoredTime.ReplaceAllString(str, " in 1ms"))
 			}
-			used += n
 		}
-	}
-	pct := 100
-	if r.NCtx > 0 {
-		pct = max(0, (r.NCtx-used)*100/r.NCtx)
-	}
-	obj["_contextAvailablePercent"], _ = json.Marshal(pct)
-	return json.Marshal(obj)
+		used := 0
+		if r.Count != nil {
+			for _, p := range tr.Pieces {
+				n, err := r.Count(p.Prompt)
+				if err != nil {
+					return err
+				}
+				used += n
+			}
+		}
+		pct := 100
+		if r.NCtx > 0 {
+			pct = max(0, (r.NCtx-used)*100/r.NCtx)
+		}
+		obj[engine.ContextPercentKey], _ = json.Marshal(pct)
+		return nil
+	})
 }
 
 // cutPrefix splits p after its first len(prefix) bytes when they are prefix,
