@@ -32,6 +32,7 @@ func newModelTrainCmd() *cobra.Command {
 		seed                        uint64
 		steps, ctxLen, batch, every int
 		threads, warmup, merges     int
+		spans                       int
 		lr                          float32
 	)
 	cmd := &cobra.Command{
@@ -62,6 +63,9 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return fmt.Errorf("say where to write the model: -o FILE")
+			}
+			if spans < 0 {
+				return fmt.Errorf("--spans %d: the number of extra facts, 0 or more", spans)
 			}
 			if merges < 0 {
 				return fmt.Errorf("--vocab %d: the number of pieces to learn, 0 (the built-in vocabulary) or more", merges)
@@ -95,7 +99,7 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 				// The transcripts' own vocabulary: learned from the
 				// training transcripts (written once with the built-in
 				// pieces), then the model is made again with it.
-				texts, err := transcriptTexts(cmd.Context(), base, seed)
+				texts, err := transcriptTexts(cmd.Context(), base, seed, spans)
 				if err != nil {
 					return err
 				}
@@ -112,7 +116,7 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			)
 			switch data {
 			case "transcripts":
-				windows, heldOut, st, err = transcriptWindows(cmd.Context(), base, seed, ctxLen)
+				windows, heldOut, st, err = transcriptWindows(cmd.Context(), base, seed, spans, ctxLen)
 			case "text":
 				stream, err = handbookTokens(base)
 				if err == nil && len(stream) < ctxLen+2 {
@@ -166,8 +170,8 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 				{Key: "general.description", Value: fmt.Sprintf("trained by lloyal model train (seed %d, %s, %s data) on the built-in Tidewater handbook only: it knows nothing else", seed, trained, data)},
 			}
 			if windows != nil {
-				fmt.Fprintf(w, "data: %d researcher transcripts from %d of %d handbook facts (%d held out, %d questions skipped: search did not find them), %d tokens; %d windows, %d learned tokens\n",
-					st.transcripts, st.facts-st.heldOut, st.facts, st.heldOut, st.skipped, st.tokens, st.windows, st.learned)
+				fmt.Fprintf(w, "data: %d researcher transcripts from %d of %d handbook facts (%d held out) and %d spans of its lines (%d questions skipped: search does not rank the answer's file first), %d tokens; %d windows, %d learned tokens\n",
+					st.transcripts, st.facts-st.heldOut, st.facts, st.heldOut, st.spans, st.skipped, st.tokens, st.windows, st.learned)
 				meta = append(meta, gguf.KV{Key: "lloyal.train.held_out", Value: st.heldOutIDs})
 			} else {
 				fmt.Fprintf(w, "data: the built-in handbook as text, %d tokens\n", len(stream))
@@ -236,6 +240,7 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 	f.IntVar(&warmup, "warmup", 20, "warm-up steps")
 	f.Float32Var(&lr, "lr", 3e-3, "peak learning rate (AdamW)")
 	f.StringVar(&resume, "resume", "", "go on training a model this command wrote (same --seed: the same facts stay held out)")
+	f.IntVar(&spans, "spans", 0, "extra facts made of runs of words from the handbook's lines (transcript.Spans): more subjects than the handbook names, so the model learns to copy rather than recall")
 	f.IntVar(&merges, "vocab", 2000, "pieces to learn from the transcripts by byte-pair encoding (0: the built-in vocabulary)")
 	return cmd
 }

@@ -23,7 +23,7 @@ func TestModelTrainIsDeterministic(t *testing.T) {
 		root.SetOut(&out)
 		root.SetErr(&out)
 		path := filepath.Join(dir, name)
-		root.SetArgs([]string{"model", "train", "-o", path, "--steps", "3", "--ctx", "32", "--batch", "1", "--threads", "1", "--warmup", "1", "--seed", seed})
+		root.SetArgs([]string{"model", "train", "-o", path, "--steps", "3", "--ctx", "96", "--batch", "1", "--threads", "1", "--warmup", "1", "--seed", seed})
 		if err := root.ExecuteContext(context.Background()); err != nil {
 			t.Fatalf("%v\n%s", err, out.String())
 		}
@@ -78,7 +78,7 @@ func TestBenchDemoAsksTheHeldOutFacts(t *testing.T) {
 	dir := t.TempDir()
 	exec := func(args ...string) (string, error) { return runCLI(t, args...) }
 	path := filepath.Join(dir, "demo.gguf")
-	if out, err := exec("model", "train", "-o", path, "--steps", "2", "--ctx", "32", "--batch", "1", "--threads", "1", "--warmup", "1", "--vocab", "200"); err != nil {
+	if out, err := exec("model", "train", "-o", path, "--steps", "2", "--ctx", "96", "--batch", "1", "--threads", "1", "--warmup", "1", "--vocab", "200"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	tp := filepath.Join(dir, "demo.jsonl")
@@ -109,7 +109,7 @@ func TestBenchDemoAsksTheHeldOutFacts(t *testing.T) {
 func TestModelTrainResumes(t *testing.T) {
 	dir := t.TempDir()
 	first := filepath.Join(dir, "a.gguf")
-	small := []string{"--steps", "2", "--ctx", "32", "--batch", "1", "--threads", "1", "--warmup", "1", "--vocab", "100"}
+	small := []string{"--steps", "2", "--ctx", "256", "--batch", "1", "--threads", "1", "--warmup", "1", "--vocab", "100"}
 	firstOut, err := runCLI(t, append([]string{"model", "train", "-o", first}, small...)...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, firstOut)

@@ -24,8 +24,8 @@ type trainWindow struct {
 
 // transcriptStats says what the transcript data holds.
 type transcriptStats struct {
-	facts, heldOut, transcripts, skipped, windows, tokens, learned int
-	heldOutIDs                                                     []string
+	facts, heldOut, spans, transcripts, skipped, windows, tokens, learned int
+	heldOutIDs                                                            []string
 }
 
 // trainRunCtx is the context a demo run is assumed to have when transcripts
@@ -33,10 +33,11 @@ type transcriptStats struct {
 const trainRunCtx = 4096
 
 // eachTranscript writes a researcher transcript for every question of every
-// handbook fact, counting tokens (for _contextAvailablePercent) with the
-// model at base, and hands each to fn with whether its fact is held out.
-// The held-out facts (a fifth, chosen by seed) come last.
-func eachTranscript(ctx context.Context, base string, seed uint64, st *transcriptStats, fn func(m *model.Model, tr transcript.Transcript, held bool) error) error {
+// handbook fact, and of spans extra facts made of the handbook's lines
+// (transcript.Spans), counting tokens (for _contextAvailablePercent) with
+// the model at base, and hands each to fn with whether its fact is held
+// out. The held-out facts (a fifth, chosen by seed) come last.
+func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st *transcriptStats, fn func(m *model.Model, tr transcript.Transcript, held bool) error) error {
 	m, err := model.Open(base, model.Options{VocabOnly: true})
 	if err != nil {
 		return err
@@ -62,6 +63,12 @@ func eachTranscript(ctx context.Context, base string, seed uint64, st *transcrip
 	}
 	trainFacts, held := transcript.Split(facts, seed)
 	st.facts, st.heldOut = len(facts), len(held)
+	extra, err := transcript.Spans(research.Handbook(), held, seed, spans)
+	if err != nil {
+		return err
+	}
+	st.spans = len(extra)
+	trainFacts = append(trainFacts, extra...)
 	st.heldOutIDs = nil
 	for _, hf := range held {
 		st.heldOutIDs = append(st.heldOutIDs, hf.ID)
@@ -124,10 +131,10 @@ func handbookHarness(nCtx, nBatch int) (h *research.Harness, done func(), err er
 
 // transcriptTexts is the text of every training transcript (never a
 // held-out one's), for learning a vocabulary.
-func transcriptTexts(ctx context.Context, base string, seed uint64) ([]string, error) {
+func transcriptTexts(ctx context.Context, base string, seed uint64, spans int) ([]string, error) {
 	var texts []string
 	var st transcriptStats
-	err := eachTranscript(ctx, base, seed, &st, func(_ *model.Model, tr transcript.Transcript, held bool) error {
+	err := eachTranscript(ctx, base, seed, spans, &st, func(_ *model.Model, tr transcript.Transcript, held bool) error {
 		if held {
 			return nil
 		}
@@ -146,38 +153,22 @@ func transcriptTexts(ctx context.Context, base string, seed uint64) ([]string, e
 }
 
 // transcriptWindows tokenizes every transcript as the runtime would for the
-// model at base and cuts one window of ctx+1 tokens ending at each of the
-// model's turns, so every window holds a whole call with the context before
-// it. The held-out facts' windows come back apart (heldOut), for measuring
-// only.
-func transcriptWindows(ctx context.Context, base string, seed uint64, ctxLen int) (train, heldOut []trainWindow, st transcriptStats, err error) {
-	err = eachTranscript(ctx, base, seed, &st, func(m *model.Model, tr transcript.Transcript, held bool) error {
-		var toks []int32
-		var mine []bool
-		var ends []int // where each of the model's turns ends
-		for _, p := range tr.Pieces {
+// model at base and cuts it into windows of ctx+1 tokens (cutWindows). The
+// held-out facts' windows come back apart (heldOut), for measuring only.
+func transcriptWindows(ctx context.Context, base string, seed uint64, spans, ctxLen int) (train, heldOut []trainWindow, st transcriptStats, err error) {
+	err = eachTranscript(ctx, base, seed, spans, &st, func(m *model.Model, tr transcript.Transcript, held bool) error {
+		pieces := make([]tokenPiece, len(tr.Pieces))
+		for i, p := range tr.Pieces {
 			t, err := llamabackend.TokenizePrompt(m, p.Prompt)
 			if err != nil {
 				return err
 			}
-			toks = append(toks, t...)
-			for range t {
-				mine = append(mine, p.Model)
-			}
-			if p.Model && len(t) > 0 {
-				ends = append(ends, len(toks))
+			pieces[i] = tokenPiece{tokens: t, model: p.Model}
+			if !held {
+				st.tokens += len(t)
 			}
 		}
-		if !held {
-			st.tokens += len(toks)
-		}
-		for _, e := range ends {
-			start := max(0, e-ctxLen-1)
-			end := start + ctxLen + 1
-			if end > len(toks) {
-				continue
-			}
-			w := trainWindow{tokens: toks[start:end], learn: mine[start+1 : end]}
+		for _, w := range cutWindows(pieces, ctxLen) {
 			if held {
 				heldOut = append(heldOut, w)
 				continue
@@ -199,4 +190,57 @@ func transcriptWindows(ctx context.Context, base string, seed uint64, ctxLen int
 		return nil, nil, st, fmt.Errorf("train: no transcript fits a %d-token sequence", ctxLen)
 	}
 	return train, heldOut, st, nil
+}
+
+// tokenPiece is a transcript piece as tokens: the runtime's, or the model's.
+type tokenPiece struct {
+	tokens []int32
+	model  bool
+}
+
+// cutWindows cuts a transcript (its first piece the spine, its second the
+// task) into windows of ctxLen+1 tokens ending at the model's turns: the
+// last turn first, then each earlier turn no window has learned yet. A turn
+// (the model's consecutive pieces: a call and its stop) is learned in a
+// window only when the window also holds what it answers, the runtime's
+// piece before it, so no turn is taught without the words it copies from.
+func cutWindows(pieces []tokenPiece, ctxLen int) []trainWindow {
+	var toks []int32
+	type turn struct{ from, input, end int }
+	var turns []turn
+	input := 0
+	for i, p := range pieces {
+		if !p.model && (i <= 1 || pieces[i-1].model) {
+			input = len(toks) // the task after the spine, or a result after a call
+		}
+		if p.model && len(p.tokens) > 0 {
+			if n := len(turns); n > 0 && turns[n-1].end == len(toks) {
+				turns[n-1].end += len(p.tokens)
+			} else {
+				turns = append(turns, turn{from: len(toks), input: input, end: len(toks) + len(p.tokens)})
+			}
+		}
+		toks = append(toks, p.tokens...)
+	}
+	var out []trainWindow
+	learned := make([]bool, len(turns))
+	for k := len(turns) - 1; k >= 0; k-- {
+		end := turns[k].end
+		start := end - ctxLen - 1
+		if learned[k] || start < 0 || turns[k].input < start {
+			continue // learned already, too short a transcript, or its input does not fit
+		}
+		w := trainWindow{tokens: toks[start:end], learn: make([]bool, ctxLen)}
+		for j := 0; j <= k; j++ {
+			if learned[j] || turns[j].input < start {
+				continue
+			}
+			learned[j] = true
+			for i := max(turns[j].from, start+1); i < turns[j].end; i++ {
+				w.learn[i-start-1] = true
+			}
+		}
+		out = append(out, w)
+	}
+	return out
 }

@@ -31,6 +31,10 @@ type Chunk struct {
 	Text       string
 	terms      map[string]int
 	length     int
+	// defines holds the terms each `term: meaning` line of the chunk
+	// defines (as one space-joined string), so a search for a term ranks
+	// its definition first.
+	defines map[string]bool
 }
 
 // Corpus is a folder of text documents, read once.
@@ -195,8 +199,27 @@ func (c *Corpus) open(name string) (fs.File, error) {
 func (c *Corpus) Close() error { return c.close() }
 
 // chunk splits a document at blank lines into chunks of about 8 lines.
+// A chunk's terms include the document's title and the heading it falls
+// under, once each: a passage under "## Changed" of "Tidewater 2.6 release
+// notes" is about both, though its own lines may name neither.
 func (c *Corpus) chunk(d *Doc) {
 	start := 0
+	title, heading, fenced := "", "", false
+	headingAt := func(i int) {
+		l := strings.TrimSpace(d.Lines[i])
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced // a shell comment in a code block is no heading
+		}
+		text := strings.TrimLeft(l, "#")
+		if fenced || text == l || !strings.HasPrefix(text, " ") {
+			return
+		}
+		if len(l)-len(text) == 1 && title == "" {
+			title = strings.TrimSpace(text)
+		} else {
+			heading = strings.TrimSpace(text)
+		}
+	}
 	flush := func(end int) {
 		for start < end && strings.TrimSpace(d.Lines[start]) == "" {
 			start++
@@ -205,15 +228,31 @@ func (c *Corpus) chunk(d *Doc) {
 			return
 		}
 		text := strings.Join(d.Lines[start:end], "\n")
-		ch := &Chunk{Doc: d, Start: start + 1, End: end, Text: text, terms: map[string]int{}}
-		for _, t := range terms(text) {
+		ch := &Chunk{Doc: d, Start: start + 1, End: end, Text: text, terms: map[string]int{}, defines: definitions(d.Lines[start:end])}
+		// The heading in force where the chunk starts (a chunk that opens
+		// with its own heading names it in its text already).
+		context := title
+		if heading != "" && !strings.HasPrefix(strings.TrimSpace(d.Lines[start]), "#") {
+			context += " " + heading
+		}
+		for _, t := range append(terms(text), terms(context)...) {
 			ch.terms[t]++
 			ch.length++
 		}
 		c.Chunks = append(c.Chunks, ch)
+		for i := start; i < end; i++ {
+			headingAt(i)
+		}
 		start = end
 	}
 	for i, l := range d.Lines {
+		// A glossary's `term: meaning` lines are a chunk each, so a
+		// definition is not diluted by eleven others around it.
+		if definitions(d.Lines[i:i+1]) != nil && (i > 0 && definitions(d.Lines[i-1:i]) != nil || i+1 < len(d.Lines) && definitions(d.Lines[i+1:i+2]) != nil) {
+			flush(i)
+			flush(i + 1)
+			continue
+		}
 		if strings.TrimSpace(l) == "" && i-start >= 4 {
 			flush(i)
 		} else if i-start >= 12 {
@@ -223,9 +262,51 @@ func (c *Corpus) chunk(d *Doc) {
 	flush(len(d.Lines))
 }
 
-// terms lowercases text and splits it into words.
+// definitions are the terms a chunk's `term: meaning` lines define (a
+// glossary's shape), each as its words joined by one space. A bulleted
+// `- Key: value` line is a field of a record (an error code's "Meaning:"),
+// not a definition.
+func definitions(lines []string) map[string]bool {
+	var out map[string]bool
+	for _, l := range lines {
+		l = strings.TrimSpace(l)
+		term, _, ok := strings.Cut(l, ": ")
+		if !ok || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "-") || strings.HasPrefix(l, "*") {
+			continue
+		}
+		w := terms(term)
+		if len(w) == 0 || len(w) > 4 {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[strings.Join(w, " ")] = true
+	}
+	return out
+}
+
+// terms lowercases text and splits it into words. A dot between two
+// digits stays inside the word, so a version ("2.6") is one term rather
+// than two digits that every page holds.
 func terms(s string) []string {
-	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127 || r == '_')
-	})
+	s = strings.ToLower(s)
+	word := func(r rune) bool { return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127 || r == '_' }
+	digit := func(i int) bool { return i >= 0 && i < len(s) && s[i] >= '0' && s[i] <= '9' }
+	var out []string
+	start := -1
+	for i, r := range s {
+		in := word(r) || r == '.' && digit(i-1) && digit(i+1)
+		switch {
+		case in && start < 0:
+			start = i
+		case !in && start >= 0:
+			out = append(out, s[start:i])
+			start = -1
+		}
+	}
+	if start >= 0 {
+		out = append(out, s[start:])
+	}
+	return out
 }

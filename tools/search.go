@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -22,9 +23,19 @@ type Hit struct {
 
 // Search ranks chunks for query with BM25, reporting progress as it scores.
 func (c *Corpus) Search(ctx context.Context, query string, limit int, prefer map[string]bool) []Hit {
-	q := terms(query)
+	q := queryTerms(query)
 	const k1, b = 1.2, 0.75
 	n := float64(len(c.Chunks))
+	// The query's distinctive words (ones the corpus holds, but not a
+	// quarter of its passages, like the product's name): when a chunk
+	// defines exactly them, it is the definition the question asks for.
+	var distinct []string
+	for _, t := range q {
+		if df := float64(c.df[t]); df > 0 && df < n/4 {
+			distinct = append(distinct, t)
+		}
+	}
+	defined := strings.Join(distinct, " ")
 	type scored struct {
 		ch    *Chunk
 		score float64
@@ -44,6 +55,9 @@ func (c *Corpus) Search(ctx context.Context, query string, limit int, prefer map
 			df := float64(c.df[t])
 			idf := math.Log(1 + (n-df+0.5)/(df+0.5))
 			s += idf * tf * (k1 + 1) / (tf + k1*(1-b+b*float64(ch.length)/c.avgLen))
+		}
+		if s > 0 && defined != "" && ch.defines[defined] {
+			s *= 3
 		}
 		if s > 0 && prefer[ch.Doc.Path] {
 			s *= 1.5 // exploit: favour documents the agent has already opened
@@ -70,6 +84,33 @@ func (c *Corpus) Search(ctx context.Context, query string, limit int, prefer map
 		hits = append(hits, Hit{Path: s.ch.Doc.Path, Lines: lineRange(s.ch.Start, s.ch.End), Score: math.Round(s.score*100) / 100, Text: chat.Clip(s.ch.Text, 320)})
 	}
 	return hits
+}
+
+// stopWords are the words of a question that say nothing of its subject
+// ("What does the handbook say about …"): a query asked as a question
+// ranks as its subject would.
+var stopWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields("a an and are as at be by can could did do does for from how i in is it its me mean means of on or say says should tell that the this to was what when where which who why will with would about explain define find") {
+		m[w] = true
+	}
+	return m
+}()
+
+// queryTerms are a query's terms less its stop words; a query of stop
+// words only keeps them all.
+func queryTerms(query string) []string {
+	all := terms(query)
+	var q []string
+	for _, t := range all {
+		if !stopWords[t] {
+			q = append(q, t)
+		}
+	}
+	if len(q) == 0 {
+		return all
+	}
+	return q
 }
 
 // SearchTool ranks the corpus's passages for a query.

@@ -249,9 +249,11 @@ func TestTrainRejectsBadInput(t *testing.T) {
 }
 
 // The trainer's graph is llama.cpp's llama graph: on the same weights and
-// sequence, its loss is the cross-entropy of llama.cpp's own logits. A
-// trainer that computed anything else would learn weights llama.cpp runs
-// differently.
+// sequence, its loss and accuracy are those of llama.cpp's own logits — on
+// random weights, and again after training (in batches of two) has made
+// attention matter, where a difference in RoPE, masking or head layout
+// would show at once. A trainer that computed anything else would learn
+// weights llama.cpp runs differently.
 func TestTrainerGraphMatchesLlamaCpp(t *testing.T) {
 	src := tinyMHA(t)
 	const ctx = 48
@@ -265,11 +267,52 @@ func TestTrainerGraphMatchesLlamaCpp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	got, err := tr.Eval(seqs)
+	compare := func(path string) {
+		t.Helper()
+		got, err := tr.Eval(seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loss, acc := llamaLoss(t, path, seqs[0])
+		t.Logf("trainer loss %.5f acc %.3f, llama.cpp %.5f %.3f", got.Loss, got.Accuracy, loss, acc)
+		if math.Abs(got.Loss-loss) > 1e-3*loss || math.Abs(got.Accuracy-acc) > 1e-9 {
+			t.Fatalf("trainer loss %.5f accuracy %.3f, llama.cpp's logits give %.5f and %.3f", got.Loss, got.Accuracy, loss, acc)
+		}
+	}
+	compare(src)
+
+	// Train on the sequence (and a shifted copy, so a step is a batch of
+	// two) until the model predicts most of it, then compare again.
+	tr2, err := New(src, Params{Ctx: ctx, Batch: 2, Threads: 2, LR: 2e-3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := llama.LoadModel(src, llama.ModelParams{})
+	defer tr2.Close()
+	shifted := append(append([]Token(nil), seqs[0][7:]...), seqs[0][:7]...)
+	for range 12 {
+		if _, err := tr2.Step([][]int32{seqs[0], shifted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trained := filepath.Join(t.TempDir(), "trained.gguf")
+	if err := tr2.Save(trained); err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	if tr, err = New(trained, Params{Ctx: ctx, Batch: 1, Threads: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := tr.Eval(seqs); r.Loss > 3 || r.Accuracy < 0.3 {
+		t.Fatalf("training did not take (loss %.3f): the comparison would be on a near-uniform model", r.Loss)
+	}
+	compare(trained)
+}
+
+// llamaLoss is llama.cpp's mean cross-entropy and argmax accuracy of the
+// model at path predicting s[1:] from s[:len(s)-1], positions from 0.
+func llamaLoss(t *testing.T, path string, s []Token) (loss, acc float64) {
+	t.Helper()
+	m, err := llama.LoadModel(path, llama.ModelParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,22 +322,28 @@ func TestTrainerGraphMatchesLlamaCpp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	s := seqs[0]
-	pos := make([]int32, ctx)
-	seq := make([]int32, ctx)
-	logit := make([]int8, ctx)
+	n := len(s) - 1
+	pos := make([]int32, n)
+	seq := make([]int32, n)
+	logit := make([]int8, n)
 	for i := range pos {
 		pos[i], logit[i] = int32(i), 1
 	}
-	if err := c.Decode(s[:ctx], pos, seq, logit); err != nil {
+	if err := c.Decode(s[:n], pos, seq, logit); err != nil {
 		t.Fatal(err)
 	}
 	var sum float64
-	for i := 0; i < ctx; i++ {
+	right := 0
+	for i := 0; i < n; i++ {
 		l := c.Logits(i)
-		mx := l[0]
-		for _, v := range l {
-			mx = max(mx, v)
+		mx, best := l[0], 0
+		for j, v := range l {
+			if v > mx {
+				mx, best = v, j
+			}
+		}
+		if Token(best) == s[i+1] {
+			right++
 		}
 		var z float64
 		for _, v := range l {
@@ -302,11 +351,7 @@ func TestTrainerGraphMatchesLlamaCpp(t *testing.T) {
 		}
 		sum += -(float64(l[s[i+1]]-mx) - math.Log(z))
 	}
-	want := sum / ctx
-	t.Logf("trainer loss %.5f, llama.cpp cross-entropy %.5f", got.Loss, want)
-	if math.Abs(got.Loss-want) > 1e-3*want {
-		t.Fatalf("trainer loss %.5f, llama.cpp's logits give %.5f", got.Loss, want)
-	}
+	return sum / float64(n), float64(right) / float64(n)
 }
 
 // Training is deterministic: the same seed, data and steps write the same

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"math/rand/v2"
 	"sort"
 	"strings"
 )
@@ -155,6 +156,14 @@ func Split(facts []Fact, seed uint64) (train, heldOut []Fact) {
 // Questions are the ways a user asks about a fact.
 func (f Fact) Questions() []string {
 	s := f.Subject
+	if f.kind == "span" {
+		// The forms the benchmark asks in, so the copying is learned in
+		// the questions it will meet.
+		return []string{
+			"What does the Tidewater handbook say about " + s + "?",
+			"What is " + s + " in Tidewater?",
+		}
+	}
 	if f.kind == "section" {
 		return []string{
 			"What does the Tidewater handbook say about " + s + "?",
@@ -177,21 +186,99 @@ func (f Fact) Questions() []string {
 	}
 }
 
-// stop words are dropped from a question to make a search query of its
-// content words, as a researcher would type it.
-var stop = map[string]bool{"what": true, "does": true, "is": true, "in": true, "the": true, "a": true, "an": true, "mean": true,
-	"why": true, "would": true, "explain": true, "define": true, "term": true, "of": true, "report": true, "error": true, "code": true, "handbook": true, "say": true, "about": true, "find": true}
-
-// Query is the search a researcher makes for a question: its words, less
-// punctuation and question words.
+// Query is the search a researcher makes for a question: the question
+// itself, word for word. Copying is the one skill that carries to a
+// question never seen, and search drops the question's own words ("What
+// does the … say about") itself.
 func Query(question string) string {
-	var words []string
-	for _, w := range strings.Fields(question) {
-		w = strings.Trim(w, "?.,!\"'")
-		if w == "" || stop[strings.ToLower(w)] {
+	return strings.TrimSpace(question)
+}
+
+// Spans are extra facts for training: a run of two or three words from a
+// line of a handbook page, asked about like a section ("What does the
+// Tidewater handbook say about …?") and answered by that line. There are
+// far more of them than of the handbook's named facts, and their subjects
+// are arbitrary, so the only way to answer them is the one that carries to
+// a question never seen: search with the question's words, read the top
+// hit, cite it. No span asks about a held-out fact's subject or is
+// answered by its sentence. The n spans are chosen by seed, the same on
+// every machine.
+func Spans(fsys fs.FS, heldOut []Fact, seed uint64, n int) ([]Fact, error) {
+	var lines []Fact // one per usable line: File and Answer
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p == "restricted" || p == "external" {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".md") {
+			return nil
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(line)
+			if len(strings.Fields(line)) < 6 || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "|") || strings.HasPrefix(line, "```") {
+				continue
+			}
+			lines = append(lines, Fact{Answer: clean(line), File: p})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("transcript: read the handbook's lines: %w", err)
+	}
+	asks := func(subject string) bool {
+		s := " " + strings.ToLower(subject) + " "
+		for _, f := range heldOut {
+			if strings.Contains(s, " "+strings.ToLower(f.Subject)+" ") {
+				return true
+			}
+		}
+		return false
+	}
+	answers := func(line string) bool {
+		for _, f := range heldOut {
+			if a := clean(f.Answer); strings.Contains(line, a) || strings.Contains(a, line) {
+				return true
+			}
+		}
+		return false
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5ba25))
+	seen := map[string]bool{}
+	var out []Fact
+	for tries := 0; len(out) < n && tries < 50*n && len(lines) > 0; tries++ {
+		l := lines[rng.IntN(len(lines))]
+		var words []string
+		for _, w := range strings.Fields(l.Answer) {
+			w = strings.Trim(w, "()[]{}.,;:!?\"'")
+			if len(w) >= 3 && !filler[strings.ToLower(w)] && !strings.ContainsAny(w, "`*/=<>") {
+				words = append(words, w)
+			}
+		}
+		size := 2 + rng.IntN(2)
+		if len(words) < size {
 			continue
 		}
-		words = append(words, w)
+		i := rng.IntN(len(words) - size + 1)
+		subject := strings.Join(words[i:i+size], " ")
+		key := l.File + "\x00" + strings.ToLower(subject)
+		if seen[key] || asks(subject) || answers(l.Answer) {
+			continue
+		}
+		seen[key] = true
+		out = append(out, Fact{ID: "span:" + l.File + "#" + subject, Subject: subject, Answer: l.Answer, File: l.File, kind: "span"})
 	}
-	return strings.Join(words, " ")
+	return out, nil
 }
+
+// filler words make no span: a subject is made of words that say what a
+// line is about.
+var filler = map[string]bool{"the": true, "and": true, "for": true, "with": true, "that": true, "this": true, "from": true, "are": true, "was": true, "its": true, "not": true, "you": true, "your": true, "can": true, "has": true, "have": true, "but": true, "all": true, "any": true, "one": true, "when": true, "what": true, "which": true, "into": true, "than": true, "then": true}

@@ -42,7 +42,7 @@ func (t Transcript) String() string {
 }
 
 // Researcher writes researcher transcripts: search with the question's
-// words, read the file holding the answer, report citing it.
+// words, read the top hit (the file holding the answer), report citing it.
 type Researcher struct {
 	// Format is the model's chat format (llamabackend.Identify).
 	Format chat.Format
@@ -58,8 +58,8 @@ type Researcher struct {
 // readMargin is how many lines around a search hit a researcher reads.
 const readMargin = 4
 
-// ErrNotFound means search did not return the file that holds the answer,
-// so no honest transcript can read and cite it.
+// ErrNotFound means search does not rank the file that holds the answer
+// first, so no transcript that reads the top hit can cite it.
 var ErrNotFound = errors.New("search does not find the file holding the answer")
 
 // scoredTime is the timing search adds to its result ("N passages in
@@ -130,26 +130,14 @@ func (r Researcher) Write(ctx context.Context, f Fact, question string) (Transcr
 		} `json:"hits"`
 	}
 	_ = json.Unmarshal(hits, &res)
-	// Read the fact's own file when search offers it; otherwise the first
-	// hit whose passage names the subject, and answer from that passage.
-	read, answer, lines := "", "", ""
-	for _, h := range res.Hits {
-		if h.Path == f.File {
-			read, answer, lines = f.File, f.Answer, h.Lines
-			break
-		}
-	}
-	if read == "" {
-		for _, h := range res.Hits {
-			if strings.Contains(h.Text, f.Subject) {
-				read, answer, lines = h.Path, plain(h.Text), h.Lines
-				break
-			}
-		}
-	}
-	if read == "" {
+	// Read the top hit, always: the one rule a model can follow on a
+	// question it never saw. A question whose top hit is not the fact's
+	// file makes no transcript, rather than one that teaches reading
+	// another hit for reasons the model cannot see.
+	if len(res.Hits) == 0 || res.Hits[0].Path != f.File {
 		return Transcript{}, fmt.Errorf("%w (%s: %q)", ErrNotFound, f.ID, Query(question))
 	}
+	read, answer, lines := f.File, f.Answer, res.Hits[0].Lines
 	// Read around the hit, as a careful researcher does: a few lines either
 	// side, not the whole file, so the result leaves room in the context.
 	args := map[string]any{"path": read}

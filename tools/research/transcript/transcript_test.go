@@ -70,24 +70,22 @@ func TestHeldOutFactsNeverReachTraining(t *testing.T) {
 		if heldIDs[f.ID] {
 			t.Fatalf("%s is both trained on and held out", f.ID)
 		}
-		for _, q := range f.Questions() {
-			for _, hf := range held {
-				// A held-out subject must not be what a training question is
-				// about (a word inside a longer term is fine: "lease" in
-				// "lease expired").
-				if strings.TrimSuffix(strings.TrimPrefix(Query(q), "Tidewater "), " Tidewater") == hf.Subject {
-					t.Fatalf("training question %q asks about held-out %s", q, hf.ID)
-				}
+		for _, hf := range held {
+			// A held-out subject must not be what a training question is
+			// about (a word inside a longer term is fine: "lease" in
+			// "lease expired").
+			if strings.EqualFold(f.Subject, hf.Subject) {
+				t.Fatalf("training fact %s asks about held-out %s", f.ID, hf.ID)
 			}
 		}
 	}
 }
 
-func TestQueryKeepsTheQuestionsWords(t *testing.T) {
+func TestQueryIsTheQuestion(t *testing.T) {
 	for q, want := range map[string]string{
-		"What does error TW-403 mean?":     "TW-403",
-		"What is harbor in Tidewater?":     "harbor Tidewater",
-		"Define the Tidewater term lease.": "Tidewater lease",
+		"What does error TW-403 mean?":     "What does error TW-403 mean?",
+		" What is harbor in Tidewater?\n":  "What is harbor in Tidewater?",
+		"Define the Tidewater term lease.": "Define the Tidewater term lease.",
 	} {
 		if got := Query(q); got != want {
 			t.Errorf("Query(%q) = %q, want %q", q, got, want)
@@ -113,7 +111,7 @@ func TestResearcherTranscript(t *testing.T) {
 	r := Researcher{Format: f, Harness: h, NCtx: 4096, Count: func(p chat.Prompt) (int, error) { return len(p.String()) / 4, nil }}
 	var fact Fact
 	for _, x := range handbookFacts(t) {
-		if x.ID == "error:TW-403" {
+		if x.ID == "glossary:claim" {
 			fact = x
 		}
 	}
@@ -127,7 +125,7 @@ func TestResearcherTranscript(t *testing.T) {
 		research.ResearcherSystem,
 		`"name":"search"`, // the schema in the spine
 		research.ResearcherTask(q, q),
-		"<tool_call>\n" + `{"name": "search", "arguments": {"query":"TW-403"}}` + "\n</tool_call>",
+		"<tool_call>\n" + `{"name": "search", "arguments": {"query":"What is claim in Tidewater?"}}` + "\n</tool_call>",
 		`"_contextAvailablePercent":`,
 		"<tool_call>\n" + `{"name": "read_file", "arguments": {"end_line":`,
 		`"path":"` + tr.Read + `","start_line":`,
@@ -156,12 +154,12 @@ func TestResearcherTranscript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(body), "TW-403") {
-		t.Errorf("read %s, which does not name TW-403", tr.Read)
+	if !strings.Contains(string(body), "claim") {
+		t.Errorf("read %s, which does not name a claim", tr.Read)
 	}
 	// What was read is the lines around the hit, the handbook's own text.
 	read := tr.Pieces[len(tr.Pieces)-3].Prompt.String()
-	if !strings.Contains(read, "TW-403 grant not allowed") || strings.Count(read, "\\n") > 20 {
+	if !strings.Contains(read, "claim: the act of a skiff taking a job from the harbor") || strings.Count(read, "\\n") > 20 {
 		t.Errorf("the read_file result is not a few lines around the hit: %s", read)
 	}
 	// Same inputs, same transcript.
@@ -173,5 +171,94 @@ func TestResearcherTranscript(t *testing.T) {
 	bad.File, bad.Subject = "nowhere.md", "no-such-subject"
 	if _, err := r.Write(context.Background(), bad, q); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a fact whose file search cannot find: %v", err)
+	}
+	// A fact whose file search ranks second makes no transcript: the
+	// researcher reads the top hit, always.
+	hits := corpus.Search(context.Background(), Query(q), 3, nil)
+	if len(hits) < 2 || hits[1].Path == hits[0].Path {
+		t.Fatalf("want two files among the hits for %q: %v", Query(q), hits)
+	}
+	second := fact
+	second.File = hits[1].Path
+	if _, err := r.Write(context.Background(), second, q); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a fact whose file search ranks second: %v", err)
+	}
+}
+
+// Spans are many, the same for a seed, each a run of words of a line of the
+// file it names, and none asks about a held-out subject or is answered by a
+// held-out fact's sentence.
+func TestSpans(t *testing.T) {
+	facts := handbookFacts(t)
+	_, held := Split(facts, 1)
+	spans, err := Spans(research.Handbook(), held, 1, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spans) != 500 {
+		t.Fatalf("%d spans, want 500", len(spans))
+	}
+	again, _ := Spans(research.Handbook(), held, 1, 500)
+	other, _ := Spans(research.Handbook(), held, 2, 500)
+	if again[0].ID != spans[0].ID || again[499].ID != spans[499].ID {
+		t.Fatal("the same seed chose other spans")
+	}
+	if other[0].ID == spans[0].ID && other[1].ID == spans[1].ID {
+		t.Fatal("another seed chose the same spans")
+	}
+	ids := map[string]bool{}
+	for _, s := range spans {
+		if ids[s.ID] {
+			t.Fatalf("span %s twice", s.ID)
+		}
+		ids[s.ID] = true
+		body, err := fs.ReadFile(research.Handbook(), s.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(clean(string(body)), s.Answer) || !strings.Contains(s.Answer, strings.Fields(s.Subject)[0]) {
+			t.Fatalf("span %+v: its answer is not a line of %s naming the subject", s, s.File)
+		}
+		if n := len(strings.Fields(s.Subject)); n < 2 || n > 3 {
+			t.Fatalf("span subject %q: %d words", s.Subject, n)
+		}
+		for _, h := range held {
+			if strings.Contains(" "+strings.ToLower(s.Subject)+" ", " "+strings.ToLower(h.Subject)+" ") {
+				t.Fatalf("span %q asks about held-out %s", s.Subject, h.ID)
+			}
+			if strings.Contains(s.Answer, clean(h.Answer)) {
+				t.Fatalf("span %q is answered by held-out %s", s.Subject, h.ID)
+			}
+		}
+		if q := s.Questions()[0]; !strings.Contains(Query(q), s.Subject) {
+			t.Fatalf("span %q: question %q searches %q", s.Subject, q, Query(q))
+		}
+	}
+}
+
+// Search, with the query a researcher makes of a fact's first question,
+// ranks the fact's own file first for most facts, the held-out ones
+// included: a model that reads the top hit and cites it can answer them.
+func TestSearchRanksTheFactsFileFirst(t *testing.T) {
+	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	facts := handbookFacts(t)
+	_, held := Split(facts, 1)
+	share := func(fs []Fact) float64 {
+		top := 0
+		for _, f := range fs {
+			hits := corpus.Search(context.Background(), Query(f.Questions()[0]), 3, nil)
+			if len(hits) > 0 && hits[0].Path == f.File {
+				top++
+			}
+		}
+		return float64(top) / float64(len(fs))
+	}
+	all, ho := share(facts), share(held)
+	t.Logf("the fact's file ranks first for %.0f%% of all facts, %.0f%% of the held-out ones", all*100, ho*100)
+	if all < 0.8 || ho < 0.85 {
+		t.Fatalf("top hit is the fact's file for %.0f%% of facts (%.0f%% held out), want at least 80%% (85%% of the held-out ones)", all*100, ho*100)
 	}
 }
