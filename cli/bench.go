@@ -22,7 +22,11 @@ func newBenchCmd() *cobra.Command {
 	// it at the start and the end.
 	var load loadMeter
 	cmd := &cobra.Command{Use: "bench", Short: "Measure lloyal's speed and memory",
-		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { load.begin(cmd.OutOrStdout()) },
+		// The start line waits for the bench's first output, so a bench
+		// that refuses its flags prints only the refusal.
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			cmd.SetOut(&startLine{w: cmd.OutOrStdout(), line: load.begin()})
+		},
 		PersistentPostRun: func(cmd *cobra.Command, _ []string) { load.end(cmd.OutOrStdout()) },
 	}
 	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAppCmd(), newBenchDemoCmd())

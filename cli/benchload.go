@@ -84,20 +84,38 @@ func othersShare(a, b cpuSample) float64 {
 	return max(others, 0) / total
 }
 
-// begin prints the load average and whether the machine is busy as the bench
-// starts: other programs' share of the CPU over the first half second (the
+// begin measures the load as the bench starts and says it in a line: the
+// load average and other programs' share of the CPU over half a second (the
 // load average still counts whatever ran in the last minute, a previous
 // bench included).
-func (m *loadMeter) begin(w io.Writer) {
+func (m *loadMeter) begin() string {
 	l := loadAvg()
 	a, okA := readCPU()
 	time.Sleep(500 * time.Millisecond)
 	m.start, m.ok = readCPU()
 	if !okA || !m.ok {
-		fmt.Fprintf(w, "load at start: %s\n", l)
-		return
+		return fmt.Sprintf("load at start: %s\n", l)
 	}
-	fmt.Fprintf(w, "load at start: %s · %s (%d cores)\n", l, busyNote(othersShare(a, m.start), "now"), runtime.NumCPU())
+	return fmt.Sprintf("load at start: %s · %s (%d cores)\n", l, busyNote(othersShare(a, m.start), "now"), runtime.NumCPU())
+}
+
+// startLine writes line before the first write to w: a bench that refuses
+// its flags writes nothing, and says nothing of the load either (it was
+// measured all the same, as the command started).
+type startLine struct {
+	w    io.Writer
+	line string
+	done bool
+}
+
+func (s *startLine) Write(p []byte) (int, error) {
+	if !s.done {
+		s.done = true
+		if _, err := io.WriteString(s.w, s.line); err != nil {
+			return 0, err
+		}
+	}
+	return s.w.Write(p)
 }
 
 // busyNote says whether other programs' share of the CPU makes the figures

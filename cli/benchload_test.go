@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -40,4 +44,27 @@ func TestReadCPU(t *testing.T) {
 		x++ // spin until the kernel charges us a tick
 	}
 	_ = x
+}
+
+// A bench that refuses its flags prints the refusal alone; one that runs
+// opens with the load line.
+func TestBenchLoadLineFollowsTheFlags(t *testing.T) {
+	root := newRoot()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs([]string{"bench", "runtime", "--agents", "0"})
+	if err := root.ExecuteContext(context.Background()); err == nil {
+		t.Fatal("--agents 0 was accepted")
+	}
+	if strings.Contains(out.String()+errOut.String(), "load at") {
+		t.Fatalf("a refused bench printed the load:\n%s%s", out.String(), errOut.String())
+	}
+	var w bytes.Buffer
+	s := &startLine{w: &w, line: "load at start: 1\n"}
+	fmt.Fprint(s, "row 1\n")
+	fmt.Fprint(s, "row 2\n")
+	if w.String() != "load at start: 1\nrow 1\nrow 2\n" {
+		t.Fatalf("start line: %q", w.String())
+	}
 }

@@ -89,22 +89,9 @@ func Facts(fsys fs.FS) ([]Fact, error) {
 // with the title, so the question names the page it means.
 func sectionFacts(fsys fs.FS) ([]Fact, error) {
 	var out []Fact
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p == "restricted" || p == "external" {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".md") || p == "glossary.md" || p == "error-codes.md" {
-			return nil
-		}
-		b, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return err
+	err := eachPage(fsys, func(p string, b []byte) {
+		if p == "glossary.md" || p == "error-codes.md" {
+			return
 		}
 		title, heading := "", ""
 		for _, line := range strings.Split(string(b), "\n") {
@@ -123,12 +110,37 @@ func sectionFacts(fsys fs.FS) ([]Fact, error) {
 				heading = ""
 			}
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("transcript: read the handbook's sections: %w", err)
 	}
 	return out, nil
+}
+
+// eachPage hands fn every Markdown page of the handbook a researcher may
+// cite: not the off-limits restricted/ folder, nor the pages "from the web"
+// that fetch_page serves.
+func eachPage(fsys fs.FS, fn func(path string, body []byte)) error {
+	return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p == "restricted" || p == "external" {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".md") {
+			return nil
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		fn(p, b)
+		return nil
+	})
 }
 
 // clean drops markdown's code marks and emphasis from a heading.
@@ -205,23 +217,7 @@ func Query(question string) string {
 // every machine.
 func Spans(fsys fs.FS, heldOut []Fact, seed uint64, n int) ([]Fact, error) {
 	var lines []Fact // one per usable line: File and Answer
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p == "restricted" || p == "external" {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".md") {
-			return nil
-		}
-		b, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return err
-		}
+	err := eachPage(fsys, func(p string, b []byte) {
 		for _, line := range strings.Split(string(b), "\n") {
 			line = strings.TrimSpace(line)
 			if len(strings.Fields(line)) < 6 || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "|") || strings.HasPrefix(line, "```") {
@@ -229,7 +225,6 @@ func Spans(fsys fs.FS, heldOut []Fact, seed uint64, n int) ([]Fact, error) {
 			}
 			lines = append(lines, Fact{Answer: clean(line), File: p})
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("transcript: read the handbook's lines: %w", err)
