@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,32 @@ func TestLooseGrantsFilesGrantNothing(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A sound file in a folder others can write grants nothing either: they
+	// could swap it. The sticky bit (as /tmp has) makes such a folder sound.
+	for _, c := range []struct {
+		mode os.FileMode
+		want string
+	}{{0o777, "folder others can write"}, {0o770, "folder others can write"}, {0o777 | os.ModeSticky, ""}, {0o755, ""}} {
+		sub := filepath.Join(dir, fmt.Sprintf("folder-%o", c.mode))
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(sub, "grants.json")
+		writeGrants(t, path, 0o600, "write_note")
+		if err := os.Chmod(sub, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		s := Open(path)
+		if c.want == "" {
+			if s.Problem() != nil || !s.Allowed("write_note") {
+				t.Errorf("folder %v: %v", c.mode, s.Problem())
+			}
+			continue
+		}
+		if p := s.Problem(); p == nil || !strings.Contains(p.Error(), c.want) || !strings.Contains(p.Error(), sub) || s.Allowed("write_note") {
+			t.Errorf("folder %v: problem %v, want it to name the folder and say %q", c.mode, p, c.want)
+		}
 	}
 	// Its owner's 0600 (or 0644) file is read as before.
 	ok := filepath.Join(dir, "ok.json")

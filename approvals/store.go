@@ -114,6 +114,9 @@ func readGrants(path string) ([]byte, error) {
 	if uid, ok := owner(st); ok && uid != os.Getuid() {
 		return nil, fmt.Errorf("belongs to user %d, not to you (%d)", uid, os.Getuid())
 	}
+	if err := checkFolder(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxGrantsFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("cannot be read (%w)", err)
@@ -122,6 +125,25 @@ func readGrants(path string) ([]byte, error) {
 		return nil, fmt.Errorf("is larger than %d bytes: it is not a grants file", maxGrantsFile)
 	}
 	return data, nil
+}
+
+// checkFolder refuses a grants folder that others may change, as ssh's
+// StrictModes does: whoever can write the folder can swap the file for a
+// link to another file of yours, or race the rewrite. A folder others can
+// write is sound only with the sticky bit (as /tmp), which keeps them from
+// renaming or deleting your files; and it must be yours or root's.
+func checkFolder(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cannot be read (its folder: %w)", err)
+	}
+	if perm := st.Mode(); perm.Perm()&0o022 != 0 && perm&os.ModeSticky == 0 {
+		return fmt.Errorf("is in a folder others can write (%s, mode %04o; fix it with chmod go-w %s)", dir, perm.Perm(), dir)
+	}
+	if uid, ok := owner(st); ok && uid != os.Getuid() && uid != 0 {
+		return fmt.Errorf("is in a folder that belongs to user %d, not to you (%s)", uid, dir)
+	}
+	return nil
 }
 
 // owner is a file's owner's uid, where the platform reports one.
