@@ -204,6 +204,11 @@ func (c *Corpus) Close() error { return c.close() }
 // notes" is about both, though its own lines may name neither.
 func (c *Corpus) chunk(d *Doc) {
 	start := 0
+	// The term each line defines, if any, worked out once per line.
+	defs := make([]string, len(d.Lines))
+	for i, l := range d.Lines {
+		defs[i] = defines(l)
+	}
 	title, heading, fenced := "", "", false
 	headingAt := func(i int) {
 		l := strings.TrimSpace(d.Lines[i])
@@ -228,7 +233,15 @@ func (c *Corpus) chunk(d *Doc) {
 			return
 		}
 		text := strings.Join(d.Lines[start:end], "\n")
-		ch := &Chunk{Doc: d, Start: start + 1, End: end, Text: text, terms: map[string]int{}, defines: definitions(d.Lines[start:end])}
+		ch := &Chunk{Doc: d, Start: start + 1, End: end, Text: text, terms: map[string]int{}}
+		for _, def := range defs[start:end] {
+			if def != "" {
+				if ch.defines == nil {
+					ch.defines = map[string]bool{}
+				}
+				ch.defines[def] = true
+			}
+		}
 		// The heading in force where the chunk starts (a chunk that opens
 		// with its own heading names it in its text already).
 		context := title
@@ -248,7 +261,7 @@ func (c *Corpus) chunk(d *Doc) {
 	for i, l := range d.Lines {
 		// A glossary's `term: meaning` lines are a chunk each, so a
 		// definition is not diluted by eleven others around it.
-		if definitions(d.Lines[i:i+1]) != nil && (i > 0 && definitions(d.Lines[i-1:i]) != nil || i+1 < len(d.Lines) && definitions(d.Lines[i+1:i+2]) != nil) {
+		if defs[i] != "" && (i > 0 && defs[i-1] != "" || i+1 < len(defs) && defs[i+1] != "") {
 			flush(i)
 			flush(i + 1)
 			continue
@@ -262,28 +275,20 @@ func (c *Corpus) chunk(d *Doc) {
 	flush(len(d.Lines))
 }
 
-// definitions are the terms a chunk's `term: meaning` lines define (a
-// glossary's shape), each as its words joined by one space. A bulleted
+// defines is the term a `term: meaning` line (a glossary's shape) defines,
+// its words joined by one space, or "" for any other line. A bulleted
 // `- Key: value` line is a field of a record (an error code's "Meaning:"),
 // not a definition.
-func definitions(lines []string) map[string]bool {
-	var out map[string]bool
-	for _, l := range lines {
-		l = strings.TrimSpace(l)
-		term, _, ok := strings.Cut(l, ": ")
-		if !ok || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "-") || strings.HasPrefix(l, "*") {
-			continue
-		}
-		w := terms(term)
-		if len(w) == 0 || len(w) > 4 {
-			continue
-		}
-		if out == nil {
-			out = map[string]bool{}
-		}
-		out[strings.Join(w, " ")] = true
+func defines(line string) string {
+	l := strings.TrimSpace(line)
+	term, _, ok := strings.Cut(l, ": ")
+	if !ok || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "-") || strings.HasPrefix(l, "*") {
+		return ""
 	}
-	return out
+	if w := terms(term); len(w) > 0 && len(w) <= 4 {
+		return strings.Join(w, " ")
+	}
+	return ""
 }
 
 // terms lowercases text and splits it into words. A dot between two

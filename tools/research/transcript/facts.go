@@ -229,18 +229,24 @@ func Spans(fsys fs.FS, heldOut []Fact, seed uint64, n int) ([]Fact, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transcript: read the handbook's lines: %w", err)
 	}
+	// Held-out subjects and answers, in the form they are compared in.
+	var subjects, answersOf []string
+	for _, f := range heldOut {
+		subjects = append(subjects, " "+strings.ToLower(f.Subject)+" ")
+		answersOf = append(answersOf, clean(f.Answer))
+	}
 	asks := func(subject string) bool {
 		s := " " + strings.ToLower(subject) + " "
-		for _, f := range heldOut {
-			if strings.Contains(s, " "+strings.ToLower(f.Subject)+" ") {
+		for _, h := range subjects {
+			if strings.Contains(s, h) {
 				return true
 			}
 		}
 		return false
 	}
 	answers := func(line string) bool {
-		for _, f := range heldOut {
-			if a := clean(f.Answer); strings.Contains(line, a) || strings.Contains(a, line) {
+		for _, a := range answersOf {
+			if strings.Contains(line, a) || strings.Contains(a, line) {
 				return true
 			}
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -126,7 +125,6 @@ func (r Researcher) Write(ctx context.Context, f Fact, question string) (Transcr
 		Hits []struct {
 			Path  string `json:"path"`
 			Lines string `json:"lines"`
-			Text  string `json:"text"`
 		} `json:"hits"`
 	}
 	_ = json.Unmarshal(hits, &res)
@@ -207,11 +205,4 @@ func cutPrefix(p chat.Prompt, prefix string) (head, tail chat.Prompt, ok bool) {
 		return head, tail, true
 	}
 	return head, nil, true
-}
-
-// plain is a passage as a sentence of an answer: Markdown emphasis and code
-// marks dropped, whitespace collapsed.
-func plain(s string) string {
-	s = strings.NewReplacer("**", "", "`", "", "#", "").Replace(s)
-	return strings.Join(strings.Fields(s), " ")
 }
