@@ -173,7 +173,7 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 		specs = append(specs, engine.AgentSpec{Task: task, Role: "researcher"})
 		fileOf[task] = f.File
 	}
-	fmt.Fprintf(w, "demo: %s (%.1fM params), %d held-out facts asked (of %d), context %d\n", m.Info.Name, float64(m.Info.NParams)/1e6, len(asked), len(ids), ctxLen)
+	fmt.Fprintf(w, "demo: %s, %d held-out facts asked (of %d), context %d\n", m.Info.Name, len(asked), len(ids), ctxLen)
 	start := time.Now()
 	res, err := rt.Run(ctx, engine.PoolSpec{System: research.ResearcherSystem, Tools: researchTools, Terminal: report, MaxTurns: 6,
 		Sampling: sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit, Orchestrate: engine.AsRoomAllows(specs...)})

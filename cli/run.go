@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,8 +12,8 @@ import (
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/tools/research"
+	"github.com/lloyal-ai/lloyal/tools/research/demomodel"
 )
 
 // The context sizes lloyal run accepts: below 512 cells not even the
@@ -141,19 +142,24 @@ func (o *runFlags) run(cmd *cobra.Command) error {
 	}
 	c.Theme = th
 	if c.Model == "" && c.Server == "" {
-		// The generated model is tiny (its cache costs about 0.5 KiB a
-		// cell), and its noise fills a context fast: give the demo room.
+		// The demo model is small (its cache costs 4 KiB a cell):
+		// give the planner, researchers, their helpers and the publisher
+		// room side by side.
 		if !cmd.Flags().Changed("ctx") {
 			c.NCtx = 16384
 		}
-		p, err := cachedModel("tiny", modelgen.Tiny())
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		p, err := demomodel.Path(filepath.Join(dir, "lloyal", "models"))
 		if err != nil {
 			return err
 		}
-		c.Model, c.Generated = p, true
+		c.Model, c.Demo = p, true
 		errOut := cmd.ErrOrStderr()
-		fmt.Fprintln(errOut, "no --model given: using a tiny random-weight model generated for this demo — its text will be noise.")
-		fmt.Fprintln(errOut, "for real answers: --model path/to/model.gguf, or --model qwen3:0.6b (a model pulled with ollama).")
+		fmt.Fprintln(errOut, "no --model given: using lloyal's demo model, trained on the built-in Tidewater handbook only — it knows nothing else.")
+		fmt.Fprintln(errOut, "for your own questions: --model path/to/model.gguf, or --model qwen3:0.6b (a model pulled with ollama).")
 	}
 	c.Dev = os.Getenv("LLOYAL_DEV") == "1"
 	c.Version, c.Args = Version, os.Args

@@ -15,9 +15,9 @@ import (
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
-// The main job, headless, on the generated model: it finishes, exits 0 with a
+// The main job, headless, on the default (demo) model: it finishes, exits 0 with a
 // report or a stated reason for every agent, and leaves a complete trace.
-func TestRunHeadlessOnTheGeneratedModel(t *testing.T) {
+func TestRunHeadlessOnTheDefaultModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole harness on llama.cpp")
 	}

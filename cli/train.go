@@ -84,7 +84,7 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			}
 			defer os.RemoveAll(dir)
 			base := filepath.Join(dir, "base.gguf")
-			name := "lloyal-demo-" + preset
+			name := ""
 			if resume != "" {
 				// Go on from a model this command wrote: its weights and
 				// vocabulary, and the same held-out facts (or the held-out
@@ -107,6 +107,9 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 				if err := modelgen.WriteFile(base, o); err != nil {
 					return err
 				}
+			}
+			if resume == "" {
+				name = fmt.Sprintf("lloyal-demo · %.1fM params · trained on the Tidewater handbook", float64(o.Params())/1e6)
 			}
 			var (
 				stream  []int32
@@ -135,6 +138,9 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			defer tr.Close()
 			if resume == "" {
 				tr.Reinit(seed)
+				if err := tr.PlantCopy(seed); err != nil {
+					return err
+				}
 			}
 
 			batches := func(step int) ([][]int32, [][]bool, error) {
@@ -170,8 +176,8 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 				{Key: "general.description", Value: fmt.Sprintf("trained by lloyal model train (seed %d, %s, %s data) on the built-in Tidewater handbook only: it knows nothing else", seed, trained, data)},
 			}
 			if windows != nil {
-				fmt.Fprintf(w, "data: %d researcher transcripts from %d of %d handbook facts (%d held out) and %d spans of its lines (%d questions skipped: search does not rank the answer's file first), %d tokens; %d windows, %d learned tokens\n",
-					st.transcripts, st.facts-st.heldOut, st.facts, st.heldOut, st.spans, st.skipped, st.tokens, st.windows, st.learned)
+				fmt.Fprintf(w, "data: %d researcher transcripts from %d of %d handbook facts (%d held out) and %d spans of its lines (%d questions skipped: search does not rank the answer's file first), %d planner and %d publisher transcripts, %d tokens; %d windows, %d learned tokens\n",
+					st.transcripts, st.facts-st.heldOut, st.facts, st.heldOut, st.spans, st.skipped, st.tasks, st.tasks, st.tokens, st.windows, st.learned)
 				meta = append(meta, gguf.KV{Key: "lloyal.train.held_out", Value: st.heldOutIDs})
 			} else {
 				fmt.Fprintf(w, "data: the built-in handbook as text, %d tokens\n", len(stream))
@@ -291,6 +297,9 @@ func trainPreset(name string) (modelgen.Options, error) {
 	}
 	o.KVHeads = o.Heads
 	o.Type = gguf.F32
+	// Slowly turning RoPE pairs let the planted copy head (PlantCopy)
+	// match a word across the whole context.
+	o.RopeBase = 1e8
 	return o, nil
 }
 

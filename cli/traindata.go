@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 
@@ -24,8 +25,8 @@ type trainWindow struct {
 
 // transcriptStats says what the transcript data holds.
 type transcriptStats struct {
-	facts, heldOut, spans, transcripts, skipped, windows, tokens, learned int
-	heldOutIDs                                                            []string
+	facts, heldOut, spans, transcripts, skipped, tasks, windows, tokens, learned int
+	heldOutIDs                                                                   []string
 }
 
 // trainRunCtx is the context a demo run is assumed to have when transcripts
@@ -52,7 +53,7 @@ func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st
 		return err
 	}
 	defer done()
-	r := transcript.Researcher{Format: f, Harness: h, NCtx: trainRunCtx}
+	r := transcript.Writer{Format: f, Harness: h, NCtx: trainRunCtx}
 	r.Count = func(p chat.Prompt) (int, error) {
 		toks, err := llamabackend.TokenizePrompt(m, p)
 		return len(toks), err
@@ -73,13 +74,24 @@ func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st
 	for _, hf := range held {
 		st.heldOutIDs = append(st.heldOutIDs, hf.ID)
 	}
+	// Half the researchers' questions are part of a larger task, as a
+	// planner's questions are in a run.
+	rng := rand.New(rand.NewPCG(seed, 0x70617274))
 	for _, set := range []struct {
 		facts []transcript.Fact
 		held  bool
 	}{{trainFacts, false}, {held, true}} {
 		for _, fact := range set.facts {
 			for _, q := range fact.Questions() {
-				tr, err := r.Write(ctx, fact, q)
+				task := q
+				if other := set.facts[rng.IntN(len(set.facts))]; other.ID != fact.ID && rng.IntN(2) == 0 {
+					oq := other.Questions()[0]
+					task = transcript.Join(q, oq)
+					if rng.IntN(2) == 0 {
+						task = transcript.Join(oq, q)
+					}
+				}
+				tr, err := r.Research(ctx, fact, q, task)
 				if errors.Is(err, transcript.ErrNotFound) {
 					if !set.held {
 						st.skipped++
@@ -95,6 +107,28 @@ func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st
 				if err := fn(m, tr, set.held); err != nil {
 					return err
 				}
+			}
+		}
+	}
+	// Planners split tasks of one to three training questions, and
+	// publishers write the report from their findings.
+	for _, t := range transcript.Tasks(trainFacts, seed, len(trainFacts)/4) {
+		p, err := r.Plan(ctx, t.Text, t.Questions)
+		if err != nil {
+			return err
+		}
+		var findings []research.Finding
+		for i, f := range t.Facts {
+			findings = append(findings, research.Finding{Question: t.Questions[i], Answer: f.Answer, Sources: []string{f.File}})
+		}
+		pub, err := r.Publish(ctx, t.Text, findings)
+		if err != nil {
+			return err
+		}
+		st.tasks++
+		for _, tr := range []transcript.Transcript{p, pub} {
+			if err := fn(m, tr, false); err != nil {
+				return err
 			}
 		}
 	}
@@ -124,7 +158,8 @@ func handbookHarness(nCtx, nBatch int) (h *research.Harness, done func(), err er
 		done()
 		return nil, nil, err
 	}
-	h = research.New(corpus, note, "", 1)
+	// As many questions as a default run plans (run's --agents).
+	h = research.New(corpus, note, "", 3)
 	h.Fit(nCtx, nBatch)
 	return h, done, nil
 }

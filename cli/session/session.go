@@ -45,7 +45,8 @@ const (
 // Config is everything the command line decided about a run.
 type Config struct {
 	Model     string // GGUF path or ollama name
-	Generated bool   // Model is the generated demo model (random weights)
+	Generated bool   // Model is a generated model (random weights)
+	Demo      bool   // Model is lloyal's demo model (package demomodel)
 	Corpus    string
 	Task      string
 	Agents    int
@@ -199,6 +200,10 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	// A random model never opens a call on its own: walk it through the
 	// tools so the demo exercises them (and asks you about write_note).
 	h.Walk = (cfg.Generated || cfg.Walk) && om.nctx >= 4096
+	// The demo model learned to search, read and report, not to delegate
+	// or fetch a page: its first researcher is walked through those, so
+	// the demo shows helpers and a retried fetch; the others choose.
+	h.WalkFirst = cfg.Demo && om.nctx >= 4096
 	if what := h.Fit(om.nctx, om.nbatch); what != "" {
 		fmt.Fprintln(errOut, "adapted to the context:", what)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/tools"
 )
 
@@ -29,8 +30,12 @@ type Harness struct {
 	// model, random weights), so each researcher is walked through the tools
 	// by a plan (search, fetch a cited page, delegate or read, report) and
 	// every part of the machinery runs. A real model chooses for itself.
-	Walk     bool
-	Sampling engine.Sampling
+	Walk bool
+	// WalkFirst walks only the first researcher (and none of the others,
+	// nor the publisher): for a model that learned the research tools but
+	// not delegate or fetch_page (the demo model).
+	WalkFirst bool
+	Sampling  engine.Sampling
 	// SoftLimit and HardLimit are the pools' pressure limits in cells (0:
 	// the engine's defaults); Fit sets them for a small context.
 	SoftLimit, HardLimit int
@@ -147,14 +152,50 @@ func (h *Harness) Tools() (all []engine.Tool, terminal engine.Tool) {
 	return append(h.researchTools(), h.note), h.report
 }
 
+// PlannerSystem is the planner's system prompt.
+const PlannerSystem = "You plan research. Split the task into independent questions a researcher can answer from the documents."
+
+// PlanTool is the planner's terminal tool: at most Agents questions.
+func (h *Harness) PlanTool() engine.Tool {
+	schema := json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"questions":{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}},"required":["questions"]}`, max(h.Agents, 1)))
+	return engine.Terminal("plan", "Give the research questions that together answer the task.", schema)
+}
+
+// PublisherSystem is the publisher's system prompt.
+const PublisherSystem = "You write the final report from the findings, save it as a note, then report it."
+
+// Finding is one researcher's report, as the publisher reads it.
+type Finding struct {
+	Question, Answer string
+	Sources          []string
+}
+
+// PublisherTask is the publisher's task: the run's task and the findings,
+// each cut to what the context allows.
+func (h *Harness) PublisherTask(task string, findings []Finding) string {
+	var b strings.Builder
+	for _, f := range findings {
+		fmt.Fprintf(&b, "- %s\n  %s\n", chat.Clip(f.Question, h.findingChars/3), chat.Clip(f.Answer, h.findingChars))
+		if len(f.Sources) > 0 {
+			fmt.Fprintf(&b, "  sources: %s\n", chat.Clip(strings.Join(f.Sources, ", "), h.findingChars/3))
+		}
+	}
+	if b.Len() == 0 {
+		b.WriteString("(no researcher reported)")
+	}
+	return "Task: " + task + "\n\nFindings:\n" + b.String() +
+		"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."
+}
+
+// PublisherTools are the publisher's tool (write_note) and terminal tool.
+func (h *Harness) PublisherTools() (note, terminal engine.Tool) { return h.note, h.report }
+
 // Run plans, researches in parallel, then publishes. It returns every
 // agent's result, the publisher's last.
 func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentResult, error) {
 	var all []engine.AgentResult
 	// 1. Plan: structured output, forced by the grammar.
-	planSchema := json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"questions":{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}},"required":["questions"]}`, h.Agents))
-	plan := engine.Terminal("plan", "Give the research questions that together answer the task.", planSchema)
-	res, err := rt.Run(ctx, engine.PoolSpec{System: "You plan research. Split the task into independent questions a researcher can answer from the documents.", Terminal: plan,
+	res, err := rt.Run(ctx, engine.PoolSpec{System: PlannerSystem, Terminal: h.PlanTool(),
 		MaxTurnTokens: 400, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit, Orchestrate: engine.Parallel(engine.AgentSpec{Task: h.Task, Role: "planner"})})
 	if res != nil {
 		all = append(all, res.Agents...)
@@ -182,7 +223,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	maxTurns := 6
 	for i, q := range questions {
 		s := engine.AgentSpec{Task: ResearcherTask(q, h.Task), Role: "researcher"}
-		if h.Walk {
+		if h.Walk || h.WalkFirst && i == 0 {
 			// The first researcher hands parts of its question to helpers
 			// first, while the context has the most room, then fetches two
 			// cited pages in a row: the second meets the proxy's rate limit
@@ -217,24 +258,20 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		// stage does not start.
 		return all, err
 	}
-	var findings strings.Builder
+	var findings []Finding
 	for _, a := range res.Agents {
 		if a.Ok() {
-			fmt.Fprintf(&findings, "- %s\n  %s\n", chat.Clip(strings.SplitN(a.Task, "\n", 2)[0], h.findingChars/3), chat.Clip(a.Text(), h.findingChars))
+			findings = append(findings, Finding{Question: strings.SplitN(a.Task, "\n", 2)[0], Answer: a.Text(), Sources: event.ReadReport(a.Result).Sources})
 		}
 	}
-	if findings.Len() == 0 {
-		findings.WriteString("(no researcher reported)")
-	}
 	// 3. Publish: save the report as a note (a person approves it), then report.
-	pub := engine.AgentSpec{Role: "publisher", Task: "Task: " + h.Task + "\n\nFindings:\n" + findings.String() +
-		"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."}
+	pub := engine.AgentSpec{Role: "publisher", Task: h.PublisherTask(h.Task, findings)}
 	if h.Walk {
 		// Save once, then report: a walked model would otherwise pick its
 		// next call at random, and may ask to save again.
 		pub.Plan = []engine.ToolChoice{"write_note", "report"}
 	}
-	res, err = rt.Run(ctx, engine.PoolSpec{System: "You write the final report from the findings, save it as a note, then report it.",
+	res, err = rt.Run(ctx, engine.PoolSpec{System: PublisherSystem,
 		// A whole note (1,000 characters at most, by its schema and so by the
 		// grammar) fits in one turn: a turn cut short would cut the call.
 		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, MaxTurnTokens: 1600, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,

@@ -33,6 +33,10 @@ type Options struct {
 	Type  gguf.TensorType
 	Vocab Vocab
 	Name  string
+	// RopeBase is RoPE's frequency base (0: 10000). A larger base gives
+	// more slowly turning pairs, which an attention head can match
+	// content with over a long distance.
+	RopeBase float32
 }
 
 // Tiny is the test model: a few hundred thousand parameters, loads in
@@ -147,6 +151,10 @@ func Write(w io.Writer, o Options) error {
 	case gguf.Q8_0:
 		fileType = 7
 	}
+	ropeBase := o.RopeBase
+	if ropeBase == 0 {
+		ropeBase = 10000
+	}
 	kvs := []gguf.KV{
 		{Key: "general.architecture", Value: "llama"},
 		{Key: "general.name", Value: o.Name},
@@ -159,7 +167,7 @@ func Write(w io.Writer, o Options) error {
 		{Key: "llama.attention.head_count", Value: uint32(o.Heads)},
 		{Key: "llama.attention.head_count_kv", Value: uint32(o.KVHeads)},
 		{Key: "llama.rope.dimension_count", Value: uint32(headDim)},
-		{Key: "llama.rope.freq_base", Value: float32(10000)},
+		{Key: "llama.rope.freq_base", Value: ropeBase},
 		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(1e-5)},
 		{Key: "llama.vocab_size", Value: uint32(nVocab)},
 	}

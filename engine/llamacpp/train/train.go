@@ -81,6 +81,7 @@ type Trainer struct {
 	nVocab int
 	wd     float32
 	steps  int
+	shape  shape
 }
 
 // shape is what the trainer needs from a GGUF header.
@@ -244,7 +245,7 @@ func New(path string, p Params) (*Trainer, error) {
 	if ct == nil {
 		return nil, fmt.Errorf("train: %s: %s", path, C.GoString((*C.char)(unsafe.Pointer(&errBuf[0]))))
 	}
-	t := &Trainer{t: ct, src: path, ctx: p.Ctx, batch: p.Batch, nVocab: s.vocab, wd: p.WeightDecay}
+	t := &Trainer{t: ct, src: path, ctx: p.Ctx, batch: p.Batch, nVocab: s.vocab, wd: p.WeightDecay, shape: s}
 	if err := t.load(path, f); err != nil {
 		t.Close()
 		return nil, err
@@ -541,4 +542,14 @@ func (t *Trainer) SetWeights(i int, vals []float32) error {
 	}
 	C.lt_tensor_set(t.t, C.int32_t(i), (*C.float)(unsafe.Pointer(&vals[0])))
 	return nil
+}
+
+// names is the tensors' names, in the order Weights and SetWeights index.
+func (t *Trainer) names() []string {
+	n := int(C.lt_n_tensors(t.t))
+	out := make([]string, n)
+	for i := range out {
+		out[i] = C.GoString(C.lt_tensor_name(t.t, C.int32_t(i)))
+	}
+	return out
 }

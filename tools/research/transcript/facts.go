@@ -17,6 +17,7 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -283,3 +284,51 @@ func Spans(fsys fs.FS, heldOut []Fact, seed uint64, n int) ([]Fact, error) {
 // filler words make no span: a subject is made of words that say what a
 // line is about.
 var filler = map[string]bool{"the": true, "and": true, "for": true, "with": true, "that": true, "this": true, "from": true, "are": true, "was": true, "its": true, "not": true, "you": true, "your": true, "can": true, "has": true, "have": true, "but": true, "all": true, "any": true, "one": true, "when": true, "what": true, "which": true, "into": true, "than": true, "then": true}
+
+// Task is a research task made of one to three fact questions, as a user
+// would ask it ("What is a harbor in Tidewater, and what does error TW-403
+// mean?"), with the questions a planner splits it into and their facts.
+type Task struct {
+	Text      string
+	Questions []string
+	Facts     []Fact
+}
+
+// Tasks makes n tasks from facts, chosen by seed: each joins the first
+// questions of one to three different facts.
+func Tasks(facts []Fact, seed uint64, n int) []Task {
+	if len(facts) == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x7461736b))
+	out := make([]Task, 0, n)
+	for range n {
+		var t Task
+		for k := min(1+rng.IntN(3), len(facts)); len(t.Facts) < k; {
+			f := facts[rng.IntN(len(facts))]
+			if slices.ContainsFunc(t.Facts, func(g Fact) bool { return g.ID == f.ID }) {
+				continue
+			}
+			qs := f.Questions()
+			t.Facts = append(t.Facts, f)
+			t.Questions = append(t.Questions, qs[rng.IntN(len(qs))])
+		}
+		t.Text = Join(t.Questions...)
+		out = append(out, t)
+	}
+	return out
+}
+
+// Join asks several questions as one task: "What is a harbor in Tidewater,
+// and what does error TW-403 mean?"
+func Join(questions ...string) string {
+	var text string
+	for i, q := range questions {
+		if i == 0 {
+			text = q
+			continue
+		}
+		text = strings.TrimRight(text, "?.") + ", and " + strings.ToLower(q[:1]) + q[1:]
+	}
+	return text
+}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -40,12 +42,12 @@ func (t Transcript) String() string {
 	return b.String()
 }
 
-// Researcher writes researcher transcripts: search with the question's
-// words, read the top hit (the file holding the answer), report citing it.
-type Researcher struct {
+// Writer writes the harness's agents' transcripts: the researcher's
+// (Research), the planner's (Plan) and the publisher's (Publish).
+type Writer struct {
 	// Format is the model's chat format (llamabackend.Identify).
 	Format chat.Format
-	// Harness gives the researchers' tools, exactly as a run does.
+	// Harness gives the agents' tools, exactly as a run does.
 	Harness *research.Harness
 	// NCtx is the context the run would have, for _contextAvailablePercent.
 	NCtx int
@@ -54,8 +56,9 @@ type Researcher struct {
 	Count func(chat.Prompt) (int, error)
 }
 
-// readMargin is how many lines around a search hit a researcher reads.
-const readMargin = 4
+// answerChars is the most a researcher's answer holds (the report
+// schema's maxLength).
+const answerChars = 1500
 
 // ErrNotFound means search does not rank the file that holds the answer
 // first, so no transcript that reads the top hit can cite it.
@@ -65,59 +68,82 @@ var ErrNotFound = errors.New("search does not find the file holding the answer")
 // 123µs"); it is fixed in transcripts so they are the same on every run.
 var scoredTime = regexp.MustCompile(` in [0-9.]+[µnm]?s$`)
 
-// Write makes the transcript of a researcher answering question about f.
-func (r Researcher) Write(ctx context.Context, f Fact, question string) (Transcript, error) {
-	tools, terminal := r.Harness.ResearcherTools()
-	byName := map[string]engine.Tool{}
+// session is one transcript being written: its spine and task, then the
+// model's calls, each executed for real and its result inserted as the
+// runtime inserts it.
+type session struct {
+	w        Writer
+	tr       Transcript
+	byName   map[string]engine.Tool
+	terminal string
+}
+
+// start writes the spine (system prompt and tool schemas, as a pool of
+// these tools writes it) and the task.
+func (w Writer) start(role, system string, tools []engine.Tool, terminal engine.Tool, task string) (*session, error) {
+	s := &session{w: w, tr: Transcript{Role: role}, byName: map[string]engine.Tool{}, terminal: terminal.Spec().Name}
 	var specs []chat.ToolSpec
 	for _, t := range append(append([]engine.Tool(nil), tools...), terminal) {
-		s := t.Spec()
-		if _, dup := byName[s.Name]; dup {
+		spec := t.Spec()
+		if _, dup := s.byName[spec.Name]; dup {
 			continue
 		}
-		byName[s.Name] = t
-		specs = append(specs, chat.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
+		s.byName[spec.Name] = t
+		specs = append(specs, chat.ToolSpec{Name: spec.Name, Description: spec.Description, Parameters: spec.Parameters})
 	}
-	spine, err := r.Format.Spine(research.ResearcherSystem, specs)
+	spine, err := w.Format.Spine(system, specs)
 	if err != nil {
-		return Transcript{}, fmt.Errorf("transcript: write the spine: %w", err)
+		return nil, fmt.Errorf("transcript: write the spine: %w", err)
 	}
-	tr := Transcript{Role: "researcher", Fact: f, Question: question}
-	tr.Pieces = append(tr.Pieces, Piece{Prompt: spine}, Piece{Prompt: r.Format.Turn(chat.Message{Role: chat.User, Content: research.ResearcherTask(question, question)}, false)})
+	s.tr.Pieces = append(s.tr.Pieces, Piece{Prompt: spine}, Piece{Prompt: w.Format.Turn(chat.Message{Role: chat.User, Content: task}, false)})
+	return s, nil
+}
 
-	call := func(name string, args any) (json.RawMessage, error) {
-		raw, err := json.Marshal(args)
-		if err != nil {
-			return nil, err
-		}
-		var p chat.Prompt
-		p = append(p, chat.Segment{Text: r.Format.RenderCall(chat.ToolCall{Name: name, Arguments: raw}), Special: true})
-		tr.Pieces = append(tr.Pieces, Piece{Prompt: p, Model: true})
-		if name == terminal.Spec().Name {
-			tr.Pieces = append(tr.Pieces, Piece{Prompt: r.Format.Separator(), Model: true})
-			return nil, nil
-		}
-		v, err := byName[name].Execute(ctx, raw)
-		if err != nil {
-			return nil, fmt.Errorf("transcript: %s: %w", name, err)
-		}
-		body, err := r.serialise(v, tr)
-		if err != nil {
-			return nil, err
-		}
-		// The stop token the model sampled is not written to the cache; the
-		// separator that opens the result turn closes the call, so it is the
-		// model's to learn.
-		turn := r.Format.Turn(chat.Message{Role: chat.Tool, Content: string(body), Name: name}, true)
-		if head, tail, ok := cutPrefix(turn, r.Format.Separator().String()); ok {
-			tr.Pieces = append(tr.Pieces, Piece{Prompt: head, Model: true}, Piece{Prompt: tail})
-		} else {
-			tr.Pieces = append(tr.Pieces, Piece{Prompt: turn})
-		}
-		return body, nil
+// call writes the model's call of name with args and, unless it is the
+// terminal tool, runs it and writes its result.
+func (s *session) call(ctx context.Context, name string, args map[string]any) (json.RawMessage, error) {
+	raw, err := orderedArgs(s.byName[name].Spec().Parameters, args)
+	if err != nil {
+		return nil, err
 	}
+	var p chat.Prompt
+	p = append(p, chat.Segment{Text: s.w.Format.RenderCall(chat.ToolCall{Name: name, Arguments: raw}), Special: true})
+	s.tr.Pieces = append(s.tr.Pieces, Piece{Prompt: p, Model: true})
+	if name == s.terminal {
+		s.tr.Pieces = append(s.tr.Pieces, Piece{Prompt: s.w.Format.Separator(), Model: true})
+		return nil, nil
+	}
+	v, err := s.byName[name].Execute(ctx, raw)
+	if err != nil {
+		return nil, fmt.Errorf("transcript: %s: %w", name, err)
+	}
+	body, err := s.w.serialise(v, s.tr)
+	if err != nil {
+		return nil, err
+	}
+	// The stop token the model sampled is not written to the cache; the
+	// separator that opens the result turn closes the call, so it is the
+	// model's to learn.
+	turn := s.w.Format.Turn(chat.Message{Role: chat.Tool, Content: string(body), Name: name}, true)
+	if head, tail, ok := cutPrefix(turn, s.w.Format.Separator().String()); ok {
+		s.tr.Pieces = append(s.tr.Pieces, Piece{Prompt: head, Model: true}, Piece{Prompt: tail})
+	} else {
+		s.tr.Pieces = append(s.tr.Pieces, Piece{Prompt: turn})
+	}
+	return body, nil
+}
 
-	hits, err := call("search", map[string]any{"query": Query(question)})
+// Research writes the transcript of a researcher answering question (part
+// of task) about f: search with the question's words, read the top hit
+// (the file holding the answer), report citing it.
+func (w Writer) Research(ctx context.Context, f Fact, question, task string) (Transcript, error) {
+	tools, terminal := w.Harness.ResearcherTools()
+	s, err := w.start("researcher", research.ResearcherSystem, tools, terminal, research.ResearcherTask(question, task))
+	if err != nil {
+		return Transcript{}, err
+	}
+	s.tr.Fact, s.tr.Question = f, question
+	hits, err := s.call(ctx, "search", map[string]any{"query": Query(question)})
 	if err != nil {
 		return Transcript{}, err
 	}
@@ -135,29 +161,78 @@ func (r Researcher) Write(ctx context.Context, f Fact, question string) (Transcr
 	if len(res.Hits) == 0 || res.Hits[0].Path != f.File {
 		return Transcript{}, fmt.Errorf("%w (%s: %q)", ErrNotFound, f.ID, Query(question))
 	}
-	read, answer, lines := f.File, f.Answer, res.Hits[0].Lines
-	// Read around the hit, as a careful researcher does: a few lines either
-	// side, not the whole file, so the result leaves room in the context.
+	// Read the hit's lines, not the whole file, so the result leaves room
+	// in the context; the report's answer is what was read, word for word:
+	// a copy a model can make of any hit, and that ends where the read does.
+	read := f.File
 	args := map[string]any{"path": read}
 	var from, to int
-	if _, err := fmt.Sscanf(lines, "%d-%d", &from, &to); err == nil && from >= 1 && to >= from {
-		args["start_line"], args["end_line"] = max(1, from-readMargin), to+readMargin
+	if _, err := fmt.Sscanf(res.Hits[0].Lines, "%d-%d", &from, &to); err == nil && from >= 1 && to >= from {
+		args["start_line"], args["end_line"] = from, to
 	}
-	if _, err := call("read_file", args); err != nil {
+	body, err := s.call(ctx, "read_file", args)
+	if err != nil {
 		return Transcript{}, err
 	}
-	if _, err := call(terminal.Spec().Name, map[string]any{"answer": answer, "sources": []string{read}}); err != nil {
+	var got struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil || got.Text == "" {
+		return Transcript{}, fmt.Errorf("transcript: read_file %s gave no text: %s", read, body)
+	}
+	answer := chat.Clip(got.Text, answerChars)
+	if _, err := s.call(ctx, s.terminal, map[string]any{"answer": answer, "sources": []string{read}}); err != nil {
 		return Transcript{}, err
 	}
-	tr.Read = read
-	return tr, nil
+	s.tr.Read = read
+	return s.tr, nil
+}
+
+// Plan writes the transcript of the planner splitting task into questions.
+func (w Writer) Plan(ctx context.Context, task string, questions []string) (Transcript, error) {
+	s, err := w.start("planner", research.PlannerSystem, nil, w.Harness.PlanTool(), task)
+	if err != nil {
+		return Transcript{}, err
+	}
+	if _, err := s.call(ctx, s.terminal, map[string]any{"questions": questions}); err != nil {
+		return Transcript{}, err
+	}
+	return s.tr, nil
+}
+
+// Publish writes the transcript of the publisher turning the findings into
+// the final report: it saves the report as the note "report" (write_note,
+// run for real), then reports it citing every finding's sources.
+func (w Writer) Publish(ctx context.Context, task string, findings []research.Finding) (Transcript, error) {
+	note, terminal := w.Harness.PublisherTools()
+	s, err := w.start("publisher", research.PublisherSystem, []engine.Tool{note}, terminal, w.Harness.PublisherTask(task, findings))
+	if err != nil {
+		return Transcript{}, err
+	}
+	var answers, sources []string
+	for _, f := range findings {
+		answers = append(answers, f.Answer)
+		for _, src := range f.Sources {
+			if !slices.Contains(sources, src) {
+				sources = append(sources, src)
+			}
+		}
+	}
+	text := chat.Clip(strings.Join(answers, "\n\n"), 1000)
+	if _, err := s.call(ctx, note.Spec().Name, map[string]any{"name": "report", "text": text}); err != nil {
+		return Transcript{}, err
+	}
+	if _, err := s.call(ctx, s.terminal, map[string]any{"answer": text, "sources": sources}); err != nil {
+		return Transcript{}, err
+	}
+	return s.tr, nil
 }
 
 // serialise is the runtime's rendering of a tool value (engine.ResultJSON,
 // as the pool writes it), with ContextPercentKey computed from the
 // transcript so far as the share of NCtx still free, and search's timing
 // fixed so transcripts are the same on every run.
-func (r Researcher) serialise(v any, tr Transcript) (json.RawMessage, error) {
+func (w Writer) serialise(v any, tr Transcript) (json.RawMessage, error) {
 	return engine.ResultJSON(v, func(obj map[string]json.RawMessage) error {
 		if s, ok := obj["scored"]; ok {
 			var str string
@@ -166,9 +241,9 @@ func (r Researcher) serialise(v any, tr Transcript) (json.RawMessage, error) {
 			}
 		}
 		used := 0
-		if r.Count != nil {
+		if w.Count != nil {
 			for _, p := range tr.Pieces {
-				n, err := r.Count(p.Prompt)
+				n, err := w.Count(p.Prompt)
 				if err != nil {
 					return err
 				}
@@ -176,8 +251,8 @@ func (r Researcher) serialise(v any, tr Transcript) (json.RawMessage, error) {
 			}
 		}
 		pct := 100
-		if r.NCtx > 0 {
-			pct = max(0, (r.NCtx-used)*100/r.NCtx)
+		if w.NCtx > 0 {
+			pct = max(0, (w.NCtx-used)*100/w.NCtx)
 		}
 		obj[engine.ContextPercentKey], _ = json.Marshal(pct)
 		return nil
@@ -205,4 +280,61 @@ func cutPrefix(p chat.Prompt, prefix string) (head, tail chat.Prompt, ok bool) {
 		return head, tail, true
 	}
 	return head, nil, true
+}
+
+// orderedArgs renders args as compact JSON with its keys in the order of
+// the schema's properties: the order the runtime's grammar forces a model
+// to write them in (llama.cpp's schema converter), so training teaches the
+// order the model will be held to. Keys the schema does not name follow,
+// sorted.
+func orderedArgs(schema json.RawMessage, args map[string]any) (json.RawMessage, error) {
+	var order []string
+	var top map[string]json.RawMessage
+	if json.Unmarshal(schema, &top) == nil && len(top["properties"]) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(top["properties"]))
+		if _, err := dec.Token(); err != nil { // {
+			return nil, fmt.Errorf("transcript: schema properties: %w", err)
+		}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, fmt.Errorf("transcript: schema properties: %w", err)
+			}
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, fmt.Errorf("transcript: schema properties: %w", err)
+			}
+			if key, ok := k.(string); ok {
+				order = append(order, key)
+			}
+		}
+	}
+	var rest []string
+	for k := range args {
+		if !slices.Contains(order, k) {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for _, k := range append(order, rest...) {
+		v, ok := args[k]
+		if !ok {
+			continue
+		}
+		val, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		key, _ := json.Marshal(k)
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(val)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
 }

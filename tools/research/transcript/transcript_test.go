@@ -2,8 +2,12 @@ package transcript
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
+	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,7 +112,7 @@ func TestResearcherTranscript(t *testing.T) {
 	h := research.New(corpus, note, "", 1)
 	h.Fit(4096, 512)
 	f := chat.FormatOf(chat.ChatML)
-	r := Researcher{Format: f, Harness: h, NCtx: 4096, Count: func(p chat.Prompt) (int, error) { return len(p.String()) / 4, nil }}
+	r := Writer{Format: f, Harness: h, NCtx: 4096, Count: func(p chat.Prompt) (int, error) { return len(p.String()) / 4, nil }}
 	var fact Fact
 	for _, x := range handbookFacts(t) {
 		if x.ID == "glossary:claim" {
@@ -116,7 +120,7 @@ func TestResearcherTranscript(t *testing.T) {
 		}
 	}
 	q := fact.Questions()[0]
-	tr, err := r.Write(context.Background(), fact, q)
+	tr, err := r.Research(context.Background(), fact, q, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +131,10 @@ func TestResearcherTranscript(t *testing.T) {
 		research.ResearcherTask(q, q),
 		"<tool_call>\n" + `{"name": "search", "arguments": {"query":"What is claim in Tidewater?"}}` + "\n</tool_call>",
 		`"_contextAvailablePercent":`,
-		"<tool_call>\n" + `{"name": "read_file", "arguments": {"end_line":`,
-		`"path":"` + tr.Read + `","start_line":`,
-		`"sources":["` + tr.Read + `"]`,
+		// The arguments in the schema's order, which the grammar forces.
+		"<tool_call>\n" + `{"name": "read_file", "arguments": {"path":"glossary.md","start_line":15,"end_line":15}}`,
+		// The answer is what was read, word for word.
+		`{"name": "report", "arguments": {"answer":"claim: the act of a skiff taking a job from the harbor; a claim starts a lease and is recorded in the ledger.","sources":["glossary.md"]}}`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("transcript lacks %q:\n%s", want, text)
@@ -157,19 +162,19 @@ func TestResearcherTranscript(t *testing.T) {
 	if !strings.Contains(string(body), "claim") {
 		t.Errorf("read %s, which does not name a claim", tr.Read)
 	}
-	// What was read is the lines around the hit, the handbook's own text.
+	// What was read is the hit's lines, the handbook's own text.
 	read := tr.Pieces[len(tr.Pieces)-3].Prompt.String()
-	if !strings.Contains(read, "claim: the act of a skiff taking a job from the harbor") || strings.Count(read, "\\n") > 20 {
-		t.Errorf("the read_file result is not a few lines around the hit: %s", read)
+	if !strings.Contains(read, `"text":"claim: the act of a skiff taking a job from the harbor; a claim starts a lease and is recorded in the ledger."}`) {
+		t.Errorf("the read_file result is not the hit's line: %s", read)
 	}
 	// Same inputs, same transcript.
-	tr2, _ := r.Write(context.Background(), fact, q)
+	tr2, _ := r.Research(context.Background(), fact, q, q)
 	if tr2.String() != text {
 		t.Error("two transcripts of the same question differ")
 	}
 	var bad Fact = fact
 	bad.File, bad.Subject = "nowhere.md", "no-such-subject"
-	if _, err := r.Write(context.Background(), bad, q); !errors.Is(err, ErrNotFound) {
+	if _, err := r.Research(context.Background(), bad, q, q); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a fact whose file search cannot find: %v", err)
 	}
 	// A fact whose file search ranks second makes no transcript: the
@@ -180,7 +185,7 @@ func TestResearcherTranscript(t *testing.T) {
 	}
 	second := fact
 	second.File = hits[1].Path
-	if _, err := r.Write(context.Background(), second, q); !errors.Is(err, ErrNotFound) {
+	if _, err := r.Research(context.Background(), second, q, q); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a fact whose file search ranks second: %v", err)
 	}
 }
@@ -260,5 +265,123 @@ func TestSearchRanksTheFactsFileFirst(t *testing.T) {
 	t.Logf("the fact's file ranks first for %.0f%% of all facts, %.0f%% of the held-out ones", all*100, ho*100)
 	if all < 0.8 || ho < 0.85 {
 		t.Fatalf("top hit is the fact's file for %.0f%% of facts (%.0f%% held out), want at least 80%% (85%% of the held-out ones)", all*100, ho*100)
+	}
+}
+
+// Join asks questions as one task; Tasks joins one to three different
+// facts' questions, the same for a seed.
+func TestTasks(t *testing.T) {
+	if got, want := Join("What is claim in Tidewater?", "Explain drain in the Tidewater handbook."), "What is claim in Tidewater, and explain drain in the Tidewater handbook."; got != want {
+		t.Errorf("Join = %q, want %q", got, want)
+	}
+	facts := handbookFacts(t)
+	tasks := Tasks(facts, 1, 200)
+	sizes := map[int]int{}
+	for _, task := range tasks {
+		sizes[len(task.Questions)]++
+		if len(task.Facts) != len(task.Questions) || task.Text != Join(task.Questions...) {
+			t.Fatalf("task %+v: a question per fact, joined", task)
+		}
+		for i, f := range task.Facts {
+			if !slices.Contains(f.Questions(), task.Questions[i]) {
+				t.Fatalf("question %q is not one of %s's", task.Questions[i], f.ID)
+			}
+			for _, g := range task.Facts[:i] {
+				if g.ID == f.ID {
+					t.Fatalf("task asks about %s twice", f.ID)
+				}
+			}
+		}
+	}
+	if sizes[1] == 0 || sizes[2] == 0 || sizes[3] == 0 || len(sizes) != 3 {
+		t.Errorf("tasks of 1, 2 and 3 questions: %v", sizes)
+	}
+	if again := Tasks(facts, 1, 200); !reflect.DeepEqual(again, tasks) {
+		t.Error("Tasks differs for the same seed")
+	}
+	if one := Tasks(facts[:1], 1, 5); len(one) != 5 || len(one[0].Questions) != 1 {
+		t.Errorf("one fact: %+v", one)
+	}
+}
+
+// The planner's transcript is its spine (the plan tool's schema) and task,
+// then the plan call with the task's questions; the publisher's saves the
+// findings' answers as the note "report" (run for real) and reports them
+// citing every finding's file once.
+func TestPlannerAndPublisherTranscripts(t *testing.T) {
+	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := t.TempDir()
+	note, err := tools.WriteNoteTool(notes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := research.New(corpus, note, "", 3)
+	h.Fit(4096, 512)
+	w := Writer{Format: chat.FormatOf(chat.ChatML), Harness: h, NCtx: 4096}
+	task := Tasks(handbookFacts(t), 3, 1)[0]
+	for len(task.Questions) < 2 {
+		t.Fatalf("seed 3's first task has one question: pick a seed that joins two")
+	}
+	p, err := w.Plan(t.Context(), task.Text, task.Questions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, _ := json.Marshal(task.Questions)
+	text := p.String()
+	for _, want := range []string{research.PlannerSystem, `"name": "plan"`, `"maxItems":3`, "<|im_start|>user\n" + task.Text,
+		"<tool_call>\n" + `{"name": "plan", "arguments": {"questions":` + string(qs) + "}}\n</tool_call>"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("planner transcript lacks %q:\n%s", want, text)
+		}
+	}
+	if last := p.Pieces[len(p.Pieces)-1]; !last.Model || p.Role != "planner" {
+		t.Errorf("the plan call is the model's last piece: %+v", p)
+	}
+
+	findings := []research.Finding{
+		{Question: task.Questions[0], Answer: "first answer", Sources: []string{"a.md"}},
+		{Question: task.Questions[1], Answer: "second answer", Sources: []string{"b.md", "a.md"}},
+	}
+	pub, err := w.Publish(t.Context(), task.Text, findings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = pub.String()
+	for _, want := range []string{research.PublisherSystem, h.PublisherTask(task.Text, findings), "  sources: b.md, a.md\n",
+		`{"name": "write_note", "arguments": {"name":"report","text":"first answer\n\nsecond answer"}}`,
+		`{"name": "report", "arguments": {"answer":"first answer\n\nsecond answer","sources":["a.md","b.md"]}}`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("publisher transcript lacks %q:\n%s", want, text)
+		}
+	}
+	saved, _ := os.ReadDir(notes)
+	if len(saved) != 1 {
+		t.Errorf("write_note ran %d times, want once: %v", len(saved), saved)
+	}
+}
+
+// Arguments are written in the order of the tool schema's properties, the
+// order the grammar holds a model to, whatever order JSON would sort them
+// in; keys the schema does not name follow, sorted.
+func TestOrderedArgs(t *testing.T) {
+	read := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"start_line":{"type":"integer"},"end_line":{"type":"integer"}},"required":["path"]}`) // keys out of JSON's sorted order
+	for _, c := range []struct {
+		schema json.RawMessage
+		args   map[string]any
+		want   string
+	}{
+		{read, map[string]any{"end_line": 9, "path": "a.md", "start_line": 3}, `{"path":"a.md","start_line":3,"end_line":9}`},
+		{read, map[string]any{"path": "a.md"}, `{"path":"a.md"}`},
+		{read, map[string]any{"zeta": 1, "end_line": 2, "alpha": "x"}, `{"end_line":2,"alpha":"x","zeta":1}`},
+		{nil, map[string]any{"b": 1, "a": []string{"x"}}, `{"a":["x"],"b":1}`},
+		{json.RawMessage(`{"type":"object"}`), map[string]any{}, `{}`},
+	} {
+		got, err := orderedArgs(c.schema, c.args)
+		if err != nil || string(got) != c.want {
+			t.Errorf("orderedArgs(%s, %v) = %s, %v; want %s", c.schema, c.args, got, err, c.want)
+		}
 	}
 }

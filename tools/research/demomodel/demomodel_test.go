@@ -1,0 +1,63 @@
+package demomodel
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
+)
+
+// Path writes the model once, under a name carrying its hash, and its
+// header says what it is: a model trained on the Tidewater handbook only,
+// with the facts it never saw listed for the benchmark.
+func TestPathWritesTheModelOnceAndItsHeaderSaysWhatItIs(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Path(filepath.Join(dir, "models"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(filepath.Base(p), "lloyal-demo-") {
+		t.Errorf("path %s", p)
+	}
+	fi, err := os.Stat(p)
+	if err != nil || fi.Size() != int64(len(file)) {
+		t.Fatalf("written file: %v %v", fi, err)
+	}
+	if fi.Size() > 20<<20 {
+		t.Errorf("the demo model is %d bytes, over 20 MiB", fi.Size())
+	}
+	// A second call keeps the file it finds.
+	if err := os.Chtimes(p, fi.ModTime().Add(-1e9), fi.ModTime().Add(-1e9)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(p)
+	if again, err := Path(filepath.Join(dir, "models")); err != nil || again != p {
+		t.Fatalf("second Path = %s, %v", again, err)
+	}
+	if after, _ := os.Stat(p); !after.ModTime().Equal(before.ModTime()) {
+		t.Error("a second Path wrote the file again")
+	}
+	// A cut file (a full disk, an old copy) is written again.
+	if err := os.Truncate(p, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Path(filepath.Join(dir, "models")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(p); fi.Size() != int64(len(file)) {
+		t.Errorf("a cut file was kept: %d bytes", fi.Size())
+	}
+
+	f, err := gguf.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := f.String("general.name")
+	desc, _ := f.String("general.description")
+	held, _ := f.Strings("lloyal.train.held_out")
+	if !strings.Contains(name, "lloyal-demo") || !strings.Contains(desc, "Tidewater handbook only") || len(held) == 0 {
+		t.Errorf("header: name %q, description %q, %d held-out facts", name, desc, len(held))
+	}
+}
