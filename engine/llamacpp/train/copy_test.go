@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 )
@@ -78,31 +77,14 @@ func TestPlantedCopyCircuitRepeatsASequence(t *testing.T) {
 	if err := tr.Save(saved); err != nil {
 		t.Fatal(err)
 	}
-	m, err := llama.LoadModel(saved, llama.ModelParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	c, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: 512, NSeqMax: 1, NThreads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	s := seqs[0]
-	pos, seq, logit := make([]int32, ctx), make([]int32, ctx), make([]int8, ctx)
-	for i := range pos {
-		pos[i], logit[i] = int32(i), 1
-	}
-	if err := c.Decode(s[:ctx], pos, seq, logit); err != nil {
-		t.Fatal(err)
-	}
+	logits := llamaLogits(t, saved, s[:ctx])
 	right, n := 0, 0
-	for i := 0; i < ctx; i++ {
+	for i, l := range logits {
 		if !learn[0][i] {
 			continue
 		}
 		n++
-		l := c.Logits(i)
 		best := 0
 		for j, v := range l {
 			if v > l[best] {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -312,30 +313,10 @@ func TestTrainerGraphMatchesLlamaCpp(t *testing.T) {
 // model at path predicting s[1:] from s[:len(s)-1], positions from 0.
 func llamaLoss(t *testing.T, path string, s []Token) (loss, acc float64) {
 	t.Helper()
-	m, err := llama.LoadModel(path, llama.ModelParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	c, err := llama.NewContext(m, llama.ContextParams{NCtx: 256, NBatch: 64, NSeqMax: 1, NThreads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	n := len(s) - 1
-	pos := make([]int32, n)
-	seq := make([]int32, n)
-	logit := make([]int8, n)
-	for i := range pos {
-		pos[i], logit[i] = int32(i), 1
-	}
-	if err := c.Decode(s[:n], pos, seq, logit); err != nil {
-		t.Fatal(err)
-	}
+	logits := llamaLogits(t, path, s[:len(s)-1])
 	var sum float64
 	right := 0
-	for i := 0; i < n; i++ {
-		l := c.Logits(i)
+	for i, l := range logits {
 		mx, best := l[0], 0
 		for j, v := range l {
 			if v > mx {
@@ -351,7 +332,37 @@ func llamaLoss(t *testing.T, path string, s []Token) (loss, acc float64) {
 		}
 		sum += -(float64(l[s[i+1]]-mx) - math.Log(z))
 	}
+	n := len(logits)
 	return sum / float64(n), float64(right) / float64(n)
+}
+
+// llamaLogits decodes s (at most 511 tokens) with llama.cpp in one batch,
+// positions from 0, and returns the logits at every position.
+func llamaLogits(t *testing.T, path string, s []Token) [][]float32 {
+	t.Helper()
+	m, err := llama.LoadModel(path, llama.ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	n := len(s)
+	c, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: n, NSeqMax: 1, NThreads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pos, seq, logit := make([]int32, n), make([]int32, n), make([]int8, n)
+	for i := range pos {
+		pos[i], logit[i] = int32(i), 1
+	}
+	if err := c.Decode(s, pos, seq, logit); err != nil {
+		t.Fatal(err)
+	}
+	out := make([][]float32, n)
+	for i := range out {
+		out[i] = slices.Clone(c.Logits(i))
+	}
+	return out
 }
 
 // Training is deterministic: the same seed, data and steps write the same
