@@ -57,7 +57,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.StringVar(&c.Corpus, "corpus", "", "folder of .md/.txt documents (default: the built-in Tidewater handbook)")
 	f.StringVar(&c.Task, "task", research.DemoTask, "what to research")
 	f.IntVar(&c.Agents, "agents", 3, "most research agents")
-	f.IntVar(&c.NCtx, "ctx", 8192, "context size shared by all agents, in tokens (16384 for the generated demo model)")
+	f.IntVar(&c.NCtx, "ctx", 8192, "context size shared by all agents, in tokens (16384 for the built-in demo model)")
 	f.Uint32Var(&c.Seed, "seed", 1, "sampling seed")
 	f.IntVar(&c.Threads, "threads", 0, "fix the CPU threads (default 0: each decode uses the count that measures fastest, up to all cores; 1 for small models)")
 	f.Var(kvTypeFlag{&c.KVType}, "kv-type", "KV cache element type: f16, q8_0 or q4_0 (quantized: more cells per GB, flash attention on)")
@@ -80,7 +80,7 @@ func serverFlags(fs *pflag.FlagSet, c *session.Config) {
 	fs.StringVar(&c.Server, "server", "", "run the model on this inference server (ollama, vLLM, SGLang, llama-server), e.g. http://127.0.0.1:11434; --model names it there (default $LLOYAL_SERVER; API key from $LLOYAL_API_KEY)")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 8, "with --server: most requests in flight at once (one per active agent)")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", time.Minute, "with --server: give up on a request when the server has sent nothing for this long")
-	fs.BoolVar(&c.Walk, "walk", false, "walk the model through the tools (for a model that never calls one itself, like the generated demo model)")
+	fs.BoolVar(&c.Walk, "walk", false, "walk the model through the tools (for a model that never calls one itself, like a generated random-weight model)")
 	_ = fs.MarkHidden("walk")
 }
 
