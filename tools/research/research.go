@@ -26,8 +26,8 @@ type Harness struct {
 	Task string
 	// Agents is the most research questions (and so agents) at once.
 	Agents int
-	// Walk: the model never opens a call on its own (the generated demo
-	// model, random weights), so each researcher is walked through the tools
+	// Walk: the model never opens a call on its own (a generated model,
+	// random weights), so each researcher is walked through the tools
 	// by a plan (search, fetch a cited page, delegate or read, report) and
 	// every part of the machinery runs. A real model chooses for itself.
 	Walk bool
