@@ -202,7 +202,8 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	h.Walk = (cfg.Generated || cfg.Walk) && om.nctx >= 4096
 	// The demo model learned to search, read and report, not to delegate
 	// or fetch a page: its first researcher is walked through those, so
-	// the demo shows helpers and a retried fetch; the others choose.
+	// the demo shows helpers and a retried fetch, and its publisher saves
+	// once, then reports; the other researchers choose.
 	h.WalkFirst = cfg.Demo && om.nctx >= 4096
 	if what := h.Fit(om.nctx, om.nbatch); what != "" {
 		fmt.Fprintln(errOut, "adapted to the context:", what)

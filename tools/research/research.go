@@ -31,9 +31,9 @@ type Harness struct {
 	// by a plan (search, fetch a cited page, delegate or read, report) and
 	// every part of the machinery runs. A real model chooses for itself.
 	Walk bool
-	// WalkFirst walks only the first researcher (and none of the others,
-	// nor the publisher): for a model that learned the research tools but
-	// not delegate or fetch_page (the demo model).
+	// WalkFirst walks only the first researcher, and the publisher's order
+	// of calls (save, then report): for a model that learned the research
+	// tools but not delegate or fetch_page (the demo model).
 	WalkFirst bool
 	Sampling  engine.Sampling
 	// SoftLimit and HardLimit are the pools' pressure limits in cells (0:
@@ -266,9 +266,10 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	}
 	// 3. Publish: save the report as a note (a person approves it), then report.
 	pub := engine.AgentSpec{Role: "publisher", Task: h.PublisherTask(h.Task, findings)}
-	if h.Walk {
-		// Save once, then report: a walked model would otherwise pick its
-		// next call at random, and may ask to save again.
+	if h.Walk || h.WalkFirst {
+		// Save once, then report: a walked model (or the small demo model,
+		// whose note can loop to the turn's limit) would otherwise pick its
+		// next call on its own, and may ask you to save again.
 		pub.Plan = []engine.ToolChoice{"write_note", "report"}
 	}
 	res, err = rt.Run(ctx, engine.PoolSpec{System: PublisherSystem,
