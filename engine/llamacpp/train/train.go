@@ -74,14 +74,13 @@ type Result struct {
 // Trainer is a model being trained. It belongs to one goroutine; Close frees
 // it.
 type Trainer struct {
-	t      *C.struct_lt_trainer
-	src    string
-	ctx    int
-	batch  int
-	nVocab int
-	wd     float32
-	steps  int
-	shape  shape
+	t     *C.struct_lt_trainer
+	src   string
+	ctx   int
+	batch int
+	wd    float32
+	steps int
+	shape shape
 }
 
 // shape is what the trainer needs from a GGUF header.
@@ -245,7 +244,7 @@ func New(path string, p Params) (*Trainer, error) {
 	if ct == nil {
 		return nil, fmt.Errorf("train: %s: %s", path, C.GoString((*C.char)(unsafe.Pointer(&errBuf[0]))))
 	}
-	t := &Trainer{t: ct, src: path, ctx: p.Ctx, batch: p.Batch, nVocab: s.vocab, wd: p.WeightDecay, shape: s}
+	t := &Trainer{t: ct, src: path, ctx: p.Ctx, batch: p.Batch, wd: p.WeightDecay, shape: s}
 	if err := t.load(path, f); err != nil {
 		t.Close()
 		return nil, err
@@ -290,7 +289,7 @@ func (t *Trainer) Ctx() int { return t.ctx }
 func (t *Trainer) Batch() int { return t.batch }
 
 // NVocab is the vocabulary size.
-func (t *Trainer) NVocab() int { return t.nVocab }
+func (t *Trainer) NVocab() int { return t.shape.vocab }
 
 // Steps is how many optimizer steps have been taken.
 func (t *Trainer) Steps() int { return t.steps }
@@ -345,8 +344,8 @@ func (t *Trainer) run(seqs [][]int32, learn [][]bool, train bool) (Result, error
 			return Result{}, fmt.Errorf("train: sequence %d has %d tokens, want %d (the sequence length + 1)", i, len(s), t.ctx+1)
 		}
 		for j, tok := range s {
-			if tok < 0 || int(tok) >= t.nVocab {
-				return Result{}, fmt.Errorf("train: sequence %d token %d is id %d, outside the vocabulary (0..%d)", i, j, tok, t.nVocab-1)
+			if tok < 0 || int(tok) >= t.shape.vocab {
+				return Result{}, fmt.Errorf("train: sequence %d token %d is id %d, outside the vocabulary (0..%d)", i, j, tok, t.shape.vocab-1)
 			}
 		}
 		tokens = append(tokens, s[:t.ctx]...)

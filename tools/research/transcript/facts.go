@@ -294,8 +294,8 @@ type Task struct {
 	Facts     []Fact
 }
 
-// Tasks makes n tasks from facts, chosen by seed: each joins the first
-// questions of one to three different facts.
+// Tasks makes n tasks from facts, chosen by seed: each joins one question
+// (any of its forms) of each of one to three different facts.
 func Tasks(facts []Fact, seed uint64, n int) []Task {
 	if len(facts) == 0 {
 		return nil
