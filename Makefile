@@ -21,8 +21,8 @@ build: deps
 	@$(CGO); echo "building bin/lloyal (llama.cpp SIMD: $$LLOYAL_SIMD_FLAGS)"; \
 	go build -ldflags "$(LDFLAGS)" -o bin/lloyal .
 
-# The main job: the research harness over the demo corpus (a generated tiny
-# model unless MODEL= names a GGUF file or an ollama model).
+# The main job: the research harness over the built-in handbook, with the
+# built-in demo model unless MODEL= names a GGUF file or an ollama model.
 MODEL ?=
 run: build
 	bin/lloyal run $(if $(MODEL),--model $(MODEL))

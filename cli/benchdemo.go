@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,7 +40,9 @@ trained by lloyal model train never saw (listed in its header), and prints:
 the share of tool calls that parsed and validated (calls refused for the
 context's pressure count as valid), the share of agents that ended with a
 report (the report tool's, or one salvaged at a limit; not plain text), the share of reports
-that cite the file holding the answer, the share of searches that use a
+that cite the file holding the answer (and, beside it, the share of
+questions whose own words, searched, rank that file first: what a model
+reading the top hit can reach), the share of searches that use a
 word of the question, and the tokens the researchers wrote over the run's
 wall time. --trace FILE
 keeps the run's trace, to read what the model did (lloyal replay FILE).
@@ -70,6 +74,7 @@ type demoScore struct {
 	calls, invalid        int // tool calls the model wrote (the report included), and those that did not parse or validate
 	agents, reports, cite int // agents, those that ended with a report, reports citing the answer's file
 	searches, wordy       int // searches, and those using a word of the question
+	reachable             int // questions whose own words, searched, rank the answer's file first
 	tokens                int
 	wall                  time.Duration
 }
@@ -172,6 +177,13 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 		task := research.ResearcherTask(q, q)
 		specs = append(specs, engine.AgentSpec{Task: task, Role: "researcher"})
 		fileOf[task] = f.File
+		// What a model can reach: a search with the question's own words
+		// ranks the answer's file first, so reading the top hit cites it.
+		if top, err := topHit(ctx, researchTools, q); err != nil {
+			return err
+		} else if top == f.File {
+			sc.reachable++
+		}
 	}
 	fmt.Fprintf(w, "demo: %s, %d held-out facts asked (of %d), context %d\n", m.Info.Name, len(asked), len(ids), ctxLen)
 	start := time.Now()
@@ -187,9 +199,11 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 		}
 		sc.agents++
 		sc.tokens += a.Tokens
+		question, _, _ := strings.Cut(a.Task, "\n")
 		for _, args := range searchesOf[a.ID] {
 			sc.searches++
-			if sharesAWord(a.Task, args) {
+			var q struct{ Query string }
+			if json.Unmarshal([]byte(args), &q) == nil && usesQuestionWords(question, q.Query) {
 				sc.wordy++
 			}
 		}
@@ -214,14 +228,50 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 	return nil
 }
 
-// sharesAWord reports whether a search's arguments use a content word (four
-// letters or more) of the question.
-func sharesAWord(question, args string) bool {
-	args = strings.ToLower(args)
-	for _, word := range strings.FieldsFunc(strings.ToLower(question), func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
-	}) {
-		if len(word) >= 4 && word != "tidewater" && word != "what" && word != "does" && word != "mean" && strings.Contains(args, word) {
+// topHit is the path of the first hit of the search tool among tools for
+// query.
+func topHit(ctx context.Context, tools []engine.Tool, query string) (string, error) {
+	i := slices.IndexFunc(tools, func(t engine.Tool) bool { return t.Spec().Name == "search" })
+	if i < 0 {
+		return "", fmt.Errorf("bench demo: the researchers have no search tool")
+	}
+	args, _ := json.Marshal(map[string]string{"query": query})
+	v, err := tools[i].Execute(ctx, args)
+	if err != nil {
+		return "", fmt.Errorf("bench demo: search %q: %w", query, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	var res struct {
+		Hits []struct {
+			Path string `json:"path"`
+		} `json:"hits"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil || len(res.Hits) == 0 {
+		return "", err
+	}
+	return res.Hits[0].Path, nil
+}
+
+// usesQuestionWords reports whether a search query holds a word of the
+// question other than those every question has (what, Tidewater, handbook
+// …): whole words, so "is" in "this" does not count.
+func usesQuestionWords(question, query string) bool {
+	common := []string{"what", "does", "the", "tidewater", "handbook", "say", "about", "how", "and", "for", "with", "must", "its", "it", "a", "an", "of", "to", "in", "is", "be", "explain", "define", "find", "mean", "term", "part", "task"}
+	words := func(s string) []string {
+		var out []string
+		for _, w := range strings.Fields(strings.ToLower(s)) {
+			if w = strings.Trim(w, "?.,!:;'\"()`"); w != "" && !slices.Contains(common, w) {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	asked := words(question)
+	for _, w := range words(query) {
+		if slices.Contains(asked, w) {
 			return true
 		}
 	}
@@ -238,6 +288,7 @@ func (s demoScore) print(w io.Writer) {
 	fmt.Fprintf(w, "  valid tool calls            %s   target ≥ 95%%\n", pct(s.calls-s.invalid, s.calls))
 	fmt.Fprintf(w, "  agents ending with a report %s   target ≥ 90%%\n", pct(s.reports, s.agents))
 	fmt.Fprintf(w, "  reports citing the answer   %s   target ≥ 60%%\n", pct(s.cite, s.reports))
+	fmt.Fprintf(w, "    (the question's own words, searched, rank the answer's file first for %s of the questions)\n", pct(s.reachable, s.agents))
 	fmt.Fprintf(w, "  searches using the question %s\n", pct(s.wordy, s.searches))
 	fmt.Fprintf(w, "  tokens/s                    %.1f (%d tokens the researchers wrote, over the wall time %s; reading tool results in is part of that time)\n", float64(s.tokens)/s.wall.Seconds(), s.tokens, s.wall.Round(time.Millisecond))
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -126,7 +125,6 @@ func (rs *researchers) tally(t *testing.T) (searches, withWords, reports, cited 
 		if len(r.calls) == 0 || r.calls[0].Tool != "search" {
 			continue
 		}
-		words := questionWords(r.question)
 		for _, c := range r.calls {
 			if c.Tool != "search" {
 				continue
@@ -134,11 +132,8 @@ func (rs *researchers) tally(t *testing.T) (searches, withWords, reports, cited 
 			var a struct{ Query string }
 			_ = json.Unmarshal(c.Args, &a)
 			searches++
-			for _, w := range strings.Fields(strings.ToLower(a.Query)) {
-				if slices.Contains(words, strings.Trim(w, "?.,!:;'\"()")) {
-					withWords++
-					break
-				}
+			if usesQuestionWords(r.question, a.Query) {
+				withWords++
 			}
 		}
 		if rep := event.ReadReport(r.result); rep.Answer != "" {
@@ -155,20 +150,6 @@ func (rs *researchers) tally(t *testing.T) (searches, withWords, reports, cited 
 		}
 	}
 	return searches, withWords, reports, cited
-}
-
-// questionWords are a question's own words, less the ones every question
-// has (what, does, the, Tidewater …).
-func questionWords(q string) []string {
-	common := []string{"what", "does", "the", "tidewater", "handbook", "say", "about", "how", "and", "for", "with", "must", "its", "it", "a", "an", "of", "to", "in", "is", "be", "explain", "define", "find", "mean", "term"}
-	var out []string
-	for _, w := range strings.Fields(strings.ToLower(q)) {
-		w = strings.Trim(w, "?.,!:;'\"()")
-		if w != "" && !slices.Contains(common, w) {
-			out = append(out, w)
-		}
-	}
-	return out
 }
 
 // From an empty folder (no testdata beside it), the demo runs on the

@@ -2,13 +2,18 @@ package tools
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/lloyal-ai/lloyal/engine"
 )
 
+// AnswerMaxLength is the most characters a report's answer may hold
+// (ReportSchema's maxLength).
+const AnswerMaxLength = 1500
+
 // ReportSchema is the terminal tool's structured output: an answer and the
 // corpus files it rests on.
-var ReportSchema = json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string","description":"the answer, complete and self-contained","maxLength":1500},"sources":{"type":"array","items":{"type":"string"},"maxItems":8,"description":"corpus files the answer rests on"}},"required":["answer","sources"]}`)
+var ReportSchema = json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string","description":"the answer, complete and self-contained","maxLength":` + strconv.Itoa(AnswerMaxLength) + `},"sources":{"type":"array","items":{"type":"string"},"maxItems":8,"description":"corpus files the answer rests on"}},"required":["answer","sources"]}`)
 
 // Report is the terminal tool: calling it ends the agent with its answer.
 func Report(schema json.RawMessage) engine.Tool {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
 )
 
@@ -55,10 +56,6 @@ type Writer struct {
 	// context left is computed from it as the runtime does.
 	Count func(chat.Prompt) (int, error)
 }
-
-// answerChars is the most a researcher's answer holds (the report
-// schema's maxLength).
-const answerChars = 1500
 
 // ErrNotFound means search does not rank the file that holds the answer
 // first, so no transcript that reads the top hit can cite it.
@@ -137,8 +134,8 @@ func (s *session) call(ctx context.Context, name string, args map[string]any) (j
 // of task) about f: search with the question's words, read the top hit
 // (the file holding the answer), report citing it.
 func (w Writer) Research(ctx context.Context, f Fact, question, task string) (Transcript, error) {
-	tools, terminal := w.Harness.ResearcherTools()
-	s, err := w.start("researcher", research.ResearcherSystem, tools, terminal, research.ResearcherTask(question, task))
+	researcherTools, terminal := w.Harness.ResearcherTools()
+	s, err := w.start("researcher", research.ResearcherSystem, researcherTools, terminal, research.ResearcherTask(question, task))
 	if err != nil {
 		return Transcript{}, err
 	}
@@ -180,7 +177,7 @@ func (w Writer) Research(ctx context.Context, f Fact, question, task string) (Tr
 	if err := json.Unmarshal(body, &got); err != nil || got.Text == "" {
 		return Transcript{}, fmt.Errorf("transcript: read_file %s gave no text: %s", read, body)
 	}
-	answer := chat.Clip(got.Text, answerChars)
+	answer := chat.Clip(got.Text, tools.AnswerMaxLength)
 	if _, err := s.call(ctx, s.terminal, map[string]any{"answer": answer, "sources": []string{read}}); err != nil {
 		return Transcript{}, err
 	}
