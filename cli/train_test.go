@@ -90,7 +90,7 @@ func TestBenchDemoAsksTheHeldOutFacts(t *testing.T) {
 	if err != nil || closing == nil || closing.Reason != "completed" {
 		t.Fatalf("the demo's trace: %v %+v", err, closing)
 	}
-	for _, want := range []string{"2 held-out facts asked", "valid tool calls", "agents ending with a report", "of 2)", "reports citing the answer", "searches using the question", "tokens/s"} {
+	for _, want := range []string{"2 held-out facts asked", "valid tool calls", "agents ending with a report", "of 2)", "reports citing the answer", "rank the answer's file first for", "searches using the question", "tokens/s"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("no %q in:\n%s", want, out)
 		}
