@@ -118,7 +118,7 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 		return err
 	}
 	defer be.Close()
-	h, done, err := handbookHarness(ctxLen, be.NBatch())
+	h, corpus, done, err := handbookHarness(ctxLen, be.NBatch())
 	if err != nil {
 		return err
 	}
@@ -179,9 +179,7 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 		fileOf[task] = f.File
 		// What a model can reach: a search with the question's own words
 		// ranks the answer's file first, so reading the top hit cites it.
-		if top, err := topHit(ctx, researchTools, q); err != nil {
-			return err
-		} else if top == f.File {
+		if hits := corpus.Search(ctx, q, 1, nil); len(hits) > 0 && hits[0].Path == f.File {
 			sc.reachable++
 		}
 	}
@@ -228,38 +226,11 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 	return nil
 }
 
-// topHit is the path of the first hit of the search tool among tools for
-// query.
-func topHit(ctx context.Context, tools []engine.Tool, query string) (string, error) {
-	i := slices.IndexFunc(tools, func(t engine.Tool) bool { return t.Spec().Name == "search" })
-	if i < 0 {
-		return "", fmt.Errorf("bench demo: the researchers have no search tool")
-	}
-	args, _ := json.Marshal(map[string]string{"query": query})
-	v, err := tools[i].Execute(ctx, args)
-	if err != nil {
-		return "", fmt.Errorf("bench demo: search %q: %w", query, err)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", err
-	}
-	var res struct {
-		Hits []struct {
-			Path string `json:"path"`
-		} `json:"hits"`
-	}
-	if err := json.Unmarshal(b, &res); err != nil || len(res.Hits) == 0 {
-		return "", err
-	}
-	return res.Hits[0].Path, nil
-}
-
 // usesQuestionWords reports whether a search query holds a word of the
 // question other than those every question has (what, Tidewater, handbook
 // …): whole words, so "is" in "this" does not count.
 func usesQuestionWords(question, query string) bool {
-	common := []string{"what", "does", "the", "tidewater", "handbook", "say", "about", "how", "and", "for", "with", "must", "its", "it", "a", "an", "of", "to", "in", "is", "be", "explain", "define", "find", "mean", "term", "part", "task"}
+	common := []string{"what", "does", "the", "tidewater", "handbook", "say", "about", "how", "and", "for", "with", "must", "its", "it", "a", "an", "of", "to", "in", "is", "be", "explain", "define", "find", "mean", "term"}
 	words := func(s string) []string {
 		var out []string
 		for _, w := range strings.Fields(strings.ToLower(s)) {

@@ -48,7 +48,7 @@ func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st
 	if err != nil {
 		return err
 	}
-	h, done, err := handbookHarness(trainRunCtx, 512)
+	h, _, done, err := handbookHarness(trainRunCtx, 512)
 	if err != nil {
 		return err
 	}
@@ -137,17 +137,17 @@ func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st
 
 // handbookHarness is the research harness over the built-in handbook, fitted
 // to a context of nCtx (as a run of that size fits it), with notes going to
-// a temporary folder that done removes. Researchers' transcripts and the
-// demo bench both run its researcher role.
-func handbookHarness(nCtx, nBatch int) (h *research.Harness, done func(), err error) {
-	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+// a temporary folder that done removes, and the corpus its search ranks.
+// Researchers' transcripts and the demo bench both run its researcher role.
+func handbookHarness(nCtx, nBatch int) (h *research.Harness, corpus *tools.Corpus, done func(), err error) {
+	corpus, err = tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ws, err := os.MkdirTemp("", "lloyal-handbook-notes-*")
 	if err != nil {
 		corpus.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	done = func() {
 		corpus.Close()
@@ -156,12 +156,12 @@ func handbookHarness(nCtx, nBatch int) (h *research.Harness, done func(), err er
 	note, err := tools.WriteNoteTool(ws)
 	if err != nil {
 		done()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// As many questions as a default run plans (run's --agents).
 	h = research.New(corpus, note, "", 3)
 	h.Fit(nCtx, nBatch)
-	return h, done, nil
+	return h, corpus, done, nil
 }
 
 // transcriptTexts is the text of every training transcript (never a
