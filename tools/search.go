@@ -7,7 +7,6 @@ import (
 	"math"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -140,14 +139,15 @@ func SearchTool(c *Corpus) engine.Tool {
 				}
 			}
 		}
-		start := time.Now()
 		hits := c.Search(ctx, a.Query, a.Limit, prefer)
 		if len(hits) == 0 {
 			return engine.ErrorResult("nothing in the corpus matches %q: try other words, or grep for an exact phrase", a.Query), nil
 		}
 		// The progress bar moves as the passages are scored; on a small
 		// corpus that is over before a frame is drawn. The result says how
-		// much work it was, rather than the tool slowing down for show.
-		return map[string]any{"query": a.Query, "hits": hits, "scored": fmt.Sprintf("%d passages in %s", len(c.Chunks), time.Since(start).Round(time.Microsecond))}, nil
+		// much work it was, rather than the tool slowing down for show. It
+		// gives no time: the model reads the result, and a time would make
+		// two runs of the same agent differ with the machine's load.
+		return map[string]any{"query": a.Query, "hits": hits, "scored": fmt.Sprintf("%d passages", len(c.Chunks))}, nil
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,31 @@ func TestSearchRanksTheRightPassage(t *testing.T) {
 	}
 	if r := call(t, SearchTool(c), `{"query":"zzzqqq"}`); r["error"] == nil {
 		t.Fatalf("no-match search: %v", r)
+	}
+}
+
+// The model reads search's result: the same query over the same corpus is
+// the same bytes every time, so an agent does the same on a busy machine as
+// on a quiet one (a time in it once made every run of the demo differ).
+func TestSearchResultIsTheSameEachTime(t *testing.T) {
+	c := corpus(t)
+	s := SearchTool(c)
+	first, err := s.Execute(t.Context(), json.RawMessage(`{"query":"replay ledger"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(first)
+	for range 20 {
+		v, err := s.Execute(t.Context(), json.RawMessage(`{"query":"replay ledger"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := json.Marshal(v); string(got) != string(want) {
+			t.Fatalf("the same search gave\n%s\nthen\n%s", want, got)
+		}
+	}
+	if r := call(t, s, `{"query":"replay ledger"}`); r["scored"] != fmt.Sprintf("%d passages", len(c.Chunks)) {
+		t.Fatalf("scored %q", r["scored"])
 	}
 }
 

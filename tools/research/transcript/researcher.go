@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -60,10 +59,6 @@ type Writer struct {
 // ErrNotFound means search does not rank the file that holds the answer
 // first, so no transcript that reads the top hit can cite it.
 var ErrNotFound = errors.New("search does not find the file holding the answer")
-
-// scoredTime is the timing search adds to its result ("N passages in
-// 123µs"); it is fixed in transcripts so they are the same on every run.
-var scoredTime = regexp.MustCompile(` in [0-9.]+[µnm]?s$`)
 
 // session is one transcript being written: its spine and task, then the
 // model's calls, each executed for real and its result inserted as the
@@ -227,16 +222,9 @@ func (w Writer) Publish(ctx context.Context, task string, findings []research.Fi
 
 // serialise is the runtime's rendering of a tool value (engine.ResultJSON,
 // as the pool writes it), with ContextPercentKey computed from the
-// transcript so far as the share of NCtx still free, and search's timing
-// fixed so transcripts are the same on every run.
+// transcript so far as the share of NCtx still free.
 func (w Writer) serialise(v any, tr Transcript) (json.RawMessage, error) {
 	return engine.ResultJSON(v, func(obj map[string]json.RawMessage) error {
-		if s, ok := obj["scored"]; ok {
-			var str string
-			if json.Unmarshal(s, &str) == nil {
-				obj["scored"], _ = json.Marshal(scoredTime.ReplaceAllString(str, " in 1ms"))
-			}
-		}
 		used := 0
 		if w.Count != nil {
 			for _, p := range tr.Pieces {
