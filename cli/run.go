@@ -24,6 +24,11 @@ const (
 	maxCtx = 1 << 20
 )
 
+// defaultAgents is --agents' default: the most questions a run's planner
+// splits its task into. The demo model's training transcripts are written
+// for a harness of this size, so it is one constant for both.
+const defaultAgents = 3
+
 type runFlags struct {
 	cfg             session.Config
 	headless, jsonl bool
@@ -53,10 +58,10 @@ The trace is written as the run goes and its path printed at exit.`,
 	}
 	f := cmd.Flags()
 	c := &o.cfg
-	f.StringVar(&c.Model, "model", "", "GGUF file or ollama model name (default: a generated tiny model)")
+	f.StringVar(&c.Model, "model", "", "GGUF file or ollama model name (default: the built-in demo model, which knows only the Tidewater handbook)")
 	f.StringVar(&c.Corpus, "corpus", "", "folder of .md/.txt documents (default: the built-in Tidewater handbook)")
 	f.StringVar(&c.Task, "task", research.DemoTask, "what to research")
-	f.IntVar(&c.Agents, "agents", 3, "most research agents")
+	f.IntVar(&c.Agents, "agents", defaultAgents, "most research agents")
 	f.IntVar(&c.NCtx, "ctx", 8192, "context size shared by all agents, in tokens (16384 for the built-in demo model)")
 	f.Uint32Var(&c.Seed, "seed", 1, "sampling seed")
 	f.IntVar(&c.Threads, "threads", 0, "fix the CPU threads (default 0: each decode uses the count that measures fastest, up to all cores; 1 for small models)")

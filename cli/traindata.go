@@ -158,8 +158,8 @@ func handbookHarness(nCtx, nBatch int) (h *research.Harness, corpus *tools.Corpu
 		done()
 		return nil, nil, nil, err
 	}
-	// As many questions as a default run plans (run's --agents).
-	h = research.New(corpus, note, "", 3)
+	// As many questions as a default run plans.
+	h = research.New(corpus, note, "", defaultAgents)
 	h.Fit(nCtx, nBatch)
 	return h, corpus, done, nil
 }
