@@ -37,13 +37,15 @@ const trainRunCtx = 4096
 // handbook fact, and of spans extra facts made of the handbook's lines
 // (transcript.Spans), counting tokens (for _contextAvailablePercent) with
 // the model at base, and hands each to fn with whether its fact is held
-// out. The held-out facts (a fifth, chosen by seed) come last.
-func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st *transcriptStats, fn func(m *model.Model, tr transcript.Transcript, held bool) error) error {
+// out and a tokenizer for the model at base. The held-out facts (a fifth,
+// chosen by seed) come last.
+func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st *transcriptStats, fn func(tok *segmentTokens, tr transcript.Transcript, held bool) error) error {
 	m, err := model.Open(base, model.Options{VocabOnly: true})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	tok := &segmentTokens{m: m, seen: map[chat.Segment][]int32{}}
 	f, err := llamabackend.Identify(m, llamabackend.FormatOptions{})
 	if err != nil {
 		return err
@@ -55,7 +57,7 @@ func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st
 	defer done()
 	r := transcript.Writer{Format: f, Harness: h, NCtx: trainRunCtx}
 	r.Count = func(p chat.Prompt) (int, error) {
-		toks, err := llamabackend.TokenizePrompt(m, p)
+		toks, err := tok.prompt(p)
 		return len(toks), err
 	}
 	facts, err := transcript.Facts(research.Handbook())
@@ -104,7 +106,7 @@ func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st
 				if !set.held {
 					st.transcripts++
 				}
-				if err := fn(m, tr, set.held); err != nil {
+				if err := fn(tok, tr, set.held); err != nil {
 					return err
 				}
 			}
@@ -127,7 +129,7 @@ func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st
 		}
 		st.tasks++
 		for _, tr := range []transcript.Transcript{p, pub} {
-			if err := fn(m, tr, false); err != nil {
+			if err := fn(tok, tr, false); err != nil {
 				return err
 			}
 		}
@@ -169,7 +171,7 @@ func handbookHarness(nCtx, nBatch int) (h *research.Harness, corpus *tools.Corpu
 func transcriptTexts(ctx context.Context, base string, seed uint64, spans int) ([]string, error) {
 	var texts []string
 	var st transcriptStats
-	err := eachTranscript(ctx, base, seed, spans, &st, func(_ *model.Model, tr transcript.Transcript, held bool) error {
+	err := eachTranscript(ctx, base, seed, spans, &st, func(_ *segmentTokens, tr transcript.Transcript, held bool) error {
 		if held {
 			return nil
 		}
@@ -191,10 +193,10 @@ func transcriptTexts(ctx context.Context, base string, seed uint64, spans int) (
 // model at base and cuts it into windows of ctx+1 tokens (cutWindows). The
 // held-out facts' windows come back apart (heldOut), for measuring only.
 func transcriptWindows(ctx context.Context, base string, seed uint64, spans, ctxLen int) (train, heldOut []trainWindow, st transcriptStats, err error) {
-	err = eachTranscript(ctx, base, seed, spans, &st, func(m *model.Model, tr transcript.Transcript, held bool) error {
+	err = eachTranscript(ctx, base, seed, spans, &st, func(tok *segmentTokens, tr transcript.Transcript, held bool) error {
 		pieces := make([]tokenPiece, len(tr.Pieces))
 		for i, p := range tr.Pieces {
-			t, err := llamabackend.TokenizePrompt(m, p.Prompt)
+			t, err := tok.prompt(p.Prompt)
 			if err != nil {
 				return err
 			}
@@ -225,6 +227,46 @@ func transcriptWindows(ctx context.Context, base string, seed uint64, spans, ctx
 		return nil, nil, st, fmt.Errorf("train: no transcript fits a %d-token sequence", ctxLen)
 	}
 	return train, heldOut, st, nil
+}
+
+// segmentTokens tokenizes prompts as llamabackend.TokenizePrompt does (each
+// segment on its own), remembering every segment's tokens: every transcript
+// begins with the same spine, and the runtime's share of free context is
+// counted over the whole transcript after each tool call, so without it the
+// same text was tokenized about ten times over and tokenizing took a third
+// of the time spent making transcripts.
+type segmentTokens struct {
+	m    *model.Model
+	seen map[chat.Segment][]int32
+}
+
+// prompt is p's tokens. The slice is shared: callers must not change it.
+func (s *segmentTokens) prompt(p chat.Prompt) ([]int32, error) {
+	if len(p) == 1 {
+		return s.segment(p[0])
+	}
+	var out []int32
+	for _, seg := range p {
+		t, err := s.segment(seg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t...)
+	}
+	return out, nil
+}
+
+func (s *segmentTokens) segment(seg chat.Segment) ([]int32, error) {
+	if t, ok := s.seen[seg]; ok {
+		return t, nil
+	}
+	t, err := llamabackend.TokenizePrompt(s.m, chat.Prompt{seg})
+	if err != nil {
+		return nil, err
+	}
+	t = t[:len(t):len(t)] // an append by a caller copies
+	s.seen[seg] = t
+	return t, nil
 }
 
 // tokenPiece is a transcript piece as tokens: the runtime's, or the model's.

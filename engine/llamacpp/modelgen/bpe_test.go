@@ -11,8 +11,8 @@ import (
 
 // A learned vocabulary loads into llama.cpp, reads its own kind of text in
 // far fewer tokens than the built-in one, spells any text back exactly (new
-// words, numbers, non-ASCII, byte fallback), and is the same for the same
-// texts.
+// words, numbers, non-ASCII, byte fallback), is the same for the same texts
+// and is a multiple of 8 tokens long.
 func TestLearnVocab(t *testing.T) {
 	texts := []string{}
 	for range 20 {
@@ -24,6 +24,11 @@ func TestLearnVocab(t *testing.T) {
 	v := modelgen.LearnVocab(texts, 300)
 	if again := modelgen.LearnVocab(texts, 300); strings.Join(again.Tokens, "\x00") != strings.Join(v.Tokens, "\x00") {
 		t.Fatal("the same texts gave two vocabularies")
+	}
+	for _, merges := range []int{30, 31, 40} {
+		if n := len(modelgen.LearnVocab(texts, merges).Tokens); n%8 != 0 {
+			t.Errorf("%d pieces learned: a vocabulary of %d tokens, want a multiple of 8 (tinyBLAS's gemm)", merges, n)
+		}
 	}
 	load := func(v modelgen.Vocab) *llama.Model {
 		o := modelgen.Tiny()

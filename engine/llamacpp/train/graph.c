@@ -12,6 +12,7 @@
 // llama.cpp unchanged. It supports n_head == n_head_kv only.
 
 #include "graph.h"
+#include "outprod.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@ struct lt_trainer {
     struct lt_config cfg;
     ggml_backend_t backend;
     ggml_backend_sched_t sched;
+    struct lt_outprod *outprod; // computes the weight gradients; see outprod.c
     struct ggml_context *ctx_static;
     struct ggml_context *ctx_compute;
     ggml_backend_buffer_t buf_static;
@@ -84,6 +86,7 @@ void lt_free(struct lt_trainer *t) {
     if (t->ctx_compute) ggml_free(t->ctx_compute);
     if (t->ctx_static) ggml_free(t->ctx_static);
     if (t->sched) ggml_backend_sched_free(t->sched);
+    lt_outprod_free(t->outprod);
     if (t->backend) ggml_backend_free(t->backend);
     free(t->labels);
     free(t);
@@ -118,6 +121,13 @@ struct lt_trainer *lt_new(const struct lt_config *cfg, char *err, size_t err_len
     }
     ggml_backend_cpu_set_n_threads(t->backend, c.n_threads);
     t->sched = ggml_backend_sched_new(&t->backend, NULL, 1, GGML_DEFAULT_GRAPH_SIZE, false, true);
+    t->outprod = lt_outprod_new(t->backend);
+    if (!t->sched || !t->outprod) {
+        snprintf(err, err_len, "out of memory for ggml's scheduler");
+        lt_free(t);
+        return NULL;
+    }
+    ggml_backend_sched_set_eval_callback(t->sched, lt_outprod_eval, t->outprod);
 
     {
         struct ggml_init_params p = {(size_t)(LT_MAX_TENSORS + 8) * ggml_tensor_overhead(), NULL, true};
