@@ -9,7 +9,8 @@
 // cache — RMS norm, RoPE in llama.cpp's "normal" mode, causal softmax
 // attention scaled by 1/sqrt(head size), SwiGLU feed-forward, tied to the same
 // tensor names and layouts — so the weights it learns load and run in
-// llama.cpp unchanged. It supports n_head == n_head_kv only.
+// llama.cpp unchanged. It supports n_head == n_head_kv only. The backward
+// pass's products (out_prod) are computed by outprod.c, through ggml's gemm.
 
 #include "graph.h"
 #include "outprod.h"
@@ -31,7 +32,7 @@ struct lt_trainer {
     struct lt_config cfg;
     ggml_backend_t backend;
     ggml_backend_sched_t sched;
-    struct lt_outprod *outprod; // computes the weight gradients; see outprod.c
+    struct lt_outprod *outprod; // computes the backward products; see outprod.c
     struct ggml_context *ctx_static;
     struct ggml_context *ctx_compute;
     ggml_backend_buffer_t buf_static;
@@ -269,7 +270,7 @@ void lt_set_lr(struct lt_trainer *t, float lr, float wd) {
     t->pars.sgd.wd = wd;
 }
 
-void lt_step(struct lt_trainer *t, const int32_t *tokens, const int32_t *labels, bool train,
+bool lt_step(struct lt_trainer *t, const int32_t *tokens, const int32_t *labels, bool train,
              double *loss, double *accuracy) {
     const int64_t T = (int64_t)t->cfg.n_ctx * t->cfg.n_batch;
     const int64_t V = t->cfg.n_vocab;
@@ -293,6 +294,10 @@ void lt_step(struct lt_trainer *t, const int32_t *tokens, const int32_t *labels,
     ggml_backend_tensor_set(ggml_opt_labels(t->opt), t->labels, 0, sizeof(float) * (size_t)(V * T));
     ggml_opt_result_t res = ggml_opt_result_init();
     ggml_opt_eval(t->opt, res);
+    if (lt_outprod_failed(t->outprod)) {
+        ggml_opt_result_free(res);
+        return false;
+    }
     double l = 0, a = 0;
     ggml_opt_result_loss(res, &l, NULL);
     ggml_opt_result_accuracy(res, &a, NULL);
@@ -300,4 +305,5 @@ void lt_step(struct lt_trainer *t, const int32_t *tokens, const int32_t *labels,
     const int64_t learned = T - masked;
     *loss = learned > 0 ? (l * (double)T - (double)masked * log((double)V)) / (double)learned : 0;
     *accuracy = learned > 0 ? (a * (double)T - (double)masked) / (double)learned : 0;
+    return true;
 }

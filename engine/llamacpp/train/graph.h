@@ -45,8 +45,9 @@ void lt_set_lr(struct lt_trainer *t, float lr, float wd);
 // where nothing is learned: no gradient comes from that position). With
 // train it also runs the backward pass and one optimizer step. loss is the
 // mean cross-entropy per learned token, accuracy the share of argmax hits
-// among them.
-void lt_step(struct lt_trainer *t, const int32_t *tokens, const int32_t *labels, bool train,
+// among them. It returns false when the step could not be computed (out of
+// memory for the backward pass's products; see outprod.c).
+bool lt_step(struct lt_trainer *t, const int32_t *tokens, const int32_t *labels, bool train,
              double *loss, double *accuracy);
 
 #endif

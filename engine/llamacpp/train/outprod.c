@@ -1,18 +1,24 @@
-// Weight gradients through the matrix-multiply kernel.
+// The backward pass's products through the matrix-multiply kernel.
 //
-// ggml's backward pass gives every mul_mat(a, b) the gradient of a as
-// out_prod(b, dy). On the CPU that kernel is an axpy loop that runs several
-// times slower per multiply-add than the tinyBLAS gemm behind mul_mat: in a
-// profile of 25 steps of 6×384 tokens on the small preset it held 53 % of the
-// samples (ggml_vec_mad_f32_unroll), against 22 % for every forward and
-// input-gradient product together. The same sums are
-// mul_mat(cont(transpose(b)), cont(transpose(dy))), which goes through gemm.
+// ggml's backward pass gives both operands of every mul_mat(a, b) their
+// gradient as an out_prod: out_prod(b, dy) for a, out_prod(a, dyᵀ) for b. On
+// the CPU that kernel is an axpy loop that runs several times slower per
+// multiply-add than the tinyBLAS gemm behind mul_mat: in a profile of 25 steps
+// of 6×384 tokens on the small preset it held 53 % of the samples
+// (ggml_vec_mad_f32_unroll), against 22 % for the forward products. The same
+// sums are out_prod(x, y) = mul_mat(cont(xᵀ), cont(yᵀ)), which goes through
+// gemm (an operand that is already a transposed view, as dyᵀ is, needs no
+// copy).
 //
 // ggml-opt builds and runs the backward graph itself, so the one public place
 // between building and computing is the scheduler's evaluation callback: asked
 // about an OUT_PROD node, lt_outprod_eval makes the node a no-op for the
 // scheduler's compute of it, then computes it as that product into the node's
 // own memory and restores the node for the next step.
+//
+// The scratch for the transposed operands stays as large as the largest
+// step's until lt_outprod_free: (n_embd + n_vocab) × tokens floats for the
+// output layer, 23 MB for the small preset at 6×384 tokens.
 
 #include "outprod.h"
 
@@ -28,6 +34,8 @@ struct lt_outprod {
     ggml_backend_t backend;
     void *scratch; // the two transposed operands
     size_t cap;
+    bool failed;              // a node could not be computed since the last lt_outprod_failed
+    struct ggml_tensor *claimed; // made a no-op and not yet computed
 };
 
 struct lt_outprod *lt_outprod_new(ggml_backend_t backend) {
@@ -49,8 +57,8 @@ void lt_outprod_free(struct lt_outprod *o) {
 static size_t lt_round(size_t n) { return (n + LT_ALIGN - 1) / LT_ALIGN * LT_ALIGN; }
 
 // lt_outprod_handles says whether t is an out_prod this file computes: F32
-// throughout, a contiguous result and no broadcast of the first operand over
-// the batch dimensions (which mul_mat would broadcast the other way).
+// throughout, a contiguous result and operands with t's batch dimensions
+// (the training graph broadcasts none; ggml's kernel keeps those that do).
 static bool lt_outprod_handles(const struct ggml_tensor *t) {
     const struct ggml_tensor *a = t->src[0], *b = t->src[1];
     return t->op == GGML_OP_OUT_PROD && t->type == GGML_TYPE_F32 && a->type == GGML_TYPE_F32 &&
@@ -137,9 +145,17 @@ static void lt_transpose(struct ggml_tensor *dst, const struct ggml_tensor *a, i
     }
 }
 
-// lt_transposed is x as contiguous [x.ne1, x.ne0, x.ne2, x.ne3], written at
-// mem.
+// lt_transposed is x as contiguous [x.ne1, x.ne0, x.ne2, x.ne3]: x's own
+// memory when x is the transposed view of a contiguous tensor, else a copy
+// written at mem.
 static struct ggml_tensor *lt_transposed(struct ggml_context *ctx, struct ggml_tensor *x, void *mem) {
+    const size_t f = sizeof(float);
+    if (x->nb[1] == f && x->nb[0] == (size_t)x->ne[1] * f && x->nb[2] == (size_t)(x->ne[0] * x->ne[1]) * f &&
+        x->nb[3] == x->nb[2] * (size_t)x->ne[2]) {
+        struct ggml_tensor *y = ggml_new_tensor_4d(ctx, x->type, x->ne[1], x->ne[0], x->ne[2], x->ne[3]);
+        y->data = x->data;
+        return y;
+    }
     struct ggml_tensor *y = ggml_map_custom1(ctx, x, lt_transpose, GGML_N_TASKS_MAX, NULL);
     y->data = mem;
     y = ggml_reshape_4d(ctx, y, x->ne[1], x->ne[0], x->ne[2], x->ne[3]);
@@ -147,6 +163,9 @@ static struct ggml_tensor *lt_transposed(struct ggml_context *ctx, struct ggml_t
 }
 
 bool lt_outprod_compute(struct lt_outprod *o, struct ggml_tensor *t) {
+    if (!lt_outprod_handles(t)) {
+        return false;
+    }
     const struct ggml_tensor *a = t->src[0], *b = t->src[1];
     const size_t na = lt_round((size_t)ggml_nelements(a) * sizeof(float));
     const size_t nb = lt_round((size_t)ggml_nelements(b) * sizeof(float));
@@ -184,30 +203,51 @@ bool lt_outprod_eval(struct ggml_tensor *t, bool ask, void *ud) {
             return false;
         }
         t->op = GGML_OP_NONE; // the scheduler's compute skips it
+        o->claimed = t;
         return true;
     }
-    // Only nodes the ask above claimed come back here.
+    // Only the node the ask above claimed comes back here. On failure the
+    // scheduler stops computing the graph; lt_outprod_failed tells.
     t->op = GGML_OP_OUT_PROD;
-    return lt_outprod_compute(o, t);
+    o->claimed = NULL;
+    if (!lt_outprod_compute(o, t)) {
+        o->failed = true;
+        return false;
+    }
+    return true;
 }
 
-double lt_outprod_check(int64_t n, int64_t m, int64_t p, int64_t b2, int64_t b3, bool strided, int n_threads) {
+bool lt_outprod_failed(struct lt_outprod *o) {
+    if (o->claimed) { // the scheduler failed before computing up to it
+        o->claimed->op = GGML_OP_OUT_PROD;
+        o->claimed = NULL;
+        o->failed = true;
+    }
+    const bool f = o->failed;
+    o->failed = false;
+    return f;
+}
+
+double lt_outprod_check(int64_t n, int64_t m, int64_t p, int64_t b2, int64_t b3, int layout, int n_threads) {
     const size_t elems = (size_t)((n + m) * p * 3 + n * m * 2) * (size_t)(b2 * b3);
     struct ggml_init_params ip = {elems * sizeof(float) + 32 * ggml_tensor_overhead() + ggml_graph_overhead() + (1 << 20), NULL,
                                   false};
     struct ggml_context *ctx = ggml_init(ip);
     ggml_backend_t backend = ggml_backend_cpu_init();
-    struct lt_outprod *o = lt_outprod_new(backend);
-    if (!ctx || !backend || !o) {
-        return -1;
+    struct lt_outprod *o = backend ? lt_outprod_new(backend) : NULL;
+    double worst = -1;
+    if (!ctx || !o) {
+        goto done;
     }
     ggml_backend_cpu_set_n_threads(backend, n_threads);
-    // b [m, p, b2, b3]: contiguous, or a transposed view of [p, m, b2, b3]
-    // (rows not contiguous: lt_transpose's element-by-element path). ggml's
-    // out_prod takes only a with contiguous rows.
+    // b [m, p, b2, b3]: contiguous (layout 0), the transposed view of a
+    // contiguous [p, m, b2, b3] (1: as the backward pass's dyᵀ), or a
+    // permuted view of [p, b2, m, b3] (2: neither, rows not contiguous).
+    // ggml's out_prod takes only an a with contiguous rows.
     struct ggml_tensor *a = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, n, p, b2, b3);
-    struct ggml_tensor *b = strided ? ggml_new_tensor_4d(ctx, GGML_TYPE_F32, p, m, b2, b3)
-                                    : ggml_new_tensor_4d(ctx, GGML_TYPE_F32, m, p, b2, b3);
+    struct ggml_tensor *b = layout == 1   ? ggml_new_tensor_4d(ctx, GGML_TYPE_F32, p, m, b2, b3)
+                            : layout == 2 ? ggml_new_tensor_4d(ctx, GGML_TYPE_F32, p, b2, m, b3)
+                                          : ggml_new_tensor_4d(ctx, GGML_TYPE_F32, m, p, b2, b3);
     uint32_t x = 12345;
     for (struct ggml_tensor *u = a; u; u = u == a ? b : NULL) {
         float *d = u->data;
@@ -216,14 +256,15 @@ double lt_outprod_check(int64_t n, int64_t m, int64_t p, int64_t b2, int64_t b3,
             d[i] = (float)(x >> 8) / (float)(1u << 24) - 0.5f;
         }
     }
-    if (strided) {
+    if (layout == 1) {
         b = ggml_transpose(ctx, b);
+    } else if (layout == 2) {
+        b = ggml_permute(ctx, b, 1, 2, 0, 3);
     }
     struct ggml_tensor *ref = ggml_out_prod(ctx, a, b); // ggml's own kernel
     struct ggml_tensor *got = ggml_out_prod(ctx, a, b); // never computed by ggml
     struct ggml_cgraph *g = ggml_new_graph(ctx);
     ggml_build_forward_expand(g, ref);
-    double worst = -1;
     if (ggml_graph_compute_with_ctx(ctx, g, n_threads) == GGML_STATUS_SUCCESS && lt_outprod_compute(o, got)) {
         worst = 0;
         const float *r = ref->data, *q = got->data;
@@ -232,8 +273,9 @@ double lt_outprod_check(int64_t n, int64_t m, int64_t p, int64_t b2, int64_t b3,
             worst = d > worst ? d : worst;
         }
     }
+done:
     lt_outprod_free(o);
-    ggml_backend_free(backend);
-    ggml_free(ctx);
+    if (backend) ggml_backend_free(backend);
+    if (ctx) ggml_free(ctx);
     return worst;
 }

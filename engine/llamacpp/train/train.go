@@ -373,7 +373,9 @@ func (t *Trainer) run(seqs [][]int32, learn [][]bool, train bool) (Result, error
 		return Result{}, errors.New("train: the masks mark no token to learn")
 	}
 	var loss, acc C.double
-	C.lt_step(t.t, (*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&labels[0])), C.bool(train), &loss, &acc)
+	if !C.lt_step(t.t, (*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&labels[0])), C.bool(train), &loss, &acc) {
+		return Result{}, fmt.Errorf("train: out of memory for the gradients of %d×%d tokens: train on fewer or shorter sequences", t.batch, t.ctx)
+	}
 	if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
 		return Result{}, fmt.Errorf("train: the loss diverged (%v): lower the learning rate", float64(loss))
 	}
