@@ -12,9 +12,10 @@ import (
 // LearnVocab is BuiltinVocab's base (byte fallback, ChatML's special tokens,
 // printable ASCII) plus merges pieces learned from texts by byte-pair
 // encoding (and up to 7 more, so the vocabulary is a multiple of 8 tokens
-// when the texts have that many pieces). A model trained on one kind of text reads it in far fewer tokens
-// than with the built-in pieces (near one per letter away from the seed
-// words), so a training window holds a whole exchange.
+// when the texts have that many pieces). A model trained on one kind of
+// text reads it in far fewer tokens than with the built-in pieces (near one
+// per letter away from the seed words), so a training window holds a whole
+// exchange.
 //
 // Pieces never cross a word: a piece is an optional SentencePiece space and
 // then letters, or then punctuation; digits stay single, so a number the
