@@ -123,7 +123,6 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 		return err
 	}
 	defer done()
-	researchTools, report := h.ResearcherTools()
 
 	var mu sync.Mutex
 	var sc demoScore
@@ -185,8 +184,8 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 	}
 	fmt.Fprintf(w, "demo: %s, %d held-out facts asked (of %d), context %d\n", m.Info.Name, len(asked), len(ids), ctxLen)
 	start := time.Now()
-	res, err := rt.Run(ctx, engine.PoolSpec{System: research.ResearcherSystem, Tools: researchTools, Terminal: report, MaxTurns: 6,
-		Sampling: sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit, Orchestrate: engine.AsRoomAllows(specs...)})
+	h.Sampling = sampling
+	res, err := rt.Run(ctx, h.ResearcherPool(6, specs...))
 	sc.wall = time.Since(start)
 	if err != nil {
 		return err

@@ -131,6 +131,15 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 		compact: []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus)}, findingChars: 1200}
 }
 
+// ReportTurnTokens is a researcher's turn budget: room for a whole report,
+// an answer of tools.AnswerMaxLength characters (by its schema and so by
+// the grammar) even at a token per character, and a source or two after
+// it. A turn cut inside the answer loses the sources (the runtime keeps a
+// cut report's answer only), so an answer that runs on — a small model's
+// loop — must be closed by the grammar's maxLength, not by the turn's
+// limit. The publisher's turn has the same room.
+const ReportTurnTokens = 1600
+
 // ResearcherSystem is the researchers' system prompt (before the abilities'
 // catalogue); the demo model's training transcripts use it word for word.
 const ResearcherSystem = "You are a research agent. Answer your question from the documents: search, read, then report with the files you used."
@@ -139,6 +148,15 @@ const ResearcherSystem = "You are a research agent. Answer your question from th
 // tool, exactly as Run gives them.
 func (h *Harness) ResearcherTools() (tools []engine.Tool, terminal engine.Tool) {
 	return h.researchTools(), h.report
+}
+
+// ResearcherPool is the pool Run starts its researchers in (as the room
+// allows, each with at most maxTurns turns), for anything that must run
+// them exactly as Run does (lloyal bench demo).
+func (h *Harness) ResearcherPool(maxTurns int, researchers ...engine.AgentSpec) engine.PoolSpec {
+	return engine.PoolSpec{System: ResearcherSystem + h.catalogue(), Tools: h.researchTools(), Terminal: h.report,
+		MaxTurns: maxTurns, MaxTurnTokens: ReportTurnTokens, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
+		Orchestrate: engine.AsRoomAllows(researchers...)}
 }
 
 // ResearcherTask is a researcher's task as Run writes it.
@@ -247,9 +265,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		}
 		specs = append(specs, s)
 	}
-	res, err = rt.Run(ctx, engine.PoolSpec{System: ResearcherSystem + h.catalogue(),
-		Tools: h.researchTools(), Terminal: h.report, MaxTurns: maxTurns, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
-		Orchestrate: engine.AsRoomAllows(specs...)})
+	res, err = rt.Run(ctx, h.ResearcherPool(maxTurns, specs...))
 	if res != nil {
 		all = append(all, res.Agents...)
 	}
@@ -274,8 +290,9 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	}
 	res, err = rt.Run(ctx, engine.PoolSpec{System: PublisherSystem,
 		// A whole note (1,000 characters at most, by its schema and so by the
-		// grammar) fits in one turn: a turn cut short would cut the call.
-		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, MaxTurnTokens: 1600, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
+		// grammar) or report fits in one turn: a turn cut short would cut the
+		// call.
+		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, MaxTurnTokens: ReportTurnTokens, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
 		Orchestrate: engine.Parallel(pub)})
 	if res != nil {
 		all = append(all, res.Agents...)

@@ -1,11 +1,15 @@
 package research
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/tools"
 )
 
 // Abilities reach the researchers: their tools beside the harness's (and in
@@ -27,4 +31,45 @@ func TestAbilitiesInTheCatalogue(t *testing.T) {
 	if len(all) != 2 || all[0].Spec().Name != "items_delete_item" {
 		t.Fatalf("tools %v", all)
 	}
+}
+
+// A researcher's turn holds a whole report: an answer as long as the
+// report's schema allows, each character a token of its own (as a looping
+// small model writes one), and the sources after it. A turn cut short would
+// lose the sources: the runtime keeps a cut report's answer only.
+func TestAWholeReportFitsAResearchersTurn(t *testing.T) {
+	corpus, err := tools.LoadCorpusFS(Handbook(), HandbookName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer corpus.Close()
+	note, err := tools.WriteNoteTool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const task, question = "Plan the sky.", "Why is the sky long?"
+	h := New(corpus, note, task, 1)
+	be := enginetest.New(1 << 16)
+	plan, _ := json.Marshal(map[string]any{"questions": []string{question}})
+	be.Script(task, enginetest.ToolCall("plan", string(plan)))
+	// A four-byte character is a token of its own in the double's tokenizer.
+	answer := strings.Repeat("𝄞", tools.AnswerMaxLength)
+	report, _ := json.Marshal(map[string]any{"answer": answer, "sources": []string{"glossary.md"}})
+	be.Script(question, enginetest.ToolCall("report", string(report)))
+	all, err := h.Run(context.Background(), engine.New(be, engine.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range all {
+		if !strings.HasPrefix(a.Task, question) {
+			continue
+		}
+		got := event.ReadReport(a.Result)
+		if !a.Ok() || a.Source == "turn_cut_salvaged" || len(got.Sources) != 1 || got.Sources[0] != "glossary.md" || got.Answer != answer {
+			t.Fatalf("the researcher's report: outcome %s, source %q, sources %v, answer of %d characters (%d tokens written)",
+				a.Outcome, a.Source, got.Sources, len([]rune(got.Answer)), a.Tokens)
+		}
+		return
+	}
+	t.Fatalf("no researcher among %d agents", len(all))
 }
