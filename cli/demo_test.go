@@ -77,7 +77,9 @@ func TestDemoReachesEveryPart(t *testing.T) {
 	searches, withWords, reports, cited := rs.tally(t)
 	t.Logf("%d of %d searches use a word of the question; %d of %d reports cite handbook files", withWords, searches, cited, reports)
 	// Random weights never search on their own (none); the demo model
-	// made 10 of 18 such searches here.
+	// made 3 of 5 such searches here (an earlier one, 10 of 18): its
+	// planner's questions are often garbled, so few researchers are left
+	// to choose their own calls.
 	if withWords == 0 {
 		t.Errorf("%d of %d searches use a word of the researcher's question, want some", withWords, searches)
 	}
