@@ -56,10 +56,7 @@ func eachTranscript(ctx context.Context, base string, seed uint64, spans int, st
 	}
 	defer done()
 	r := transcript.Writer{Format: f, Harness: h, NCtx: trainRunCtx}
-	r.Count = func(p chat.Prompt) (int, error) {
-		toks, err := tok.prompt(p)
-		return len(toks), err
-	}
+	r.Count = tok.count
 	facts, err := transcript.Facts(research.Handbook())
 	if err != nil {
 		return err
@@ -254,6 +251,20 @@ func (s *segmentTokens) prompt(p chat.Prompt) ([]int32, error) {
 		out = append(out, t...)
 	}
 	return out, nil
+}
+
+// count is how many tokens p has, without joining its segments' tokens:
+// the writer counts the whole transcript after every tool call.
+func (s *segmentTokens) count(p chat.Prompt) (int, error) {
+	n := 0
+	for _, seg := range p {
+		t, err := s.segment(seg)
+		if err != nil {
+			return 0, err
+		}
+		n += len(t)
+	}
+	return n, nil
 }
 
 func (s *segmentTokens) segment(seg chat.Segment) ([]int32, error) {
