@@ -9,6 +9,15 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 )
 
+// ReportTurnTokens is the turn budget of an agent that reports: room for a
+// whole report, an answer of AnswerMaxLength characters (by its schema and
+// so by the grammar) even at a token per character, and a source or two
+// after it. A turn cut inside the answer loses the sources (the runtime
+// keeps a cut report's answer only), so an answer that runs on — a small
+// model's loop — must be closed by the grammar's maxLength, not by the
+// turn's limit.
+const ReportTurnTokens = 1600
+
 // DelegateTool starts sub-agents, forked from the caller's own context (they
 // know everything it has read), on sub-questions; their answers come back as
 // its result.
@@ -30,7 +39,7 @@ func DelegateTool(sub func() []engine.Tool, report engine.Tool, maxTasks int) en
 		}
 		res, err := engine.RunPool(ctx, engine.PoolSpec{
 			System: "You are a helper agent. Answer the sub-question with the tools, then report.",
-			Tools:  sub(), Terminal: report, MaxTurns: 4,
+			Tools:  sub(), Terminal: report, MaxTurns: 4, MaxTurnTokens: ReportTurnTokens,
 			Orchestrate: engine.Parallel(specs...),
 		})
 		if err != nil && (res == nil || len(res.Agents) == 0) {

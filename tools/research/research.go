@@ -131,14 +131,9 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 		compact: []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus)}, findingChars: 1200}
 }
 
-// ReportTurnTokens is a researcher's turn budget: room for a whole report,
-// an answer of tools.AnswerMaxLength characters (by its schema and so by
-// the grammar) even at a token per character, and a source or two after
-// it. A turn cut inside the answer loses the sources (the runtime keeps a
-// cut report's answer only), so an answer that runs on — a small model's
-// loop — must be closed by the grammar's maxLength, not by the turn's
-// limit. The publisher's turn has the same room.
-const ReportTurnTokens = 1600
+// ReportTurnTokens is a researcher's and the publisher's turn budget: room
+// for a whole report (tools.ReportTurnTokens says why), as the helpers have.
+const ReportTurnTokens = tools.ReportTurnTokens
 
 // ResearcherSystem is the researchers' system prompt (before the abilities'
 // catalogue); the demo model's training transcripts use it word for word.

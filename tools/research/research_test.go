@@ -73,3 +73,53 @@ func TestAWholeReportFitsAResearchersTurn(t *testing.T) {
 	}
 	t.Fatalf("no researcher among %d agents", len(all))
 }
+
+// A helper's turn holds a whole report too: a researcher delegates, and its
+// helper's report — an answer as long as the schema allows, a token per
+// character, then its sources — comes back whole, not cut at the default
+// turn budget.
+func TestAWholeReportFitsAHelpersTurn(t *testing.T) {
+	corpus, err := tools.LoadCorpusFS(Handbook(), HandbookName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer corpus.Close()
+	note, err := tools.WriteNoteTool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const task, question, sub = "Plan the sky.", "Why is the sky long?", "Ask a helper about clouds."
+	h := New(corpus, note, task, 1)
+	be := enginetest.New(1 << 16)
+	plan, _ := json.Marshal(map[string]any{"questions": []string{question}})
+	be.Script(task, enginetest.ToolCall("plan", string(plan)))
+	delegate, _ := json.Marshal(map[string]any{"tasks": []string{sub}})
+	short, _ := json.Marshal(map[string]any{"answer": "long", "sources": []string{"glossary.md"}})
+	be.Script(question, enginetest.ToolCall("delegate", string(delegate)), enginetest.ToolCall("report", string(short)))
+	// A four-byte character is a token of its own in the double's tokenizer.
+	answer := strings.Repeat("𝄞", tools.AnswerMaxLength)
+	report, _ := json.Marshal(map[string]any{"answer": answer, "sources": []string{"glossary.md"}})
+	be.Script(sub, enginetest.ToolCall("report", string(report)))
+	helper, source := 0, ""
+	var got event.Report
+	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{engine.SinkFunc(func(e event.Event) {
+		switch {
+		case e.Type == event.AgentSpawn && e.Text == sub:
+			helper = e.Agent
+		case e.Type.Terminal() && helper != 0 && e.Agent == helper:
+			got = event.ReadReport(e.Result)
+			var d struct{ Source string }
+			_ = json.Unmarshal(e.Data, &d)
+			source = string(e.Type) + " " + d.Source
+		}
+	})}})
+	if _, err := h.Run(context.Background(), rt); err != nil {
+		t.Fatal(err)
+	}
+	if helper == 0 {
+		t.Fatal("the researcher's helper never started")
+	}
+	if source != string(event.AgentReturn)+" voluntary_return" || len(got.Sources) != 1 || got.Sources[0] != "glossary.md" || got.Answer != answer {
+		t.Fatalf("the helper's report: %q, sources %v, answer of %d characters", source, got.Sources, len([]rune(got.Answer)))
+	}
+}
