@@ -33,22 +33,29 @@ func TestAbilitiesInTheCatalogue(t *testing.T) {
 	}
 }
 
+// handbookHarness is a one-question harness over the built-in handbook,
+// its notes in a temporary folder.
+func handbookHarness(t *testing.T, task string) *Harness {
+	t.Helper()
+	corpus, err := tools.LoadCorpusFS(Handbook(), HandbookName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { corpus.Close() })
+	note, err := tools.WriteNoteTool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(corpus, note, task, 1)
+}
+
 // A researcher's turn holds a whole report: an answer as long as the
 // report's schema allows, each character a token of its own (as a looping
 // small model writes one), and the sources after it. A turn cut short would
 // lose the sources: the runtime keeps a cut report's answer only.
 func TestAWholeReportFitsAResearchersTurn(t *testing.T) {
-	corpus, err := tools.LoadCorpusFS(Handbook(), HandbookName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer corpus.Close()
-	note, err := tools.WriteNoteTool(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	const task, question = "Plan the sky.", "Why is the sky long?"
-	h := New(corpus, note, task, 1)
+	h := handbookHarness(t, task)
 	be := enginetest.New(1 << 16)
 	plan, _ := json.Marshal(map[string]any{"questions": []string{question}})
 	be.Script(task, enginetest.ToolCall("plan", string(plan)))
@@ -79,17 +86,8 @@ func TestAWholeReportFitsAResearchersTurn(t *testing.T) {
 // character, then its sources — comes back whole, not cut at the default
 // turn budget.
 func TestAWholeReportFitsAHelpersTurn(t *testing.T) {
-	corpus, err := tools.LoadCorpusFS(Handbook(), HandbookName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer corpus.Close()
-	note, err := tools.WriteNoteTool(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	const task, question, sub = "Plan the sky.", "Why is the sky long?", "Ask a helper about clouds."
-	h := New(corpus, note, task, 1)
+	h := handbookHarness(t, task)
 	be := enginetest.New(1 << 16)
 	plan, _ := json.Marshal(map[string]any{"questions": []string{question}})
 	be.Script(task, enginetest.ToolCall("plan", string(plan)))
