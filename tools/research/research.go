@@ -131,10 +131,6 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 		compact: []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus)}, findingChars: 1200}
 }
 
-// ReportTurnTokens is a researcher's and the publisher's turn budget: room
-// for a whole report (tools.ReportTurnTokens says why), as the helpers have.
-const ReportTurnTokens = tools.ReportTurnTokens
-
 // ResearcherSystem is the researchers' system prompt (before the abilities'
 // catalogue); the demo model's training transcripts use it word for word.
 const ResearcherSystem = "You are a research agent. Answer your question from the documents: search, read, then report with the files you used."
@@ -150,7 +146,8 @@ func (h *Harness) ResearcherTools() (tools []engine.Tool, terminal engine.Tool) 
 // them exactly as Run does (lloyal bench demo).
 func (h *Harness) ResearcherPool(maxTurns int, researchers ...engine.AgentSpec) engine.PoolSpec {
 	return engine.PoolSpec{System: ResearcherSystem + h.catalogue(), Tools: h.researchTools(), Terminal: h.report,
-		MaxTurns: maxTurns, MaxTurnTokens: ReportTurnTokens, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
+		// A researcher's turn holds a whole report (tools.ReportTurnTokens).
+		MaxTurns: maxTurns, MaxTurnTokens: tools.ReportTurnTokens, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
 		Orchestrate: engine.AsRoomAllows(researchers...)}
 }
 
@@ -287,7 +284,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		// A whole note (1,000 characters at most, by its schema and so by the
 		// grammar) or report fits in one turn: a turn cut short would cut the
 		// call.
-		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, MaxTurnTokens: ReportTurnTokens, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
+		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, MaxTurnTokens: tools.ReportTurnTokens, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
 		Orchestrate: engine.Parallel(pub)})
 	if res != nil {
 		all = append(all, res.Agents...)
