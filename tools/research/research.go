@@ -6,7 +6,6 @@ package research
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -17,8 +16,13 @@ import (
 	"github.com/lloyal-ai/lloyal/tools"
 )
 
-// DemoTask is the question the demo researches when the user gives none.
-const DemoTask = "How does Tidewater 3 recover after a crash, and what must a job's manifest say for it to be retried?"
+// DemoTask is the question the demo researches when the user gives none:
+// what Tidewater does after a crash, and the manifest key that decides
+// whether a job is retried then. It asks in the forms the demo model
+// trained on ("What does the Tidewater handbook say about …?", "What is …
+// in Tidewater?"): asked "How does Tidewater 3 recover after a crash?", it
+// searched for "What is retried for it to be retried for it…".
+const DemoTask = "What does the Tidewater handbook say about recovery after a crash, and what is idempotent in Tidewater?"
 
 // Harness is one research run's tools and settings.
 type Harness struct {
@@ -35,7 +39,11 @@ type Harness struct {
 	// of calls (save, then report): for a model that learned the research
 	// tools but not delegate or fetch_page (the demo model).
 	WalkFirst bool
-	Sampling  engine.Sampling
+	// ClausePlan: the planner's questions are the task's own clauses (its
+	// grammar offers only those), for a model that can pick a clause but
+	// not rewrite one (the demo model). A real model writes its own.
+	ClausePlan bool
+	Sampling   engine.Sampling
 	// SoftLimit and HardLimit are the pools' pressure limits in cells (0:
 	// the engine's defaults); Fit sets them for a small context.
 	SoftLimit, HardLimit int
@@ -162,15 +170,6 @@ func (h *Harness) Tools() (all []engine.Tool, terminal engine.Tool) {
 	return append(h.researchTools(), h.note), h.report
 }
 
-// PlannerSystem is the planner's system prompt.
-const PlannerSystem = "You plan research. Split the task into independent questions a researcher can answer from the documents."
-
-// PlanTool is the planner's terminal tool: at most Agents questions.
-func (h *Harness) PlanTool() engine.Tool {
-	schema := json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"questions":{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}},"required":["questions"]}`, max(h.Agents, 1)))
-	return engine.Terminal("plan", "Give the research questions that together answer the task.", schema)
-}
-
 // PublisherSystem is the publisher's system prompt.
 const PublisherSystem = "You write the final report from the findings, save it as a note, then report it."
 
@@ -217,13 +216,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	}
 	var questions []string
 	if len(res.Agents) == 1 && res.Agents[0].Ok() {
-		var p struct{ Questions []string }
-		_ = json.Unmarshal(res.Agents[0].Result, &p)
-		for _, q := range p.Questions {
-			if strings.TrimSpace(q) != "" {
-				questions = append(questions, q)
-			}
-		}
+		questions = planQuestions(res.Agents[0].Result)
 	}
 	if len(questions) == 0 {
 		questions = []string{h.Task}
@@ -234,13 +227,14 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	for i, q := range questions {
 		s := engine.AgentSpec{Task: ResearcherTask(q, h.Task), Role: "researcher"}
 		if h.Walk || h.WalkFirst && i == 0 {
-			// The first researcher hands parts of its question to helpers
-			// first, while the context has the most room, then fetches two
-			// cited pages in a row: the second meets the proxy's rate limit
-			// and is retried. The others search, fetch and read.
+			// The first researcher searches and reads first (a small model
+			// that learned only those does them as it learned them), then
+			// hands parts of its question to helpers and fetches two cited
+			// pages in a row: the second meets the proxy's rate limit and is
+			// retried. The others search, fetch and read.
 			s.Plan = []engine.ToolChoice{"search", "fetch_page", "read_file", "report"}
 			if i == 0 {
-				s.Plan = []engine.ToolChoice{"delegate", "search", "fetch_page", "fetch_page", "report"}
+				s.Plan = []engine.ToolChoice{"search", "read_file", "delegate", "fetch_page", "fetch_page", "report"}
 				// With abilities, the first researcher calls each of their
 				// tools once instead (a protected one asks you first).
 				if len(h.abilities) > 0 {

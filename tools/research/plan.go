@@ -1,0 +1,194 @@
+package research
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// PlannerSystem is the planner's system prompt.
+const PlannerSystem = "You plan research. Split the task into independent questions a researcher can answer from the documents."
+
+// PlanTool is the planner's terminal tool: at most Agents questions.
+// With ClausePlan the questions are the task's own clauses: each of them
+// once, in the order the planner chooses (when there are at most
+// maxOrdered, and no more than Agents), or else any of them.
+func (h *Harness) PlanTool() engine.Tool {
+	agents := max(h.Agents, 1)
+	questions := fmt.Sprintf(`{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}`, agents)
+	if cs := Clauses(h.Task); h.ClausePlan && len(cs) > 0 {
+		var b []byte
+		if len(cs) <= min(agents, maxOrdered) {
+			// A small model left to pick clauses one by one picks the
+			// same one again, or stops after one (58 of 65 plans of the
+			// demo model's held-out tasks missed a clause): a plan must
+			// cover the task.
+			b, _ = json.Marshal(map[string]any{"enum": orders(cs)})
+		} else {
+			b, _ = json.Marshal(map[string]any{"type": "array", "items": map[string]any{"enum": cs}, "minItems": 1, "maxItems": agents})
+		}
+		questions = string(b)
+	}
+	schema := json.RawMessage(`{"type":"object","properties":{"questions":` + questions + `},"required":["questions"]}`)
+	return engine.Terminal("plan", "Give the research questions that together answer the task.", schema)
+}
+
+// maxOrdered is the most clauses a plan's schema lists every order of
+// (4! = 24 orders).
+const maxOrdered = 4
+
+// orders are the permutations of items, items' own order first.
+func orders(items []string) [][]string {
+	if len(items) <= 1 {
+		return [][]string{slices.Clone(items)}
+	}
+	var out [][]string
+	for i, first := range items {
+		rest := slices.Concat(items[:i], items[i+1:])
+		for _, o := range orders(rest) {
+			out = append(out, append([]string{first}, o...))
+		}
+	}
+	return out
+}
+
+// planQuestions are a plan's questions, blank ones and repeats left out:
+// one question asked twice is one researcher's work.
+func planQuestions(result json.RawMessage) []string {
+	var p struct{ Questions []string }
+	_ = json.Unmarshal(result, &p)
+	var out []string
+	seen := map[string]bool{}
+	for _, q := range p.Questions {
+		k := strings.ToLower(strings.TrimSpace(q))
+		if k != "" && !seen[k] {
+			seen[k] = true
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// Clauses are the questions a task asks, in its own words: its sentences,
+// and the parts of a sentence joined by ", and " where the part after it
+// asks again ("…, and what must a manifest say?"), each capitalised and
+// ending as a question or a request.
+func Clauses(task string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range sentences(task) {
+		term := ""
+		if r, _ := utf8.DecodeLastRuneInString(s); strings.ContainsRune("?.!", r) {
+			term = string(r)
+		}
+		parts := splitAsks(strings.TrimRight(s, "?.!"))
+		for i, p := range parts {
+			p = capitalise(strings.TrimRight(strings.TrimSpace(p), ",;:"))
+			if p == "" {
+				continue
+			}
+			switch {
+			case i == len(parts)-1:
+				p += term
+			case asks(p):
+				p += "?"
+			default:
+				p += "."
+			}
+			if k := strings.ToLower(p); !seen[k] {
+				seen[k] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// sentences splits text after each ".", "?" or "!" that a space and a
+// capital letter follow, and at line breaks.
+func sentences(text string) []string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		start := 0
+		for i := 0; i < len(line); {
+			r, n := utf8.DecodeRuneInString(line[i:])
+			i += n
+			if !strings.ContainsRune("?.!", r) {
+				continue
+			}
+			// Byte offsets, not runes: text that is not UTF-8 stays as it is.
+			sp, n2 := utf8.DecodeRuneInString(line[i:])
+			next, _ := utf8.DecodeRuneInString(line[min(i+n2, len(line)):])
+			if n2 > 0 && unicode.IsSpace(sp) && unicode.IsUpper(next) {
+				out = append(out, strings.TrimSpace(line[start:i]))
+				start = i + n2
+			}
+		}
+		if rest := strings.TrimSpace(line[start:]); rest != "" {
+			out = append(out, rest)
+		}
+	}
+	return out
+}
+
+// splitAsks cuts a sentence at ", and " where what follows asks again:
+// "What is a harbor, and what does TW-403 mean" is two questions; "Compare
+// the harbor, and the dock" is one.
+func splitAsks(s string) []string {
+	var out []string
+	for {
+		i := strings.Index(s, ", and ")
+		if i < 0 {
+			break
+		}
+		j := i
+		for {
+			rest := s[j+len(", and "):]
+			if asks(rest) || requests(rest) {
+				out = append(out, s[:j])
+				s = rest
+				break
+			}
+			k := strings.Index(rest, ", and ")
+			if k < 0 {
+				return append(out, s)
+			}
+			j += len(", and ") + k
+		}
+	}
+	return append(out, s)
+}
+
+// questionWords open a question; requestWords open a request.
+var (
+	questionWords = []string{"what", "how", "why", "when", "where", "which", "who", "whose", "whom",
+		"does", "do", "did", "is", "are", "was", "were", "can", "could", "should", "must", "will", "would", "has", "have"}
+	requestWords = []string{"explain", "define", "find", "describe", "list", "tell", "give", "show", "say", "name", "summarise", "summarize"}
+)
+
+func asks(s string) bool     { return opensWith(s, questionWords) }
+func requests(s string) bool { return opensWith(s, requestWords) }
+
+func opensWith(s string, words []string) bool {
+	first, _, _ := strings.Cut(strings.TrimSpace(s), " ")
+	first = strings.ToLower(strings.TrimRight(first, ",?.!"))
+	for _, w := range words {
+		if first == w {
+			return true
+		}
+	}
+	return false
+}
+
+func capitalise(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 {
+		return s
+	}
+	return string(unicode.ToUpper(r)) + s[n:]
+}
