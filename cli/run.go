@@ -47,9 +47,11 @@ delegate), a publisher saves the report as a note (write_note: protected, you
 approve it) and reports.
 
 With no flags it researches the built-in handbook of Tidewater (a fictional
-job scheduler) on a tiny model it generates on first use, whose text is
-noise: point --model at a real GGUF file or an ollama model name for real
-answers, and --corpus at a folder of your own documents.
+job scheduler) with lloyal's demo model, trained on that handbook alone: it
+searches with the question's words and cites handbook files, but its answers
+are mostly not sentences and it knows nothing else. Point --model at a real
+GGUF file or an ollama model name for real answers, and --corpus at a folder
+of your own documents.
 
 Ctrl-C once finishes up (every agent writes its report); twice stops now.
 The trace is written as the run goes and its path printed at exit.`,

@@ -197,14 +197,25 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 		abInfo = append(abInfo, info)
 	}
 	h.Sampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: cfg.Seed}
+	if cfg.Demo {
+		// The demo model's skill is copying the question into a search and
+		// the hit's path into a read and a report; sampled at 0.7 it copies
+		// a word wrong and drifts (a search for "What is retried for you
+		// are done. Jobs a crash?"). Greedy, as lloyal bench demo measures it.
+		h.Sampling = engine.Sampling{Seed: cfg.Seed}
+	}
 	// A random model never opens a call on its own: walk it through the
 	// tools so the demo exercises them (and asks you about write_note).
 	h.Walk = (cfg.Generated || cfg.Walk) && om.nctx >= 4096
 	// The demo model learned to search, read and report, not to delegate
-	// or fetch a page: its first researcher is walked through those, so
-	// the demo shows helpers and a retried fetch, and its publisher saves
-	// once, then reports; the other researchers choose.
+	// or fetch a page: its first researcher is walked through those after
+	// its own search and read, so the demo shows helpers and a retried
+	// fetch, and its publisher saves once, then reports; the other
+	// researchers choose.
 	h.WalkFirst = cfg.Demo && om.nctx >= 4096
+	// It copies words well and rewrites them badly: its planner picks
+	// questions from the task's own clauses.
+	h.ClausePlan = cfg.Demo
 	if what := h.Fit(om.nctx, om.nbatch); what != "" {
 		fmt.Fprintln(errOut, "adapted to the context:", what)
 	}
