@@ -29,7 +29,7 @@ import (
 // holds under any load.
 func TestDemoReachesEveryPart(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the demo five times on llama.cpp")
+		t.Skip("runs the demo three times on llama.cpp")
 	}
 	bin := buildBinary(t)
 	cache := filepath.Join(t.TempDir(), "cache")

@@ -21,7 +21,7 @@ const PlannerSystem = "You plan research. Split the task into independent questi
 func (h *Harness) PlanTool() engine.Tool {
 	agents := max(h.Agents, 1)
 	questions := fmt.Sprintf(`{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}`, agents)
-	if cs := Clauses(h.Task); h.ClausePlan && len(cs) > 0 {
+	if cs := h.clauses(); len(cs) > 0 {
 		var b []byte
 		if len(cs) <= min(agents, maxOrdered) {
 			// A small model left to pick clauses one by one picks the
@@ -36,6 +36,15 @@ func (h *Harness) PlanTool() engine.Tool {
 	}
 	schema := json.RawMessage(`{"type":"object","properties":{"questions":` + questions + `},"required":["questions"]}`)
 	return engine.Terminal("plan", "Give the research questions that together answer the task.", schema)
+}
+
+// clauses are the task's clauses with ClausePlan, and none without it (a
+// free plan: the task is not split at all).
+func (h *Harness) clauses() []string {
+	if !h.ClausePlan {
+		return nil
+	}
+	return Clauses(h.Task)
 }
 
 // maxOrdered is the most clauses a plan's schema lists every order of
@@ -62,9 +71,15 @@ func orders(items []string) [][]string {
 func planQuestions(result json.RawMessage) []string {
 	var p struct{ Questions []string }
 	_ = json.Unmarshal(result, &p)
+	return distinct(p.Questions)
+}
+
+// distinct is items without the blank ones and without repeats (in any
+// case, around any spaces), in their order.
+func distinct(items []string) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, q := range p.Questions {
+	for _, q := range items {
 		k := strings.ToLower(strings.TrimSpace(q))
 		if k != "" && !seen[k] {
 			seen[k] = true
@@ -80,7 +95,6 @@ func planQuestions(result json.RawMessage) []string {
 // ending as a question or a request.
 func Clauses(task string) []string {
 	var out []string
-	seen := map[string]bool{}
 	for _, s := range sentences(task) {
 		term := ""
 		if r, _ := utf8.DecodeLastRuneInString(s); strings.ContainsRune("?.!", r) {
@@ -100,13 +114,10 @@ func Clauses(task string) []string {
 			default:
 				p += "."
 			}
-			if k := strings.ToLower(p); !seen[k] {
-				seen[k] = true
-				out = append(out, p)
-			}
+			out = append(out, p)
 		}
 	}
-	return out
+	return distinct(out)
 }
 
 // sentences splits text after each ".", "?" or "!" that a space and a
@@ -140,28 +151,16 @@ func sentences(text string) []string {
 // "What is a harbor, and what does TW-403 mean" is two questions; "Compare
 // the harbor, and the dock" is one.
 func splitAsks(s string) []string {
-	var out []string
-	for {
-		i := strings.Index(s, ", and ")
-		if i < 0 {
-			break
-		}
-		j := i
-		for {
-			rest := s[j+len(", and "):]
-			if asks(rest) || requests(rest) {
-				out = append(out, s[:j])
-				s = rest
-				break
-			}
-			k := strings.Index(rest, ", and ")
-			if k < 0 {
-				return append(out, s)
-			}
-			j += len(", and ") + k
+	pieces := strings.Split(s, ", and ")
+	out := []string{pieces[0]}
+	for _, p := range pieces[1:] {
+		if asks(p) || requests(p) {
+			out = append(out, p)
+		} else {
+			out[len(out)-1] += ", and " + p
 		}
 	}
-	return append(out, s)
+	return out
 }
 
 // questionWords open a question; requestWords open a request.
@@ -176,13 +175,7 @@ func requests(s string) bool { return opensWith(s, requestWords) }
 
 func opensWith(s string, words []string) bool {
 	first, _, _ := strings.Cut(strings.TrimSpace(s), " ")
-	first = strings.ToLower(strings.TrimRight(first, ",?.!"))
-	for _, w := range words {
-		if first == w {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(words, strings.ToLower(strings.TrimRight(first, ",?.!")))
 }
 
 func capitalise(s string) string {
