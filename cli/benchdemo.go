@@ -17,6 +17,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/tools/research/transcript"
@@ -77,6 +78,7 @@ type demoScore struct {
 	reachable             int // questions whose own words, searched, rank the answer's file first
 	tokens                int
 	wall                  time.Duration
+	attention             kv.Attention // the KV cells decodes attended against those held
 }
 
 func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, questions, ctxLen int, seed uint32) (err error) {
@@ -187,6 +189,7 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 	h.Sampling = sampling
 	res, err := rt.Run(ctx, h.ResearcherPool(6, specs...))
 	sc.wall = time.Since(start)
+	sc.attention = be.Store().Attention()
 	if err != nil {
 		return err
 	}
@@ -261,4 +264,10 @@ func (s demoScore) print(w io.Writer) {
 	fmt.Fprintf(w, "    (the question's own words, searched, rank the answer's file first for %s of the questions)\n", pct(s.reachable, s.agents))
 	fmt.Fprintf(w, "  searches using the question %s\n", pct(s.wordy, s.searches))
 	fmt.Fprintf(w, "  tokens/s                    %.1f (%d tokens the researchers wrote, over the wall time %s; reading tool results in is part of that time)\n", float64(s.tokens)/s.wall.Seconds(), s.tokens, s.wall.Round(time.Millisecond))
+	if sp := s.attention; sp.Decodes > 0 && sp.Held > 0 {
+		// Attention looks at every cell below the highest in use: holes
+		// that finished agents and helpers left there cost like held cells.
+		fmt.Fprintf(w, "  KV cells attended           %.2f× those held (mean over %d decodes: %d attended, %d held; most %d attended, %d held)\n",
+			float64(sp.Attended)/float64(sp.Held), sp.Decodes, sp.Attended/int64(sp.Decodes), sp.Held/int64(sp.Decodes), sp.MaxAttended, sp.MaxHeld)
+	}
 }

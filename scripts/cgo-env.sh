@@ -6,8 +6,8 @@
 # rebuilds all of llama.cpp. Everything here is derived from the machine and the
 # module cache, never from the caller's environment, for that reason.
 #
-#   LLOYAL_MARCH=native  builds with -march=native instead of the haswell set
-#                        (AVX2/FMA/F16C) — for the engine benchmark only.
+#   LLOYAL_MARCH=native  builds with -march=native instead of the set read
+#                        off /proc/cpuinfo — for the engine benchmark only.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ollama="$(cd "$root" && go list -m -f '{{.Dir}}' github.com/ollama/ollama)"
@@ -23,6 +23,18 @@ elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c 
   # What ollama's release "haswell" CPU build enables. Without it ggml's CPU
   # kernels are compiled for SSE2 only and prefill is ~10x slower.
   simd="-mavx2 -mfma -mf16c"
+  # AVX-512 where the CPU has the whole set, as ollama's skylakex, icelake
+  # and zen4 CPU builds enable it: ggml's F16 matrix kernels then take 16
+  # floats at a time instead of 8. On a 2-core Zen 5, 8 agents of a 134M F16
+  # model step in 35 ms instead of 66 (README "Speed"). As with AVX2, a
+  # binary built here runs only on CPUs that have what this one has.
+  if grep -qw avx512f /proc/cpuinfo && grep -qw avx512cd /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo &&
+    grep -qw avx512dq /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo; then
+    simd+=" -mavx512f -mavx512cd -mavx512vl -mavx512dq -mavx512bw"
+    grep -qw avx512vbmi /proc/cpuinfo && simd+=" -mavx512vbmi"
+    grep -qw avx512_vnni /proc/cpuinfo && simd+=" -mavx512vnni"
+    grep -qw avx512_bf16 /proc/cpuinfo && simd+=" -mavx512bf16"
+  fi
 fi
 
 cppflags="-I$root/engine/llamacpp/include"

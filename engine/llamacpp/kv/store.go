@@ -28,6 +28,7 @@ type Store struct {
 
 	// Counters for benchmarks and the trace.
 	prefilled int // tokens written by Prefill
+	attention Attention
 
 	// scratch for batch building, reused across calls
 	toks   []Token
@@ -349,6 +350,7 @@ func (s *Store) Prefill(spans []Span) error {
 			undo()
 			return fmt.Errorf("prefill: %w", err)
 		}
+		s.noteAttention()
 		s.prefilled += len(s.toks)
 		for _, a := range advanced {
 			a.b.pos += a.n
@@ -391,6 +393,7 @@ func (s *Store) DecodeEach(steps []Step) error {
 		if err := s.ctx.Decode(s.toks, s.pos, s.seqs, s.logits); err != nil {
 			return fmt.Errorf("decode: %w", err)
 		}
+		s.noteAttention()
 		for i, st := range chunk {
 			st.Branch.pos++
 			s.cells++
@@ -398,6 +401,32 @@ func (s *Store) DecodeEach(steps []Step) error {
 		}
 	}
 	return nil
+}
+
+// Attention adds up, over a store's decodes, the KV cells each decode's
+// attention looked at and the cells live branches held meanwhile. The two
+// differ by the holes freed branches left below the highest cell in use,
+// and by llama.cpp's rounding of the attended range up to 256 cells.
+type Attention struct {
+	Decodes  int
+	Attended int64 // Σ cells attention looked at
+	Held     int64 // Σ cells held by live branches, the batch's new tokens included
+	// MaxAttended and MaxHeld are the largest of each over one decode.
+	MaxAttended, MaxHeld int
+}
+
+// Attention reports the store's decodes so far (see Attention).
+func (s *Store) Attention() Attention { return s.attention }
+
+// noteAttention counts the decode that just wrote s.toks (s.cells not yet
+// counting them).
+func (s *Store) noteAttention() {
+	held := s.cells + len(s.toks)
+	s.attention.Decodes++
+	s.attention.Attended += int64(s.ctx.Attended())
+	s.attention.Held += int64(held)
+	s.attention.MaxAttended = max(s.attention.MaxAttended, s.ctx.Attended())
+	s.attention.MaxHeld = max(s.attention.MaxHeld, held)
 }
 
 func (s *Store) resetBatch() {

@@ -266,3 +266,50 @@ func TestUnknownTokenIsATypedError(t *testing.T) {
 	}
 	must(t, s.Prefill([]Span{{b, []Token{300, 301}}}))
 }
+
+// Attention counts what llama.cpp's attention really looks at: every cell
+// below the highest one in use, rounded up to 256, so the hole a pruned
+// branch leaves below a live one is attended as if it were held.
+func TestAttentionCountsHolesBelowTheTop(t *testing.T) {
+	for _, fl := range []struct {
+		name string
+		f    llama.Flash
+	}{{"off", llama.FlashOff}, {"on", llama.FlashOn}} {
+		m, err := llama.LoadModel(testmodel.Tiny(t), llama.ModelParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := llama.NewContext(m, llama.ContextParams{NCtx: 2048, NBatch: 512, NSeqMax: 4, NThreads: 1, FlashAttn: fl.f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := New(c)
+		low, _ := s.Create()
+		must(t, s.Prefill([]Span{{low, tokens(300, 0)}}))
+		high, _ := s.Create()
+		must(t, s.Prefill([]Span{{high, tokens(300, 1)}}))
+		step := func() (attended, held int) {
+			before := s.Attention()
+			tok, err := s.Sample(high)
+			must(t, err)
+			must(t, s.DecodeEach([]Step{{high, tok}}))
+			after := s.Attention()
+			if after.Decodes != before.Decodes+1 {
+				t.Fatalf("flash %s: one decode counted as %d", fl.name, after.Decodes-before.Decodes)
+			}
+			return int(after.Attended - before.Attended), int(after.Held - before.Held)
+		}
+		if a, h := step(); a != 768 || h != 601 {
+			t.Errorf("flash %s: two 300-token branches and a step attend %d cells for %d held, want 768 for 601", fl.name, a, h)
+		}
+		must(t, s.Prune(low))
+		if a, h := step(); a != 768 || h != 302 {
+			t.Errorf("flash %s: with the low branch pruned a step attends %d cells for %d held, want 768 (the hole) for 302", fl.name, a, h)
+		}
+		if sp := s.Attention(); sp.MaxAttended != 768 || sp.MaxHeld != 601 || sp.Decodes != 4 {
+			t.Errorf("flash %s: attention %+v, want 4 decodes (two prefills, two steps), most 768 attended and 601 held", fl.name, sp)
+		}
+		c.Close()
+		m.Close()
+	}
+}

@@ -130,7 +130,17 @@ type Context struct {
 	flash   bool
 	// decodeTime adds up the time spent inside llama_decode itself.
 	decodeTime time.Duration
+	// span is C memory the eval callback writes during a decode (Go
+	// memory may not be kept by C); attended is its value after the last.
+	span     *C.int64_t
+	attended int
 }
+
+// Attended is the number of KV cells the last decode's attention looked at:
+// llama.cpp attends over every cell below the highest one in use (rounded
+// up to 256), so holes that freed branches left below it cost as much as
+// cells in use.
+func (c *Context) Attended() int { return c.attended }
 
 // DecodeTime is the time spent inside llama_decode since the context was
 // made: the model's own work, apart from batch building and sampling.
@@ -210,9 +220,13 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
 	}
 	cp.no_perf = true
+	span := (*C.int64_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int64_t(0)))))
+	cp.cb_eval = C.ggml_backend_sched_eval_callback(C.lloyal_span_cb)
+	cp.cb_eval_user_data = unsafe.Pointer(span)
 	takeLog()
 	c := C.llama_init_from_model(m.m, cp)
 	if c == nil {
+		C.free(unsafe.Pointer(span))
 		return nil, fmt.Errorf("new context (n_ctx %d, n_seq_max %d): %s", p.NCtx, p.NSeqMax, takeLog())
 	}
 	// llama.cpp caps n_batch at n_ctx: a batch built to the requested size
@@ -230,6 +244,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		threads: p.NThreads,
 		kvType:  p.KVType,
 		flash:   flash,
+		span:    span,
 	}
 	if p.AdaptThreads && p.NThreads > 1 {
 		ctx.tuner = threads.New(p.NThreads)
@@ -242,6 +257,7 @@ func (c *Context) Close() {
 	if c != nil && c.c != nil {
 		C.llama_batch_free(c.batch)
 		C.llama_free(c.c)
+		C.free(unsafe.Pointer(c.span))
 		c.c = nil
 	}
 }
@@ -306,10 +322,12 @@ func (c *Context) Decode(tokens []Token, pos []int32, seqs []int32, logits []int
 			c.threads = th
 		}
 	}
+	*c.span = 0
 	start := time.Now()
 	rc := C.llama_decode(c.c, c.batch)
 	took := time.Since(start)
 	c.decodeTime += took
+	c.attended = int(*c.span)
 	if c.tuner != nil && rc == 0 {
 		c.tuner.Observe(n, c.threads, took)
 	}

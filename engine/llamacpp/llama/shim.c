@@ -82,3 +82,21 @@ llama_token lloyal_sample(struct llama_sampler *chain, const float *logits, int3
     }
     return arr.data[arr.selected].id;
 }
+
+bool lloyal_span_cb(struct ggml_tensor *t, bool ask, void *user) {
+    if (ask) {
+        // Without flash attention the mask is soft_max's second operand; with
+        // it, flash_attn_ext's fourth. Its first dimension is n_kv.
+        const struct ggml_tensor *mask = NULL;
+        if (t->op == GGML_OP_SOFT_MAX) {
+            mask = t->src[1];
+        } else if (t->op == GGML_OP_FLASH_ATTN_EXT) {
+            mask = t->src[3];
+        }
+        int64_t *span = (int64_t *)user;
+        if (mask != NULL && mask->ne[0] > *span) {
+            *span = mask->ne[0];
+        }
+    }
+    return false;
+}

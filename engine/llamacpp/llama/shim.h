@@ -29,6 +29,12 @@ void lloyal_batch_fill(struct llama_batch *batch, int32_t n, const llama_token *
 llama_token lloyal_sample(struct llama_sampler *chain, const float *logits, int32_t n_vocab,
                           llama_token_data *scratch);
 
+// A scheduler eval callback (llama_context_params.cb_eval) that asks for no
+// tensor, so the graph still computes in one piece, and notes in *(int64_t
+// *)user the widest attention mask it meets: the KV cells a decode's
+// attention looked at (llama.cpp's n_kv), holes of freed branches included.
+bool lloyal_span_cb(struct ggml_tensor *t, bool ask, void *user);
+
 // json_schema_to_grammar from llama.cpp's common library. On success *out is
 // a malloc'd GBNF string and 0 is returned; on failure *out is a malloc'd
 // error message and 1 is returned. The caller frees *out.

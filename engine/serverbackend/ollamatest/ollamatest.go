@@ -7,6 +7,7 @@ package ollamatest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -45,7 +46,10 @@ func Binary(t testing.TB) string {
 	if err != nil {
 		cache = os.TempDir()
 	}
-	bin := filepath.Join(cache, "lloyal", "ollama-"+version, "ollama")
+	// The cgo flags name the build: one made before the flags changed (a new
+	// SIMD set in scripts/cgo-env.sh) would run other kernels than lloyal's.
+	flags := sha256.Sum256([]byte(os.Getenv("CGO_CFLAGS") + "\x00" + os.Getenv("CGO_CXXFLAGS")))
+	bin := filepath.Join(cache, "lloyal", fmt.Sprintf("ollama-%s-%x", version, flags[:4]), "ollama")
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
