@@ -10,11 +10,14 @@
 // run goes on (an editor, a browser, `go test`). So the count is chosen as
 // the run goes: the Tuner keeps, per batch size, a running mean of the time
 // a decode took with each candidate count, uses the fastest, and now and
-// then tries the others again so it notices when the machine changes.
+// then tries the others again so it notices when the machine changes. A new
+// batch size does not measure a count that the latest decided size found
+// clearly slower than the most threads until that count's next try.
 package threads
 
 import (
 	"math/bits"
+	"slices"
 	"sort"
 	"time"
 )
@@ -33,11 +36,22 @@ const firstTries = 3
 // enough that a machine that became busy is noticed within a few tries.
 const alpha = 0.5
 
+// clearlySlower is how much slower than the most threads a count must have
+// measured in the latest decided batch size for a new batch size to skip
+// its first tries. On a quiet machine those tries (one thread, three times,
+// for every new size of prefill) cost a 64-token, 8-agent run 10–20 % of
+// its time; the count is still tried after Explore decodes of the new
+// size, so a size that behaves otherwise is found out.
+const clearlySlower = 1.25
+
 // Tuner chooses a thread count per decode. The zero value is not usable;
 // use New. It is not safe for concurrent use (decodes are sequential).
 type Tuner struct {
 	cands   []int
 	buckets map[int]*bucket
+	// rel is each candidate's time over the most threads' time in the
+	// latest batch size whose first tries were all done (nil: none yet).
+	rel []float64
 }
 
 type bucket struct {
@@ -102,6 +116,12 @@ func (t *Tuner) Pick(tokens int) int {
 			least = i
 		}
 	}
+	if b.tries[least] < firstTries && least > 0 && b.tries[0] > 0 && t.rel != nil && t.rel[least] >= clearlySlower {
+		// Another batch size found this count clearly slower: take its
+		// word, scaled to this size, until the count's turn to be tried.
+		b.tries[least], b.mean[least], b.last[least] = firstTries, b.mean[0]*t.rel[least], b.decodes
+		return t.Pick(tokens)
+	}
 	if b.tries[least] < firstTries {
 		return t.cands[least]
 	}
@@ -144,6 +164,12 @@ func (t *Tuner) Observe(tokens, threads int, d time.Duration) {
 		}
 		b.tries[i]++
 		b.last[i] = b.decodes
+	}
+	if slices.Min(b.tries) >= firstTries {
+		t.rel = t.rel[:0]
+		for _, m := range b.mean {
+			t.rel = append(t.rel, m/b.mean[0])
+		}
 	}
 }
 

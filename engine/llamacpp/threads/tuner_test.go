@@ -153,3 +153,48 @@ func TestOneSlowDecodeDoesNotDecide(t *testing.T) {
 		t.Fatalf("after one slow first try, the fastest count was picked %d of 20 times", f)
 	}
 }
+
+// A new batch size takes the word of the last one decided about a count
+// that was clearly slower there: on a quiet machine every new prefill size
+// does not pay one thread three times. The count is still tried once its
+// turn comes, so a size where it is faster gets it.
+func TestNewSizesSkipClearlySlowerCounts(t *testing.T) {
+	tu := New(2)
+	run(tu, quiet2, 8, 20)
+	picks := map[int]int{}
+	for _, tokens := range []int{64, 128, 256, 512} {
+		for i := 0; i < 2*firstTries; i++ {
+			th := tu.Pick(tokens)
+			picks[th]++
+			tu.Observe(tokens, th, time.Duration(quiet2[th]*float64(tokens)*float64(time.Microsecond)))
+		}
+	}
+	if picks[1] != 0 {
+		t.Fatalf("new batch sizes on a quiet machine tried one thread %d times (picks %v), want none", picks[1], picks)
+	}
+	// Where fewer threads were the faster (busy), a new size takes nobody's
+	// word: it measures every count, and here two threads win again.
+	tu = New(2)
+	run(tu, busy2, 8, 20)
+	picks = map[int]int{}
+	for i := 0; i < 2*firstTries; i++ {
+		th := tu.Pick(64)
+		picks[th]++
+		tu.Observe(64, th, time.Duration(quiet2[th]*float64(time.Millisecond)))
+	}
+	if picks[1] != firstTries || picks[2] != firstTries {
+		t.Fatalf("a new size after a busy one picked %v in its first %d decodes, want each count %d times", picks, 2*firstTries, firstTries)
+	}
+	if f, _ := run(tu, quiet2, 64, 20); f != 20 {
+		t.Fatalf("the new size picked two threads %d of 20 times after its first tries", f)
+	}
+	// A size where the skipped count is in fact faster gets it after its
+	// first exploration.
+	tu = New(2)
+	run(tu, quiet2, 8, 20)
+	tiny := machine{2: 10, 1: 5}
+	run(tu, tiny, 1, 2*Explore)
+	if f, _ := run(tu, tiny, 1, 50); f < 45 {
+		t.Fatalf("a size where one thread is faster picked it %d of 50 times after two exploration rounds", f)
+	}
+}
