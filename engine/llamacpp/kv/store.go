@@ -421,11 +421,11 @@ func (s *Store) Attention() Attention { return s.attention }
 // noteAttention counts the decode that just wrote s.toks (s.cells not yet
 // counting them).
 func (s *Store) noteAttention() {
-	held := s.cells + len(s.toks)
+	attended, held := s.ctx.Attended(), s.cells+len(s.toks)
 	s.attention.Decodes++
-	s.attention.Attended += int64(s.ctx.Attended())
+	s.attention.Attended += int64(attended)
 	s.attention.Held += int64(held)
-	s.attention.MaxAttended = max(s.attention.MaxAttended, s.ctx.Attended())
+	s.attention.MaxAttended = max(s.attention.MaxAttended, attended)
 	s.attention.MaxHeld = max(s.attention.MaxHeld, held)
 }
 
