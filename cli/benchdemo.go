@@ -19,6 +19,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/engine/report"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/tools/research/transcript"
 	"github.com/lloyal-ai/lloyal/trace"
@@ -212,7 +213,7 @@ func benchDemo(ctx context.Context, w io.Writer, ref, tracePath string, question
 		if a.Outcome != event.Returned && a.Outcome != event.Recovered || a.Source == "free_text" {
 			continue
 		}
-		r := event.ReadReport(a.Result)
+		r := report.Read(a.Result)
 		if strings.TrimSpace(r.Answer) == "" {
 			continue
 		}

@@ -138,7 +138,7 @@ func (b *serverBench) run(ctx context.Context, w io.Writer) error {
 		// cache the server kept from the first (ollama's is per slot).
 		for _, n := range b.agents {
 			for pass, label := range []string{"", " (again)"} {
-				r, err := b.workload(ctx, c, system, n, c, false)
+				r, err := b.workload(ctx, nil, system, n, c, false)
 				if err != nil {
 					return fmt.Errorf("%s, %d agents, pass %d: %w", c.Name(), n, pass+1, err)
 				}
@@ -195,9 +195,10 @@ func spineText(be engine.Backend, n int) (string, int, error) {
 	return sb.String(), len(toks), err
 }
 
-// workload runs n agents on the spine, each writing b.tokens tokens. With
-// cached, the spine is written before the clock starts (local only).
-func (b *serverBench) workload(ctx context.Context, m engine.Model, system string, n int, c *serverbackend.Client, cached bool) (benchRow, error) {
+// workload runs n agents on the spine, each writing b.tokens tokens, on
+// the server c or, where c is nil, on local. With cached, the spine is
+// written before the clock starts (local only).
+func (b *serverBench) workload(ctx context.Context, local engine.Backend, system string, n int, c *serverbackend.Client, cached bool) (benchRow, error) {
 	var mu sync.Mutex
 	r := benchRow{evaluated: 0}
 	count := engine.SinkFunc(func(e event.Event) {
@@ -216,7 +217,13 @@ func (b *serverBench) workload(ctx context.Context, m engine.Model, system strin
 	if c != nil {
 		before = c.Usage()
 	}
-	rt := engine.New(m, engine.Options{Sinks: []engine.Sink{count}, MaxInflight: n})
+	o := engine.Options{Sinks: []engine.Sink{count}, MaxInflight: n}
+	var rt *engine.Runtime
+	if c != nil {
+		rt = engine.NewOnServer(c, o)
+	} else {
+		rt = engine.New(local, o)
+	}
 	var specs []engine.AgentSpec
 	for i := range n {
 		specs = append(specs, engine.AgentSpec{Task: fmt.Sprintf("Agent %d: summarise the handbook's section %d.", i+1, i+1)})

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/report"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/tools/research/demomodel"
 	"github.com/lloyal-ai/lloyal/trace"
@@ -185,7 +186,7 @@ func (rs *researchers) tally(t *testing.T) (searches, withWords, reports, cited 
 				withWords++
 			}
 		}
-		if rep := event.ReadReport(r.result); rep.Answer != "" {
+		if rep := report.Read(r.result); rep.Answer != "" {
 			reports++
 			ok := len(rep.Sources) > 0
 			for _, src := range rep.Sources {

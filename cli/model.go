@@ -9,11 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
+	"github.com/lloyal-ai/lloyal/termtext"
 )
 
 func newModelCmd() *cobra.Command {
@@ -140,7 +140,7 @@ func newModelInfoCmd() *cobra.Command {
 			}
 			defer m.Close()
 			js, _ := json.MarshalIndent(m.Info, "", "  ")
-			fmt.Fprintln(cmd.OutOrStdout(), event.EscapeJSON(string(js))) // a name from the file stays JSON
+			fmt.Fprintln(cmd.OutOrStdout(), termtext.EscapeJSON(string(js))) // a name from the file stays JSON
 			return nil
 		},
 	}

@@ -10,7 +10,7 @@ import (
 	"runtime/debug"
 
 	"github.com/lloyal-ai/lloyal/cli/session"
-	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -29,7 +29,7 @@ func Execute(ctx context.Context, args []string) int {
 	// Every command's text reaches the terminal through Escape's rule: a
 	// string from a file, a model or a trace cannot drive the terminal,
 	// whichever code printed it. (The app draws on os.Stdout itself.)
-	out, errOut := event.NewTerminalWriter(os.Stdout), event.NewTerminalWriter(os.Stderr)
+	out, errOut := termtext.NewWriter(os.Stdout), termtext.NewWriter(os.Stderr)
 	root.SetOut(out)
 	root.SetErr(errOut)
 	err := root.ExecuteContext(ctx)
@@ -48,7 +48,7 @@ func Execute(ctx context.Context, args []string) int {
 		return 141 // SIGPIPE
 	}
 	// An error may quote a model's text: escaped, it cannot drive the terminal.
-	fmt.Fprintln(os.Stderr, "lloyal:", event.Escape(err.Error()))
+	fmt.Fprintln(os.Stderr, "lloyal:", termtext.Escape(err.Error()))
 	return 1
 }
 

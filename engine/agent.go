@@ -8,6 +8,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/report"
 )
 
 // HistoryEntry is one tool call and what became of it.
@@ -134,7 +135,7 @@ func (a *Agent) Result() AgentResult {
 
 // Text is the agent's result as text: the "result" (or "answer") field of a
 // structured report, a plain string, or the raw JSON.
-func (r AgentResult) Text() string { return event.ReadReport(r.Result).Answer }
+func (r AgentResult) Text() string { return report.Read(r.Result).Answer }
 
 // Ok reports whether the agent ended with a result.
 func (r AgentResult) Ok() bool { return r.Outcome.Ok() }

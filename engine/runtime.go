@@ -59,28 +59,32 @@ type command struct {
 	agent int
 }
 
-// New makes a runtime over m: a Backend (a model in this process, decoded a
-// token at a time for every agent in one batch) or a TurnBackend (a model on
-// a server, sent a whole turn at a time). Anything else panics: it is a
-// programming error, not input.
-func New(m Model, o Options) *Runtime {
+// New makes a runtime over a model in this process: a Backend, decoded a
+// token at a time for every agent in one batch.
+func New(be Backend, o Options) *Runtime {
+	rt := newRuntime(o)
+	rt.be = be
+	return rt
+}
+
+// NewOnServer makes a runtime over a model on an inference server: a
+// TurnBackend, sent a whole turn at a time. The runtime keeps each branch as
+// text (turnCells), so pools, tools and pressure work as they do on New's.
+func NewOnServer(tb TurnBackend, o Options) *Runtime {
+	rt := newRuntime(o)
+	rt.tb, rt.cells = tb, newTurnCells(tb)
+	rt.be = rt.cells
+	return rt
+}
+
+func newRuntime(o Options) *Runtime {
 	if o.MaxConcurrentTools <= 0 {
 		o.MaxConcurrentTools = 8
 	}
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = DefaultMaxInflight
 	}
-	rt := &Runtime{opts: o, em: &emitter{start: time.Now(), sinks: o.Sinks}, cmdWake: make(chan struct{}, 1), turnWake: make(chan struct{}, 1), resumed: make(chan struct{})}
-	switch b := m.(type) {
-	case Backend:
-		rt.be = b
-	case TurnBackend:
-		rt.tb, rt.cells = b, newTurnCells(b)
-		rt.be = rt.cells
-	default:
-		panic(fmt.Sprintf("engine.New: %T is neither a Backend nor a TurnBackend", m))
-	}
-	return rt
+	return &Runtime{opts: o, em: &emitter{start: time.Now(), sinks: o.Sinks}, cmdWake: make(chan struct{}, 1), turnWake: make(chan struct{}, 1), resumed: make(chan struct{})}
 }
 
 // Backend is the runtime's cell-level backend; on a turn-level backend it is

@@ -16,9 +16,9 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/chat"
 )
 
-// Model is what New accepts: a Backend (cells and single tokens, a model in
-// this process) or a TurnBackend (a turn at a time, a model on a server). The
-// runtime picks its loop from which one it is given.
+// Model is what a Backend (cells and single tokens, a model in this process)
+// and a TurnBackend (a turn at a time, a model on a server) have in common:
+// New takes the one, NewOnServer the other.
 type Model interface {
 	Format() chat.Format
 	NCtx() int

@@ -9,6 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/report"
 	"github.com/lloyal-ai/lloyal/themes"
 )
 
@@ -87,7 +88,7 @@ func (p *detailPane) render() tea.Cmd {
 }
 
 func reportMarkdown(raw []byte) string {
-	r := event.ReadReport(raw)
+	r := report.Read(raw)
 	text := r.Answer
 	if len(r.Sources) > 0 {
 		text += "\n\n**Sources:** " + strings.Join(r.Sources, ", ")

@@ -12,13 +12,14 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/termtext"
 	"github.com/lloyal-ai/lloyal/themes"
 )
 
 // sanitize makes model and tool text safe to draw (event.Escape: a hostile
 // result can neither repaint nor retitle the terminal); tabs become spaces.
 func sanitize(s string) string {
-	return strings.ReplaceAll(event.Escape(s), "\t", "    ")
+	return strings.ReplaceAll(termtext.Escape(s), "\t", "    ")
 }
 
 // oneLine flattens text for a single row.

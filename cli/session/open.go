@@ -18,6 +18,8 @@ import (
 // trace header and the app's title say about it.
 type opened struct {
 	model   engine.Model
+	// runtime makes the run's runtime over the model.
+	runtime func(engine.Options) *engine.Runtime
 	nctx    int
 	nbatch  int
 	info    event.ModelInfo
@@ -61,7 +63,7 @@ func openModel(ctx context.Context, cfg Config) (*opened, error) {
 		title += " (random weights: text is noise)"
 	}
 	title += " · " + be.ThreadsLabel()
-	return &opened{model: be, nctx: be.NCtx(), nbatch: be.NBatch(), info: llamabackend.ModelInfo(m),
+	return &opened{model: be, runtime: func(o engine.Options) *engine.Runtime { return engine.New(be, o) }, nctx: be.NCtx(), nbatch: be.NBatch(), info: llamabackend.ModelInfo(m),
 		context: trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
 			KVType: string(be.KVType()), FlashAttn: be.FlashAttn()},
 		title:   title,
@@ -76,7 +78,7 @@ func openServer(ctx context.Context, cfg Config) (*opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &opened{model: c, nctx: c.NCtx(), info: event.ModelInfo{Ref: cfg.Model, Name: cfg.Model, Format: string(c.Format().Kind)},
+	return &opened{model: c, runtime: func(o engine.Options) *engine.Runtime { return engine.NewOnServer(c, o) }, nctx: c.NCtx(), info: event.ModelInfo{Ref: cfg.Model, Name: cfg.Model, Format: string(c.Format().Kind)},
 		context: trace.ContextInfo{NCtx: c.NCtx()},
 		server:  &trace.ServerInfo{URL: c.Name(), Dialect: string(c.Dialect()), Model: cfg.Model, MaxInflight: cfg.MaxInflight},
 		title:   fmt.Sprintf("%s on %s", cfg.Model, c.Name()),

@@ -24,6 +24,8 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
+	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/termtext"
 	"github.com/lloyal-ai/lloyal/themes"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
@@ -284,7 +286,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 	case ViewJSONL:
 		// JSON-escaped, so the terminal writer around out finds nothing to
 		// change and the lines stay valid JSON.
-		enc := json.NewEncoder(event.NewJSONTerminalWriter(out))
+		enc := json.NewEncoder(termtext.NewJSONWriter(out))
 		sinks = append(sinks, engine.SinkFunc(func(e event.Event) { _ = enc.Encode(e) }))
 	default:
 		log := trace.NewLog()
@@ -294,7 +296,7 @@ func Run(ctx context.Context, cfg Config, stdin *os.File, out, errOut io.Writer)
 			}
 		}))
 	}
-	rt := engine.New(om.model, engine.Options{Sinks: sinks, Approver: broker, MaxInflight: cfg.MaxInflight})
+	rt := om.runtime(engine.Options{Sinks: sinks, Approver: broker, MaxInflight: cfg.MaxInflight})
 	broker.LogTo(rt.Emit)
 
 	ctx, stop := context.WithCancel(ctx)
@@ -473,9 +475,9 @@ func printSummary(w io.Writer, st *event.State, workspace string, res []engine.A
 	for _, a := range roster {
 		line := fmt.Sprintf("agent %d %s", a.ID, a.State())
 		if a.Reason != "" {
-			line += " — " + event.Clean(a.Reason)
+			line += " — " + termtext.Clean(a.Reason)
 		}
-		fmt.Fprintf(w, "%s: %s\n", line, event.Clean(strings.SplitN(a.Task, "\n", 2)[0]))
+		fmt.Fprintf(w, "%s: %s\n", line, termtext.Clean(strings.SplitN(a.Task, "\n", 2)[0]))
 	}
 	fmt.Fprintln(w, summaryLine(st))
 	for _, n := range savedNotes(st, workspace) {
@@ -488,13 +490,13 @@ func printSummary(w io.Writer, st *event.State, workspace string, res []engine.A
 	}
 	last := res[len(res)-1]
 	if !last.Ok() {
-		fmt.Fprintf(w, "no report: the publisher %s (%s)\n", last.Outcome, event.Clean(last.Reason))
+		fmt.Fprintf(w, "no report: the publisher %s (%s)\n", last.Outcome, termtext.Clean(last.Reason))
 		return
 	}
-	r := event.ReadReport(last.Result)
-	fmt.Fprintln(w, event.Clean(r.Answer))
+	r := report.Read(last.Result)
+	fmt.Fprintln(w, termtext.Clean(r.Answer))
 	if len(r.Sources) > 0 {
-		fmt.Fprintln(w, "sources:", event.Clean(strings.Join(r.Sources, ", ")))
+		fmt.Fprintln(w, "sources:", termtext.Clean(strings.Join(r.Sources, ", ")))
 	}
 }
 

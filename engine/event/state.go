@@ -6,6 +6,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/termtext"
 )
 
 // Bounds keep a State's memory flat however long a run goes.
@@ -190,7 +193,7 @@ func (s *State) fold(e Event) string {
 	}
 	switch e.Type {
 	case PoolOpen:
-		return "pool opened " + Clean(string(e.Data))
+		return "pool opened " + termtext.Clean(string(e.Data))
 	case PoolClose:
 		return fmt.Sprintf("pool closed after %s (%d tokens)", e.Duration.Round(time.Millisecond), e.Tokens)
 	case PoolTick:
@@ -217,29 +220,29 @@ func (s *State) fold(e Event) string {
 		s.Phase = PhaseLive
 		return "resumed after " + e.Duration.Round(time.Millisecond).String()
 	case PoolNote:
-		return fmt.Sprintf("%s: %s", Clean(e.Role), Clean(e.Reason))
+		return fmt.Sprintf("%s: %s", termtext.Clean(e.Role), termtext.Clean(e.Reason))
 	case SpawnRefused:
 		s.Reasons["spawn refused: "+shortReason(e.Reason)]++
-		return "spawn refused: " + Clean(e.Reason)
+		return "spawn refused: " + termtext.Clean(e.Reason)
 	case SettleDeferred:
 	case AgentDrop:
 		s.agent(e.Agent).add(Item{Kind: ItemDrop, Text: e.Reason, At: e.At})
 		s.Reasons["stopped: "+e.Reason]++
-		return fmt.Sprintf("%sstopped: %s", who, Clean(e.Reason))
+		return fmt.Sprintf("%sstopped: %s", who, termtext.Clean(e.Reason))
 	case RecoveryStart:
 		a := s.agent(e.Agent)
 		a.Status = StatusReporting
 		a.add(Item{Kind: ItemReport, Text: e.Reason, At: e.At})
-		return fmt.Sprintf("%swrites its report (%s)", who, Clean(e.Reason))
+		return fmt.Sprintf("%swrites its report (%s)", who, termtext.Clean(e.Reason))
 	case RecoveryReturn:
 	case RecoveryFailed:
-		return fmt.Sprintf("%sreport failed: %s", who, Clean(e.Reason))
+		return fmt.Sprintf("%sreport failed: %s", who, termtext.Clean(e.Reason))
 	case SpineCreate:
 		s.Spine += e.Tokens
 		return fmt.Sprintf("spine written: %d tokens", e.Tokens)
 	case SpineExtend:
 		s.Spine += e.Tokens
-		return fmt.Sprintf("spine extended with %q (%d tokens)", Clean(e.Text), e.Tokens)
+		return fmt.Sprintf("spine extended with %q (%d tokens)", termtext.Clean(e.Text), e.Tokens)
 	case BranchPrefill:
 		if e.Agent != 0 && e.Role != "prune" {
 			s.agent(e.Agent).Unique = e.Unique
@@ -252,22 +255,22 @@ func (s *State) fold(e Event) string {
 			s.SubAgents++
 			parent = fmt.Sprintf(" (sub-agent of agent %d)", e.ParentAgent)
 		}
-		return fmt.Sprintf("%sstarted%s: %s", who, parent, Clean(e.Text))
+		return fmt.Sprintf("%sstarted%s: %s", who, parent, termtext.Clean(e.Text))
 	case AgentTurn:
 		s.agent(e.Agent).write("\n")
-		return fmt.Sprintf("%swrote: %s", who, Clean(strings.TrimSpace(e.Text)))
+		return fmt.Sprintf("%swrote: %s", who, termtext.Clean(strings.TrimSpace(e.Text)))
 	case AgentToolCall:
 		a := s.agent(e.Agent)
 		a.ToolCalls++
 		a.Status, a.Tool = StatusInTool, e.Tool
 		a.add(Item{Kind: ItemCall, Tool: e.Tool, CallID: e.CallID, Text: string(e.Args), At: e.At})
 		s.ToolCalls[e.Tool]++
-		return fmt.Sprintf("%scalls %s %s", who, e.Tool, Clean(string(e.Args)))
+		return fmt.Sprintf("%scalls %s %s", who, e.Tool, termtext.Clean(string(e.Args)))
 	case AgentNudge:
 		a := s.agent(e.Agent)
 		a.Status, a.Tool = StatusThinking, ""
-		a.add(Item{Kind: ItemNudge, Tool: e.Tool, Text: ErrorText(e.Result), At: e.At})
-		return fmt.Sprintf("%swas told (%s): %s", who, e.Reason, Clean(ErrorText(e.Result)))
+		a.add(Item{Kind: ItemNudge, Tool: e.Tool, Text: report.ErrorText(e.Result), At: e.At})
+		return fmt.Sprintf("%swas told (%s): %s", who, e.Reason, termtext.Clean(report.ErrorText(e.Result)))
 	case AgentReturn, AgentRecovered, AgentFailed, AgentCancelled:
 		a := s.agent(e.Agent)
 		a.Outcome, a.Status = e.Type.Outcome(), StatusFinished
@@ -276,14 +279,14 @@ func (s *State) fold(e Event) string {
 		s.dropApprovalsOf(e.Agent)
 		switch e.Type {
 		case AgentReturn:
-			return fmt.Sprintf("%sreturned: %s", who, Clean(ReadReport(e.Result).Answer))
+			return fmt.Sprintf("%sreturned: %s", who, termtext.Clean(report.Read(e.Result).Answer))
 		case AgentRecovered:
-			return fmt.Sprintf("%srecovered (%s): %s", who, e.Reason, Clean(ReadReport(e.Result).Answer))
+			return fmt.Sprintf("%srecovered (%s): %s", who, e.Reason, termtext.Clean(report.Read(e.Result).Answer))
 		case AgentFailed:
 			s.Reasons["failed: "+shortReason(e.Reason)]++
-			return fmt.Sprintf("%sfailed: %s", who, Clean(e.Reason))
+			return fmt.Sprintf("%sfailed: %s", who, termtext.Clean(e.Reason))
 		default:
-			return fmt.Sprintf("%scancelled: %s", who, Clean(e.Reason))
+			return fmt.Sprintf("%scancelled: %s", who, termtext.Clean(e.Reason))
 		}
 	case AgentDone:
 	case ToolDispatch:
@@ -302,26 +305,26 @@ func (s *State) fold(e Event) string {
 		}
 		a.add(Item{Kind: ItemResult, Tool: e.Tool, CallID: e.CallID, Text: string(e.Result), At: e.At})
 		s.ToolTime[e.Tool] += e.Duration
-		return fmt.Sprintf("%s← %s (%s): %s", who, e.Tool, e.Duration.Round(time.Millisecond), Clean(short(string(e.Result), 300)))
+		return fmt.Sprintf("%s← %s (%s): %s", who, e.Tool, e.Duration.Round(time.Millisecond), termtext.Clean(short(string(e.Result), 300)))
 	case ToolRetry:
 		a := s.agent(e.Agent)
 		a.Status = StatusParked
 		a.add(Item{Kind: ItemRetry, Tool: e.Tool, CallID: e.CallID, Text: e.Reason, At: e.At, Retry: e.Wall.Add(e.RetryAfter)})
 		s.Retries++
-		return fmt.Sprintf("%s%s failed transiently (%s): retry %d in %s", who, e.Tool, Clean(e.Reason), e.Attempt, e.RetryAfter)
+		return fmt.Sprintf("%s%s failed transiently (%s): retry %d in %s", who, e.Tool, termtext.Clean(e.Reason), e.Attempt, e.RetryAfter)
 	case ToolError:
 		s.agent(e.Agent).add(Item{Kind: ItemError, Tool: e.Tool, Text: e.Reason, At: e.At})
 		s.ToolErrors[e.Tool]++
-		return fmt.Sprintf("%s%s error: %s", who, e.Tool, Clean(e.Reason))
+		return fmt.Sprintf("%s%s error: %s", who, e.Tool, termtext.Clean(e.Reason))
 	case ToolNote:
-		return fmt.Sprintf("%s%s %s: %s", who, e.Tool, Clean(e.Role), Clean(short(string(e.Data), 300)))
+		return fmt.Sprintf("%s%s %s: %s", who, e.Tool, termtext.Clean(e.Role), termtext.Clean(short(string(e.Data), 300)))
 	case ApprovalRequested:
 		a := s.agent(e.Agent)
 		a.Status, a.Tool = StatusApproval, e.Tool
 		a.add(Item{Kind: ItemApproval, Tool: e.Tool, CallID: e.CallID, Text: string(e.Args), At: e.At})
 		s.Approvals = append(s.Approvals, e)
 		s.ApprovalsAsked++
-		return fmt.Sprintf("%sasks to run protected %s %s", who, e.Tool, Clean(string(e.Args)))
+		return fmt.Sprintf("%sasks to run protected %s %s", who, e.Tool, termtext.Clean(string(e.Args)))
 	case ApprovalAnswered:
 		s.DropApproval(e.CallID)
 		a := s.agent(e.Agent)
@@ -331,19 +334,19 @@ func (s *State) fold(e Event) string {
 		if a.Status == StatusApproval {
 			a.Status = StatusInTool
 		}
-		return fmt.Sprintf("%s%s: %s after %s %s", who, e.Tool, Clean(string(e.Data)), e.Duration.Round(time.Millisecond), Clean(e.Reason))
+		return fmt.Sprintf("%s%s: %s after %s %s", who, e.Tool, termtext.Clean(string(e.Data)), e.Duration.Round(time.Millisecond), termtext.Clean(e.Reason))
 	case ApprovalAuto:
 		s.agent(e.Agent).add(Item{Kind: ItemAnswer, Tool: e.Tool, CallID: e.CallID, Text: "allowed without asking: " + e.Reason, At: e.At})
 		s.AutoApproved++
-		return fmt.Sprintf("%s%s allowed without asking (%s)", who, e.Tool, Clean(e.Reason))
+		return fmt.Sprintf("%s%s allowed without asking (%s)", who, e.Tool, termtext.Clean(e.Reason))
 	case ApprovalDuplicate:
-		return fmt.Sprintf("answer to %s ignored: %s", e.CallID, Clean(e.Reason))
+		return fmt.Sprintf("answer to %s ignored: %s", e.CallID, termtext.Clean(e.Reason))
 	case RuntimeCommand:
 	case ReplayError:
-		return "replay stopped: " + Clean(e.Reason)
+		return "replay stopped: " + termtext.Clean(e.Reason)
 	case TraceHeader, TraceClose:
 	default:
-		return fmt.Sprintf("%s%s (an event this version does not know)", who, Clean(string(e.Type)))
+		return fmt.Sprintf("%s%s (an event this version does not know)", who, termtext.Clean(string(e.Type)))
 	}
 	return ""
 }

@@ -169,7 +169,7 @@ func (r *recorder) of(t event.Type) []event.Event {
 
 func runPool(t *testing.T, c *serverbackend.Client, rec *recorder, agents int, inflight int, ctl func(rt *engine.Runtime)) *engine.PoolResult {
 	t.Helper()
-	rt := engine.New(c, engine.Options{Sinks: []engine.Sink{rec}, MaxInflight: inflight})
+	rt := engine.NewOnServer(c, engine.Options{Sinks: []engine.Sink{rec}, MaxInflight: inflight})
 	if ctl != nil {
 		ctl(rt)
 	}
@@ -421,7 +421,7 @@ func TestCutCallsEndAfterMaxTurns(t *testing.T) {
 	}
 	srv := f.start(t)
 	c := dial(t, srv, serverbackend.Options{})
-	rt := engine.New(c, engine.Options{})
+	rt := engine.NewOnServer(c, engine.Options{})
 	res, err := rt.Run(t.Context(), engine.PoolSpec{System: "s", Terminal: engine.Terminal("report", "Report.", engine.ReportSchema),
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "t"}), MaxTurns: 3, MaxTurnTokens: 8, SoftLimit: 256, HardLimit: 128})
 	if err != nil {
@@ -543,7 +543,7 @@ func TestPressureNudgesOnServer(t *testing.T) {
 			return map[string]string{"found": strings.Repeat("tide ", 60)}, nil
 		})
 	rec := &recorder{}
-	rt := engine.New(c, engine.Options{Sinks: []engine.Sink{rec}})
+	rt := engine.NewOnServer(c, engine.Options{Sinks: []engine.Sink{rec}})
 	res, err := rt.Run(t.Context(), engine.PoolSpec{System: "s", Tools: []engine.Tool{big}, Terminal: engine.Terminal("report", "Report.", engine.ReportSchema),
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "t"}), MaxTurns: 50, SoftLimit: 256, HardLimit: 128})
 	if err != nil {
@@ -578,7 +578,7 @@ func TestMarkersInsideAForcedCall(t *testing.T) {
 	}
 	srv := f.start(t)
 	c := dial(t, srv, serverbackend.Options{})
-	rt := engine.New(c, engine.Options{})
+	rt := engine.NewOnServer(c, engine.Options{})
 	res, err := rt.Run(t.Context(), engine.PoolSpec{System: "s", Terminal: engine.Terminal("report", "Report.", engine.ReportSchema),
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "t"}), SoftLimit: 256, HardLimit: 128})
 	if err != nil {
@@ -603,7 +603,7 @@ func TestAnswerEndedWithoutItsLastRecord(t *testing.T) {
 	}
 	srv := f.start(t)
 	c := dial(t, srv, serverbackend.Options{})
-	rt := engine.New(c, engine.Options{})
+	rt := engine.NewOnServer(c, engine.Options{})
 	res, err := rt.Run(t.Context(), engine.PoolSpec{System: "s", Terminal: engine.Terminal("report", "Report.", engine.ReportSchema),
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "t"}), SoftLimit: 256, HardLimit: 128})
 	if err != nil {

@@ -135,7 +135,7 @@ func TestResearchHarnessOnOllama(t *testing.T) {
 	}
 	broker := approvals.NewBroker(approvals.Open(filepath.Join(dir, "grants.json")))
 	person := &approveAll{broker: broker}
-	rt := engine.New(c, engine.Options{Sinks: []engine.Sink{tw, person}, Approver: broker, MaxInflight: 4})
+	rt := engine.NewOnServer(c, engine.Options{Sinks: []engine.Sink{tw, person}, Approver: broker, MaxInflight: 4})
 	broker.LogTo(rt.Emit)
 	res, err := h.Run(t.Context(), rt)
 	if cerr := tw.Close("completed"); cerr != nil {
@@ -198,7 +198,7 @@ func TestResearchHarnessOnOllama(t *testing.T) {
 // model every agent's outcome is decided by the server, not by the text.
 func reportPool(t *testing.T, c *serverbackend.Client, agents int, sinks ...engine.Sink) *engine.PoolResult {
 	t.Helper()
-	rt := engine.New(c, engine.Options{Sinks: sinks, MaxInflight: agents})
+	rt := engine.NewOnServer(c, engine.Options{Sinks: sinks, MaxInflight: agents})
 	var specs []engine.AgentSpec
 	for i := range agents {
 		specs = append(specs, engine.AgentSpec{Task: "Say where the tide turns, in a few words. Case " + string(rune('A'+i)) + "."})

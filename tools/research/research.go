@@ -12,7 +12,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
-	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/report"
 	"github.com/lloyal-ai/lloyal/tools"
 )
 
@@ -263,7 +263,7 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	var findings []Finding
 	for _, a := range res.Agents {
 		if a.Ok() {
-			findings = append(findings, Finding{Question: strings.SplitN(a.Task, "\n", 2)[0], Answer: a.Text(), Sources: event.ReadReport(a.Result).Sources})
+			findings = append(findings, Finding{Question: strings.SplitN(a.Task, "\n", 2)[0], Answer: a.Text(), Sources: report.Read(a.Result).Sources})
 		}
 	}
 	// 3. Publish: save the report as a note (a person approves it), then report.

@@ -9,6 +9,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/report"
 	"github.com/lloyal-ai/lloyal/tools"
 )
 
@@ -61,8 +62,8 @@ func TestAWholeReportFitsAResearchersTurn(t *testing.T) {
 	be.Script(task, enginetest.ToolCall("plan", string(plan)))
 	// A four-byte character is a token of its own in the double's tokenizer.
 	answer := strings.Repeat("𝄞", tools.AnswerMaxLength)
-	report, _ := json.Marshal(map[string]any{"answer": answer, "sources": []string{"glossary.md"}})
-	be.Script(question, enginetest.ToolCall("report", string(report)))
+	reportArgs, _ := json.Marshal(map[string]any{"answer": answer, "sources": []string{"glossary.md"}})
+	be.Script(question, enginetest.ToolCall("report", string(reportArgs)))
 	all, err := h.Run(context.Background(), engine.New(be, engine.Options{}))
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestAWholeReportFitsAResearchersTurn(t *testing.T) {
 		if !strings.HasPrefix(a.Task, question) {
 			continue
 		}
-		got := event.ReadReport(a.Result)
+		got := report.Read(a.Result)
 		if !a.Ok() || a.Source == "turn_cut_salvaged" || len(got.Sources) != 1 || got.Sources[0] != "glossary.md" || got.Answer != answer {
 			t.Fatalf("the researcher's report: outcome %s, source %q, sources %v, answer of %d characters (%d tokens written)",
 				a.Outcome, a.Source, got.Sources, len([]rune(got.Answer)), a.Tokens)
@@ -96,16 +97,16 @@ func TestAWholeReportFitsAHelpersTurn(t *testing.T) {
 	be.Script(question, enginetest.ToolCall("delegate", string(delegate)), enginetest.ToolCall("report", string(short)))
 	// A four-byte character is a token of its own in the double's tokenizer.
 	answer := strings.Repeat("𝄞", tools.AnswerMaxLength)
-	report, _ := json.Marshal(map[string]any{"answer": answer, "sources": []string{"glossary.md"}})
-	be.Script(sub, enginetest.ToolCall("report", string(report)))
+	reportArgs, _ := json.Marshal(map[string]any{"answer": answer, "sources": []string{"glossary.md"}})
+	be.Script(sub, enginetest.ToolCall("report", string(reportArgs)))
 	helper, source := 0, ""
-	var got event.Report
+	var got report.Report
 	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{engine.SinkFunc(func(e event.Event) {
 		switch {
 		case e.Type == event.AgentSpawn && e.Text == sub:
 			helper = e.Agent
 		case e.Type.Terminal() && helper != 0 && e.Agent == helper:
-			got = event.ReadReport(e.Result)
+			got = report.Read(e.Result)
 			var d struct{ Source string }
 			_ = json.Unmarshal(e.Data, &d)
 			source = string(e.Type) + " " + d.Source

@@ -1,7 +1,11 @@
-package event
+// Package termtext makes text from files, models and traces safe for a
+// terminal: control characters and runes terminals draw differently become
+// visible escapes, so nothing an agent or a file says can repaint or retitle
+// the screen. Escape is lloyal's one rule; EscapeJSON writes it in JSON's
+// notation; Writer applies it to a stream.
+package termtext
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,51 +14,6 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 )
-
-// Report is an agent's result read as a report: the answer and its sources.
-// Results are JSON the model wrote under a schema, or a plain string; this is
-// the one place that reads them.
-type Report struct {
-	Answer  string   `json:"answer"`
-	Sources []string `json:"sources"`
-}
-
-// ReadReport reads a result. A JSON string is the answer; an object's
-// "answer" (or "result") field is; anything else is shown as it is.
-func ReadReport(raw json.RawMessage) Report {
-	if len(raw) == 0 {
-		return Report{}
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return Report{Answer: s}
-	}
-	var obj struct {
-		Result  *string  `json:"result"`
-		Answer  *string  `json:"answer"`
-		Sources []string `json:"sources"`
-	}
-	if json.Unmarshal(raw, &obj) == nil {
-		switch {
-		case obj.Answer != nil:
-			return Report{Answer: *obj.Answer, Sources: obj.Sources}
-		case obj.Result != nil:
-			return Report{Answer: *obj.Result, Sources: obj.Sources}
-		}
-	}
-	return Report{Answer: string(raw)}
-}
-
-// ErrorText is the message of an {"error": …} result, or the raw JSON.
-func ErrorText(raw json.RawMessage) string {
-	var v struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(raw, &v) == nil && v.Error != "" {
-		return v.Error
-	}
-	return string(raw)
-}
 
 // Clean makes text safe to print on one line of a terminal: control
 // characters become visible escapes (Escape); newlines become "⏎ ".
@@ -70,7 +29,7 @@ func Clean(s string) string {
 // too: they would shift a pane's border, or reorder what is shown. Bytes
 // that are not UTF-8 become \u{fffd}. This is lloyal's one rule for text
 // from a file, a model or a trace; EscapeJSON writes the same runes in
-// JSON's notation, and TerminalWriter applies it to a stream.
+// JSON's notation, and Writer applies it to a stream.
 func Escape(s string) string {
 	if safe(s) {
 		return s
@@ -144,28 +103,28 @@ func safeSlow(s string) bool {
 	return true
 }
 
-// TerminalWriter escapes everything written through it by Escape's rule
+// Writer escapes everything written through it by Escape's rule
 // before it reaches w: the sink every command's text goes through on its way
 // to a terminal, so no string from a file, a model or a trace can drive the
 // terminal, whichever code path printed it. A rune split across two writes
 // is held until it is whole. It is safe for concurrent use (a run's
 // signal handler, prompter and log share stderr).
-type TerminalWriter struct {
+type Writer struct {
 	mu   sync.Mutex
 	w    io.Writer
 	json bool
 	held []byte
 }
 
-// NewTerminalWriter returns a TerminalWriter writing text to w.
-func NewTerminalWriter(w io.Writer) *TerminalWriter { return &TerminalWriter{w: w} }
+// NewWriter returns a Writer writing text to w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
-// NewJSONTerminalWriter returns a TerminalWriter for JSON text: it escapes
+// NewJSONWriter returns a Writer for JSON text: it escapes
 // with EscapeJSON, so what reaches w is still valid JSON.
-func NewJSONTerminalWriter(w io.Writer) *TerminalWriter { return &TerminalWriter{w: w, json: true} }
+func NewJSONWriter(w io.Writer) *Writer { return &Writer{w: w, json: true} }
 
 // Write escapes p and writes it; it reports len(p) written when w took it all.
-func (t *TerminalWriter) Write(p []byte) (int, error) {
+func (t *Writer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	buf := append(t.held, p...)
@@ -192,7 +151,7 @@ func (t *TerminalWriter) Write(p []byte) (int, error) {
 }
 
 // Flush writes a rune held back incomplete (escaped as the bytes it is).
-func (t *TerminalWriter) Flush() error {
+func (t *Writer) Flush() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.held) == 0 {
@@ -204,23 +163,5 @@ func (t *TerminalWriter) Flush() error {
 	return err
 }
 
-// EscapeNames returns e with the short strings a screen prints as they are
-// (type, tool, call id, role, reason) escaped by Escape's rule. Text,
-// arguments and results keep their bytes: they are escaped where they are
-// laid out, which needs their newlines.
-func (e Event) EscapeNames() Event {
-	e.Type = Type(Escape(string(e.Type)))
-	e.Tool, e.CallID, e.Role, e.Reason = Escape(e.Tool), Escape(e.CallID), Escape(e.Role), Escape(e.Reason)
-	return e
-}
-
 // drawn are the categories of assigned runes a terminal draws.
 var drawn = []*unicode.RangeTable{unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Zs}
-
-func short(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
-}
