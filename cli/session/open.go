@@ -17,7 +17,7 @@ import (
 // opened is the model a run drives, local or on a server, and what the
 // trace header and the app's title say about it.
 type opened struct {
-	model   engine.Model
+	model engine.Model
 	// runtime makes the run's runtime over the model.
 	runtime func(engine.Options) *engine.Runtime
 	nctx    int
