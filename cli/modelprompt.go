@@ -6,9 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
-	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
@@ -167,34 +165,4 @@ unless --bos and --eos give them).`,
 	fl.StringVar(&eos, "eos", "", "eos_token's text for --template without a model")
 	fl.BoolVar(&noGen, "no-generation-prompt", false, "leave out the assistant's generation prompt at the end")
 	return cmd
-}
-
-// promptFlags are `lloyal run`'s --think and --template.
-type promptFlags struct {
-	think, template string
-}
-
-func (p *promptFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&p.think, "think", "auto", "on, off or auto: enable_thinking for models whose chat template reads it")
-	fs.StringVar(&p.template, "template", "", "render prompts with this Jinja chat template instead of the model's own")
-}
-
-// apply checks the flags and sets them in c.
-func (p *promptFlags) apply(c *session.Config) error {
-	th, err := chat.ParseThink(p.think)
-	if err != nil {
-		return err
-	}
-	c.Think = th
-	if p.template != "" {
-		b, err := os.ReadFile(p.template)
-		if err != nil {
-			return fmt.Errorf("--template: %w", err)
-		}
-		if _, err := chat.NewTemplate(string(b), "", ""); err != nil {
-			return fmt.Errorf("--template %s: %w", p.template, err)
-		}
-		c.Template = string(b)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/tools/research/demomodel"
@@ -23,11 +24,6 @@ const (
 	minCtx = 512
 	maxCtx = 1 << 20
 )
-
-// defaultAgents is --agents' default: the most questions a run's planner
-// splits its task into. The demo model's training transcripts are written
-// for a harness of this size, so it is one constant for both.
-const defaultAgents = 3
 
 type runFlags struct {
 	cfg             session.Config
@@ -63,7 +59,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.StringVar(&c.Model, "model", "", "GGUF file or ollama model name (default: the built-in demo model, which knows only the Tidewater handbook)")
 	f.StringVar(&c.Corpus, "corpus", "", "folder of .md/.txt documents (default: the built-in Tidewater handbook)")
 	f.StringVar(&c.Task, "task", research.DemoTask, "what to research")
-	f.IntVar(&c.Agents, "agents", defaultAgents, "most research agents")
+	f.IntVar(&c.Agents, "agents", research.DefaultAgents, "most research agents")
 	f.IntVar(&c.NCtx, "ctx", 8192, "context size shared by all agents, in tokens (16384 for the built-in demo model)")
 	f.Uint32Var(&c.Seed, "seed", 1, "sampling seed")
 	f.IntVar(&c.Threads, "threads", 0, "fix the CPU threads (default 0: each decode uses the count that measures fastest, up to all cores; 1 for small models)")
@@ -215,3 +211,33 @@ func (f kvTypeFlag) Set(s string) error {
 }
 
 func (f kvTypeFlag) Type() string { return "type" }
+
+// promptFlags are `lloyal run`'s --think and --template.
+type promptFlags struct {
+	think, template string
+}
+
+func (p *promptFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&p.think, "think", "auto", "on, off or auto: enable_thinking for models whose chat template reads it")
+	fs.StringVar(&p.template, "template", "", "render prompts with this Jinja chat template instead of the model's own")
+}
+
+// apply checks the flags and sets them in c.
+func (p *promptFlags) apply(c *session.Config) error {
+	th, err := chat.ParseThink(p.think)
+	if err != nil {
+		return err
+	}
+	c.Think = th
+	if p.template != "" {
+		b, err := os.ReadFile(p.template)
+		if err != nil {
+			return fmt.Errorf("--template: %w", err)
+		}
+		if _, err := chat.NewTemplate(string(b), "", ""); err != nil {
+			return fmt.Errorf("--template %s: %w", p.template, err)
+		}
+		c.Template = string(b)
+	}
+	return nil
+}

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
-	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
@@ -192,7 +192,7 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			// On a terminal one line updates in place behind a progress bar
 			// (a checkpoint leaves its line standing); elsewhere every step
 			// is a line of the log.
-			tty := w == io.Writer(os.Stdout) && session.IsTerminal(os.Stdout)
+			tty := w == io.Writer(os.Stdout) && term.IsTerminal(int(os.Stdout.Fd()))
 			err = train.Loop(ctx, tr, cfg, batches, func(p train.Progress) {
 				saved := ""
 				if p.Saved {

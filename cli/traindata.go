@@ -158,7 +158,7 @@ func handbookHarness(nCtx, nBatch int) (h *research.Harness, corpus *tools.Corpu
 		return nil, nil, nil, err
 	}
 	// As many questions as a default run plans.
-	h = research.New(corpus, note, "", defaultAgents)
+	h = research.New(corpus, note, "", research.DefaultAgents)
 	h.Fit(nCtx, nBatch)
 	return h, corpus, done, nil
 }

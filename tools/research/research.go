@@ -139,6 +139,11 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 		compact: []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus)}, findingChars: 1200}
 }
 
+// DefaultAgents is `lloyal run --agents`' default: the most questions a
+// run's planner splits its task into. The demo model's training transcripts
+// are written for a harness of this size, so it is one constant for both.
+const DefaultAgents = 3
+
 // ResearcherSystem is the researchers' system prompt (before the abilities'
 // catalogue); the demo model's training transcripts use it word for word.
 const ResearcherSystem = "You are a research agent. Answer your question from the documents: search, read, then report with the files you used."
