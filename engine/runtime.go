@@ -34,7 +34,7 @@ type Options struct {
 type Runtime struct {
 	be        Backend
 	tb        TurnBackend   // nil on a cell-level backend
-	cells     *turnCells    // tb's branches as text
+	cells     *serverCells  // tb's branches as text
 	inflight  atomic.Int64  // requests in flight on tb, in every pool
 	turnWake  chan struct{} // a request ended: a slot may be free
 	opts      Options
@@ -69,10 +69,10 @@ func New(be Backend, o Options) *Runtime {
 
 // NewOnServer makes a runtime over a model on an inference server: a
 // TurnBackend, sent a whole turn at a time. The runtime keeps each branch as
-// text (turnCells), so pools, tools and pressure work as they do on New's.
+// text (serverCells), so pools, tools and pressure work as they do on New's.
 func NewOnServer(tb TurnBackend, o Options) *Runtime {
 	rt := newRuntime(o)
-	rt.tb, rt.cells = tb, newTurnCells(tb)
+	rt.tb, rt.cells = tb, newServerCells(tb)
 	rt.be = rt.cells
 	return rt
 }

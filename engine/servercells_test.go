@@ -22,8 +22,8 @@ func (nullTurns) Generate(context.Context, TurnRequest, func(string)) (TurnResul
 // parent's text, prefills append exactly what was tokenized, lengths are
 // estimated until the server counts, and a branch cannot outgrow the
 // context.
-func TestTurnCellsKeepBranchesAsText(t *testing.T) {
-	c := newTurnCells(nullTurns{n: 100})
+func TestServerCellsKeepBranchesAsText(t *testing.T) {
+	c := newServerCells(nullTurns{n: 100})
 	root, _ := c.Create()
 	spine := chat.Prompt{{Text: "<|im_start|>system\n", Special: true}, {Text: strings.Repeat("s", 60)}}
 	toks, _ := c.Tokenize(spine)

@@ -2,9 +2,9 @@ package engine
 
 // The turn-level backend: a model behind an inference server, which takes a
 // whole prompt and streams one turn back. The runtime keeps each branch as
-// rendered text (turnCells) so spines, forks, tool results, pressure and
+// rendered text (serverCells) so spines, forks, tool results, pressure and
 // recovery work as they do on the cell-level Backend; the tick loop sends a
-// thinking agent's whole conversation as one request (turnloop.go).
+// thinking agent's whole conversation as one request (serverloop.go).
 
 import (
 	"context"
@@ -82,12 +82,12 @@ type TurnResult struct {
 // the turn loop never makes them.
 var errNotCells = errors.New("a turn-level backend has no cell-level calls (sample, decode): the runtime sends whole turns")
 
-// turnCells is the runtime's bookkeeping of a turn-level backend's branches
+// serverCells is the runtime's bookkeeping of a turn-level backend's branches
 // as rendered text: the Backend the pool's spine, fork, prefill and pressure
 // code runs on. A "token" here is an estimate: text is counted at bytesPer
 // bytes a token until the server's answers say how many tokens prompts
 // really were. Only the tick loop's goroutine calls it.
-type turnCells struct {
+type serverCells struct {
 	tb       TurnBackend
 	next     BranchID
 	branches map[BranchID]*textBranch
@@ -104,8 +104,8 @@ type textBranch struct {
 	base   int // bytes shared with the branch it was forked from
 }
 
-func newTurnCells(tb TurnBackend) *turnCells {
-	return &turnCells{tb: tb, branches: map[BranchID]*textBranch{}, pending: map[Token]chat.Prompt{}, sampling: map[BranchID]Sampling{}}
+func newServerCells(tb TurnBackend) *serverCells {
+	return &serverCells{tb: tb, branches: map[BranchID]*textBranch{}, pending: map[Token]chat.Prompt{}, sampling: map[BranchID]Sampling{}}
 }
 
 // defaultBytesPerToken is the estimate before the server has counted a
@@ -114,7 +114,7 @@ func newTurnCells(tb TurnBackend) *turnCells {
 const defaultBytesPerToken = 3.0
 
 // bytesPer is the current estimate of bytes per token.
-func (c *turnCells) bytesPer() float64 {
+func (c *serverCells) bytesPer() float64 {
 	if c.tokens == 0 || c.bytes == 0 {
 		return defaultBytesPerToken
 	}
@@ -122,7 +122,7 @@ func (c *turnCells) bytesPer() float64 {
 }
 
 // noteUsage records a prompt of n bytes the server counted as tokens tokens.
-func (c *turnCells) noteUsage(n, tokens int) {
+func (c *serverCells) noteUsage(n, tokens int) {
 	if n <= 0 || tokens <= 0 {
 		return
 	}
@@ -130,18 +130,18 @@ func (c *turnCells) noteUsage(n, tokens int) {
 	c.tokens += tokens
 }
 
-func (c *turnCells) count(nbytes int) int {
+func (c *serverCells) count(nbytes int) int {
 	if nbytes == 0 {
 		return 0
 	}
 	return max(1, int(math.Ceil(float64(nbytes)/c.bytesPer())))
 }
 
-func (c *turnCells) Format() chat.Format { return c.tb.Format() }
+func (c *serverCells) Format() chat.Format { return c.tb.Format() }
 
 // Tokenize remembers the prompt and returns its estimated length in tokens:
 // the first holds a handle to the text, Prefill writes the text back.
-func (c *turnCells) Tokenize(p chat.Prompt) ([]Token, error) {
+func (c *serverCells) Tokenize(p chat.Prompt) ([]Token, error) {
 	n := len(p.String())
 	if n == 0 {
 		return nil, nil
@@ -153,24 +153,24 @@ func (c *turnCells) Tokenize(p chat.Prompt) ([]Token, error) {
 	return toks, nil
 }
 
-func (c *turnCells) Piece(Token) []byte             { return nil }
-func (c *turnCells) IsStop(Token) bool              { return false }
-func (c *turnCells) NCtx() int                      { return c.tb.NCtx() }
-func (c *turnCells) NBatch() int                    { return 0 }
-func (c *turnCells) Sample(BranchID) (Token, error) { return 0, errNotCells }
-func (c *turnCells) DecodeEach([]Step) error        { return errNotCells }
+func (c *serverCells) Piece(Token) []byte             { return nil }
+func (c *serverCells) IsStop(Token) bool              { return false }
+func (c *serverCells) NCtx() int                      { return c.tb.NCtx() }
+func (c *serverCells) NBatch() int                    { return 0 }
+func (c *serverCells) Sample(BranchID) (Token, error) { return 0, errNotCells }
+func (c *serverCells) DecodeEach([]Step) error        { return errNotCells }
 
 // SchemaToGrammar answers with a grammar of any JSON object: on a server the
 // constraint travels as the call's JSON Schema (TurnRequest.Call), and the
 // grammar text the pool builds is never sent.
-func (c *turnCells) SchemaToGrammar([]byte) (string, error) {
+func (c *serverCells) SchemaToGrammar([]byte) (string, error) {
 	return `root ::= "{" [^\x00]* "}"`, nil
 }
 
 // CellsUsed is the longest conversation, in estimated tokens: on a server
 // every request must fit the context on its own, and the server's cache is
 // its own to manage, so the pressure an agent feels is its own length.
-func (c *turnCells) CellsUsed() int {
+func (c *serverCells) CellsUsed() int {
 	most := 0
 	for _, b := range c.branches {
 		most = max(most, b.nbytes)
@@ -179,20 +179,20 @@ func (c *turnCells) CellsUsed() int {
 }
 
 // Unique is what a branch holds beyond the branch it was forked from.
-func (c *turnCells) Unique(id BranchID) int {
+func (c *serverCells) Unique(id BranchID) int {
 	if b, ok := c.branches[id]; ok {
 		return c.count(b.nbytes - b.base)
 	}
 	return 0
 }
 
-func (c *turnCells) Create() (BranchID, error) {
+func (c *serverCells) Create() (BranchID, error) {
 	c.next++
 	c.branches[c.next] = &textBranch{}
 	return c.next, nil
 }
 
-func (c *turnCells) Fork(parent BranchID) (BranchID, error) {
+func (c *serverCells) Fork(parent BranchID) (BranchID, error) {
 	p, ok := c.branches[parent]
 	if !ok {
 		return 0, fmt.Errorf("fork: no branch %d", parent)
@@ -202,7 +202,7 @@ func (c *turnCells) Fork(parent BranchID) (BranchID, error) {
 	return c.next, nil
 }
 
-func (c *turnCells) Prune(id BranchID) error {
+func (c *serverCells) Prune(id BranchID) error {
 	if _, ok := c.branches[id]; !ok {
 		return fmt.Errorf("prune: no branch %d", id)
 	}
@@ -211,7 +211,7 @@ func (c *turnCells) Prune(id BranchID) error {
 	return nil
 }
 
-func (c *turnCells) SetSampling(id BranchID, s Sampling) error {
+func (c *serverCells) SetSampling(id BranchID, s Sampling) error {
 	if _, ok := c.branches[id]; !ok {
 		return fmt.Errorf("sampling: no branch %d", id)
 	}
@@ -222,7 +222,7 @@ func (c *turnCells) SetSampling(id BranchID, s Sampling) error {
 // Prefill appends each span's prompt to its branch. A span whose text would
 // take the branch past the context fails with ErrContextFull, as a full
 // cache does locally (the server would refuse or truncate it).
-func (c *turnCells) Prefill(spans []Span) error {
+func (c *serverCells) Prefill(spans []Span) error {
 	for _, s := range spans {
 		b, ok := c.branches[s.Branch]
 		if !ok {
@@ -251,7 +251,7 @@ func (c *turnCells) Prefill(spans []Span) error {
 
 // appendPrompt writes text into a branch (the assistant's own turn, which a
 // local backend decodes token by token).
-func (c *turnCells) appendPrompt(id BranchID, p chat.Prompt) {
+func (c *serverCells) appendPrompt(id BranchID, p chat.Prompt) {
 	b := c.branches[id]
 	if b == nil {
 		return
@@ -261,7 +261,7 @@ func (c *turnCells) appendPrompt(id BranchID, p chat.Prompt) {
 }
 
 // prompt is a branch's whole text, and its segments.
-func (c *turnCells) prompt(id BranchID) (string, chat.Prompt) {
+func (c *serverCells) prompt(id BranchID) (string, chat.Prompt) {
 	b := c.branches[id]
 	if b == nil {
 		return "", nil
@@ -269,6 +269,6 @@ func (c *turnCells) prompt(id BranchID) (string, chat.Prompt) {
 	return b.segs.String(), append(chat.Prompt(nil), b.segs...)
 }
 
-func (c *turnCells) samplingOf(id BranchID) Sampling {
+func (c *serverCells) samplingOf(id BranchID) Sampling {
 	return c.sampling[id]
 }
