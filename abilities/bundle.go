@@ -93,12 +93,20 @@ func checkName(name string) error {
 	return nil
 }
 
-func (b *Bundle) add(name string, r io.Reader, exec bool, total *int64) error {
+// add reads one file of size bytes (as its tar header or its folder entry
+// says) into the bundle.
+func (b *Bundle) add(name string, r io.Reader, size int64, exec bool, total *int64) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
 	if len(b.Files) >= maxEntries {
 		return fmt.Errorf("the bundle holds over %d files: an ability holds its manifest, instructions and server, not data", maxEntries)
+	}
+	// A file the header or the folder says is too big is refused before a
+	// byte of it is read; the limited read still holds one that grows.
+	tooBig := fmt.Errorf("the bundle is over %d MiB: an ability holds its manifest, instructions and server, not data", maxBundle>>20)
+	if size > maxBundle-*total {
+		return tooBig
 	}
 	data, err := io.ReadAll(io.LimitReader(r, maxBundle-*total+1))
 	if err != nil {
@@ -106,7 +114,7 @@ func (b *Bundle) add(name string, r io.Reader, exec bool, total *int64) error {
 	}
 	*total += int64(len(data))
 	if *total > maxBundle {
-		return fmt.Errorf("the bundle is over %d MiB: an ability holds its manifest, instructions and server, not data", maxBundle>>20)
+		return tooBig
 	}
 	b.Files[name] = data
 	b.Exec[name] = exec
@@ -136,7 +144,7 @@ func (b *Bundle) readDir(root string) error {
 			return fmt.Errorf("read %s in the bundle: %w (check its permissions)", rel, err)
 		}
 		defer f.Close()
-		return b.add(rel, f, fi.Mode()&0o111 != 0, &total)
+		return b.add(rel, f, fi.Size(), fi.Mode()&0o111 != 0, &total)
 	})
 }
 
@@ -172,7 +180,7 @@ func (b *Bundle) readTarGz(p string) error {
 		if _, dup := b.Files[name]; dup {
 			return fmt.Errorf("%s appears twice in %s: refused", name, p)
 		}
-		if err := b.add(name, tr, h.Mode&0o111 != 0, &total); err != nil {
+		if err := b.add(name, tr, h.Size, h.Mode&0o111 != 0, &total); err != nil {
 			return err
 		}
 	}

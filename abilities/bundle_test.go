@@ -185,8 +185,8 @@ func TestReadBundleRefusesHostileInput(t *testing.T) {
 		{"tar newline", tgz(manifest, tarEntry{"a\nb", tar.TypeReg, "x"}), "control character"},
 		{"tar too many entries", tgz(many...), "over 10000 files"},
 		{"tar too big", func(t *testing.T) string {
-			// Sparse: a header claiming more than the cap, with zeros the
-			// gzip stream makes small.
+			// A header claiming more than the cap is refused before its
+			// data is read, so the data need not be there.
 			p := filepath.Join(t.TempDir(), "big.tar.gz")
 			f, _ := os.Create(p)
 			zw := gzip.NewWriter(f)
@@ -194,15 +194,37 @@ func TestReadBundleRefusesHostileInput(t *testing.T) {
 			_ = tw.WriteHeader(&tar.Header{Name: "ability.json", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(okManifest))})
 			_, _ = tw.Write([]byte(okManifest))
 			_ = tw.WriteHeader(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Mode: 0o644, Size: maxBundle + 1})
-			zeros := make([]byte, 1<<20)
-			for written := int64(0); written < maxBundle+1; written += int64(len(zeros)) {
-				_, _ = tw.Write(zeros[:min(int64(len(zeros)), maxBundle+1-written)])
-			}
-			_ = tw.Close()
+			_ = tw.Flush()
 			_ = zw.Close()
 			_ = f.Close()
 			return p
 		}, "over 512 MiB"},
+		{"tar too big together", func(t *testing.T) string {
+			// Each file under the cap, both over it: the manifest's bytes
+			// count against the next header's claim.
+			p := filepath.Join(t.TempDir(), "big.tar.gz")
+			f, _ := os.Create(p)
+			zw := gzip.NewWriter(f)
+			tw := tar.NewWriter(zw)
+			_ = tw.WriteHeader(&tar.Header{Name: "ability.json", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(okManifest))})
+			_, _ = tw.Write([]byte(okManifest))
+			_ = tw.WriteHeader(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Mode: 0o644, Size: maxBundle - int64(len(okManifest)) + 1})
+			_ = tw.Flush()
+			_ = zw.Close()
+			_ = f.Close()
+			return p
+		}, "over 512 MiB"},
+		{"folder too big", folder(func(t *testing.T, dir string) {
+			// Sparse: a file that says it is over the cap costs no disk.
+			f, err := os.Create(filepath.Join(dir, "big"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := f.Truncate(maxBundle + 1); err != nil {
+				t.Skip("cannot make a sparse file here:", err)
+			}
+		}), "over 512 MiB"},
 		{"folder ok", folder(func(*testing.T, string) {}), ""},
 		{"folder through a link", func(t *testing.T) string {
 			link := filepath.Join(t.TempDir(), "link")
