@@ -1,13 +1,111 @@
 package engine
 
-// Runtime-wide commands (WindDown, Pause, Resume) and the pause bookkeeping
-// pools consult.
+// Commands from outside the loop (Cancel, WindDown, Pause, Resume), how a pool
+// takes them, and the pause bookkeeping pools consult.
 
 import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
 )
+
+type command struct {
+	kind  string // "cancel"
+	agent int
+}
+
+// Cancel discards an agent: it stops at once, is not recovered, and its tool
+// call (if any) is abandoned. Safe from any goroutine.
+func (rt *Runtime) Cancel(agentID int) {
+	rt.cmdMu.Lock()
+	rt.cmds = append(rt.cmds, command{kind: "cancel", agent: agentID})
+	rt.cmdMu.Unlock()
+	select {
+	case rt.cmdWake <- struct{}{}:
+	default:
+	}
+}
+
+// takeCommands removes and returns the commands for agents in mine.
+func (rt *Runtime) takeCommands(mine func(agent int) bool) []command {
+	rt.cmdMu.Lock()
+	defer rt.cmdMu.Unlock()
+	var out []command
+	rest := rt.cmds[:0]
+	for _, c := range rt.cmds {
+		if mine(c.agent) {
+			out = append(out, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	rt.cmds = rest
+	return out
+}
+
+func (p *pool) hasCommand() bool {
+	p.rt.cmdMu.Lock()
+	defer p.rt.cmdMu.Unlock()
+	for _, c := range p.rt.cmds {
+		if _, ok := p.byID[c.agent]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ancestorCancelled reports whether a cancel is queued for the agent whose
+// tool started this pool (or one of its callers).
+func (p *pool) ancestorCancelled() bool {
+	if p.parent == nil {
+		return false
+	}
+	p.rt.cmdMu.Lock()
+	defer p.rt.cmdMu.Unlock()
+	for _, c := range p.rt.cmds {
+		for x := p.parent; x != nil; x = x.parent {
+			if c.kind == "cancel" && c.agent == x.ID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (p *pool) applyCommands() {
+	if p.ancestorCancelled() {
+		// The caller is being cancelled: its sub-agents go with it (the
+		// command itself stays queued for the caller's own pool).
+		if p.cancelOrch != nil {
+			p.cancelOrch()
+		}
+		for _, a := range p.spawnQ {
+			p.finish(a, event.Cancelled, "its caller was cancelled", "")
+		}
+		p.spawnQ = nil
+		for _, a := range p.agents {
+			if a.outcome == event.Running {
+				if a.status == event.StatusApproval && p.rt.opts.Approver != nil {
+					p.rt.opts.Approver.Withdraw(a.ID, "its caller was cancelled")
+				}
+				p.finish(a, event.Cancelled, "its caller was cancelled", "")
+			}
+		}
+	}
+	for _, c := range p.rt.takeCommands(func(id int) bool { _, ok := p.byID[id]; return ok }) {
+		a := p.byID[c.agent]
+		p.emit(event.Event{Type: event.RuntimeCommand, Agent: a.ID, Reason: c.kind})
+		if c.kind == "cancel" && a.outcome == event.Running {
+			if a.call != nil && a.call.cancel != nil {
+				a.call.cancel()
+			}
+			if a.status == event.StatusApproval {
+				p.rt.opts.Approver.Withdraw(a.ID, "the agent was cancelled")
+			}
+			p.finish(a, event.Cancelled, "cancelled by the user", "")
+		}
+	}
+}
 
 // WindDown asks every running pool to finish up: nothing new starts, every
 // working agent writes its report, tools in flight drain. Safe from any

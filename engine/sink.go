@@ -1,5 +1,8 @@
 package engine
 
+// The event stream: Sinks, the emitter that stamps events and hands them to
+// every sink in order, and Recorder.
+
 import (
 	"sync"
 	"time"

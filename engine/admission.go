@@ -1,0 +1,277 @@
+package engine
+
+// Admission: what a tick writes into the context before it decodes (queued
+// spawns forked from the spine, spine extensions, tool results), each only
+// when the context has room for it, all in one prefill.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+type settleItem struct {
+	agent    *Agent
+	tokens   []Token
+	role     string
+	admitted bool // skip admission (a stall-break nudge sized to the reserve)
+	deferred bool // already reported as waiting for room
+}
+
+type request struct {
+	spawn     []AgentSpec
+	user, ans string // extend
+	reply     chan reqReply
+	held      bool // an extend already reported as waiting for room
+}
+
+type reqReply struct {
+	agents []*Agent
+	errs   []error
+	err    error
+}
+
+func (p *pool) drainRequests() {
+	for {
+		select {
+		case r := <-p.reqs:
+			p.handleRequest(r)
+		case err := <-p.orchDone:
+			p.orchOver, p.orchErr = true, err
+		default:
+			return
+		}
+	}
+}
+
+func (p *pool) handleRequest(r request) {
+	if r.spawn == nil {
+		p.extendQ = append(p.extendQ, r)
+		return
+	}
+	var rep reqReply
+	for _, s := range r.spawn {
+		a, err := p.newAgent(s)
+		rep.agents = append(rep.agents, a)
+		rep.errs = append(rep.errs, err)
+	}
+	r.reply <- rep
+}
+
+// reserved is the cells already promised to queued spawns.
+func (p *pool) reserved() int {
+	n := 0
+	for _, a := range p.spawnQ {
+		n += len(a.suffix)
+	}
+	return n
+}
+
+func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
+	if s.Task == "" {
+		return nil, errors.New("spawn: the agent has no task")
+	}
+	for _, c := range s.Plan {
+		if _, ok := p.tools[string(c)]; !ok && c != ToolAuto && c != ToolRequired {
+			return nil, fmt.Errorf("spawn: its plan names %q, which is neither auto, required nor a tool of this pool", c)
+		}
+	}
+	toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.User, Content: s.Task}, false))
+	if err != nil {
+		return nil, fmt.Errorf("spawn: %w", err)
+	}
+	if p.woundDown {
+		return nil, ErrFinishingUp
+	}
+	pr := p.pressure()
+	if room := pr.Headroom - p.reserved(); len(toks) > room {
+		reason := fmt.Sprintf("spawn refused (pressure_init): its task needs %d cells and only %d are free above the soft limit (%d free of %d); wait for agents to finish, shorten the task or give the context more room", len(toks), max(room, 0), pr.Remaining, pr.NCtx)
+		p.emit(event.Event{Type: event.SpawnRefused, Text: s.Task, Tokens: len(toks), Reason: reason})
+		return nil, roomError(reason)
+	}
+	id := int(p.rt.nextAgent.Add(1))
+	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, Role: s.Role, plan: s.Plan, parent: p.parent, pool: p, status: event.StatusPending, done: make(chan struct{}), suffix: toks}
+	p.kick = true
+	a.seed = p.spec.Sampling.Seed + uint32(len(p.agents))
+	if s.Seed != nil {
+		a.seed = *s.Seed
+	}
+	p.agents = append(p.agents, a)
+	p.byID[id] = a
+	p.spawnQ = append(p.spawnQ, a)
+	return a, nil
+}
+
+// prefill writes queued spawn suffixes, spine extensions and tool results in
+// one backend call.
+func (p *pool) prefill() {
+	if len(p.spawnQ) == 0 && len(p.extendQ) == 0 && len(p.settle) == 0 {
+		return
+	}
+	type entry struct {
+		span  Span
+		spawn *Agent
+		ext   *request
+		item  *settleItem
+	}
+	var entries []entry
+	var waiting []*Agent // no branch slot free yet
+	p.slotsFull = false
+	for _, a := range p.spawnQ {
+		if a.outcome != event.Running {
+			continue
+		}
+		if p.slotsFull {
+			waiting = append(waiting, a)
+			continue
+		}
+		b, err := p.be.Fork(p.spine.branch)
+		if errors.Is(err, ErrNoBranch) && p.holdsBranches() {
+			// Every slot is taken: wait for an agent of this pool to finish
+			// and free one, as a spawn waits for room.
+			p.slotsFull = true
+			waiting = append(waiting, a)
+			if !a.slotWait {
+				a.slotWait = true
+				p.emit(event.Event{Type: event.PoolNote, Role: "slot_wait", Pool: p.scope, Parent: p.scope, Agent: a.ID,
+					Reason: "every branch slot is in use: the agent starts when another finishes"})
+			}
+			continue
+		}
+		if err != nil {
+			p.finish(a, event.Failed, "could not fork a branch: "+err.Error(), "")
+			continue
+		}
+		a.branch, a.forked = b, true
+		entries = append(entries, entry{span: Span{Branch: b, Tokens: a.suffix}, spawn: a})
+	}
+	p.spawnQ = append(p.spawnQ[:0], waiting...)
+	pr := p.pressure()
+	// A running headroom: every admitted span uses some of it.
+	room := pr.Headroom
+	for _, e := range entries {
+		room -= len(e.span.Tokens)
+	}
+	var held []request
+	for i := range p.extendQ {
+		r := p.extendQ[i]
+		toks, err := p.be.Tokenize(p.fmt.Exchange(r.user, r.ans))
+		if err != nil {
+			r.reply <- reqReply{err: err}
+			continue
+		}
+		if len(toks) > room {
+			if !r.held {
+				r.held = true
+				p.emit(event.Event{Type: event.PoolNote, Role: "extend_held", Pool: p.scope, Parent: p.scope, Tokens: len(toks),
+					Reason: fmt.Sprintf("a spine extension of %d tokens waits for room (%d above the soft limit)", len(toks), max(room, 0))})
+			}
+			held = append(held, r) // held until agents finish and free room
+			continue
+		}
+		room -= len(toks)
+		entries = append(entries, entry{span: Span{Branch: p.spine.branch, Tokens: toks}, ext: &r})
+	}
+	p.extendQ = held
+	var deferred []settleItem
+	for i := range p.settle {
+		it := p.settle[i]
+		if it.agent.outcome != event.Running {
+			continue
+		}
+		cost, limit := len(it.tokens), room
+		if it.role == "recovery" {
+			// Reports may use the band between the soft and the hard limit.
+			cost += it.agent.reportBudget
+			limit += pr.SoftLimit - pr.HardLimit
+		}
+		if !it.admitted && cost > limit {
+			if !it.deferred {
+				it.deferred = true
+				p.emit(event.Event{Type: event.SettleDeferred, Agent: it.agent.ID, Role: it.role, Tokens: len(it.tokens), Reason: fmt.Sprintf("needs %d cells, %d free above the soft limit", cost, max(limit, 0))})
+			}
+			deferred = append(deferred, it)
+			continue
+		}
+		room -= len(it.tokens)
+		entries = append(entries, entry{span: Span{Branch: it.agent.branch, Tokens: it.tokens}, item: &it})
+	}
+	p.settle = deferred
+	if len(entries) == 0 {
+		return
+	}
+	spans := make([]Span, len(entries))
+	for i, e := range entries {
+		spans[i] = e.span
+	}
+	ok := make([]error, len(entries))
+	if err := p.be.Prefill(spans); err != nil {
+		// All or nothing failed: write each span alone, so only the ones that
+		// do not fit fail.
+		for i := range entries {
+			ok[i] = p.be.Prefill(spans[i : i+1])
+		}
+	}
+	for i, e := range entries {
+		err := ok[i]
+		switch {
+		case e.ext != nil:
+			if err != nil {
+				e.ext.reply <- reqReply{err: fmt.Errorf("extend spine: %w", err)}
+				continue
+			}
+			p.spine.Tokens += len(e.span.Tokens)
+			p.emit(event.Event{Type: event.SpineExtend, Branch: int(p.spine.branch), Text: e.ext.user, Result: mustJSON(e.ext.ans), Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed()})
+			e.ext.reply <- reqReply{}
+		case e.spawn != nil:
+			a := e.spawn
+			if err != nil {
+				p.finish(a, event.Failed, "the context could not take its task: "+err.Error(), "")
+				continue
+			}
+			a.activeAt = time.Now()
+			a.pausedAtStart = p.rt.pausedSoFar()
+			p.activate(a)
+			p.emit(event.Event{Type: event.AgentSpawn, Agent: a.ID, ParentAgent: a.ParentID, Branch: int(a.branch), Text: a.Task, Role: a.Role, Tokens: len(a.suffix)})
+			p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
+		default:
+			a := e.item.agent
+			if err != nil {
+				reason := "the context could not take its tool result: " + err.Error()
+				if e.item.role == "recovery" {
+					p.failRecovery(a, "scope_error: "+err.Error(), "")
+				} else {
+					p.finish(a, event.Failed, reason, "")
+				}
+				continue
+			}
+			p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: e.item.role, Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
+			p.activate(a)
+		}
+	}
+}
+
+// holdsBranches reports whether a running agent of this pool holds a
+// branch it will give back when it finishes (so a spawn without a slot can
+// wait for it).
+func (p *pool) holdsBranches() bool {
+	for _, a := range p.agents {
+		if a.outcome == event.Running && a.forked && !a.pruned {
+			return true
+		}
+	}
+	return false
+}
+
+// deferredOnly reports whether every queued result is waiting for room.
+func (p *pool) deferredOnly() bool {
+	for _, it := range p.settle {
+		if !it.deferred {
+			return false
+		}
+	}
+	return true
+}

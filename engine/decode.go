@@ -1,0 +1,142 @@
+package engine
+
+// The local decode loop: each tick samples one token for every thinking agent
+// and decodes them all in one batch (a cell-level Backend; a server's turns
+// are serverloop.go).
+
+import (
+	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+// activate (re)arms the agent's sampler for a new turn and lets it think.
+func (p *pool) activate(a *Agent) {
+	var g *chat.Grammar
+	switch {
+	case a.forceTerminal && p.gTerminal != nil, p.onlyTerm:
+		g = p.gTerminal
+	case a.turns < len(a.plan):
+		g = p.planned(a.plan[a.turns])
+	case p.gFirst != nil && a.turns == 0:
+		g = p.gFirst
+	case p.spec.ToolChoice == ToolRequired:
+		g = p.gRequired
+	default:
+		g = p.gLazy
+	}
+	s := p.spec.Sampling
+	s.Seed = a.seed + uint32(a.turns)*7919
+	s.Grammar = g
+	if err := p.be.SetSampling(a.branch, s); err != nil {
+		p.finish(a, event.Failed, "could not arm its sampler: "+err.Error(), "")
+		return
+	}
+	a.status = event.StatusThinking
+	a.raw.Reset()
+	a.turnTokens = 0
+}
+
+// produce samples one token for every thinking agent and decodes them all in
+// one batch. It reports whether any agent is still thinking.
+func (p *pool) produce() bool {
+	if p.rt.tb != nil {
+		return p.produceTurns()
+	}
+	p.nudgedThisTick, p.killedThisTick = false, false
+	pr := p.pressure()
+	p.reap(pr)
+	// Admission for this tick's cells (one per token): agents at work decode
+	// only down to the hard limit, the reserve recovery reports are written
+	// into; agents writing a report may use the reserve. An agent at work
+	// that gets no cell waits a tick (nothing was sampled: its turn is
+	// intact). When none gets one the context is critical and reap has
+	// stopped one agent this tick, so cells come back: a full cache never
+	// ends an agent.
+	used, held := 0, false
+	var steps []Step
+	var who []*Agent
+	texts := map[int]string{}
+	for _, a := range p.agents {
+		if a.status != event.StatusThinking || a.outcome != event.Running {
+			continue
+		}
+		if a.extracting && a.reportBudget > 0 && a.turnTokens >= a.reportBudget {
+			a.raw.WriteString(a.dec.Flush()) // the report's budget is spent: token-stop
+			p.endTurn(a)
+			continue
+		}
+		switch {
+		case a.extracting && used >= pr.Remaining:
+			a.raw.WriteString(a.dec.Flush()) // no cell left for its report: it ends with what it wrote
+			p.endTurn(a)
+			continue
+		case !a.extracting && used > pr.Remaining-pr.HardLimit:
+			held = true
+			continue
+		}
+		used++
+		tok, err := p.be.Sample(a.branch)
+		if err != nil {
+			p.finish(a, event.Failed, "sampling failed: "+err.Error(), "")
+			continue
+		}
+		if p.be.IsStop(tok) {
+			a.raw.WriteString(a.dec.Flush())
+			p.endTurn(a)
+			continue
+		}
+		steps = append(steps, Step{Branch: a.branch, Token: tok})
+		who = append(who, a)
+	}
+	if len(steps) == 0 {
+		if held {
+			// A tick in which every agent at work waited for a cell.
+			p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx()})
+		}
+		return held // a held agent thinks on the next tick
+	}
+	if err := p.be.DecodeEach(steps); err != nil {
+		// Decode each agent's token alone: only the agents whose token cannot
+		// be written fail; the others go on.
+		var okSteps []Step
+		var okWho []*Agent
+		for i, a := range who {
+			if err := p.be.DecodeEach(steps[i : i+1]); err != nil {
+				p.decodeFailed(a, err)
+				continue
+			}
+			okSteps, okWho = append(okSteps, steps[i]), append(okWho, a)
+		}
+		steps, who = okSteps, okWho
+	}
+	p.steps++
+	thinking := false
+	for i, a := range who {
+		text := a.dec.Write(p.be.Piece(steps[i].Token))
+		a.raw.WriteString(text)
+		if text != "" {
+			texts[a.ID] += text
+		}
+		a.addTokens(1)
+		a.turnTokens++
+		if !a.extracting && a.turnTokens >= p.spec.MaxTurnTokens {
+			a.raw.WriteString(a.dec.Flush())
+			a.cut = true
+			p.endTurn(a)
+			continue
+		}
+		thinking = true
+	}
+	p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: len(steps), Texts: texts})
+	return thinking
+}
+
+// decodeFailed fails one agent whose token could not be written.
+func (p *pool) decodeFailed(a *Agent, err error) {
+	if a.extracting {
+		p.failRecovery(a, "scope_error: "+err.Error(), a.raw.String())
+		return
+	}
+	p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "decode_failed"})
+	p.finish(a, event.Failed, "decode failed: "+err.Error(), "")
+}

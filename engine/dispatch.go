@@ -1,0 +1,193 @@
+package engine
+
+// Tool dispatch: running an agent's call (inline on the loop, or fanout on a
+// goroutine of its own), taking its completion, and retrying transient
+// failures.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+type pendingCall struct {
+	approved   bool // a person allowed this call
+	agent      *Agent
+	call       Call
+	entry      *toolEntry
+	attempt    int
+	notBefore  time.Time
+	started    time.Time
+	dispatchID uint64
+	cancel     context.CancelFunc
+}
+
+type completion struct {
+	pc    *pendingCall
+	value any
+	err   error
+}
+
+// dispatch runs this tick's calls: inline ones now (the loop waits), fanout
+// ones on goroutines, at most MaxConcurrentTools at once in FIFO order.
+func (p *pool) dispatch() {
+	q := p.dispatchQ
+	p.dispatchQ = nil
+	for _, a := range q {
+		if a.outcome != event.Running || a.call == nil {
+			continue
+		}
+		pc := a.call
+		if pc.entry.spec.Protected && !pc.approved {
+			if src, ok := p.granted(pc.call.Tool); ok {
+				p.emit(event.Event{Type: event.ApprovalAuto, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Reason: src})
+				p.run(pc)
+				continue
+			}
+			if p.rt.opts.Approver == nil {
+				a.call = nil
+				p.refuse(a, pc.call, "protected", fmt.Sprintf("%s is protected and this session has no permission to run it. Do not call it again; continue without it.", pc.call.Tool))
+				continue
+			}
+			p.askApproval(pc)
+			continue
+		}
+		p.run(pc)
+	}
+}
+
+// run starts an allowed call: inline now (the loop waits), fanout on a
+// goroutine within the concurrency limit.
+func (p *pool) run(pc *pendingCall) {
+	pc.agent.status = event.StatusInTool
+	if pc.entry.spec.Fanout {
+		if p.fanRunning >= p.rt.opts.MaxConcurrentTools {
+			p.fanWaiting = append(p.fanWaiting, pc)
+			return
+		}
+		p.startFanout(pc)
+		return
+	}
+	ctx := p.toolContext(pc, true)
+	v, err := runTool(ctx, pc)
+	pc.cancel()
+	p.complete(completion{pc: pc, value: v, err: err})
+}
+
+func (p *pool) toolContext(pc *pendingCall, inline bool) context.Context {
+	d := p.emit(event.Event{Type: event.ToolDispatch, Agent: pc.agent.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Attempt: pc.attempt})
+	pc.dispatchID = d.ID
+	pc.started = time.Now()
+	pct := percentFree(p.be)
+	a := pc.agent
+	ci := &callInfo{agent: a, call: pc.call, dispatchID: d.ID, pressure: pct, explore: pct > 40, scorer: p.spec.Scorer,
+		attach: append([]Attachment(nil), p.attachments...), inline: inline,
+		emit: func(e event.Event) { p.rt.em.emit(e) },
+	}
+	ci.progress = func(filled, total int) {
+		p.rt.em.emit(event.Event{Type: event.ToolProgress, Parent: d.ID, Pool: p.scope, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Filled: filled, Total: total})
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(p.ctx, keyCall, ci))
+	pc.cancel = cancel
+	return ctx
+}
+
+func (p *pool) startFanout(pc *pendingCall) {
+	p.fanRunning++
+	ctx := p.toolContext(pc, false)
+	p.fanWG.Add(1)
+	go func() {
+		defer p.fanWG.Done()
+		v, err := runTool(ctx, pc)
+		pc.cancel()
+		select {
+		case p.completions <- completion{pc: pc, value: v, err: err}:
+		case <-p.closed:
+		}
+	}()
+}
+
+// runTool runs Execute, turning a panic into an error.
+func runTool(ctx context.Context, pc *pendingCall) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s panicked: %v", pc.call.Tool, r)
+		}
+	}()
+	return pc.entry.tool.Execute(ctx, pc.call.Args)
+}
+
+// complete handles a finished tool call on the loop.
+func (p *pool) complete(c completion) {
+	pc := c.pc
+	a := pc.agent
+	if pc.entry.spec.Fanout {
+		p.fanRunning--
+		for len(p.fanWaiting) > 0 && p.fanRunning < p.rt.opts.MaxConcurrentTools {
+			next := p.fanWaiting[0]
+			p.fanWaiting = p.fanWaiting[1:]
+			if next.agent.outcome == event.Running {
+				p.startFanout(next)
+			}
+		}
+	}
+	if a.outcome != event.Running {
+		return // cancelled while the tool ran: its result is discarded
+	}
+	var retry *RetryError
+	switch {
+	case errors.As(c.err, &retry):
+		if pc.attempt <= p.spec.MaxRetries {
+			pc.attempt++
+			pc.notBefore = time.Now().Add(retry.Delay)
+			a.status = event.StatusParked
+			a.call = pc
+			p.retries = append(p.retries, pc)
+			p.emit(event.Event{Type: event.ToolRetry, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Attempt: pc.attempt, RetryAfter: retry.Delay, Reason: retry.Err.Error()})
+			return
+		}
+		c.value = ErrorResult("%s is unavailable right now (%v). Do not call it again; use other tools or report with what you have.", pc.call.Tool, retry.Err)
+	case c.err != nil:
+		p.emit(event.Event{Type: event.ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: c.err.Error(), Duration: time.Since(pc.started)})
+		p.finish(a, event.Failed, "tool error: "+c.err.Error(), "tool_error")
+		return
+	}
+	body, err := p.serialise(c.value)
+	if err != nil {
+		p.emit(event.Event{Type: event.ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: err.Error()})
+		p.finish(a, event.Failed, "tool error: "+err.Error(), "tool_error")
+		return
+	}
+	if h := pc.entry.spec.BeforeAdmit; h != nil {
+		h(p.ctx, pc.call, body)
+	}
+	a.call = nil
+	a.book(HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: "result"})
+	p.queueResult(a, pc.call.Tool, body, "toolResult")
+	n := 0
+	if len(p.settle) > 0 {
+		n = len(p.settle[len(p.settle)-1].tokens)
+	}
+	p.emit(event.Event{Type: event.ToolResult, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Result: body, Tokens: n, Duration: time.Since(pc.started)})
+}
+
+func (p *pool) dueRetries() {
+	now := time.Now()
+	rest := p.retries[:0]
+	for _, r := range p.retries {
+		if r.agent.outcome != event.Running {
+			continue
+		}
+		if now.Before(r.notBefore) {
+			rest = append(rest, r)
+			continue
+		}
+		r.agent.call = r
+		r.agent.status = event.StatusDispatch
+		p.dispatchQ = append(p.dispatchQ, r.agent)
+	}
+	p.retries = rest
+}

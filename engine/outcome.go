@@ -1,0 +1,61 @@
+package engine
+
+// Outcomes: finish gives one agent its outcome; interrupt gives every agent
+// theirs when the run's context ends.
+
+import (
+	"encoding/json"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+// finish gives an agent its outcome (once).
+func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result ...json.RawMessage) {
+	if a.outcome != event.Running {
+		return
+	}
+	a.mu.Lock()
+	a.outcome, a.reason, a.source = o, reason, source
+	if len(result) > 0 {
+		a.result = result[0]
+	}
+	a.mu.Unlock()
+	a.status = event.StatusFinished
+	p.abortTurn(a)
+	if a.call != nil && a.call.cancel != nil && o != event.Returned {
+		a.call.cancel()
+	}
+	a.call = nil
+	p.kick = true
+	ev := event.Event{Type: o.Type(), Agent: a.ID, Reason: reason, Result: a.result, Tokens: a.tokens}
+	if o == event.Returned {
+		ev.Data = mustJSON(map[string]string{"source": source})
+	}
+	if o != event.Cancelled && !a.doneEmitted {
+		a.doneEmitted = true
+		p.emit(event.Event{Type: event.AgentDone, Agent: a.ID})
+	}
+	p.emit(ev)
+	// A finished agent's own cells go back to the pool at once: siblings
+	// waiting for room get it now, not when the pool closes.
+	if a.forked && !a.pruned && p.be.Prune(a.branch) == nil {
+		a.pruned = true
+		p.slotsFull = false // a spawn waiting for a slot can have this one
+		p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
+	}
+	close(a.done)
+}
+
+// interrupt ends every running agent when the pool's context is cancelled.
+func (p *pool) interrupt(err error) {
+	for _, a := range p.agents {
+		if a.call != nil && a.call.cancel != nil {
+			a.call.cancel()
+		}
+		p.finish(a, event.Cancelled, "run interrupted: "+err.Error(), "")
+	}
+	for _, r := range p.extendQ {
+		r.reply <- reqReply{err: ErrPoolClosed}
+	}
+	p.extendQ = nil
+}

@@ -1,0 +1,102 @@
+package engine
+
+// What an agent reads after a call: a tool's value as JSON, or a refusal,
+// queued to be written into its branch.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+// ContextPercentKey is the field the runtime adds to every object result: the
+// share of the context still free, in percent.
+const ContextPercentKey = "_contextAvailablePercent"
+
+// ResultJSON is a tool's value as the runtime writes it into a prompt: its
+// JSON, and when that is an object, the object as edit leaves it (the
+// runtime adds ContextPercentKey there, and so must anything that imitates
+// the runtime, such as training transcripts). Other JSON values go in as
+// they are.
+func ResultJSON(v any, edit func(obj map[string]json.RawMessage) error) (json.RawMessage, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("its result cannot be serialised to JSON: %w", err)
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return raw, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return raw, nil
+	}
+	if err := edit(obj); err != nil {
+		return nil, err
+	}
+	return json.Marshal(obj)
+}
+
+// serialise turns a tool's value into the JSON the model reads: objects get
+// ContextPercentKey; _attachments are lifted out (and, since lloyal's
+// models cannot see images, the result says so).
+func (p *pool) serialise(v any) (json.RawMessage, error) {
+	return ResultJSON(v, func(obj map[string]json.RawMessage) error {
+		if att, ok := obj["_attachments"]; ok {
+			delete(obj, "_attachments")
+			var list []struct {
+				Name     string `json:"name"`
+				MIMEType string `json:"mimeType"`
+				Data     []byte `json:"data"`
+			}
+			_ = json.Unmarshal(att, &list)
+			for _, l := range list {
+				p.attachments = append(p.attachments, Attachment{Name: l.Name, MIMEType: l.MIMEType, Data: l.Data})
+			}
+			if len(list) > 0 {
+				obj["_imageError"] = mustJSON(fmt.Sprintf("%d attachment(s) came with this result but this model cannot see images; rely on the text.", len(list)))
+			}
+		}
+		obj[ContextPercentKey] = mustJSON(percentFree(p.be))
+		return nil
+	})
+}
+
+// refuse answers a call with an {"error"} the model reads as its result.
+func (p *pool) refuse(a *Agent, call Call, reason, msg string) {
+	body := mustJSON(map[string]string{"error": msg})
+	a.book(HistoryEntry{Tool: call.Tool, Args: call.Args, CallID: call.ID, Outcome: "nudge"})
+	p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, CallID: call.ID, Tool: call.Tool, Reason: reason, Result: body})
+	tool := call.Tool
+	if strings.HasPrefix(tool, "(") {
+		tool = "" // "(malformed)", "(cut)": no tool sent this
+	}
+	p.queueResult(a, tool, body, "nudge")
+}
+
+// queueResult writes a tool's result (or a refusal naming the call) back
+// to the agent; the tool's name is shown where the template names the
+// sender of a result (harmony's functions.NAME).
+func (p *pool) queueResult(a *Agent, tool string, body json.RawMessage, role string) {
+	toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body), Name: tool}, true))
+	if err != nil {
+		p.finish(a, event.Failed, "could not tokenize a tool result: "+err.Error(), "")
+		return
+	}
+	a.status = event.StatusSettling
+	p.kick = true
+	p.settle = append(p.settle, settleItem{agent: a, tokens: toks, role: role})
+}
+
+// percentFree is the share of the context still free, in percent.
+func percentFree(be Backend) int {
+	n := be.NCtx()
+	if n <= 0 {
+		return 100
+	}
+	return (n - be.CellsUsed()) * 100 / n
+}

@@ -1,0 +1,76 @@
+package engine
+
+// The turn-level backend: a model behind an inference server, which takes a
+// whole prompt and streams one turn back. The runtime keeps each branch as
+// rendered text (servercells.go) so spines, forks, tool results, pressure and
+// recovery work as they do on the cell-level Backend; the tick loop sends a
+// thinking agent's whole conversation as one request (serverloop.go).
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/lloyal-ai/lloyal/engine/chat"
+)
+
+// Model is what a Backend (cells and single tokens, a model in this process)
+// and a TurnBackend (a turn at a time, a model on a server) have in common:
+// New takes the one, NewOnServer the other.
+type Model interface {
+	Format() chat.Format
+	NCtx() int
+}
+
+// TurnBackend is a model that works a turn at a time: an inference server
+// (vLLM, SGLang, llama-server, ollama). Generate is called from goroutines the
+// runtime starts, up to Options.MaxInflight at once, so it must be safe for
+// concurrent use.
+type TurnBackend interface {
+	// Format is the chat format prompts are rendered in (the server's
+	// model's template family).
+	Format() chat.Format
+	// NCtx is the context one request may fill (prompt and answer).
+	NCtx() int
+	// Generate runs one turn. It calls text with each piece of the answer as
+	// it arrives and returns when the turn is over. A transient refusal
+	// (the server is busy: 429, 503) is a *RetryError and the turn is sent
+	// again after its Delay; any other error ends the agent. Cancelling ctx
+	// must abort the request.
+	Generate(ctx context.Context, req TurnRequest, text func(string)) (TurnResult, error)
+}
+
+// TurnRequest is one turn to generate.
+type TurnRequest struct {
+	// Agent is the agent the turn is for (for logs and tests).
+	Agent int
+	// Prompt is the agent's whole conversation rendered in Format: the spine
+	// (byte-identical for every agent of a pool, so the server's prefix cache
+	// shares it), the agent's task, and its turns so far, ending with the
+	// assistant's generation prompt.
+	Prompt string
+	// Segments is Prompt as segments (markers and content apart), for servers
+	// that can tokenize them separately.
+	Segments chat.Prompt
+	// MaxTokens caps the answer.
+	MaxTokens int
+	Sampling  Sampling
+	// Call, when set, is the JSON Schema of the one tool call this turn must
+	// be ({"name":…, <args key>:{…}}): the server constrains its output to it.
+	// The answer may be that JSON alone; the runtime wraps it in the format's
+	// call markers.
+	Call json.RawMessage
+	// Stops end the turn besides the model's end-of-generation tokens.
+	Stops []string
+}
+
+// TurnResult is what a turn ended with, as the server reported it.
+type TurnResult struct {
+	// Cut: the turn stopped at MaxTokens.
+	Cut bool
+	// PromptTokens is the prompt's length in tokens, and Tokens the answer's
+	// (0 when the server did not say).
+	PromptTokens, Tokens int
+	// Evaluated is how many prompt tokens the server really computed (the
+	// rest came from its prefix cache); -1 when it does not say.
+	Evaluated int
+}
