@@ -34,13 +34,23 @@ type reqReply struct {
 	err    error
 }
 
+// admissionQueue is what waits to be written into the context: spawns
+// (forked from the spine), spine extensions and settle items (tool
+// results, refusals, recovery prompts), admitted as room allows.
+type admissionQueue struct {
+	spawnQ    []*Agent
+	slotsFull bool // a fork found every branch slot taken: spawns wait for one
+	extendQ   []request
+	settle    []settleItem
+}
+
 func (p *pool) drainRequests() {
 	for {
 		select {
-		case r := <-p.reqs:
+		case r := <-p.orch.reqs:
 			p.handleRequest(r)
-		case err := <-p.orchDone:
-			p.orchOver, p.orchErr = true, err
+		case err := <-p.orch.done:
+			p.orch.over, p.orch.err = true, err
 		default:
 			return
 		}
@@ -49,7 +59,7 @@ func (p *pool) drainRequests() {
 
 func (p *pool) handleRequest(r request) {
 	if r.spawn == nil {
-		p.extendQ = append(p.extendQ, r)
+		p.admit.extendQ = append(p.admit.extendQ, r)
 		return
 	}
 	var rep reqReply
@@ -64,7 +74,7 @@ func (p *pool) handleRequest(r request) {
 // reserved is the cells already promised to queued spawns.
 func (p *pool) reserved() int {
 	n := 0
-	for _, a := range p.spawnQ {
+	for _, a := range p.admit.spawnQ {
 		n += len(a.suffix)
 	}
 	return n
@@ -75,7 +85,7 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 		return nil, errors.New("spawn: the agent has no task")
 	}
 	for _, c := range s.Plan {
-		if _, ok := p.tools[string(c)]; !ok && c != ToolAuto && c != ToolRequired {
+		if _, ok := p.tools.byName[string(c)]; !ok && c != ToolAuto && c != ToolRequired {
 			return nil, fmt.Errorf("spawn: its plan names %q, which is neither auto, required nor a tool of this pool", c)
 		}
 	}
@@ -94,21 +104,21 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 	}
 	id := int(p.rt.nextAgent.Add(1))
 	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, Role: s.Role, plan: s.Plan, parent: p.parent, pool: p, status: event.StatusPending, done: make(chan struct{}), suffix: toks}
-	p.kick = true
+	p.tick.kick = true
 	a.seed = p.spec.Sampling.Seed + uint32(len(p.agents))
 	if s.Seed != nil {
 		a.seed = *s.Seed
 	}
 	p.agents = append(p.agents, a)
 	p.byID[id] = a
-	p.spawnQ = append(p.spawnQ, a)
+	p.admit.spawnQ = append(p.admit.spawnQ, a)
 	return a, nil
 }
 
 // prefill writes queued spawn suffixes, spine extensions and tool results in
 // one backend call.
 func (p *pool) prefill() {
-	if len(p.spawnQ) == 0 && len(p.extendQ) == 0 && len(p.settle) == 0 {
+	if len(p.admit.spawnQ) == 0 && len(p.admit.extendQ) == 0 && len(p.admit.settle) == 0 {
 		return
 	}
 	type entry struct {
@@ -119,12 +129,12 @@ func (p *pool) prefill() {
 	}
 	var entries []entry
 	var waiting []*Agent // no branch slot free yet
-	p.slotsFull = false
-	for _, a := range p.spawnQ {
+	p.admit.slotsFull = false
+	for _, a := range p.admit.spawnQ {
 		if a.outcome != event.Running {
 			continue
 		}
-		if p.slotsFull {
+		if p.admit.slotsFull {
 			waiting = append(waiting, a)
 			continue
 		}
@@ -132,7 +142,7 @@ func (p *pool) prefill() {
 		if errors.Is(err, ErrNoBranch) && p.holdsBranches() {
 			// Every slot is taken: wait for an agent of this pool to finish
 			// and free one, as a spawn waits for room.
-			p.slotsFull = true
+			p.admit.slotsFull = true
 			waiting = append(waiting, a)
 			if !a.slotWait {
 				a.slotWait = true
@@ -148,7 +158,7 @@ func (p *pool) prefill() {
 		a.branch, a.forked = b, true
 		entries = append(entries, entry{span: Span{Branch: b, Tokens: a.suffix}, spawn: a})
 	}
-	p.spawnQ = append(p.spawnQ[:0], waiting...)
+	p.admit.spawnQ = append(p.admit.spawnQ[:0], waiting...)
 	pr := p.pressure()
 	// A running headroom: every admitted span uses some of it.
 	room := pr.Headroom
@@ -156,8 +166,8 @@ func (p *pool) prefill() {
 		room -= len(e.span.Tokens)
 	}
 	var held []request
-	for i := range p.extendQ {
-		r := p.extendQ[i]
+	for i := range p.admit.extendQ {
+		r := p.admit.extendQ[i]
 		toks, err := p.be.Tokenize(p.fmt.Exchange(r.user, r.ans))
 		if err != nil {
 			r.reply <- reqReply{err: err}
@@ -175,10 +185,10 @@ func (p *pool) prefill() {
 		room -= len(toks)
 		entries = append(entries, entry{span: Span{Branch: p.spine.branch, Tokens: toks}, ext: &r})
 	}
-	p.extendQ = held
+	p.admit.extendQ = held
 	var deferred []settleItem
-	for i := range p.settle {
-		it := p.settle[i]
+	for i := range p.admit.settle {
+		it := p.admit.settle[i]
 		if it.agent.outcome != event.Running {
 			continue
 		}
@@ -199,7 +209,7 @@ func (p *pool) prefill() {
 		room -= len(it.tokens)
 		entries = append(entries, entry{span: Span{Branch: it.agent.branch, Tokens: it.tokens}, item: &it})
 	}
-	p.settle = deferred
+	p.admit.settle = deferred
 	if len(entries) == 0 {
 		return
 	}
@@ -268,7 +278,7 @@ func (p *pool) holdsBranches() bool {
 
 // deferredOnly reports whether every queued result is waiting for room.
 func (p *pool) deferredOnly() bool {
-	for _, it := range p.settle {
+	for _, it := range p.admit.settle {
 		if !it.deferred {
 			return false
 		}

@@ -45,7 +45,7 @@ func (p *pool) askApproval(pc *pendingCall) {
 	a := pc.agent
 	req := event.ApprovalRequest{CallID: pc.call.ID, Agent: a.ID, Task: a.Task, Tool: pc.call.Tool, Args: pc.call.Args, Why: pc.entry.spec.Description, Asked: time.Now()}
 	a.status = event.StatusApproval
-	p.awaiting++
+	p.calls.awaiting++
 	// The approver knows the request before anyone can see it: a person
 	// who answers the prompt at once must find it waiting.
 	ch := p.rt.opts.Approver.Request(req)
@@ -58,14 +58,14 @@ func (p *pool) askApproval(pc *pendingCall) {
 			return
 		}
 		select {
-		case p.answers <- approvalAnswer{pc: pc, d: d, asked: req.Asked}:
+		case p.calls.answers <- approvalAnswer{pc: pc, d: d, asked: req.Asked}:
 		case <-p.closed:
 		}
 	}()
 }
 
 func (p *pool) answered(ans approvalAnswer) {
-	p.awaiting--
+	p.calls.awaiting--
 	pc, a := ans.pc, ans.pc.agent
 	waited := time.Since(ans.asked)
 	p.emit(event.Event{Type: event.ApprovalAnswered, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: ans.d.Reason, Duration: waited,
@@ -76,7 +76,7 @@ func (p *pool) answered(ans approvalAnswer) {
 	if ans.d.Answer.Allows() {
 		pc.approved = true
 		a.status = event.StatusDispatch
-		p.dispatchQ = append(p.dispatchQ, a)
+		p.calls.dispatchQ = append(p.calls.dispatchQ, a)
 		return
 	}
 	a.call = nil

@@ -76,13 +76,13 @@ func (p *pool) applyCommands() {
 	if p.ancestorCancelled() {
 		// The caller is being cancelled: its sub-agents go with it (the
 		// command itself stays queued for the caller's own pool).
-		if p.cancelOrch != nil {
-			p.cancelOrch()
+		if p.orch.cancel != nil {
+			p.orch.cancel()
 		}
-		for _, a := range p.spawnQ {
+		for _, a := range p.admit.spawnQ {
 			p.finish(a, event.Cancelled, "its caller was cancelled", "")
 		}
-		p.spawnQ = nil
+		p.admit.spawnQ = nil
 		for _, a := range p.agents {
 			if a.outcome == event.Running {
 				if a.status == event.StatusApproval && p.rt.opts.Approver != nil {

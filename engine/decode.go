@@ -13,16 +13,16 @@ import (
 func (p *pool) activate(a *Agent) {
 	var g *chat.Grammar
 	switch {
-	case a.forceTerminal && p.gTerminal != nil, p.onlyTerm:
-		g = p.gTerminal
+	case a.forceTerminal && p.tools.gTerminal != nil, p.tools.onlyTerm:
+		g = p.tools.gTerminal
 	case a.turns < len(a.plan):
 		g = p.planned(a.plan[a.turns])
-	case p.gFirst != nil && a.turns == 0:
-		g = p.gFirst
+	case p.tools.gFirst != nil && a.turns == 0:
+		g = p.tools.gFirst
 	case p.spec.ToolChoice == ToolRequired:
-		g = p.gRequired
+		g = p.tools.gRequired
 	default:
-		g = p.gLazy
+		g = p.tools.gLazy
 	}
 	s := p.spec.Sampling
 	s.Seed = a.seed + uint32(a.turns)*7919
@@ -42,7 +42,7 @@ func (p *pool) produce() bool {
 	if p.rt.tb != nil {
 		return p.produceTurns()
 	}
-	p.nudgedThisTick, p.killedThisTick = false, false
+	p.tick.nudged, p.tick.killed = false, false
 	pr := p.pressure()
 	p.reap(pr)
 	// Admission for this tick's cells (one per token): agents at work decode

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -31,11 +32,25 @@ type completion struct {
 	err   error
 }
 
+// callState is the pool's tool calls between the turn that made them and
+// the result that settles.
+type callState struct {
+	dispatchQ   []*Agent        // calls to run this tick
+	completions chan completion // fanout tools' results
+	answers     chan approvalAnswer
+	awaiting    int // agents waiting for an approval
+	fanRunning  int
+	fanWaiting  []*pendingCall // fanout calls beyond MaxConcurrentTools, in FIFO order
+	fanWG       sync.WaitGroup
+	retries     []*pendingCall // parked until their notBefore
+	seq         int            // the last call id's number
+}
+
 // dispatch runs this tick's calls: inline ones now (the loop waits), fanout
 // ones on goroutines, at most MaxConcurrentTools at once in FIFO order.
 func (p *pool) dispatch() {
-	q := p.dispatchQ
-	p.dispatchQ = nil
+	q := p.calls.dispatchQ
+	p.calls.dispatchQ = nil
 	for _, a := range q {
 		if a.outcome != event.Running || a.call == nil {
 			continue
@@ -64,8 +79,8 @@ func (p *pool) dispatch() {
 func (p *pool) run(pc *pendingCall) {
 	pc.agent.status = event.StatusInTool
 	if pc.entry.spec.Fanout {
-		if p.fanRunning >= p.rt.opts.MaxConcurrentTools {
-			p.fanWaiting = append(p.fanWaiting, pc)
+		if p.calls.fanRunning >= p.rt.opts.MaxConcurrentTools {
+			p.calls.fanWaiting = append(p.calls.fanWaiting, pc)
 			return
 		}
 		p.startFanout(pc)
@@ -96,15 +111,15 @@ func (p *pool) toolContext(pc *pendingCall, inline bool) context.Context {
 }
 
 func (p *pool) startFanout(pc *pendingCall) {
-	p.fanRunning++
+	p.calls.fanRunning++
 	ctx := p.toolContext(pc, false)
-	p.fanWG.Add(1)
+	p.calls.fanWG.Add(1)
 	go func() {
-		defer p.fanWG.Done()
+		defer p.calls.fanWG.Done()
 		v, err := runTool(ctx, pc)
 		pc.cancel()
 		select {
-		case p.completions <- completion{pc: pc, value: v, err: err}:
+		case p.calls.completions <- completion{pc: pc, value: v, err: err}:
 		case <-p.closed:
 		}
 	}()
@@ -125,10 +140,10 @@ func (p *pool) complete(c completion) {
 	pc := c.pc
 	a := pc.agent
 	if pc.entry.spec.Fanout {
-		p.fanRunning--
-		for len(p.fanWaiting) > 0 && p.fanRunning < p.rt.opts.MaxConcurrentTools {
-			next := p.fanWaiting[0]
-			p.fanWaiting = p.fanWaiting[1:]
+		p.calls.fanRunning--
+		for len(p.calls.fanWaiting) > 0 && p.calls.fanRunning < p.rt.opts.MaxConcurrentTools {
+			next := p.calls.fanWaiting[0]
+			p.calls.fanWaiting = p.calls.fanWaiting[1:]
 			if next.agent.outcome == event.Running {
 				p.startFanout(next)
 			}
@@ -145,7 +160,7 @@ func (p *pool) complete(c completion) {
 			pc.notBefore = time.Now().Add(retry.Delay)
 			a.status = event.StatusParked
 			a.call = pc
-			p.retries = append(p.retries, pc)
+			p.calls.retries = append(p.calls.retries, pc)
 			p.emit(event.Event{Type: event.ToolRetry, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Attempt: pc.attempt, RetryAfter: retry.Delay, Reason: retry.Err.Error()})
 			return
 		}
@@ -168,16 +183,16 @@ func (p *pool) complete(c completion) {
 	a.book(HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: "result"})
 	p.queueResult(a, pc.call.Tool, body, "toolResult")
 	n := 0
-	if len(p.settle) > 0 {
-		n = len(p.settle[len(p.settle)-1].tokens)
+	if len(p.admit.settle) > 0 {
+		n = len(p.admit.settle[len(p.admit.settle)-1].tokens)
 	}
 	p.emit(event.Event{Type: event.ToolResult, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Result: body, Tokens: n, Duration: time.Since(pc.started)})
 }
 
 func (p *pool) dueRetries() {
 	now := time.Now()
-	rest := p.retries[:0]
-	for _, r := range p.retries {
+	rest := p.calls.retries[:0]
+	for _, r := range p.calls.retries {
 		if r.agent.outcome != event.Running {
 			continue
 		}
@@ -187,7 +202,7 @@ func (p *pool) dueRetries() {
 		}
 		r.agent.call = r
 		r.agent.status = event.StatusDispatch
-		p.dispatchQ = append(p.dispatchQ, r.agent)
+		p.calls.dispatchQ = append(p.calls.dispatchQ, r.agent)
 	}
-	p.retries = rest
+	p.calls.retries = rest
 }

@@ -37,14 +37,14 @@ func (p *pool) endTurn(a *Agent) {
 			// The turn hit MaxTurnTokens inside a call: the call is not
 			// malformed, it is unfinished. A report is salvaged (its text
 			// so far); another call is asked for again, shorter.
-			if body, ok := salvage(raw, p.terminal, f); ok && p.terminal != "" {
+			if body, ok := salvage(raw, p.tools.terminal, f); ok && p.tools.terminal != "" {
 				p.finish(a, event.Returned, "", "turn_cut_salvaged", body)
 				return
 			}
 			if a.turns >= p.spec.MaxTurns {
 				// Out of turns: asking again could go on for ever (a model
 				// that spends every turn on whitespace inside the call).
-				if p.terminal == "" {
+				if p.tools.terminal == "" {
 					p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "max_turns"})
 					p.finish(a, event.Failed, fmt.Sprintf("max_turns: every one of its %d turns reached the token limit inside a call", p.spec.MaxTurns), "")
 					return
@@ -74,10 +74,10 @@ func (p *pool) endTurn(a *Agent) {
 	a.toolCalls++
 	a.mu.Unlock()
 	p.emit(event.Event{Type: event.AgentToolCall, Agent: a.ID, CallID: call.ID, Tool: call.Tool, Args: call.Args})
-	e, ok := p.tools[call.Tool]
+	e, ok := p.tools.byName[call.Tool]
 	if !ok {
-		msg := fmt.Sprintf("Unknown tool: %s. The tools are: %s.", call.Tool, strings.Join(p.order, ", "))
-		if len(p.tools) == 0 {
+		msg := fmt.Sprintf("Unknown tool: %s. The tools are: %s.", call.Tool, strings.Join(p.tools.order, ", "))
+		if len(p.tools.byName) == 0 {
 			msg = "There are no tools here. Answer in plain text."
 		}
 		p.refuse(a, call, "unknown_tool", msg)
@@ -87,7 +87,7 @@ func (p *pool) endTurn(a *Agent) {
 		p.refuse(a, call, "invalid_arguments", msg)
 		return
 	}
-	if call.Tool == p.terminal {
+	if call.Tool == p.tools.terminal {
 		p.finish(a, event.Returned, "", "voluntary_return", call.Args)
 		return
 	}
@@ -102,31 +102,31 @@ func (p *pool) endTurn(a *Agent) {
 	if over, why := p.overBudget(a); over != "" {
 		pr := p.pressure()
 		switch {
-		case p.terminal == "":
+		case p.tools.terminal == "":
 			p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: over})
 			p.finish(a, event.Failed, over+": "+why, "")
 			return
-		case pr.Critical && !p.killedThisTick:
-			p.killedThisTick = true
+		case pr.Critical && !p.tick.killed:
+			p.tick.killed = true
 			p.drop(a, "pressure_critical", p.spec.RecoveryShape)
 			return
-		case !p.nudgedThisTick:
+		case !p.tick.nudged:
 			// One nudge per tick; other agents over budget this tick have their
 			// call run (a trailing stop) and are nudged on a later turn.
-			p.nudgedThisTick = true
+			p.tick.nudged = true
 			a.forceTerminal = true
-			p.refuse(a, call, over, fmt.Sprintf("%s Call %s now with what you have found, within %d words.", why, p.terminal, wordsFor(pr.Remaining-pr.HardLimit)))
+			p.refuse(a, call, over, fmt.Sprintf("%s Call %s now with what you have found, within %d words.", why, p.tools.terminal, wordsFor(pr.Remaining-pr.HardLimit)))
 			return
 		}
 	}
 	a.call = &pendingCall{agent: a, call: call, entry: e, attempt: 1}
 	a.status = event.StatusDispatch
-	p.dispatchQ = append(p.dispatchQ, a)
+	p.calls.dispatchQ = append(p.calls.dispatchQ, a)
 }
 
 func (p *pool) newCallID() string {
-	p.callSeq++
-	return fmt.Sprintf("call_%d_%d", p.scope, p.callSeq)
+	p.calls.seq++
+	return fmt.Sprintf("call_%d_%d", p.scope, p.calls.seq)
 }
 
 // stripDanglingCall removes an unclosed trailing call fragment from text that

@@ -31,6 +31,15 @@ type AgentSpec struct {
 // goroutine and talks to the tick loop through the PoolContext.
 type Orchestrator func(ctx context.Context, pc *PoolContext) error
 
+// orchestration is the orchestrator's goroutine as the pool's loop sees it.
+type orchestration struct {
+	reqs   chan request // spawns and spine extensions it asks for
+	done   chan error   // its return value
+	err    error
+	over   bool // it has returned
+	cancel context.CancelFunc
+}
+
 // PoolContext is an orchestrator's handle on its pool.
 type PoolContext struct {
 	p *pool
@@ -51,7 +60,7 @@ func (pc *PoolContext) Spawn(ctx context.Context, s AgentSpec) (*Agent, error) {
 func (pc *PoolContext) SpawnAll(ctx context.Context, specs []AgentSpec) (agents []*Agent, errs []error, err error) {
 	reply := make(chan reqReply, 1)
 	select {
-	case pc.p.reqs <- request{spawn: specs, reply: reply}:
+	case pc.p.orch.reqs <- request{spawn: specs, reply: reply}:
 	case <-pc.p.closed:
 		return nil, nil, ErrPoolClosed
 	case <-ctx.Done():
@@ -76,7 +85,7 @@ func (pc *PoolContext) Wait(ctx context.Context, a *Agent) (AgentResult, error) 
 func (pc *PoolContext) ExtendSpine(ctx context.Context, user, assistant string) error {
 	reply := make(chan reqReply, 1)
 	select {
-	case pc.p.reqs <- request{user: user, ans: assistant, reply: reply}:
+	case pc.p.orch.reqs <- request{user: user, ans: assistant, reply: reply}:
 	case <-pc.p.closed:
 		return ErrPoolClosed
 	case <-ctx.Done():

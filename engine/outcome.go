@@ -26,7 +26,7 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 		a.call.cancel()
 	}
 	a.call = nil
-	p.kick = true
+	p.tick.kick = true
 	ev := event.Event{Type: o.Type(), Agent: a.ID, Reason: reason, Result: a.result, Tokens: a.tokens}
 	if o == event.Returned {
 		ev.Data = mustJSON(map[string]string{"source": source})
@@ -40,7 +40,7 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 	// waiting for room get it now, not when the pool closes.
 	if a.forked && !a.pruned && p.be.Prune(a.branch) == nil {
 		a.pruned = true
-		p.slotsFull = false // a spawn waiting for a slot can have this one
+		p.admit.slotsFull = false // a spawn waiting for a slot can have this one
 		p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
 	}
 	close(a.done)
@@ -54,8 +54,8 @@ func (p *pool) interrupt(err error) {
 		}
 		p.finish(a, event.Cancelled, "run interrupted: "+err.Error(), "")
 	}
-	for _, r := range p.extendQ {
+	for _, r := range p.admit.extendQ {
 		r.reply <- reqReply{err: ErrPoolClosed}
 	}
-	p.extendQ = nil
+	p.admit.extendQ = nil
 }

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -19,6 +18,11 @@ import (
 // ErrPoolClosed: the pool stopped before the request could be served.
 var ErrPoolClosed = errors.New("pool closed")
 
+// pool is one running pool: its agents, the queues between the steps of
+// its tick loop, and what the loop knows about the current tick. Only the
+// loop's goroutine changes it; the goroutines of the orchestrator, fanout
+// tools, approvals and server turns reach it through its channels, until
+// closed is closed.
 type pool struct {
 	rt     *Runtime
 	be     Backend
@@ -26,57 +30,43 @@ type pool struct {
 	ctx    context.Context
 	scope  uint64 // id of the pool:open event
 	parent *Agent // the calling agent of a nested pool
+	start  time.Time
+	closed chan struct{} // the loop has ended: nobody is left to receive
 
-	turns *turnState // requests in flight on a turn-level backend
-
-	spine     *Spine
-	ownSpine  bool
-	fmt       chat.Format // the backend's format with the pool's thinking switch
-	tools     map[string]*toolEntry
-	order     []string
-	terminal  string
-	onlyTerm  bool
-	gLazy     *chat.Grammar
-	gRequired *chat.Grammar
-	gTerminal *chat.Grammar
-	gFirst    *chat.Grammar            // ToolChoice naming a tool: forced on the first turn
-	gNamed    map[string]*chat.Grammar // a call to one named tool, by name (oneTool)
+	spine    *Spine
+	ownSpine bool
+	fmt      chat.Format // the backend's format with the pool's thinking switch
+	tools    toolset
 
 	agents []*Agent
 	byID   map[int]*Agent
 
-	reqs        chan request
-	orchDone    chan error
-	orchErr     error
-	orchOver    bool
-	closed      chan struct{}
-	completions chan completion
-	answers     chan approvalAnswer
-	awaiting    int // agents waiting for an approval
-	fanRunning  int
-	fanWaiting  []*pendingCall
-	fanWG       sync.WaitGroup
-	retries     []*pendingCall
-	settle      []settleItem
-	spawnQ      []*Agent
-	slotsFull   bool // a fork found every branch slot taken: spawns wait for one
-	extendQ     []request
-	dispatchQ   []*Agent
+	orch  orchestration  // the orchestrator and what it asks for
+	admit admissionQueue // what waits to be written into the context
+	calls callState      // tool calls between the turn that made them and their result
+	turns *turnState     // requests in flight on a turn-level backend
+	tick  tickState
 
-	cancelOrch     context.CancelFunc
-	woundDown      bool
-	nudgedThisTick bool
-	// killedThisTick: one agent at most is stopped for critical pressure
-	// per tick (invariant 25), whether reap or a turn's end stops it.
-	killedThisTick bool
-	kick           bool // something changed this tick: do not block
-
+	woundDown   bool
 	steps       int
 	attachments []Attachment
-	callSeq     int
-	start       time.Time
 }
 
+// tickState is what the loop knows about the tick it is in.
+type tickState struct {
+	// nudged: one agent at most is nudged to report for its budget per
+	// tick; the others' calls run and they are nudged on a later turn.
+	nudged bool
+	// killed: one agent at most is stopped for critical pressure per tick
+	// (invariant 25), whether reap or a turn's end stops it.
+	killed bool
+	kick   bool // something changed this tick: do not block
+}
+
+// run opens a pool (defaults filled in, its tools compiled, its spine
+// written unless it was given one), runs the tick loop beside the
+// orchestrator's goroutine, and closes it: outstanding approvals withdrawn,
+// goroutines waited for, branches pruned, pool:close emitted.
 func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parentScope uint64) (*PoolResult, error) {
 	if spec.Orchestrate == nil {
 		return nil, errors.New("pool: no orchestrator (use Parallel, Chain, FanOut or DAG)")
@@ -110,9 +100,10 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	if spec.SoftLimit < spec.HardLimit {
 		return nil, fmt.Errorf("pool: soft limit %d is below the hard limit %d: agents would be stopped before they were nudged", spec.SoftLimit, spec.HardLimit)
 	}
-	p := &pool{rt: rt, be: rt.be, spec: spec, ctx: ctx, parent: parent, byID: map[int]*Agent{},
-		reqs: make(chan request), orchDone: make(chan error, 1), closed: make(chan struct{}),
-		completions: make(chan completion, 64), answers: make(chan approvalAnswer, 16), attachments: append([]Attachment(nil), spec.Attachments...), start: time.Now()}
+	p := &pool{rt: rt, be: rt.be, spec: spec, ctx: ctx, parent: parent, byID: map[int]*Agent{}, closed: make(chan struct{}),
+		orch:        orchestration{reqs: make(chan request), done: make(chan error, 1)},
+		calls:       callState{completions: make(chan completion, 64), answers: make(chan approvalAnswer, 16)},
+		attachments: append([]Attachment(nil), spec.Attachments...), start: time.Now()}
 	if ci := info(ctx); ci != nil {
 		p.attachments = append(p.attachments, ci.attach...)
 	}
@@ -132,7 +123,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 		return nil, err
 	}
 	open := rt.em.emit(event.Event{Type: event.PoolOpen, Parent: parentScope, Agent: agentID(parent), CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx(),
-		Data: mustJSON(map[string]any{"tools": p.order, "terminal": p.terminal, "maxTurns": spec.MaxTurns, "toolChoice": spec.ToolChoice})})
+		Data: mustJSON(map[string]any{"tools": p.tools.order, "terminal": p.tools.terminal, "maxTurns": spec.MaxTurns, "toolChoice": spec.ToolChoice})})
 	p.scope = open.ID
 	if p.spine == nil {
 		from := BranchID(-1)
@@ -147,7 +138,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 		p.spine, p.ownSpine = sp, true
 	}
 	octx, cancelOrch := context.WithCancel(ctx)
-	p.cancelOrch = cancelOrch
+	p.orch.cancel = cancelOrch
 	pc := &PoolContext{p: p}
 	go func() {
 		var err error
@@ -159,11 +150,11 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 			}()
 			err = spec.Orchestrate(octx, pc)
 		}()
-		p.orchDone <- err
+		p.orch.done <- err
 	}()
 	loopErr := p.loop()
 	cancelOrch()
-	if p.awaiting > 0 && rt.opts.Approver != nil {
+	if p.calls.awaiting > 0 && rt.opts.Approver != nil {
 		// Agents already have their outcome (interrupt); their requests are
 		// still pending with the approver: resolve every one.
 		for _, a := range p.agents {
@@ -172,13 +163,13 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	}
 	close(p.closed)
 	p.closeTurns()
-	if !p.orchOver {
-		p.orchErr = <-p.orchDone
+	if !p.orch.over {
+		p.orch.err = <-p.orch.done
 	}
-	for _, pc := range p.fanWaiting {
+	for _, pc := range p.calls.fanWaiting {
 		p.finish(pc.agent, event.Cancelled, "pool closed before the tool could run", "")
 	}
-	p.fanWG.Wait()
+	p.calls.fanWG.Wait()
 	res := p.result()
 	p.pruneAll()
 	rt.em.emit(event.Event{Type: event.PoolClose, Parent: p.scope, Pool: p.scope, Duration: time.Since(p.start), CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx(),
@@ -188,8 +179,8 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	}
 	// Neither a cancelled context nor a spawn refused while finishing up is
 	// the orchestrator's failure: both are how the run was asked to end.
-	if p.orchErr != nil && !errors.Is(p.orchErr, context.Canceled) && !errors.Is(p.orchErr, ErrFinishingUp) {
-		return res, fmt.Errorf("orchestrator: %w", p.orchErr)
+	if p.orch.err != nil && !errors.Is(p.orch.err, context.Canceled) && !errors.Is(p.orch.err, ErrFinishingUp) {
+		return res, fmt.Errorf("orchestrator: %w", p.orch.err)
 	}
 	return res, nil
 }
@@ -217,7 +208,7 @@ func (p *pool) loop() error {
 			p.interrupt(err)
 			return err
 		}
-		p.kick = false
+		p.tick.kick = false
 		if !p.hold() {
 			continue
 		}
@@ -232,7 +223,7 @@ func (p *pool) loop() error {
 			continue
 		}
 		p.prefill()
-		if len(p.settle) > 0 && p.deferredOnly() && !p.kick && !p.canProgress() {
+		if len(p.admit.settle) > 0 && p.deferredOnly() && !p.tick.kick && !p.canProgress() {
 			p.stallBreak()
 			continue
 		}
@@ -247,14 +238,14 @@ func (p *pool) loop() error {
 		if p.finished() {
 			return nil
 		}
-		if !thinking && !p.kick && p.deferredOnly() && (len(p.spawnQ) == 0 || p.slotsFull) && len(p.extendQ) == 0 && len(p.dispatchQ) == 0 {
+		if !thinking && !p.tick.kick && p.deferredOnly() && (len(p.admit.spawnQ) == 0 || p.admit.slotsFull) && len(p.admit.extendQ) == 0 && len(p.calls.dispatchQ) == 0 {
 			p.wait()
 		}
 	}
 }
 
 func (p *pool) finished() bool {
-	if !p.orchOver || len(p.spawnQ) > 0 || len(p.extendQ) > 0 || p.fanRunning > 0 || len(p.fanWaiting) > 0 || p.awaiting > 0 {
+	if !p.orch.over || len(p.admit.spawnQ) > 0 || len(p.admit.extendQ) > 0 || p.calls.fanRunning > 0 || len(p.calls.fanWaiting) > 0 || p.calls.awaiting > 0 {
 		return false
 	}
 	for _, a := range p.agents {
@@ -274,7 +265,7 @@ func (p *pool) wait() {
 	}
 	var timer <-chan time.Time
 	next, due := p.nextTurnRetry()
-	for _, r := range p.retries {
+	for _, r := range p.calls.retries {
 		if !due || r.notBefore.Before(next) {
 			next, due = r.notBefore, true
 		}
@@ -289,22 +280,22 @@ func (p *pool) wait() {
 	if p.turns != nil {
 		turns, slot = p.turns.events, p.rt.turnWake
 	}
-	orch := p.orchDone
-	if p.orchOver {
+	orch := p.orch.done
+	if p.orch.over {
 		orch = nil
 	}
 	select {
-	case r := <-p.reqs:
+	case r := <-p.orch.reqs:
 		p.handleRequest(r)
-	case c := <-p.completions:
+	case c := <-p.calls.completions:
 		p.complete(c)
-	case ans := <-p.answers:
+	case ans := <-p.calls.answers:
 		p.answered(ans)
 	case ev := <-turns:
 		p.takeTurnEvents([]turnEvent{ev})
 	case <-slot:
 	case err := <-orch:
-		p.orchOver, p.orchErr = true, err
+		p.orch.over, p.orch.err = true, err
 	case <-p.rt.cmdWake:
 		// A command for an outer pool stays queued: that pool takes it at the
 		// top of its next tick (it cannot be waiting while this one runs).
@@ -316,9 +307,9 @@ func (p *pool) wait() {
 func (p *pool) drainCompletions() {
 	for {
 		select {
-		case c := <-p.completions:
+		case c := <-p.calls.completions:
 			p.complete(c)
-		case ans := <-p.answers:
+		case ans := <-p.calls.answers:
 			p.answered(ans)
 		default:
 			p.drainTurns()

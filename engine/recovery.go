@@ -43,13 +43,13 @@ func (p *pool) drop(a *Agent, reason string, shape RecoveryShape) {
 	if p.midTerminal(a) {
 		// Stopped while writing its report: keep what it wrote if it holds an
 		// answer; otherwise it gets a fresh recovery turn like anyone else.
-		if body, ok := salvage(a.raw.String(), p.terminal, p.fmt); ok {
+		if body, ok := salvage(a.raw.String(), p.tools.terminal, p.fmt); ok {
 			p.emit(event.Event{Type: event.RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged the report it was writing"})
 			p.finish(a, event.Recovered, reason, "recovery_salvaged", body)
 			return
 		}
 	}
-	if p.terminal == "" {
+	if p.tools.terminal == "" {
 		p.finish(a, event.Failed, reason+": there is no terminal tool to report with", "")
 		return
 	}
@@ -64,7 +64,7 @@ func (p *pool) recoveryPrompt(words int) string {
 	if t := p.spec.RecoveryPrompt; t != "" {
 		return strings.ReplaceAll(t, "{words}", fmt.Sprint(words))
 	}
-	return fmt.Sprintf("Context nearly full. Call %s now with what you found, within %d words.", p.terminal, words)
+	return fmt.Sprintf("Context nearly full. Call %s now with what you found, within %d words.", p.tools.terminal, words)
 }
 
 // recoverInLoop queues the recovery prompt as a settle item; the agent then
@@ -95,7 +95,7 @@ func (p *pool) recoverInLoop(a *Agent, reason string) {
 	}
 	a.extracting, a.reportBudget, a.forceTerminal = true, budget, true
 	a.status = event.StatusSettling
-	p.settle = append(p.settle, settleItem{agent: a, tokens: toks, role: "recovery"})
+	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, role: "recovery"})
 	p.emit(event.Event{Type: event.RecoveryStart, Agent: a.ID, Reason: reason, Tokens: budget, Data: mustJSON(map[string]string{"shape": string(InLoop)})})
 }
 
@@ -155,7 +155,7 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 		p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: 1, Texts: map[int]string{a.ID: text}, Role: "recovery"})
 	}
 	if outOfRoom {
-		if body, ok := salvage(a.raw.String(), p.terminal, p.fmt); ok {
+		if body, ok := salvage(a.raw.String(), p.tools.terminal, p.fmt); ok {
 			p.emit(event.Event{Type: event.RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged a truncated report"})
 			p.finish(a, event.Recovered, reason, "recovery_salvaged", body)
 			return
@@ -172,22 +172,22 @@ func (p *pool) finishRecovery(a *Agent, raw, reason string) {
 	p.emit(event.Event{Type: event.AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Role: "recovery"})
 	out, _ := p.fmt.Parse(raw)
 	for _, c := range out.Calls {
-		if c.Name != p.terminal {
+		if c.Name != p.tools.terminal {
 			continue // a non-terminal call is never a report
 		}
-		if msg := validate(p.tools[p.terminal], c.Arguments); msg == "" {
+		if msg := validate(p.tools.byName[p.tools.terminal], c.Arguments); msg == "" {
 			p.emit(event.Event{Type: event.RecoveryReturn, Agent: a.ID, Tokens: len(c.Arguments)})
 			p.finish(a, event.Recovered, reason, "recovery", c.Arguments)
 			return
 		}
 	}
-	if body, ok := salvage(raw, p.terminal, p.fmt); ok {
+	if body, ok := salvage(raw, p.tools.terminal, p.fmt); ok {
 		p.emit(event.Event{Type: event.RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged a truncated report"})
 		p.finish(a, event.Recovered, reason, "recovery_salvaged", body)
 		return
 	}
 	why := "no_terminal_call"
-	if writingCall(raw, p.terminal, p.fmt) {
+	if writingCall(raw, p.tools.terminal, p.fmt) {
 		why = "empty_terminal_result"
 	}
 	p.failRecovery(a, why, raw)

@@ -88,8 +88,8 @@ func (p *pool) queueResult(a *Agent, tool string, body json.RawMessage, role str
 		return
 	}
 	a.status = event.StatusSettling
-	p.kick = true
-	p.settle = append(p.settle, settleItem{agent: a, tokens: toks, role: role})
+	p.tick.kick = true
+	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, role: role})
 }
 
 // percentFree is the share of the context still free, in percent.

@@ -67,7 +67,7 @@ func (p *pool) turnState() *turnState {
 // the in-flight bound allows. It never reports agents as thinking: their
 // answers arrive on the events channel, which the loop waits on.
 func (p *pool) produceTurns() bool {
-	p.nudgedThisTick, p.killedThisTick = false, false
+	p.tick.nudged, p.tick.killed = false, false
 	p.reap(p.pressure())
 	ts := p.turnState()
 	now := time.Now()
@@ -100,15 +100,15 @@ func (p *pool) callSchema(g *chat.Grammar) ([]byte, error) {
 		return nil, nil
 	}
 	var specs []chat.ToolSpec
-	if g == p.gRequired {
-		for _, name := range p.order {
-			e := p.tools[name]
+	if g == p.tools.gRequired {
+		for _, name := range p.tools.order {
+			e := p.tools.byName[name]
 			specs = append(specs, chat.ToolSpec{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters})
 		}
 	} else {
-		for name, ng := range p.gNamed {
+		for name, ng := range p.tools.gNamed {
 			if ng == g {
-				e := p.tools[name]
+				e := p.tools.byName[name]
 				specs = []chat.ToolSpec{{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters}}
 			}
 		}
@@ -223,7 +223,7 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 	var ends []turnEvent
 	for _, ev := range evs {
 		if ev.done {
-			p.kick = true
+			p.tick.kick = true
 		}
 		g := ts.gens[ev.a]
 		if g == nil || g.seq != ev.seq || ev.a.outcome != event.Running {

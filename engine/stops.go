@@ -13,30 +13,30 @@ import (
 // startWindDown runs once per pool when the runtime starts finishing up.
 func (p *pool) startWindDown() {
 	p.woundDown = true
-	if p.cancelOrch != nil {
-		p.cancelOrch() // nothing new spawns or extends
+	if p.orch.cancel != nil {
+		p.orch.cancel() // nothing new spawns or extends
 	}
-	for _, a := range p.spawnQ {
+	for _, a := range p.admit.spawnQ {
 		p.finish(a, event.Cancelled, "the run was finishing up before it started", "")
 	}
-	p.spawnQ = p.spawnQ[:0]
-	for _, r := range p.extendQ {
+	p.admit.spawnQ = p.admit.spawnQ[:0]
+	for _, r := range p.admit.extendQ {
 		r.reply <- reqReply{err: errors.New("the run is finishing up: the spine is not extended")}
 	}
-	p.extendQ = nil
-	for _, pc := range p.retries {
+	p.admit.extendQ = nil
+	for _, pc := range p.calls.retries {
 		if pc.agent.outcome == event.Running {
 			p.queueResult(pc.agent, pc.call.Tool, mustJSON(map[string]string{"error": fmt.Sprintf("%s was not retried: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
 		}
 	}
-	p.retries = nil
-	for _, pc := range p.fanWaiting {
+	p.calls.retries = nil
+	for _, pc := range p.calls.fanWaiting {
 		if pc.agent.outcome == event.Running {
 			p.queueResult(pc.agent, pc.call.Tool, mustJSON(map[string]string{"error": fmt.Sprintf("%s did not run: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
 		}
 	}
-	p.fanWaiting = nil
-	if p.awaiting > 0 && p.rt.opts.Approver != nil {
+	p.calls.fanWaiting = nil
+	if p.calls.awaiting > 0 && p.rt.opts.Approver != nil {
 		for _, a := range p.agents {
 			if a.status == event.StatusApproval {
 				p.rt.opts.Approver.Withdraw(a.ID, "the run is finishing up")
@@ -47,10 +47,10 @@ func (p *pool) startWindDown() {
 
 // midTerminal reports whether the agent is writing its terminal call now.
 func (p *pool) midTerminal(a *Agent) bool {
-	if p.terminal == "" {
+	if p.tools.terminal == "" {
 		return false
 	}
-	return writingCall(a.raw.String(), p.terminal, p.fmt)
+	return writingCall(a.raw.String(), p.tools.terminal, p.fmt)
 }
 
 // reap applies the per-tick stops before sampling: wind-down, the time hard
@@ -65,10 +65,10 @@ func (p *pool) reap(pr Pressure) {
 			p.drop(a, "wind_down", InLoop)
 		case p.spec.TimeHard > 0 && p.elapsed(a) > p.spec.TimeHard:
 			p.drop(a, "time_exceeded", p.spec.RecoveryShape)
-		case pr.Critical && !p.killedThisTick:
+		case pr.Critical && !p.tick.killed:
 			// The terminal call in progress is protected only while the
 			// context is not critical: now it is salvaged instead.
-			p.killedThisTick = true
+			p.tick.killed = true
 			p.drop(a, "pressure_critical", p.spec.RecoveryShape)
 		}
 	}
@@ -78,8 +78,8 @@ func (p *pool) reap(pr Pressure) {
 // progress: each waiting agent is told to report (once), or recovered.
 func (p *pool) stallBreak() {
 	pr := p.pressure()
-	items := p.settle
-	p.settle = nil
+	items := p.admit.settle
+	p.admit.settle = nil
 	// Nudges that replace results share the reserve above the hard limit.
 	reserve := pr.Remaining - pr.HardLimit
 	for _, it := range items {
@@ -90,10 +90,10 @@ func (p *pool) stallBreak() {
 		switch {
 		case it.role == "recovery":
 			p.failRecovery(a, "scope_error: no room left to write its report", "")
-		case p.terminal != "" && !a.stallNudged:
+		case p.tools.terminal != "" && !a.stallNudged:
 			a.stallNudged = true
 			msg := fmt.Sprintf("That result is too large for the room left in the shared context (%d cells). Do not call more tools: call %s now with what you have, within %d words.",
-				pr.Remaining, p.terminal, wordsFor(max(pr.Remaining-pr.HardLimit, 0)))
+				pr.Remaining, p.tools.terminal, wordsFor(max(pr.Remaining-pr.HardLimit, 0)))
 			body := mustJSON(map[string]string{"error": msg})
 			toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true))
 			if err == nil && len(toks) <= reserve {
@@ -101,11 +101,11 @@ func (p *pool) stallBreak() {
 				a.forceTerminal = true
 				p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "settle_reject", Result: body})
 				a.status = event.StatusSettling
-				p.settle = append(p.settle, settleItem{agent: a, tokens: toks, role: "nudge", admitted: true})
+				p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, role: "nudge", admitted: true})
 				continue
 			}
 			p.drop(a, "settle_stall_break", Staggered)
-		case p.terminal != "":
+		case p.tools.terminal != "":
 			p.drop(a, "settle_stall_break", Staggered)
 		default:
 			p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "settle_stall_break"})
@@ -117,7 +117,7 @@ func (p *pool) stallBreak() {
 // canProgress reports whether anything other than the deferred results can
 // move the pool forward (so a stall-break would be premature).
 func (p *pool) canProgress() bool {
-	if p.fanRunning > 0 || len(p.fanWaiting) > 0 || len(p.retries) > 0 || p.turnsBusy() || p.awaiting > 0 || len(p.spawnQ) > 0 || len(p.dispatchQ) > 0 {
+	if p.calls.fanRunning > 0 || len(p.calls.fanWaiting) > 0 || len(p.calls.retries) > 0 || p.turnsBusy() || p.calls.awaiting > 0 || len(p.admit.spawnQ) > 0 || len(p.calls.dispatchQ) > 0 {
 		return true
 	}
 	for _, a := range p.agents {

@@ -18,15 +18,29 @@ type toolEntry struct {
 	schema *jsonschema.Schema
 }
 
+// toolset is a pool's tools and the grammars that force calls to them.
+type toolset struct {
+	byName   map[string]*toolEntry
+	order    []string // names, in the order the spine lists them
+	terminal string   // the terminal tool's name ("" without one)
+	onlyTerm bool     // the terminal tool is the only tool
+
+	gLazy     *chat.Grammar            // any call, armed when the model opens one (ToolAuto)
+	gRequired *chat.Grammar            // a call to any tool (ToolRequired)
+	gTerminal *chat.Grammar            // a call to the terminal tool (a report)
+	gFirst    *chat.Grammar            // ToolChoice naming a tool: forced on the first turn
+	gNamed    map[string]*chat.Grammar // a call to one named tool, by name (oneTool)
+}
+
 func (p *pool) compileTools(tools []Tool, terminal Tool) error {
-	p.tools = map[string]*toolEntry{}
+	p.tools.byName = map[string]*toolEntry{}
 	var specs []chat.ToolSpec
 	for _, t := range toolList(tools, terminal) {
 		s := t.Spec()
 		if s.Name == "" {
 			return errors.New("pool: a tool has no name")
 		}
-		if _, dup := p.tools[s.Name]; dup {
+		if _, dup := p.tools.byName[s.Name]; dup {
 			return fmt.Errorf("pool: two tools are named %q", s.Name)
 		}
 		params := s.Parameters
@@ -38,13 +52,13 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 		if err != nil {
 			return fmt.Errorf("pool: tool %q parameters are not a valid JSON Schema: %w", s.Name, err)
 		}
-		p.tools[s.Name] = &toolEntry{tool: t, spec: s, schema: sch}
-		p.order = append(p.order, s.Name)
+		p.tools.byName[s.Name] = &toolEntry{tool: t, spec: s, schema: sch}
+		p.tools.order = append(p.tools.order, s.Name)
 		specs = append(specs, chat.ToolSpec{Name: s.Name, Description: s.Description, Parameters: params})
 	}
 	if terminal != nil {
-		p.terminal = terminal.Spec().Name
-		p.onlyTerm = len(p.tools) == 1
+		p.tools.terminal = terminal.Spec().Name
+		p.tools.onlyTerm = len(p.tools.byName) == 1
 	}
 	if len(specs) == 0 {
 		return nil // no tools: no grammar, ever (a template's grammar would force a call)
@@ -59,17 +73,17 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 	if err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
-	p.gLazy, p.gRequired = &lazy, &req
+	p.tools.gLazy, p.tools.gRequired = &lazy, &req
 	if c := p.spec.ToolChoice; c != ToolAuto && c != ToolRequired {
-		if _, ok := p.tools[string(c)]; !ok {
+		if _, ok := p.tools.byName[string(c)]; !ok {
 			return fmt.Errorf("pool: ToolChoice %q is neither auto, required nor a tool of this pool", c)
 		}
-		if p.gFirst, err = p.oneTool(string(c)); err != nil {
+		if p.tools.gFirst, err = p.oneTool(string(c)); err != nil {
 			return fmt.Errorf("pool: %w", err)
 		}
 	}
 	if terminal != nil {
-		if p.gTerminal, err = p.oneTool(p.terminal); err != nil {
+		if p.tools.gTerminal, err = p.oneTool(p.tools.terminal); err != nil {
 			return fmt.Errorf("pool: terminal tool: %w", err)
 		}
 	}
@@ -79,18 +93,18 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 // oneTool is the grammar of a call to one named tool of the pool (the
 // ToolChoice's first turn, the terminal tool, a plan's step), built once.
 func (p *pool) oneTool(name string) (*chat.Grammar, error) {
-	if g, ok := p.gNamed[name]; ok {
+	if g, ok := p.tools.gNamed[name]; ok {
 		return g, nil
 	}
-	e := p.tools[name]
+	e := p.tools.byName[name]
 	g, err := p.fmt.ToolCallGrammar([]chat.ToolSpec{{Name: e.spec.Name, Description: e.spec.Description, Parameters: e.spec.Parameters}}, false, p.be.SchemaToGrammar)
 	if err != nil {
 		return nil, err
 	}
-	if p.gNamed == nil {
-		p.gNamed = map[string]*chat.Grammar{}
+	if p.tools.gNamed == nil {
+		p.tools.gNamed = map[string]*chat.Grammar{}
 	}
-	p.gNamed[name] = &g
+	p.tools.gNamed[name] = &g
 	return &g, nil
 }
 
@@ -98,13 +112,13 @@ func (p *pool) oneTool(name string) (*chat.Grammar, error) {
 func (p *pool) planned(c ToolChoice) *chat.Grammar {
 	switch c {
 	case ToolAuto:
-		return p.gLazy
+		return p.tools.gLazy
 	case ToolRequired:
-		return p.gRequired
+		return p.tools.gRequired
 	}
 	g, err := p.oneTool(string(c))
 	if err != nil {
-		return p.gRequired // validated at spawn; a converter failure falls back to any tool
+		return p.tools.gRequired // validated at spawn; a converter failure falls back to any tool
 	}
 	return g
 }
