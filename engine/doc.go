@@ -5,14 +5,16 @@
 //
 // # Backends
 //
-// The runtime talks to the model through one of two interfaces, and New picks
-// its loop from which one it is given.
+// The runtime talks to the model through one of two interfaces, one
+// constructor each: New takes a Backend and runs the decode loop
+// (decode.go), NewOnServer takes a TurnBackend and runs the server turn loop
+// (serverloop.go).
 //
 // Backend is cell-level: a model in this process with one context whose
 // unified KV cache holds every branch. engine/llamabackend is the real one
-// (llama.cpp through engine/kv); tests of the scheduler use a scripted double
-// (engine/enginetest). Every Backend call is made by the goroutine running a
-// pool's tick loop, never concurrently.
+// (llama.cpp through engine/llamacpp/kv); tests of the scheduler use a
+// scripted double (engine/enginetest). Every Backend call is made by the
+// goroutine running a pool's tick loop, never concurrently.
 //
 // TurnBackend is turn-level: a model on an inference server
 // (engine/serverbackend), which takes a whole prompt and streams one turn
