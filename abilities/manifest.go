@@ -78,7 +78,7 @@ func ParseManifest(data []byte, files map[string][]byte) (*Manifest, error) {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("%s is not a valid manifest: %w (see the README's Abilities section for its fields)", ManifestFile, err)
+		return nil, fmt.Errorf("%s is not a valid manifest: %w (docs/abilities.md lists its fields)", ManifestFile, err)
 	}
 	bad := func(format string, args ...any) (*Manifest, error) {
 		return nil, fmt.Errorf("%s: "+format, append([]any{ManifestFile}, args...)...)

@@ -2,9 +2,10 @@
 # Prints the cgo environment every build of lloyal uses, as `export` lines.
 #
 # The flags must be byte-identical between builds: Go's build cache keys the
-# llama.cpp objects (≈8 minutes to compile on 2 cores) on them, so any change
-# rebuilds all of llama.cpp. Everything here is derived from the machine and the
-# module cache, never from the caller's environment, for that reason.
+# llama.cpp objects on them (a cold `make build` took 4 min 52 s on 2 cores,
+# docs/build.md), so any change rebuilds all of llama.cpp. Everything here is
+# derived from the machine and the module cache, never from the caller's
+# environment, for that reason.
 #
 #   LLOYAL_MARCH=native  builds with -march=native instead of the set read
 #                        off /proc/cpuinfo — for the engine benchmark only.
@@ -26,7 +27,7 @@ elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c 
   # AVX-512 where the CPU has the whole set, as ollama's skylakex, icelake
   # and zen4 CPU builds enable it: ggml's F16 matrix kernels then take 16
   # floats at a time instead of 8. On a 2-core Zen 5, 8 agents of a 134M F16
-  # model step in 35 ms instead of 66 (README "Speed"). As with AVX2, a
+  # model step in 35 ms instead of 66 (docs/speed.md). As with AVX2, a
   # binary built here runs only on CPUs that have what this one has.
   if grep -qw avx512f /proc/cpuinfo && grep -qw avx512cd /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo &&
     grep -qw avx512dq /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo; then

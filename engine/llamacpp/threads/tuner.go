@@ -40,8 +40,8 @@ const alpha = 0.5
 // measured in the latest decided batch size for a new batch size to skip
 // its first tries. On a quiet machine those tries (one thread, three times,
 // for every new size of prefill) cost a 64-token, 8-agent run 15–30 % of
-// its time (README "Speed"); the count is still tried after Explore decodes of the new
-// size, so a size that behaves otherwise is found out.
+// its time (docs/speed.md); the count is still tried after Explore decodes
+// of the new size, so a size that behaves otherwise is found out.
 const clearlySlower = 1.25
 
 // Tuner chooses a thread count per decode. The zero value is not usable;
