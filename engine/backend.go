@@ -35,11 +35,12 @@ type Step struct {
 
 // Sampling configures a branch's sampler.
 type Sampling struct {
-	Temperature float32
-	TopK        int
-	TopP, MinP  float32
-	Seed        uint32
-	Grammar     *chat.Grammar
+	Temperature float32       `json:"temperature"`
+	TopK        int           `json:"topK"`
+	TopP        float32       `json:"topP"`
+	MinP        float32       `json:"minP"`
+	Seed        uint32        `json:"seed"`
+	Grammar     *chat.Grammar `json:"grammar,omitempty"`
 }
 
 // Backend is what the runtime needs from a model and its context.

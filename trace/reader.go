@@ -221,12 +221,9 @@ func parseLine(raw []byte) (Record, error) {
 	case "":
 		return Record{}, errors.New(`no "type" field`)
 	case event.TraceHeader:
-		var h Header
-		if err := json.Unmarshal(raw, &h); err != nil {
-			return Record{}, fmt.Errorf("bad header: %v", err)
-		}
-		if h.FormatVersion > FormatVersion {
-			return Record{}, fmt.Errorf("trace format %d is newer than this lloyal reads (%d): update lloyal", h.FormatVersion, FormatVersion)
+		h, err := parseHeader(raw)
+		if err != nil {
+			return Record{}, err
 		}
 		return Record{Header: &h}, nil
 	case event.TraceClose:

@@ -6,6 +6,10 @@
 // reach the operating system whole and in order, a closing record says how the
 // run ended, and a file cut short by a killed process loses at most its last,
 // partial line, which readers report.
+//
+// docs/trace-format.md describes the format, every event type with an
+// example line; it is generated from the event catalogue
+// (formatdoc_test.go), so it says what this writer writes.
 package trace
 
 import (
@@ -20,9 +24,6 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 )
-
-// FormatVersion is the version of the file layout.
-const FormatVersion = 1
 
 // Header is the first line of a trace.
 type Header struct {
@@ -84,11 +85,11 @@ type ContextInfo struct {
 	Threads int `json:"threads,omitempty"` // most CPU threads llama.cpp decoded with
 	// ThreadChoices are the counts each decode chose among by measurement
 	// (absent: Threads throughout).
-	ThreadChoices []int `json:"thread_choices,omitempty"`
+	ThreadChoices []int `json:"threadChoices,omitempty"`
 	// KVType is the KV cache's element type (f16, q8_0, q4_0).
-	KVType string `json:"kv_type,omitempty"`
+	KVType string `json:"kvType,omitempty"`
 	// FlashAttn says whether flash attention was on.
-	FlashAttn bool `json:"flash_attn,omitempty"`
+	FlashAttn bool `json:"flashAttn,omitempty"`
 	SoftLimit int  `json:"softLimit,omitempty"`
 	HardLimit int  `json:"hardLimit,omitempty"`
 }

@@ -26,7 +26,8 @@ type Writer struct {
 	closed bool
 	count  uint64
 	err    error
-	failed chan struct{} // closed at the first failed write
+	failed chan struct{}    // closed at the first failed write
+	now    func() time.Time // the closing record's clock (fixed by the format document's test)
 }
 
 // QueueSize is how many events may wait for the writer goroutine before
@@ -60,7 +61,7 @@ func Create(path string, h Header) (*Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("write trace header: %w", err)
 	}
-	w := &Writer{f: f, path: path, queue: make(chan event.Event, QueueSize), done: make(chan struct{}), failed: make(chan struct{})}
+	w := &Writer{f: f, path: path, queue: make(chan event.Event, QueueSize), done: make(chan struct{}), failed: make(chan struct{}), now: time.Now}
 	go w.run()
 	return w, nil
 }
@@ -151,7 +152,7 @@ func (w *Writer) Close(reason string) error {
 	w.mu.Unlock()
 	close(w.queue)
 	<-w.done
-	line, _ := json.Marshal(Closing{Type: event.TraceClose, Reason: reason, Events: n, Wall: time.Now()})
+	line, _ := json.Marshal(Closing{Type: event.TraceClose, Reason: reason, Events: n, Wall: w.now()})
 	line = append(line, '\n')
 	if w.Err() != nil {
 		// A failed write may have left half a line: end it, so the closing

@@ -9,10 +9,10 @@ import (
 
 // Grammar is a GBNF grammar with the trigger that arms it when lazy.
 type Grammar struct {
-	GBNF            string
-	Lazy            bool
-	TriggerWords    []string
-	TriggerPatterns []string
+	GBNF            string   `json:"gbnf"`
+	Lazy            bool     `json:"lazy,omitempty"`
+	TriggerWords    []string `json:"triggerWords,omitempty"`
+	TriggerPatterns []string `json:"triggerPatterns,omitempty"`
 }
 
 // SchemaConverter turns a JSON Schema into GBNF whose start rule is "root"

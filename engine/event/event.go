@@ -124,49 +124,6 @@ const (
 	KindTurn
 )
 
-// info is what the vocabulary says about one type.
-type info struct {
-	kind Kind
-	// quiet: the headless log leaves it out (its content reaches the log
-	// through another event: tick text through the turn, for example).
-	quiet bool
-}
-
-// catalog lists every type. A type missing here is unknown to every reader;
-// TestEveryTypeIsInTheCatalog fails when a constant above is not listed.
-var catalog = map[Type]info{
-	PoolOpen: {}, PoolClose: {}, PoolTick: {kind: KindTick, quiet: true},
-	PoolWindDown: {}, PoolPause: {}, PoolResume: {}, PoolNote: {},
-	SpawnRefused: {kind: KindFailure}, SettleDeferred: {quiet: true},
-	AgentDrop: {kind: KindFailure}, RecoveryStart: {}, RecoveryReturn: {quiet: true},
-	RecoveryFailed: {kind: KindFailure},
-	SpineCreate:    {}, SpineExtend: {}, BranchPrefill: {quiet: true},
-	AgentSpawn: {}, AgentTurn: {kind: KindTurn}, AgentToolCall: {kind: KindToolCall},
-	AgentNudge: {}, AgentReturn: {}, AgentRecovered: {}, AgentFailed: {kind: KindFailure},
-	AgentCancelled: {}, AgentDone: {quiet: true},
-	ToolDispatch: {quiet: true}, ToolProgress: {quiet: true}, ToolResult: {}, ToolRetry: {},
-	ToolError: {kind: KindFailure}, ToolNote: {},
-	ApprovalRequested: {kind: KindApproval}, ApprovalAnswered: {}, ApprovalDuplicate: {}, ApprovalAuto: {kind: KindApproval},
-	RuntimeCommand: {quiet: true},
-	ReplayError:    {kind: KindFailure},
-	TraceHeader:    {quiet: true}, TraceClose: {quiet: true},
-}
-
-// Types lists every event type of the vocabulary.
-func Types() []Type {
-	out := make([]Type, 0, len(catalog))
-	for t := range catalog {
-		out = append(out, t)
-	}
-	return out
-}
-
-// Known reports whether t is part of the vocabulary.
-func (t Type) Known() bool { _, ok := catalog[t]; return ok }
-
-// Kind is the type's group for seeking.
-func (t Type) Kind() Kind { return catalog[t].kind }
-
 // terminal pairs each outcome with the event that announces it.
 var terminal = map[Outcome]Type{Returned: AgentReturn, Recovered: AgentRecovered, Failed: AgentFailed, Cancelled: AgentCancelled}
 
