@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
+	"github.com/lloyal-ai/lloyal/engine/serverbackend"
+	"github.com/lloyal-ai/lloyal/tools/research"
+)
+
+// ServerOptions are `lloyal bench server`'s flags.
+type ServerOptions struct {
+	Server  string        // inference server URL ("": local rows only)
+	Model   string        // the model's name on the server
+	APIKey  string        // the server's key, if it wants one
+	Timeout time.Duration // a server request's limit without an answer
+	// LocalModel is the GGUF file for the local rows (default: the
+	// generated tiny model); the spine is sized with its tokenizer.
+	LocalModel string
+	Spine      int   // tokens of the shared system prompt
+	Tokens     int   // tokens each agent writes
+	Agents     []int // agent counts, two rows for each per backend
+	Threads    int   // fixed local CPU threads (0: the fastest per decode)
+}
+
+// benchRow is one run of the workload.
+type benchRow struct {
+	wall      time.Duration
+	tokens    int
+	prompt    int // prompt tokens given to the backend
+	evaluated int // … really evaluated (-1: not reported)
+	promptT   time.Duration
+}
+
+// Server measures the shared-prefix workload: N agents share a
+// o.Spine-token system prompt and each write o.Tokens tokens of free text
+// (no tools), for each N of o.Agents, first on the local backend (llama.cpp
+// in this process, one batched decode per tick; twice, the second time with
+// the spine prefilled before the clock starts), then, where o.Server is
+// set, on that inference server (one request per agent, all in flight at
+// once), twice for each N: the second pass meets whatever the server cached
+// from the first. Each row is the wall time, aggregate tokens/s, the prompt
+// tokens the backend was given and how many it really evaluated (locally
+// the spine once plus each agent's own task; on a server what it reports).
+func Server(ctx context.Context, w io.Writer, o ServerOptions) error {
+	if o.Spine < 1 || o.Tokens < 1 || o.Threads < 0 {
+		return fmt.Errorf("--spine %d --tokens %d --threads %d: spine and tokens at least 1, threads 0 (the default) or more", o.Spine, o.Tokens, o.Threads)
+	}
+	if o.Server != "" && o.Model == "" {
+		return fmt.Errorf("--server %s: name the model there with --model NAME", o.Server)
+	}
+	b := serverBench{o}
+	return b.run(ctx, w)
+}
+
+// serverBench runs Server's workload.
+type serverBench struct{ ServerOptions }
+
+func (b *serverBench) run(ctx context.Context, w io.Writer) error {
+	m, err := openModel(b.LocalModel, "tiny", modelgen.Tiny())
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	nseq := 2
+	for _, n := range b.Agents {
+		nseq = max(nseq, n+2)
+	}
+	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: 65536, NBatch: 512, NSeqMax: nseq, NThreads: b.Threads})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	system, got, err := spineText(be, b.Spine)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "workload: a %d-token shared system prompt (%s's tokenizer), agents write %d tokens each\n\n", got, m.Info.Name, b.Tokens)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "backend\tagents\twall s\ttokens\ttokens/s\tprompt tokens\tevaluated\tserver prompt s\t")
+	for _, n := range b.Agents {
+		// As the server's second pass finds the spine cached, the second
+		// local row prefills it before the clock starts (a spine kept
+		// across runs), so the two compare like for like.
+		for _, cached := range []bool{false, true} {
+			r, err := b.workload(ctx, be, system, n, nil, cached)
+			if err != nil {
+				return fmt.Errorf("local, %d agents: %w", n, err)
+			}
+			label := "local (" + be.ThreadsLabel() + ")"
+			if cached {
+				label += " (spine cached)"
+			}
+			b.print(tw, label, n, r)
+		}
+	}
+	if b.Server != "" {
+		c, err := serverbackend.Dial(ctx, serverbackend.Options{URL: b.Server, Model: b.Model, APIKey: b.APIKey, NCtx: 8192, RequestTimeout: b.Timeout})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		// Each count twice: the second pass finds the spine in whatever
+		// cache the server kept from the first (ollama's is per slot).
+		for _, n := range b.Agents {
+			for pass, label := range []string{"", " (again)"} {
+				r, err := b.workload(ctx, nil, system, n, c, false)
+				if err != nil {
+					return fmt.Errorf("%s, %d agents, pass %d: %w", c.Name(), n, pass+1, err)
+				}
+				b.print(tw, string(c.Dialect())+" "+c.Name()+label, n, r)
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+func (b *serverBench) print(w io.Writer, name string, n int, r benchRow) {
+	eval, pt := "—", "—"
+	if r.evaluated >= 0 {
+		eval = fmt.Sprint(r.evaluated)
+	}
+	if r.promptT > 0 {
+		pt = fmt.Sprintf("%.2f", r.promptT.Seconds())
+	}
+	fmt.Fprintf(w, "%s\t%d\t%.2f\t%d\t%.1f\t%d\t%s\t%s\t\n", name, n, r.wall.Seconds(), r.tokens, float64(r.tokens)/r.wall.Seconds(), r.prompt, eval, pt)
+}
+
+// spineText is handbook text of about n tokens by the backend's tokenizer.
+func spineText(be engine.Backend, n int) (string, int, error) {
+	var sb strings.Builder
+	text, err := handbookText()
+	if err != nil {
+		return "", 0, err
+	}
+	last := 0
+	for _, chunk := range strings.Fields(text) {
+		sb.WriteString(chunk)
+		sb.WriteByte(' ')
+		if sb.Len()-last < 16 {
+			continue
+		}
+		last = sb.Len()
+		spine, err := be.Format().Spine(sb.String(), nil)
+		if err != nil {
+			return "", 0, err
+		}
+		toks, err := be.Tokenize(spine)
+		if err != nil {
+			return "", 0, err
+		}
+		if len(toks) >= n {
+			return sb.String(), len(toks), nil
+		}
+	}
+	spine, err := be.Format().Spine(sb.String(), nil)
+	if err != nil {
+		return "", 0, err
+	}
+	toks, err := be.Tokenize(spine)
+	return sb.String(), len(toks), err
+}
+
+// workload runs n agents on the spine, each writing b.Tokens tokens, on
+// the server c or, where c is nil, on local. With cached, the spine is
+// written before the clock starts (local only).
+func (b *serverBench) workload(ctx context.Context, local engine.Backend, system string, n int, c *serverbackend.Client, cached bool) (benchRow, error) {
+	var mu sync.Mutex
+	r := benchRow{evaluated: 0}
+	count := engine.SinkFunc(func(e event.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case e.Type == event.SpineCreate && c == nil:
+			r.prompt += e.Tokens
+			r.evaluated += e.Tokens
+		case e.Type == event.BranchPrefill && e.Role == "suffix":
+			r.prompt += e.Tokens
+			r.evaluated += e.Tokens
+		}
+	})
+	var before serverbackend.Usage
+	if c != nil {
+		before = c.Usage()
+	}
+	o := engine.Options{Sinks: []engine.Sink{count}, MaxInflight: n}
+	var rt *engine.Runtime
+	if c != nil {
+		rt = engine.NewOnServer(c, o)
+	} else {
+		rt = engine.New(local, o)
+	}
+	var specs []engine.AgentSpec
+	for i := range n {
+		specs = append(specs, engine.AgentSpec{Task: fmt.Sprintf("Agent %d: summarise the handbook's section %d.", i+1, i+1)})
+	}
+	spec := engine.PoolSpec{System: system, Orchestrate: engine.Parallel(specs...), MaxTurnTokens: b.Tokens, MaxTurns: 1,
+		Sampling: engine.Sampling{Temperature: 0.8, Seed: 1}}
+	if cached {
+		spine, err := rt.NewSpine(ctx, system, nil, nil)
+		if err != nil {
+			return r, err
+		}
+		defer spine.Close()
+		spec.Spine, spec.System = spine, ""
+		mu.Lock()
+		r.prompt, r.evaluated = 0, 0 // the spine is not this run's work
+		mu.Unlock()
+	}
+	start := time.Now()
+	res, err := rt.Run(ctx, spec)
+	if err != nil {
+		return r, err
+	}
+	r.wall = time.Since(start)
+	r.tokens = res.TotalTokens
+	for _, a := range res.Agents {
+		if a.Outcome == event.Failed || a.Outcome == event.Cancelled {
+			return r, fmt.Errorf("agent %d %s: %s", a.ID, a.Outcome, a.Reason)
+		}
+	}
+	if c != nil {
+		u := c.Usage()
+		r.prompt = u.PromptTokens - before.PromptTokens
+		r.promptT = u.PromptTime - before.PromptTime
+		r.evaluated = -1
+		if u.EvaluatedKnown > before.EvaluatedKnown {
+			r.evaluated = u.Evaluated - before.Evaluated
+		}
+	}
+	return r, nil
+}
+
+// handbookText is every page of the built-in handbook, in file order.
+func handbookText() (string, error) {
+	var sb strings.Builder
+	err := fs.WalkDir(research.Handbook(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(research.Handbook(), p)
+		sb.Write(b)
+		sb.WriteByte('\n')
+		return err
+	})
+	return sb.String(), err
+}
