@@ -2,46 +2,32 @@ package cli
 
 import (
 	"fmt"
-	"io"
+	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lloyal-ai/lloyal/engine/llamabackend"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
+	"github.com/lloyal-ai/lloyal/bench"
 )
 
 func newBenchCmd() *cobra.Command {
 	// A figure means little without the machine's load: every bench says
 	// it at the start and the end.
-	var load loadMeter
+	var load bench.LoadMeter
 	cmd := &cobra.Command{Use: "bench", Short: "Measure lloyal's speed and memory",
 		// The start line waits for the bench's first output, so a bench
 		// that refuses its flags prints only the refusal.
-		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
-			cmd.SetOut(&startLine{w: cmd.OutOrStdout(), line: load.begin()})
-		},
-		PersistentPostRun: func(cmd *cobra.Command, _ []string) { load.end(cmd.OutOrStdout()) },
+		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { cmd.SetOut(load.Begin(cmd.OutOrStdout())) },
+		PersistentPostRun: func(cmd *cobra.Command, _ []string) { load.End(cmd.OutOrStdout()) },
 	}
 	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAppCmd(), newBenchDemoCmd())
 	return cmd
 }
 
-type engineBench struct {
-	spawnModel, decodeModel string
-	spine, suffix, steps    int
-	agents                  []int
-	threads                 int
-}
-
 func newBenchEngineCmd() *cobra.Command {
-	var b engineBench
+	o := bench.EngineOptions{SIMD: SIMDFlags}
 	var agents string
 	cmd := &cobra.Command{
 		Use:   "engine",
@@ -56,97 +42,255 @@ decode  aggregate tokens/s of N branches decoded together, one llama_decode
 
 Models default to generated ones cached under the user cache dir.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if b.spine < 1 || b.suffix < 1 || b.steps < 1 || b.threads < 0 {
-				return fmt.Errorf("--spine %d --suffix %d --steps %d --threads %d: the first three are at least 1, threads 0 (all) or more", b.spine, b.suffix, b.steps, b.threads)
-			}
-			var err error
-			if b.agents, err = countList("--agents", agents, llama.MaxSeq-1); err != nil {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if o.Agents, err = countList("--agents", agents, bench.MaxAgents); err != nil {
 				return err
 			}
-			return b.run(cmd.OutOrStdout())
+			return bench.Engine(cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&b.spawnModel, "spawn-model", "", "model for the spawn table (default: generated small model)")
-	f.StringVar(&b.decodeModel, "decode-model", "", "model for the decode table (default: generated ~0.5B model)")
-	f.IntVar(&b.spine, "spine", 1000, "spine tokens")
-	f.IntVar(&b.suffix, "suffix", 32, "tokens of each agent's own task")
-	f.IntVar(&b.steps, "steps", 16, "decode steps measured per row")
-	f.IntVar(&b.threads, "threads", 0, "CPU threads (default: all)")
+	f.StringVar(&o.SpawnModel, "spawn-model", "", "model for the spawn table (default: generated small model)")
+	f.StringVar(&o.DecodeModel, "decode-model", "", "model for the decode table (default: generated ~0.5B model)")
+	f.IntVar(&o.Spine, "spine", 1000, "spine tokens")
+	f.IntVar(&o.Suffix, "suffix", 32, "tokens of each agent's own task")
+	f.IntVar(&o.Steps, "steps", 16, "decode steps measured per row")
+	f.IntVar(&o.Threads, "threads", 0, "CPU threads (default: all)")
 	f.StringVar(&agents, "agents", "1,8,32", "agent counts")
 	return cmd
 }
 
-func (b *engineBench) run(w io.Writer) error {
-	fmt.Fprintf(w, "llama.cpp SIMD flags: %s\n\n", SIMDFlags)
-	if err := b.spawn(w); err != nil {
-		return err
+func newBenchRuntimeCmd() *cobra.Command {
+	o := bench.RuntimeOptions{SIMD: SIMDFlags}
+	var agents string
+	cmd := &cobra.Command{
+		Use:   "runtime",
+		Short: "Runtime overhead per tick: time the tick loop spends outside llama_decode",
+		Long: `Runs a pool of --agents agents that each write a fixed number of tokens
+(no tools) and splits the wall time into the time inside llama_decode
+(prefill and batched decode), other native calls (sampling, tokenizing,
+forks, building batches) and the scheduler itself.
+Rows: the tiny generated model, and the ~0.5B generated model (skip with
+--skip-big). The scheduler's cost alone, with no model, is a Go benchmark:
+go test ./engine -run '^$' -bench SchedulerTick.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if o.Agents, err = countList("--agents", agents, 254); err != nil {
+				return err
+			}
+			return bench.Runtime(cmd.Context(), cmd.OutOrStdout(), o)
+		},
 	}
-	fmt.Fprintln(w)
-	return b.decode(w)
+	f := cmd.Flags()
+	f.StringVar(&agents, "agents", "8,32", "agent counts, one row each")
+	f.IntVar(&o.TinyTokens, "tiny-tokens", 128, "tokens each agent writes on the tiny model")
+	f.IntVar(&o.BigTokens, "big-tokens", 32, "tokens each agent writes on the ~0.5B model")
+	f.BoolVar(&o.SkipBig, "skip-big", false, "skip the ~0.5B model row")
+	return cmd
 }
 
-func benchModel(ref, name string, o modelgen.Options) (*model.Model, error) {
-	if ref == "" {
-		p, err := cachedModel(name, o)
-		if err != nil {
-			return nil, err
-		}
-		ref = p
+func newBenchPressureCmd() *cobra.Command {
+	var o bench.PressureOptions
+	var ctxs string
+	cmd := &cobra.Command{
+		Use:   "pressure",
+		Short: "Agents that end with a report (or a stated reason) as the context shrinks",
+		Long: `Runs --agents research agents (a glossary tool and a report tool, calls
+forced by the grammar) on the tiny generated model with each context size,
+limits scaled to it (soft = n_ctx/4, hard = n_ctx/8), and counts how every
+agent ended. The target: every started agent reaches a terminal outcome with a
+non-empty report or an explicit failure reason.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Contexts = nil
+			for _, s := range strings.Split(ctxs, ",") {
+				var n int
+				if _, err := fmt.Sscan(strings.TrimSpace(s), &n); err != nil || n < 256 {
+					return fmt.Errorf("--ctx %q: a list of context sizes ≥ 256", ctxs)
+				}
+				o.Contexts = append(o.Contexts, n)
+			}
+			return bench.Pressure(cmd.Context(), cmd.OutOrStdout(), o)
+		},
 	}
-	return llamabackend.Open(ref, model.Options{}, llamabackend.FormatOptions{})
+	cmd.Flags().IntVar(&o.Agents, "agents", 8, "agents per run")
+	cmd.Flags().StringVar(&ctxs, "ctx", "4096,2048,1024", "context sizes")
+	return cmd
 }
 
-func (b *engineBench) spawn(w io.Writer) error {
-	m, err := benchModel(b.spawnModel, "small", modelgen.Small())
-	if err != nil {
-		return err
+func newBenchUICmd() *cobra.Command {
+	var o bench.UIOptions
+	cmd := &cobra.Command{
+		Use:   "ui",
+		Short: "Render cost of the terminal app under a stream of events",
+		Long: `Streams synthetic events (token text for every agent, tool calls with
+progress and results) through the app's real Bridge, Update and View at the
+given size and rate, and reports View time, frames, event-to-screen lag and
+memory. Targets: p95 View ≤ 8 ms, lag ≤ 100 ms, memory flat.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return bench.UI(cmd.OutOrStdout(), o) },
 	}
-	defer m.Close()
-	fmt.Fprintf(w, "spawn: %s (%.1fM params), spine %d tokens, suffix %d tokens per agent\n", m.Info.Name, float64(m.Info.NParams)/1e6, b.spine, b.suffix)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	// "fewer tokens" counts the spine's own prefill once on the shared
-	// side (it is paid once, before any agent): at N=1 sharing saves
-	// nothing, and the saving grows with N.
-	fmt.Fprintln(tw, "N\tshared: prefilled\tper own suffix\ttime\tre-prefill: prefilled\ttime\tfewer tokens (spine counted once)\tfaster\t")
-	for _, n := range b.agents {
-		shared, sharedT, err := kv.MeasureSpawn(m.Model, b.spine, b.suffix, n, b.threads, true)
-		if err != nil {
-			return err
-		}
-		re, reT, err := kv.MeasureSpawn(m.Model, b.spine, b.suffix, n, b.threads, false)
-		if err != nil {
-			return err
-		}
-		own := n * b.suffix
-		fmt.Fprintf(tw, "%d\t%d\t%.2f×\t%s\t%d\t%s\t%.1f×\t%.1f×\t\n", n, shared, float64(shared)/float64(own), sharedT.Round(time.Millisecond),
-			re, reT.Round(time.Millisecond), float64(re)/float64(shared+b.spine), float64(reT)/float64(sharedT))
-	}
-	return tw.Flush()
+	f := cmd.Flags()
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long to stream")
+	f.IntVar(&o.Agents, "agents", 64, "agents")
+	f.IntVar(&o.Rate, "rate", 20000, "events per second")
+	f.IntVar(&o.Width, "width", 200, "screen width")
+	f.IntVar(&o.Height, "height", 50, "screen height")
+	return cmd
 }
 
-func (b *engineBench) decode(w io.Writer) error {
-	m, err := benchModel(b.decodeModel, "bench", modelgen.Bench())
-	if err != nil {
-		return err
+func newBenchThreadsCmd() *cobra.Command {
+	var o bench.ThreadsOptions
+	var agents string
+	cmd := &cobra.Command{
+		Use:   "threads",
+		Short: "Decode speed per thread setting, on a quiet machine and with one core busy",
+		Long: `Batched decode (N agents, one token each per llama_decode) with one
+thread, every core, and the default (each decode uses the count that has
+measured fastest for its batch size), first on the machine as it is, then
+while a busy loop this bench starts holds one core — what an editor, a
+browser or a compiler does to a developer's machine. "busy/quiet" is the
+slowdown the busy core causes; the target is at most 2×.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if o.Agents, err = countList("--agents", agents, bench.MaxAgents); err != nil {
+				return err
+			}
+			return bench.Threads(cmd.Context(), cmd.OutOrStdout(), o)
+		},
 	}
-	defer m.Close()
-	fmt.Fprintf(w, "decode: %s (%.0fM params, %.0f MiB), %d steps per row, greedy\n", m.Info.Name, float64(m.Info.NParams)/1e6, float64(m.Size())/(1<<20), b.steps)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\ttokens/s (all agents)\tper agent\tms per step\tvs N=1\t")
-	var base float64
-	for _, n := range b.agents {
-		tps, step, err := kv.MeasureDecode(m.Model, n, b.steps, kv.DecodeSpine, llama.ContextParams{NThreads: b.threads})
-		if err != nil {
-			return err
-		}
-		if base == 0 {
-			base = tps
-		}
-		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.2f×\t\n", n, tps, tps/float64(n), float64(step.Microseconds())/1000, tps/base)
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "GGUF file (default: the generated ~0.5B bench model)")
+	f.StringVar(&agents, "agents", "1,8", "agent counts")
+	f.IntVar(&o.Steps, "steps", 32, "decode steps measured per row")
+	return cmd
+}
+
+func newBenchKVCmd() *cobra.Command {
+	var o bench.KVOptions
+	var spines string
+	cmd := &cobra.Command{
+		Use:   "kv",
+		Short: "KV cache types and flash attention: cells per GiB and batched decode speed",
+		Long: `For each KV cache type (--kv-type f16, q8_0, q4_0) and flash attention
+setting: the bytes one cell costs across the model's layers, the cells a
+GiB holds (how many agents' tokens fit), and the decode speed of --agents
+branches stepping together after a shared prefix of each --spine length
+(every step attends to it: ggml's CPU flash attention walks the cells one
+at a time, so its cost grows with the prefix faster than the matrix
+products' without it). Quantized caches need flash attention.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if o.Spines, err = countList("--spine", spines, 1<<16); err != nil {
+				return err
+			}
+			return bench.KV(cmd.OutOrStdout(), o)
+		},
 	}
-	return tw.Flush()
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "GGUF file (default: the generated ~0.5B bench model)")
+	f.IntVar(&o.Agents, "agents", 8, "agents decoding together")
+	f.IntVar(&o.Steps, "steps", 16, "decode steps measured per row")
+	f.IntVar(&o.Threads, "threads", 0, "fix the CPU threads (default: the fastest per decode)")
+	f.StringVar(&spines, "spine", "64,1000", "shared prefix lengths in tokens, one set of rows each")
+	return cmd
+}
+
+func newBenchServerCmd() *cobra.Command {
+	var o bench.ServerOptions
+	var agents string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "The shared-prefix workload on the local backend and on an inference server",
+		Long: `N agents share a --spine-token system prompt and each write --tokens tokens
+of free text (no tools), for each N of --agents: first on the local backend
+(llama.cpp in this process, one batched decode per tick), then on --server
+(one request per agent, all in flight at once, the spine a byte-identical
+prefix of every prompt), twice for each N: the second pass meets whatever
+the server cached from the first.
+
+Columns: wall time, aggregate tokens/s (tokens written over wall time), the
+prompt tokens the backend was given, and how many of them it really
+evaluated: locally the spine once plus each agent's own task (the rest is
+forked); on a server what it reports (OpenAI usage's cached tokens,
+llama-server's timings; ollama does not say, its prompt time is shown).
+
+The local model is the generated tiny model unless --local-model names a
+GGUF file; the spine is sized with its tokenizer. Load the same model into
+the server for a like-for-like row.`,
+		Example: `  lloyal bench server --server http://127.0.0.1:11434 --model lloyal-tiny`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if o.Agents, err = countList("--agents", agents, 254); err != nil {
+				return err
+			}
+			if o.Server == "" {
+				o.Server = os.Getenv("LLOYAL_SERVER")
+			}
+			o.APIKey = os.Getenv("LLOYAL_API_KEY")
+			return bench.Server(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Server, "server", "", "inference server URL (default $LLOYAL_SERVER; none: local rows only)")
+	f.StringVar(&o.Model, "model", "", "the model's name on the server")
+	f.StringVar(&o.LocalModel, "local-model", "", "GGUF file for the local rows (default: the generated tiny model)")
+	f.IntVar(&o.Spine, "spine", 1000, "tokens of the shared system prompt")
+	f.IntVar(&o.Tokens, "tokens", 64, "tokens each agent writes")
+	f.StringVar(&agents, "agents", "1,8,32", "agent counts")
+	f.IntVar(&o.Threads, "threads", 0, "fix the local rows' CPU threads (default: the fastest per decode)")
+	f.DurationVar(&o.Timeout, "request-timeout", 5*time.Minute, "give up on a server request after this long without an answer")
+	return cmd
+}
+
+func newBenchAppCmd() *cobra.Command {
+	var seed uint32
+	cmd := &cobra.Command{
+		Use:   "app",
+		Short: "The default run's wall time: headless, headless with one core busy, and in the app",
+		Long: `Runs this binary's default ` + "`lloyal run`" + ` (the research demo, with
+--grant write_note so nobody has to answer) three ways and times each:
+headless on the machine as it is; headless while a busy loop this bench
+starts holds one core; and in the terminal app inside tmux (120×36), timed
+until the app says the run finished. Targets: the busy core costs at most
+2×, the app at most 1.2× the headless time. Needs tmux for the app row.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return bench.App(cmd.Context(), cmd.OutOrStdout(), seed) },
+	}
+	cmd.Flags().Uint32Var(&seed, "seed", 1, "sampling seed (the same for every row)")
+	return cmd
+}
+
+func newBenchDemoCmd() *cobra.Command {
+	o := bench.DemoOptions{CommandLine: os.Args}
+	cmd := &cobra.Command{
+		Use:   "demo --model FILE",
+		Short: "A trained demo model on the handbook questions it never trained on",
+		Long: `Runs researchers (the harness's researcher role: its system prompt, tools
+and report) on the first question of up to --questions of the facts a model
+trained by lloyal model train never saw (listed in its header), and prints:
+the share of tool calls that parsed and validated (calls refused for the
+context's pressure count as valid), the share of agents that ended with a
+report (the report tool's, or one salvaged at a limit; not plain text), the share of reports
+that cite the file holding the answer (and, beside it, the share of
+questions whose own words, searched, rank that file first: what a model
+reading the top hit can reach), the share of searches that use a
+word of the question, and the tokens the researchers wrote over the run's
+wall time. --trace FILE
+keeps the run's trace, to read what the model did (lloyal replay FILE).
+
+Targets (issue #17): ≥ 95 % valid calls, ≥ 90 % reports, ≥ 60 % correct
+citations.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return bench.Demo(cmd.Context(), cmd.OutOrStdout(), o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "a model written by lloyal model train (its header lists the held-out facts)")
+	f.IntVar(&o.Questions, "questions", 40, "held-out facts to ask about, one question each")
+	f.IntVar(&o.Ctx, "ctx", 4096, "context size in tokens")
+	f.Uint32Var(&o.Seed, "seed", 1, "sampling seed")
+	f.StringVar(&o.Trace, "trace", "", "write the run's trace to this new file")
+	return cmd
 }
 
 // countList reads a list flag (--agents, --spine): comma-separated counts

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,19 +15,24 @@ import (
 	"github.com/lloyal-ai/lloyal/termtext"
 )
 
+// newModelCmd is lloyal model. Its tiny and info commands are about the
+// native layer: they use engine/llamacpp (modelgen, gguf, model) directly.
 func newModelCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "model", Short: "Generate and inspect models"}
 	cmd.AddCommand(newModelTinyCmd(), newModelInfoCmd(), newModelPromptCmd(), newModelTrainCmd())
 	return cmd
 }
 
+// tinyFlags are model tiny's flags; the shape flags (in shape) override the
+// preset's only where given.
+type tinyFlags struct {
+	out, preset, vocab, wtype string
+	force                     bool
+	shape                     modelgen.Options
+}
+
 func newModelTinyCmd() *cobra.Command {
-	var (
-		out, preset, vocab, wtype                   string
-		layers, width, ff, heads, kvHeads, ctxTrain int
-		seed                                        uint64
-		force                                       bool
-	)
+	var t tinyFlags
 	cmd := &cobra.Command{
 		Use:   "tiny -o FILE",
 		Short: "Write a llama-architecture GGUF with random weights (its text is noise)",
@@ -45,77 +49,83 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
   lloyal model tiny --vocab ../shared/models/ggml-vocab-phi-3.gguf -o phi3-random.gguf`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
+			if t.out == "" {
 				return fmt.Errorf("say where to write the model: -o FILE")
 			}
-			o, err := presetOptions(preset)
+			o, err := t.options(cmd.Flags().Changed)
 			if err != nil {
 				return err
 			}
-			f := cmd.Flags()
-			setIf := func(name string, dst *int, v int) {
-				if f.Changed(name) {
-					*dst = v
-				}
-			}
-			setIf("layers", &o.Layers, layers)
-			setIf("width", &o.Embd, width)
-			setIf("ff", &o.FF, ff)
-			setIf("heads", &o.Heads, heads)
-			setIf("kv-heads", &o.KVHeads, kvHeads)
-			setIf("ctx", &o.CtxTrain, ctxTrain)
-			if f.Changed("seed") {
-				o.Seed = seed
-			}
-			if f.Changed("type") {
-				switch strings.ToLower(wtype) {
-				case "f32":
-					o.Type = gguf.F32
-				case "f16":
-					o.Type = gguf.F16
-				case "q8_0", "q8":
-					o.Type = gguf.Q8_0
-				default:
-					return fmt.Errorf("--type %q: use f32, f16 or q8_0", wtype)
-				}
-			}
-			if vocab != "" {
-				v, err := modelgen.VocabFrom(vocab)
-				if err != nil {
-					return err
-				}
-				o.Vocab = v
-			}
 			write := modelgen.CreateFile
-			if force {
+			if t.force {
 				write = modelgen.WriteFile
 			}
-			if err := write(out, o); err != nil {
+			if err := write(t.out, o); err != nil {
 				return err
 			}
-			st, _ := os.Stat(out)
+			st, _ := os.Stat(t.out)
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d layers, width %d, %d-token vocabulary, %.1fM parameters, %s, %.1f MiB\n",
-				out, o.Layers, o.Embd, len(o.Vocab.Tokens), float64(o.Params())/1e6, o.Type, float64(st.Size())/(1<<20))
+				t.out, o.Layers, o.Embd, len(o.Vocab.Tokens), float64(o.Params())/1e6, o.Type, float64(st.Size())/(1<<20))
 			fmt.Fprintln(cmd.OutOrStdout(), "its weights are random: it exercises lloyal end to end, but its text is noise")
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&out, "output", "o", "", "file to write (a new file, unless --force)")
-	f.BoolVar(&force, "force", false, "replace the file if it exists")
-	f.StringVar(&preset, "preset", "tiny", "tiny, small or bench")
-	f.StringVar(&vocab, "vocab", "", "borrow the tokenizer (and chat template) of this GGUF file")
-	f.StringVar(&wtype, "type", "", "weight type: f32, f16 or q8_0 (default: the preset's)")
-	f.IntVar(&layers, "layers", 0, "transformer blocks")
-	f.IntVar(&width, "width", 0, "hidden width")
-	f.IntVar(&ff, "ff", 0, "feed-forward width")
-	f.IntVar(&heads, "heads", 0, "attention heads")
-	f.IntVar(&kvHeads, "kv-heads", 0, "key/value heads")
-	f.IntVar(&ctxTrain, "ctx", 0, "trained context length")
-	f.Uint64Var(&seed, "seed", 1, "weight seed")
+	f.StringVarP(&t.out, "output", "o", "", "file to write (a new file, unless --force)")
+	f.BoolVar(&t.force, "force", false, "replace the file if it exists")
+	f.StringVar(&t.preset, "preset", "tiny", "tiny, small or bench")
+	f.StringVar(&t.vocab, "vocab", "", "borrow the tokenizer (and chat template) of this GGUF file")
+	f.StringVar(&t.wtype, "type", "", "weight type: f32, f16 or q8_0 (default: the preset's)")
+	f.IntVar(&t.shape.Layers, "layers", 0, "transformer blocks")
+	f.IntVar(&t.shape.Embd, "width", 0, "hidden width")
+	f.IntVar(&t.shape.FF, "ff", 0, "feed-forward width")
+	f.IntVar(&t.shape.Heads, "heads", 0, "attention heads")
+	f.IntVar(&t.shape.KVHeads, "kv-heads", 0, "key/value heads")
+	f.IntVar(&t.shape.CtxTrain, "ctx", 0, "trained context length")
+	f.Uint64Var(&t.shape.Seed, "seed", 1, "weight seed")
 	return cmd
 }
 
+// options is the preset's shape with the shape flags the user gave
+// (changed) over it.
+func (t *tinyFlags) options(changed func(flag string) bool) (modelgen.Options, error) {
+	o, err := presetOptions(t.preset)
+	if err != nil {
+		return o, err
+	}
+	for _, s := range []struct {
+		flag     string
+		dst, val *int
+	}{{"layers", &o.Layers, &t.shape.Layers}, {"width", &o.Embd, &t.shape.Embd}, {"ff", &o.FF, &t.shape.FF},
+		{"heads", &o.Heads, &t.shape.Heads}, {"kv-heads", &o.KVHeads, &t.shape.KVHeads}, {"ctx", &o.CtxTrain, &t.shape.CtxTrain}} {
+		if changed(s.flag) {
+			*s.dst = *s.val
+		}
+	}
+	if changed("seed") {
+		o.Seed = t.shape.Seed
+	}
+	if changed("type") {
+		switch strings.ToLower(t.wtype) {
+		case "f32":
+			o.Type = gguf.F32
+		case "f16":
+			o.Type = gguf.F16
+		case "q8_0", "q8":
+			o.Type = gguf.Q8_0
+		default:
+			return o, fmt.Errorf("--type %q: use f32, f16 or q8_0", t.wtype)
+		}
+	}
+	if t.vocab != "" {
+		if o.Vocab, err = modelgen.VocabFrom(t.vocab); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// presetOptions is the shape --preset names.
 func presetOptions(name string) (modelgen.Options, error) {
 	switch name {
 	case "tiny":
@@ -144,22 +154,4 @@ func newModelInfoCmd() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// cachedModel returns a generated model from the user's cache dir, writing it
-// on first use.
-func cachedModel(name string, o modelgen.Options) (string, error) {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		dir = os.TempDir()
-	}
-	p := filepath.Join(dir, "lloyal", "models", fmt.Sprintf("%s-%d.gguf", name, o.Params()))
-	if _, err := os.Stat(p); err == nil {
-		return p, nil
-	}
-	fmt.Fprintf(os.Stderr, "generating %s (%.1fM random parameters) at %s …\n", name, float64(o.Params())/1e6, p)
-	if err := modelgen.WriteFile(p, o); err != nil {
-		return "", err
-	}
-	return p, nil
 }

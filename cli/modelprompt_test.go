@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 )
 
@@ -118,7 +119,7 @@ func TestModelPromptMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, after, ok := strings.Cut(marked, spineMark)
+	before, after, ok := strings.Cut(marked, llamabackend.SpineMark)
 	if !ok || before+after != plain {
 		t.Fatalf("--mark output is not the prompt with one mark in it:\n%q", marked)
 	}
@@ -184,7 +185,7 @@ func TestModelPromptRealModels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(out, tt.want) || !strings.Contains(out, spineMark) || !strings.Contains(errOut, tt.note) {
+			if !strings.Contains(out, tt.want) || !strings.Contains(out, llamabackend.SpineMark) || !strings.Contains(errOut, tt.note) {
 				t.Fatalf("stdout %q\nstderr %q", out, errOut)
 			}
 			ids, _, err := runPrompt(t, p, "--messages", msgs, "--tools", tools, "--tokens", "--mark")
