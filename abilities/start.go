@@ -1,0 +1,99 @@
+package abilities
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/trace"
+)
+
+// Started is an ability whose server answered, with its tools.
+type Started struct {
+	Name   string
+	Server *Server
+	Tools  []engine.Tool
+}
+
+// Start loads the abilities a run asked for by name or, when it named none,
+// every enabled one from the default store, starts their servers and lists
+// their tools, saying on out what each gives. An ability named must start;
+// an enabled one that does not is left out with a warning. The servers
+// returned must be closed (Stop), even with an error. version is the
+// program's, told to each server.
+func Start(ctx context.Context, names []string, version string, out io.Writer) ([]Started, error) {
+	store, err := DefaultStore()
+	if err != nil {
+		return nil, err
+	}
+	loaded, err := store.Load(names)
+	if err != nil {
+		return nil, err
+	}
+	var started []Started
+	for _, ab := range loaded {
+		srv, err := NewServer(ab, version)
+		if err != nil {
+			return started, err
+		}
+		tools, warnings, err := srv.Tools(ctx)
+		for _, w := range warnings {
+			fmt.Fprintln(out, "warning:", w)
+		}
+		if err != nil {
+			srv.Close()
+			if len(names) > 0 {
+				return started, err
+			}
+			fmt.Fprintf(out, "warning: %v: running without it (lloyal ability disable %s to stop trying)\n", err, ab.Name)
+			continue
+		}
+		fmt.Fprintf(out, "ability %s %s (%s): %d tools\n", ab.Name, ab.Version, trace.SignedBy(ab.Key), len(tools))
+		started = append(started, Started{Name: ab.Name, Server: srv, Tools: tools})
+	}
+	return started, nil
+}
+
+// Stop closes the started abilities' servers.
+func Stop(started []Started) {
+	for _, s := range started {
+		s.Server.Close()
+	}
+}
+
+// CheckToolNames refuses an ability's tool named like a built-in tool or
+// another ability's (NAME_TOOL can meet a built-in name: ability "fetch",
+// tool "page"), naming both and what to do.
+func CheckToolNames(builtin []engine.Tool, started []Started) error {
+	owner := map[string]string{}
+	for _, t := range builtin {
+		owner[t.Spec().Name] = "lloyal's built-in tool"
+	}
+	for _, a := range started {
+		for _, t := range a.Tools {
+			name := t.Spec().Name
+			if o, ok := owner[name]; ok {
+				return fmt.Errorf("ability %s has a tool named %s, as %s is: two tools cannot share a name; disable the ability (lloyal ability disable %s) or ask its author to rename the tool", a.Name, name, o, a.Name)
+			}
+			owner[name] = "ability " + a.Name + "'s tool"
+		}
+	}
+	return nil
+}
+
+// GrammarReady leaves out the tools whose input schema schemaToGrammar (a
+// local model's) cannot turn into a grammar, with a warning on out naming
+// each: a tool-call grammar holds every tool's schema, so one such schema
+// would stop the run.
+func GrammarReady(schemaToGrammar func([]byte) (string, error), tools []engine.Tool, out io.Writer) []engine.Tool {
+	var ready []engine.Tool
+	for _, t := range tools {
+		if _, err := schemaToGrammar(t.Spec().Parameters); err != nil {
+			fmt.Fprintf(out, "warning: tool %s left out: its input schema cannot be made a grammar (%v)\n", t.Spec().Name, err)
+			continue
+		}
+		ready = append(ready, t)
+	}
+	return ready
+}

@@ -1,0 +1,67 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/lloyal-ai/lloyal/approvals"
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/termtext"
+	"github.com/lloyal-ai/lloyal/trace"
+	"github.com/lloyal-ai/lloyal/ui"
+)
+
+// start makes the approval broker, the sinks every event goes to (the
+// trace, the summary's fold and the view) and the runtime over them.
+func (r *run) start() error {
+	o := r.o
+	r.mode = approvals.ModeNobody
+	switch {
+	case o.View == ViewApp:
+		r.mode = approvals.ModeTUI
+	case IsTerminal(o.Stdin):
+		r.mode = approvals.ModeLine
+	}
+	broker, err := o.Approvals.Broker(r.mode)
+	if err != nil {
+		return err
+	}
+	if p := broker.Store.Problem(); p != nil {
+		fmt.Fprintln(o.Stderr, "warning:", p)
+	}
+	r.broker = broker
+	// The summary reads the same fold as the screen and the log.
+	r.fold = &fold{st: event.NewState(), trace: r.tw.Path(), workspace: o.Workspace}
+	sinks := []engine.Sink{r.tw, r.fold, r.view()}
+	eo := engine.Options{Sinks: sinks, Approver: broker, MaxInflight: o.MaxInflight}
+	if o.Model != nil {
+		r.rt = engine.New(o.Model, eo)
+	} else {
+		r.rt = engine.NewOnServer(o.Server, eo)
+	}
+	broker.LogTo(r.rt.Emit)
+	return nil
+}
+
+// view is the sink that shows the run: the app's bridge, JSON lines or the
+// readable log.
+func (r *run) view() engine.Sink {
+	out := r.o.Stdout
+	switch r.o.View {
+	case ViewApp:
+		r.bridge = ui.NewBridge()
+		return r.bridge
+	case ViewJSONL:
+		// JSON-escaped, so the terminal writer around out finds nothing to
+		// change and the lines stay valid JSON.
+		enc := json.NewEncoder(termtext.NewJSONWriter(out))
+		return engine.SinkFunc(func(e event.Event) { _ = enc.Encode(e) })
+	}
+	log := trace.NewLog()
+	return engine.SinkFunc(func(e event.Event) {
+		if line := log.Line(e); line != "" {
+			fmt.Fprintln(out, line)
+		}
+	})
+}

@@ -1,0 +1,44 @@
+package research
+
+import "github.com/lloyal-ai/lloyal/engine"
+
+// DefaultSampling is how the harness samples a model it knows nothing
+// particular about: temperature 0.7, top-k 40, top-p 0.95, min-p 0.05.
+func DefaultSampling(seed uint32) engine.Sampling {
+	return engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: seed}
+}
+
+// DemoModelContext is the context `lloyal run` gives the demo model unless
+// told otherwise: the model is small (its cache costs 4 KiB a cell), so the
+// planner, researchers, their helpers and the publisher get room side by
+// side.
+const DemoModelContext = 16384
+
+// minWalkContext is the smallest context a walked run fits in: a walk's
+// plans call every tool, and their results fill the context.
+const minWalkContext = 4096
+
+// ForDemoModel sets the harness up for lloyal's demo model (package
+// demomodel) in a context of nCtx cells.
+//
+// The model's skill is copying the question into a search and the hit's
+// path into a read and a report; sampled at 0.7 it copies a word wrong and
+// drifts (a search for "What is retried for you are done. Jobs a crash?"),
+// so it decodes greedily, as lloyal bench demo measures it (Sampling keeps
+// its seed). It copies words well and rewrites them badly: its planner picks
+// questions from the task's own clauses (ClausePlan). It learned to search,
+// read and report, not to delegate or fetch a page: where the context
+// allows, its first researcher is walked through those after its own search
+// and read, so the demo shows helpers and a retried fetch, and its publisher
+// saves once, then reports; the other researchers choose (WalkFirst).
+func (h *Harness) ForDemoModel(nCtx int) {
+	h.Sampling = engine.Sampling{Seed: h.Sampling.Seed}
+	h.ClausePlan = true
+	h.WalkFirst = nCtx >= minWalkContext
+}
+
+// WalkEveryAgent walks every agent through the tools (Walk), where a
+// context of nCtx cells allows: for a model that never opens a call on its
+// own (random weights), so that a run still exercises every tool (and asks
+// a person about write_note).
+func (h *Harness) WalkEveryAgent(nCtx int) { h.Walk = nCtx >= minWalkContext }
