@@ -27,14 +27,51 @@ Installed abilities live under $XDG_DATA_HOME/lloyal/abilities; settings in
 $XDG_CONFIG_HOME/lloyal/abilities/NAME.json. lloyal run loads the enabled
 ones (or those named with --ability).`,
 	}
-	store := func() (*abilities.Store, error) { return abilities.DefaultStore() }
+	cmd.AddCommand(newAbilityInstallCmd(),
+		storeCmd("trust KEYFILE", "Trust an author's Ed25519 public key (PEM) for installs", func(s *abilities.Store, arg string) (string, error) {
+			id, err := s.Trust(arg)
+			return "trusted key " + id, err
+		}),
+		newAbilityListCmd(),
+		storeCmd("enable NAME", "Enable an ability (loaded by lloyal run)", func(s *abilities.Store, name string) (string, error) {
+			return name + " enabled", s.SetEnabled(name, true)
+		}),
+		storeCmd("disable NAME", "Disable an ability (lloyal run loads it only with --ability)", func(s *abilities.Store, name string) (string, error) {
+			return name + " disabled", s.SetEnabled(name, false)
+		}),
+		storeCmd("remove NAME", "Uninstall an ability (its settings file stays)", func(s *abilities.Store, name string) (string, error) {
+			return "removed " + name, s.Remove(name)
+		}),
+		newAbilitySignCmd(), newAbilityKeygenCmd())
+	return cmd
+}
+
+// storeCmd is an ability command that does one thing to the user's store
+// with its one argument and says what it did.
+func storeCmd(use, short string, do func(s *abilities.Store, arg string) (string, error)) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := abilities.DefaultStore()
+			if err != nil {
+				return err
+			}
+			did, err := do(s, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), did)
+			return nil
+		}}
+}
+
+func newAbilityInstallCmd() *cobra.Command {
 	var allowUnsigned bool
 	install := &cobra.Command{
 		Use:   "install PATH",
 		Short: "Verify a bundle's signature and install it (enabled)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := store()
+			s, err := abilities.DefaultStore()
 			if err != nil {
 				return err
 			}
@@ -42,38 +79,24 @@ ones (or those named with --ability).`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
 			if rec.Unverified != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: installed without a valid signature (--allow-unsigned): %s\n", rec.Unverified)
 			}
-			fmt.Fprintf(out, "installed %s %s (%s), enabled\n", rec.Name, rec.Version, trace.SignedBy(rec.Key))
+			fmt.Fprintf(cmd.OutOrStdout(), "installed %s %s (%s), enabled\n", rec.Name, rec.Version, trace.SignedBy(rec.Key))
 			return nil
 		},
 	}
 	install.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "install a bundle whose signature is missing or does not verify")
-	trust := &cobra.Command{
-		Use:   "trust KEYFILE",
-		Short: "Trust an author's Ed25519 public key (PEM) for installs",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := store()
-			if err != nil {
-				return err
-			}
-			id, err := s.Trust(args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "trusted key %s\n", id)
-			return nil
-		},
-	}
-	list := &cobra.Command{
+	return install
+}
+
+func newAbilityListCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List installed abilities",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := store()
+			s, err := abilities.DefaultStore()
 			if err != nil {
 				return err
 			}
@@ -94,34 +117,9 @@ ones (or those named with --ability).`,
 			return tw.Flush()
 		},
 	}
-	toggle := func(use, short string, on bool) *cobra.Command {
-		return &cobra.Command{Use: use + " NAME", Short: short, Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				s, err := store()
-				if err != nil {
-					return err
-				}
-				if err := s.SetEnabled(args[0], on); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %sd\n", args[0], use)
-				return nil
-			}}
-	}
-	remove := &cobra.Command{
-		Use: "remove NAME", Short: "Uninstall an ability (its settings file stays)", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := store()
-			if err != nil {
-				return err
-			}
-			if err := s.Remove(args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", args[0])
-			return nil
-		},
-	}
+}
+
+func newAbilitySignCmd() *cobra.Command {
 	var keyFile string
 	sign := &cobra.Command{
 		Use:   "sign PATH",
@@ -153,7 +151,11 @@ ones (or those named with --ability).`,
 	}
 	sign.Flags().StringVar(&keyFile, "key", "", "your Ed25519 private key (PEM, from lloyal ability keygen)")
 	_ = sign.MarkFlagRequired("key")
-	keygen := &cobra.Command{
+	return sign
+}
+
+func newAbilityKeygenCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "keygen FILE",
 		Short: "Make a signing key pair (for authors): FILE (private) and FILE.pub",
 		Args:  cobra.ExactArgs(1),
@@ -166,7 +168,4 @@ ones (or those named with --ability).`,
 			return nil
 		},
 	}
-	cmd.AddCommand(install, trust, list, toggle("enable", "Enable an ability (loaded by lloyal run)", true),
-		toggle("disable", "Disable an ability (lloyal run loads it only with --ability)", false), remove, sign, keygen)
-	return cmd
 }

@@ -3,13 +3,12 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
 
-	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/app"
 	"github.com/lloyal-ai/lloyal/termtext"
 	"github.com/spf13/cobra"
 )
@@ -35,17 +34,9 @@ func Execute(ctx context.Context, args []string) int {
 	err := root.ExecuteContext(ctx)
 	out.Flush()
 	errOut.Flush()
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, session.ErrInterrupted):
-		return 130 // as a shell reports a process stopped by SIGINT
-	case errors.Is(err, session.ErrTerminated):
-		return 143 // SIGTERM
-	case errors.Is(err, session.ErrHangup):
-		return 129 // SIGHUP
-	case errors.Is(err, session.ErrOutputClosed):
-		return 141 // SIGPIPE
+	// A run that was stopped exits as a shell reports the signal.
+	if code := app.ExitCode(err); code != 1 {
+		return code
 	}
 	// An error may quote a model's text: escaped, it cannot drive the terminal.
 	fmt.Fprintln(os.Stderr, "lloyal:", termtext.Escape(err.Error()))

@@ -9,10 +9,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/lloyal-ai/lloyal/app"
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/engine/chat"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
+	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/tools/research/demomodel"
 )
@@ -29,7 +30,7 @@ type runFlags struct {
 	cfg             session.Config
 	headless, jsonl bool
 	theme           string
-	prompt          promptFlags
+	think, template string
 }
 
 func newRunCmd() *cobra.Command {
@@ -60,19 +61,20 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.StringVar(&c.Corpus, "corpus", "", "folder of .md/.txt documents (default: the built-in Tidewater handbook)")
 	f.StringVar(&c.Task, "task", research.DemoTask, "what to research")
 	f.IntVar(&c.Agents, "agents", research.DefaultAgents, "most research agents")
-	f.IntVar(&c.NCtx, "ctx", 8192, "context size shared by all agents, in tokens (16384 for the built-in demo model)")
+	f.IntVar(&c.NCtx, "ctx", 8192, fmt.Sprintf("context size shared by all agents, in tokens (%d for the built-in demo model)", research.DemoModelContext))
 	f.Uint32Var(&c.Seed, "seed", 1, "sampling seed")
 	f.IntVar(&c.Threads, "threads", 0, "fix the CPU threads (default 0: each decode uses the count that measures fastest, up to all cores; 1 for small models)")
 	f.Var(kvTypeFlag{&c.KVType}, "kv-type", "KV cache element type: f16, q8_0 or q4_0 (quantized: more cells per GB, flash attention on)")
-	f.StringVar(&c.TracePath, "trace", "", "write the trace here (default: a new file under the state dir)")
-	f.StringVar(&c.Workspace, "workspace", "lloyal-notes", "folder write_note saves notes in")
+	f.StringVar(&c.App.TracePath, "trace", "", "write the trace here (default: a new file under the state dir)")
+	f.StringVar(&c.App.Workspace, "workspace", "lloyal-notes", "folder write_note saves notes in")
 	f.BoolVar(&o.headless, "headless", false, "print a readable log instead of the terminal app")
 	f.BoolVar(&o.jsonl, "jsonl", false, "stream every event as a JSON line")
 	f.StringVar(&o.theme, "theme", "dark", "dark, light or high-contrast (NO_COLOR turns colour off)")
-	approvalFlags(f, &c.Approvals)
+	approvalFlags(f, &c.App.Approvals)
 	// Abilities: installed MCP tool bundles (lloyal ability).
 	f.StringArrayVar(&c.Abilities, "ability", nil, "give the researchers this installed ability's tools (repeatable; default: every enabled ability)")
-	o.prompt.add(f)
+	f.StringVar(&o.think, "think", "auto", "on, off or auto: enable_thinking for models whose chat template reads it")
+	f.StringVar(&o.template, "template", "", "render prompts with this Jinja chat template instead of the model's own")
 	serverFlags(f, c)
 	return cmd
 }
@@ -81,27 +83,10 @@ The trace is written as the run goes and its path printed at exit.`,
 // model runs on an inference server instead of here.
 func serverFlags(fs *pflag.FlagSet, c *session.Config) {
 	fs.StringVar(&c.Server, "server", "", "run the model on this inference server (ollama, vLLM, SGLang, llama-server), e.g. http://127.0.0.1:11434; --model names it there (default $LLOYAL_SERVER; API key from $LLOYAL_API_KEY)")
-	fs.IntVar(&c.MaxInflight, "max-inflight", 8, "with --server: most requests in flight at once (one per active agent)")
+	fs.IntVar(&c.App.MaxInflight, "max-inflight", 8, "with --server: most requests in flight at once (one per active agent)")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", time.Minute, "with --server: give up on a request when the server has sent nothing for this long")
 	fs.BoolVar(&c.Walk, "walk", false, "walk the model through the tools (for a model that never calls one itself, like a generated random-weight model)")
 	_ = fs.MarkHidden("walk")
-}
-
-// checkServer refuses server flags that cannot work, naming the flag.
-func checkServer(c session.Config) error {
-	if c.Server == "" {
-		return nil
-	}
-	if c.Model == "" {
-		return fmt.Errorf("--server %s: name the model on the server with --model NAME", c.Server)
-	}
-	if c.MaxInflight < 1 || c.MaxInflight > 1024 {
-		return fmt.Errorf("--max-inflight %d: use 1 to 1024", c.MaxInflight)
-	}
-	if c.RequestTimeout <= 0 {
-		return fmt.Errorf("--request-timeout %s: use a positive time (e.g. 1m)", c.RequestTimeout)
-	}
-	return nil
 }
 
 // approvalFlags adds --grant, --deny-protected, --approval-timeout and
@@ -118,7 +103,7 @@ func (o *runFlags) run(cmd *cobra.Command) error {
 	if err := checkRun(c); err != nil {
 		return err
 	}
-	if err := o.prompt.apply(&c); err != nil {
+	if err := o.applyPrompt(&c); err != nil {
 		return err
 	}
 	if c.Server == "" {
@@ -133,40 +118,45 @@ func (o *runFlags) run(cmd *cobra.Command) error {
 	// The app when there is a terminal to draw on; a log otherwise.
 	switch {
 	case o.jsonl:
-		c.View = session.ViewJSONL
-	case o.headless || !session.IsTerminal(os.Stdout) || !session.IsTerminal(os.Stdin):
-		c.View = session.ViewLog
-	default:
-		c.View = session.ViewApp
+		c.App.View = app.ViewJSONL
+	case o.headless:
+		c.App.View = app.ViewLog
 	}
 	th, err := theme(o.theme)
 	if err != nil {
 		return err
 	}
-	c.Theme = th
+	c.App.Theme = th
 	if c.Model == "" && c.Server == "" {
-		// The demo model is small (its cache costs 4 KiB a cell):
-		// give the planner, researchers, their helpers and the publisher
-		// room side by side.
-		if !cmd.Flags().Changed("ctx") {
-			c.NCtx = 16384
-		}
-		dir, err := os.UserCacheDir()
-		if err != nil {
-			dir = os.TempDir()
-		}
-		p, err := demomodel.Path(filepath.Join(dir, "lloyal", "models"))
-		if err != nil {
+		if err := useDemoModel(cmd, &c); err != nil {
 			return err
 		}
-		c.Model, c.Demo = p, true
-		errOut := cmd.ErrOrStderr()
-		fmt.Fprintln(errOut, "no --model given: using lloyal's demo model, trained on the built-in Tidewater handbook only — it knows nothing else.")
-		fmt.Fprintln(errOut, "for your own questions: --model path/to/model.gguf, or --model qwen3:0.6b (a model pulled with ollama).")
 	}
-	c.Dev = os.Getenv("LLOYAL_DEV") == "1"
+	c.App.Dev = os.Getenv("LLOYAL_DEV") == "1"
+	c.App.Stdin, c.App.Stdout, c.App.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 	c.Version, c.Args = Version, os.Args
-	return session.Run(cmd.Context(), c, os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	return session.Run(cmd.Context(), c)
+}
+
+// useDemoModel points c at lloyal's demo model (unpacked into the user's
+// cache), in its own default context, and says what it knows.
+func useDemoModel(cmd *cobra.Command, c *session.Config) error {
+	if !cmd.Flags().Changed("ctx") {
+		c.NCtx = research.DemoModelContext
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	p, err := demomodel.Path(filepath.Join(dir, "lloyal", "models"))
+	if err != nil {
+		return err
+	}
+	c.Model, c.Demo = p, true
+	errOut := cmd.ErrOrStderr()
+	fmt.Fprintln(errOut, "no --model given: using lloyal's demo model, trained on the built-in Tidewater handbook only — it knows nothing else.")
+	fmt.Fprintln(errOut, "for your own questions: --model path/to/model.gguf, or --model qwen3:0.6b (a model pulled with ollama).")
+	return nil
 }
 
 // checkRun refuses numbers out of range before any work, naming the flag,
@@ -184,25 +174,60 @@ func checkRun(c session.Config) error {
 	if c.Threads < 0 || c.Threads > 512 {
 		return fmt.Errorf("--threads %d: use 1 to 512, or 0 to let each decode choose", c.Threads)
 	}
-	if c.Approvals.Timeout < 0 {
-		return fmt.Errorf("--approval-timeout %s: use a positive time (e.g. 2m), or 0 to wait", c.Approvals.Timeout)
+	if c.App.Approvals.Timeout < 0 {
+		return fmt.Errorf("--approval-timeout %s: use a positive time (e.g. 2m), or 0 to wait", c.App.Approvals.Timeout)
+	}
+	return nil
+}
+
+// checkServer refuses server flags that cannot work, naming the flag.
+func checkServer(c session.Config) error {
+	switch {
+	case c.Server == "":
+		return nil
+	case c.Model == "":
+		return fmt.Errorf("--server %s: name the model on the server with --model NAME", c.Server)
+	case c.App.MaxInflight < 1 || c.App.MaxInflight > 1024:
+		return fmt.Errorf("--max-inflight %d: use 1 to 1024", c.App.MaxInflight)
+	case c.RequestTimeout <= 0:
+		return fmt.Errorf("--request-timeout %s: use a positive time (e.g. 1m)", c.RequestTimeout)
+	}
+	return nil
+}
+
+// applyPrompt checks --think and --template and sets them in c.
+func (o *runFlags) applyPrompt(c *session.Config) error {
+	th, err := chat.ParseThink(o.think)
+	if err != nil {
+		return err
+	}
+	c.Think = th
+	if o.template != "" {
+		b, err := os.ReadFile(o.template)
+		if err != nil {
+			return fmt.Errorf("--template: %w", err)
+		}
+		if _, err := chat.NewTemplate(string(b), "", ""); err != nil {
+			return fmt.Errorf("--template %s: %w", o.template, err)
+		}
+		c.Template = string(b)
 	}
 	return nil
 }
 
 // kvTypeFlag is --kv-type: parsed when given, so a bad value is refused with
 // the values that work before anything loads.
-type kvTypeFlag struct{ t *llama.KVType }
+type kvTypeFlag struct{ t *llamabackend.KVType }
 
 func (f kvTypeFlag) String() string {
 	if f.t == nil || *f.t == "" {
-		return string(llama.KVF16)
+		return string(llamabackend.KVF16)
 	}
 	return string(*f.t)
 }
 
 func (f kvTypeFlag) Set(s string) error {
-	t, err := llama.ParseKVType(s)
+	t, err := llamabackend.ParseKVType(s)
 	if err != nil {
 		return err
 	}
@@ -211,33 +236,3 @@ func (f kvTypeFlag) Set(s string) error {
 }
 
 func (f kvTypeFlag) Type() string { return "type" }
-
-// promptFlags are `lloyal run`'s --think and --template.
-type promptFlags struct {
-	think, template string
-}
-
-func (p *promptFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&p.think, "think", "auto", "on, off or auto: enable_thinking for models whose chat template reads it")
-	fs.StringVar(&p.template, "template", "", "render prompts with this Jinja chat template instead of the model's own")
-}
-
-// apply checks the flags and sets them in c.
-func (p *promptFlags) apply(c *session.Config) error {
-	th, err := chat.ParseThink(p.think)
-	if err != nil {
-		return err
-	}
-	c.Think = th
-	if p.template != "" {
-		b, err := os.ReadFile(p.template)
-		if err != nil {
-			return fmt.Errorf("--template: %w", err)
-		}
-		if _, err := chat.NewTemplate(string(b), "", ""); err != nil {
-			return fmt.Errorf("--template %s: %w", p.template, err)
-		}
-		c.Template = string(b)
-	}
-	return nil
-}

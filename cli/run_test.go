@@ -127,7 +127,7 @@ func FuzzRunFlags(f *testing.F) {
 	f.Add(17, 1<<40, 1<<20, int64(1)<<62)
 	f.Fuzz(func(t *testing.T, agents, nCtx, threads int, timeout int64) {
 		c := session.Config{Agents: agents, NCtx: nCtx, Threads: threads}
-		c.Approvals.Timeout = time.Duration(timeout)
+		c.App.Approvals.Timeout = time.Duration(timeout)
 		err := checkRun(c)
 		if err == nil {
 			if agents < 1 || agents > 16 || nCtx < minCtx || nCtx > maxCtx || nCtx%256 != 0 || threads < 0 || timeout < 0 {

@@ -4,14 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/app"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/trace"
 )
+
+// noClosing is what trace check and replay say of a trace without a
+// closing record.
+const noClosing = "no closing record (the run is still going, or was killed)"
 
 func newTraceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "trace", Short: "Check and summarise trace files"}
@@ -28,7 +31,7 @@ func newTraceCmd() *cobra.Command {
 			for _, p := range c.Problems {
 				fmt.Fprintf(w, "%s: %s\n", args[0], p)
 			}
-			end := "no closing record (the run is still going, or was killed)"
+			end := noClosing
 			if c.Close != nil {
 				end = "closed: " + c.Close.Reason
 			}
@@ -80,7 +83,7 @@ that is still being written until its run closes it.`,
 				return fmt.Errorf("--speed %v: use 0 (at once) or a factor from 0.25 to 64", speed)
 			}
 			if !headless {
-				if !session.IsTerminal(os.Stdout) {
+				if !app.IsTerminal(os.Stdout) {
 					return errors.New("the replay screen needs a terminal: use --headless to print the run as text")
 				}
 				return newReplayTUI(args[0], themeName, speed, follow)
@@ -95,7 +98,7 @@ that is still being written until its run closes it.`,
 			if closing != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "— run ended: %s (%d events)\n", closing.Reason, closing.Events)
 			} else {
-				fmt.Fprintln(cmd.OutOrStdout(), "— end of file: "+strings.TrimPrefix("no closing record (the run is still going, or was killed)", ""))
+				fmt.Fprintln(cmd.OutOrStdout(), "— end of file: "+noClosing)
 			}
 			return nil
 		},

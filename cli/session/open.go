@@ -9,23 +9,19 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
-// opened is the model a run drives, local or on a server, and what the
-// trace header and the app's title say about it.
+// opened is the model a run drives, here (model) or on a server (server),
+// and what the trace header and the app's title say about it.
 type opened struct {
-	model engine.Model
-	// runtime makes the run's runtime over the model.
-	runtime func(engine.Options) *engine.Runtime
-	nctx    int
-	nbatch  int
-	info    event.ModelInfo
-	context trace.ContextInfo
-	server  *trace.ServerInfo
-	title   string
+	model      engine.Backend
+	server     engine.TurnBackend
+	info       event.ModelInfo
+	context    trace.ContextInfo
+	serverInfo *trace.ServerInfo
+	title      string
 	// warning is what the user should know about the model's chat
 	// template (a fallback, an unknown tool-call format).
 	warning string
@@ -38,37 +34,26 @@ func openModel(ctx context.Context, cfg Config) (*opened, error) {
 	if cfg.Server != "" {
 		return openServer(ctx, cfg)
 	}
-	fo := llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}
-	m, err := llamabackend.Open(cfg.Model, model.Options{}, fo)
-	if err != nil {
-		return nil, err
-	}
 	// A decode batch in proportion to a small context: the hard limit must
 	// hold one, and 512 cells of reserve would leave 2,048 no room to work.
 	nBatch := 512
 	if cfg.NCtx < 4096 {
 		nBatch = max(64, cfg.NCtx/8)
 	}
-	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads, KVType: cfg.KVType,
-		Format: fo})
+	be, closeAll, err := llamabackend.OpenContext(cfg.Model, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads,
+		KVType: cfg.KVType, Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
 	if err != nil {
-		m.Close()
 		return nil, err
 	}
+	m := be.Model()
 	title := m.Info.Name
 	if title == "" {
 		title = filepath.Base(m.Info.Path)
 	}
-	if cfg.Generated {
-		title += " (random weights: text is noise)"
-	}
-	title += " · " + be.ThreadsLabel()
-	return &opened{model: be, runtime: func(o engine.Options) *engine.Runtime { return engine.New(be, o) }, nctx: be.NCtx(), nbatch: be.NBatch(), info: llamabackend.ModelInfo(m),
+	return &opened{model: be, info: llamabackend.ModelInfo(m),
 		context: trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
 			KVType: string(be.KVType()), FlashAttn: be.FlashAttn()},
-		title:   title,
-		warning: be.Format().Warning,
-		close:   func() { be.Close(); m.Close() }}, nil
+		title: title + " · " + be.ThreadsLabel(), warning: be.Format().Warning, close: closeAll}, nil
 }
 
 // openServer dials the server; its key comes from the config (the
@@ -78,11 +63,10 @@ func openServer(ctx context.Context, cfg Config) (*opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &opened{model: c, runtime: func(o engine.Options) *engine.Runtime { return engine.NewOnServer(c, o) }, nctx: c.NCtx(), info: event.ModelInfo{Ref: cfg.Model, Name: cfg.Model, Format: string(c.Format().Kind)},
-		context: trace.ContextInfo{NCtx: c.NCtx()},
-		server:  &trace.ServerInfo{URL: c.Name(), Dialect: string(c.Dialect()), Model: cfg.Model, MaxInflight: cfg.MaxInflight},
-		title:   fmt.Sprintf("%s on %s", cfg.Model, c.Name()),
-		close:   c.Close}, nil
+	return &opened{server: c, info: event.ModelInfo{Ref: cfg.Model, Name: cfg.Model, Format: string(c.Format().Kind)},
+		context:    trace.ContextInfo{NCtx: c.NCtx()},
+		serverInfo: &trace.ServerInfo{URL: c.Name(), Dialect: string(c.Dialect()), Model: cfg.Model, MaxInflight: cfg.App.MaxInflight},
+		title:      fmt.Sprintf("%s on %s", cfg.Model, c.Name()), close: c.Close}, nil
 }
 
 // redactArgs is the command line with any credentials in a URL removed, for
