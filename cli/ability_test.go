@@ -14,14 +14,6 @@ import (
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
-// buildMCPServer builds the abilities package's test MCP server to bin.
-func buildMCPServer(t *testing.T, bin string) {
-	t.Helper()
-	if out, err := exec.Command("go", "build", "-o", bin, "../abilities/testdata/mcpserver").CombinedOutput(); err != nil {
-		t.Fatalf("build the MCP server: %v\n%s", err, out)
-	}
-}
-
 // ability runs `lloyal ability ARGS` with the test's homes.
 func ability(t *testing.T, bin, dir string, args ...string) string {
 	t.Helper()
@@ -40,14 +32,11 @@ func ability(t *testing.T, bin, dir string, args ...string) string {
 // approval prompt appears, the user allows it with a key, and the server
 // runs it. The trace header names the ability, its version and its key.
 func TestTmuxAbilityApproval(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives the real binary")
-	}
-	bin := buildBinary(t)
+	bin := tmuxBinary(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "bundle")
 	_ = os.Mkdir(src, 0o755)
-	buildMCPServer(t, filepath.Join(src, "server"))
+	copyMCPServer(t, filepath.Join(src, "server"))
 	calls := filepath.Join(dir, "calls.log")
 	manifest := `{"name":"items","version":"0.3.0","useWhen":"when an item must be deleted","instructions":"INSTRUCTIONS.md",
 		"server":{"command":"./server","args":["--tools","delete_item"],"env":{"MCPSERVER_LOG":"` + calls + `"}}}`
@@ -165,13 +154,13 @@ func TestRunUnknownAbility(t *testing.T) {
 // restart on the next call is abilities' TestServerFailuresEndOnlyTheCall.)
 func TestRunAbilityServerCrash(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a whole run on the generated model")
+		t.Skip("slow end-to-end test: a whole run on the generated model")
 	}
 	dir := t.TempDir()
 	setHomes(t, dir)
 	src := filepath.Join(dir, "bundle")
 	_ = os.Mkdir(src, 0o755)
-	buildMCPServer(t, filepath.Join(src, "server"))
+	copyMCPServer(t, filepath.Join(src, "server"))
 	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"flaky","version":"1","useWhen":"when counting","server":{"command":"./server","args":["--tools","crash,count"]}}`), 0o644)
 	if out, err := runCLI(t, "ability", "install", "--allow-unsigned", src); err != nil {
 		t.Fatalf("%v %s", err, out)

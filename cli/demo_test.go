@@ -29,10 +29,7 @@ import (
 // greedy choice does not depend on which agents share a batch), so this
 // holds under any load.
 func TestDemoReachesEveryPart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the demo three times on llama.cpp")
-	}
-	bin := buildBinary(t)
+	bin := lloyalBinary(t) // slow: runs the demo three times on llama.cpp
 	cache := filepath.Join(t.TempDir(), "cache")
 	var rs researchers
 	for seed := 1; seed <= 3; seed++ {
@@ -104,7 +101,7 @@ func TestDemoReachesEveryPart(t *testing.T) {
 // calls are the same on any machine and under any load.
 func TestDemoModelCitesTheAnswerAlone(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the demo model on llama.cpp")
+		t.Skip("slow end-to-end test: runs the demo model on llama.cpp")
 	}
 	model, err := demomodel.Path(t.TempDir())
 	if err != nil {
@@ -205,10 +202,7 @@ func (rs *researchers) tally(t *testing.T) (searches, withWords, reports, cited 
 // From an empty folder (no testdata beside it), the demo runs on the
 // built-in handbook.
 func TestDemoRunsFromAnEmptyFolder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the demo on llama.cpp")
-	}
-	bin := buildBinary(t)
+	bin := lloyalBinary(t)
 	dir := t.TempDir()
 	cmd := lloyalCmd(bin, dir, filepath.Join(dir, "cache"), "run", "--headless", "--deny-protected", "--trace", filepath.Join(dir, "run.jsonl"))
 	out, err := cmd.CombinedOutput()
@@ -222,14 +216,14 @@ func TestDemoRunsFromAnEmptyFolder(t *testing.T) {
 // starts researchers as room allows, and every question gets a report.
 func TestSmallContextCompletes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the harness on llama.cpp")
+		t.Skip("slow end-to-end test: runs the harness on llama.cpp")
 	}
 	dir := os.Getenv("LLOYAL_TEST_MODELS")
 	model := filepath.Join(dir, "llama-2-tiny-random.gguf")
 	if _, err := os.Stat(model); dir == "" || err != nil {
 		t.Skip("LLOYAL_TEST_MODELS has no llama-2-tiny-random.gguf (../shared/models in CI)")
 	}
-	bin := buildBinary(t)
+	bin := lloyalBinary(t)
 	work := t.TempDir()
 	tp := filepath.Join(work, "run.jsonl")
 	cmd := exec.Command(bin, "run", "--headless", "--deny-protected", "--ctx", "2048", "--agents", "3", "--model", model, "--trace", tp)

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,44 +22,6 @@ const hostile = "\x1b]2;PWNED\x07\x1b[2J\u009b31m\u202e"
 // rawControl matches what a terminal would act on: C0 controls other than
 // newline and tab, DEL, C1 controls and the bidi overrides.
 var rawControl = regexp.MustCompile("[\x00-\x08\x0b-\x1f\x7f\u0080-\u009f\u202a-\u202e\u2066-\u2069]")
-
-var (
-	builtOnce sync.Once
-	builtBin  string
-	builtErr  error
-)
-
-// lloyalBinary builds the binary once for the tests that run it without a
-// terminal (the tmux tests build their own).
-func lloyalBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	builtOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "lloyal-bin")
-		if err != nil {
-			builtErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "lloyal")
-		out, err := exec.Command("go", "build", "-o", builtBin, "..").CombinedOutput()
-		if err != nil {
-			builtErr = &buildError{err, string(out)}
-		}
-	})
-	if builtErr != nil {
-		t.Fatal(builtErr)
-	}
-	return builtBin
-}
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return "build: " + e.err.Error() + "\n" + e.out }
 
 // writeHostileTrace writes a trace whose every name a screen prints is
 // hostile: the model's name, tool names, event types, reasons, the closing

@@ -19,7 +19,7 @@ import (
 // report or a stated reason for every agent, and leaves a complete trace.
 func TestRunHeadlessOnTheDefaultModel(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the whole harness on llama.cpp")
+		t.Skip("slow end-to-end test: runs the whole harness on llama.cpp")
 	}
 	dir := t.TempDir()
 	setHomes(t, dir)
@@ -84,10 +84,7 @@ func TestRunRefusesBadNumbers(t *testing.T) {
 // calls are refused by policy with a reason; --jsonl keeps stdout to JSON
 // lines (the summary goes to stderr).
 func TestHeadlessWithoutATerminal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the whole harness on llama.cpp")
-	}
-	bin := buildBinary(t)
+	bin := lloyalBinary(t) // slow: runs the whole harness on llama.cpp
 	dir := t.TempDir()
 	tp := filepath.Join(dir, "run.jsonl")
 	cmd := exec.Command(bin, "run", "--jsonl", "--agents", "1", "--ctx", "4096", "--corpus", filepath.Join("..", "testdata", "corpus"),
@@ -146,10 +143,7 @@ func FuzzRunFlags(f *testing.F) {
 // abort. (Values that are accepted run the real work, which other tests
 // cover.)
 func TestNumericFlagEdgesAreRefused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the binary")
-	}
-	bin := buildBinary(t)
+	bin := lloyalBinary(t)
 	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"run", "--ctx", "256"}, {"run", "--ctx", "-1"}, {"run", "--ctx", "9999999999"}, {"run", "--agents", "0"}, {"run", "--agents", "-3"},

@@ -17,7 +17,7 @@ import (
 // and model and never the key, and replays like a local run's.
 func TestRunOnOllama(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs a real ollama server")
+		t.Skip("slow end-to-end test: builds and runs a real ollama server")
 	}
 	srv := ollamatest.Start(t, ollamatest.Binary(t), 4)
 	o := modelgen.Tiny()
@@ -71,6 +71,7 @@ func TestRunOnOllama(t *testing.T) {
 // any work.
 func TestServerFlagsAreRefused(t *testing.T) {
 	t.Setenv("LLOYAL_SERVER", "")
+	setHomes(t, t.TempDir()) // never the developer's abilities
 	for _, c := range []struct {
 		args []string
 		want string

@@ -17,44 +17,6 @@ import (
 // These drive the real binary in a real terminal (tmux): what teatest cannot
 // see — the alternate screen, keys through a PTY, the process exiting.
 
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed (make test installs it)")
-	}
-	bin := filepath.Join(t.TempDir(), "lloyal")
-	cmd := exec.Command("go", "build", "-o", bin, "..")
-	cmd.Env = os.Environ()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// homes are private XDG homes under dir (data, config, cache) for the
-// binary: a test never reads the developer's installed abilities, trusted
-// keys, settings or grants, nor shares their cache.
-func homes(dir string) []string {
-	return []string{"XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_CACHE_HOME=" + filepath.Join(dir, "cache")}
-}
-
-// setHomes sets homes(dir) for an in-process run (runCLI).
-func setHomes(t *testing.T, dir string) {
-	for _, e := range homes(dir) {
-		k, v, _ := strings.Cut(e, "=")
-		t.Setenv(k, v)
-	}
-}
-
-// lloyalCmd is the built binary run in dir, with homes of its own under
-// dir and the cache given (the generated models, which tests may share).
-func lloyalCmd(bin, dir, cache string, args ...string) *exec.Cmd {
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), homes(dir)...), "XDG_CACHE_HOME="+cache) // the last value wins
-	return cmd
-}
-
 type tmux struct {
 	t       *testing.T
 	session string
@@ -145,10 +107,7 @@ func closing(t *testing.T, dir string) (string, []trace.Record) {
 // The README's "allow once" key lets the call run and saves no grant; the
 // run closes completed and exits 0.
 func TestTmuxLiveRunApproveAndFinish(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives the real binary")
-	}
-	bin := buildBinary(t)
+	bin := tmuxBinary(t)
 	dir := t.TempDir()
 	once, _ := approvals.KeyFor("y")
 	if once.Answer != event.AllowOnce {
@@ -194,10 +153,7 @@ func TestTmuxLiveRunApproveAndFinish(t *testing.T) {
 // The deny key denies: the note is not written and the model is told the
 // user refused.
 func TestTmuxDenyKey(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives the real binary")
-	}
-	bin := buildBinary(t)
+	bin := tmuxBinary(t)
 	dir := t.TempDir()
 	s := runApp(t, bin, dir)
 	s.waitFor("wants to run a protected tool", 8*time.Minute)
@@ -217,10 +173,7 @@ func TestTmuxDenyKey(t *testing.T) {
 // An approval timeout counts down on screen, and the model reads that it
 // timed out (not that the user refused).
 func TestTmuxApprovalTimeout(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives the real binary")
-	}
-	bin := buildBinary(t)
+	bin := tmuxBinary(t)
 	dir := t.TempDir()
 	s := runApp(t, bin, dir, "--approval-timeout", "4s")
 	s.waitFor("wants to run a protected tool", 8*time.Minute)
@@ -263,10 +216,7 @@ func hasEvent(recs []trace.Record, typ event.Type, text string) bool {
 // its trace as an error (a 512-token context cannot hold even the planner,
 // however the harness fits itself).
 func TestTmuxErrorInTheApp(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives the real binary")
-	}
-	bin := buildBinary(t)
+	bin := tmuxBinary(t)
 	dir := t.TempDir()
 	cmd := bin + " run --ctx 512 --agents 3 --corpus " + filepath.Join("..", "testdata", "corpus") + " --workspace " + filepath.Join(dir, "notes") +
 		" --trace " + filepath.Join(dir, "run.jsonl") + " --deny-protected"
@@ -287,10 +237,7 @@ func TestTmuxErrorInTheApp(t *testing.T) {
 }
 
 func TestTmuxReplay(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives the real binary")
-	}
-	bin := buildBinary(t)
+	bin := tmuxBinary(t)
 	dir := t.TempDir()
 	tp := filepath.Join(dir, "run.jsonl")
 	// Record a run headless first.
@@ -318,10 +265,7 @@ func TestTmuxReplay(t *testing.T) {
 // shuts down cleanly. Either way the trace ends with a closing record, every
 // line parses, and the terminal is given back in cooked mode.
 func TestTmuxSignals(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives the real binary")
-	}
-	bin := buildBinary(t)
+	bin := tmuxBinary(t)
 	for _, c := range []struct{ name, want string }{{"ctrl-c", "interrupted"}, {"sigint", "interrupted"}, {"sigterm", "terminated"}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
