@@ -7,7 +7,7 @@ CGO := eval "$$(scripts/cgo-env.sh)"
 LDFLAGS = -X 'github.com/lloyal-ai/lloyal/cli.SIMDFlags=$$LLOYAL_SIMD_FLAGS' -X 'github.com/lloyal-ai/lloyal/cli.Version=$(shell git describe --always --dirty 2>/dev/null || echo dev)'
 GOTEST_FLAGS ?=
 
-.PHONY: all deps build test run bench bench-native flags fuzz
+.PHONY: all deps build test test-e2e run bench bench-native flags fuzz
 
 all: build
 
@@ -27,9 +27,15 @@ MODEL ?=
 run: build
 	bin/lloyal run $(if $(MODEL),--model $(MODEL))
 
+# The default suite (minutes): vet, unit and fast integration tests, the race
+# detector on every package that does not link llama.cpp (scripts/test.sh).
 test: deps
-	@$(CGO); echo "llama.cpp SIMD: $$LLOYAL_SIMD_FLAGS"; \
-	go vet ./... && go test -race -timeout 40m $(GOTEST_FLAGS) ./...
+	@GOTEST_FLAGS='$(GOTEST_FLAGS)' scripts/test.sh
+
+# The slow end-to-end suite: the real binary in tmux, a real ollama server,
+# whole harness runs, training, soak. CI runs it after make test.
+test-e2e: deps
+	@GOTEST_FLAGS='$(GOTEST_FLAGS)' scripts/test.sh e2e
 
 bench: build
 	bin/lloyal bench engine

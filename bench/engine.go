@@ -39,6 +39,9 @@ func Engine(w io.Writer, o EngineOptions) error {
 	if o.Spine < 1 || o.Suffix < 1 || o.Steps < 1 || o.Threads < 0 {
 		return fmt.Errorf("--spine %d --suffix %d --steps %d --threads %d: the first three are at least 1, threads 0 (all) or more", o.Spine, o.Suffix, o.Steps, o.Threads)
 	}
+	if err := checkCounts("--agents", o.Agents, 1, MaxAgents); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "llama.cpp SIMD flags: %s\n\n", o.SIMD)
 	if err := spawnTable(w, o); err != nil {
 		return err

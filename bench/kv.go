@@ -28,6 +28,9 @@ func KV(w io.Writer, o KVOptions) error {
 	if o.Agents < 1 || o.Agents > MaxAgents || o.Steps < 1 || o.Threads < 0 {
 		return fmt.Errorf("--agents %d --steps %d --threads %d: agents 1..%d, steps at least 1, threads 0 (default) or more", o.Agents, o.Steps, o.Threads, MaxAgents)
 	}
+	if err := checkCounts("--spine", o.Spines, 1, 1<<16); err != nil {
+		return err
+	}
 	m, err := openModel(o.Model, "bench", modelgen.Bench())
 	if err != nil {
 		return err

@@ -33,6 +33,9 @@ func Pressure(ctx context.Context, w io.Writer, o PressureOptions) error {
 	if o.Agents < 1 || o.Agents > 250 {
 		return fmt.Errorf("--agents %d: use 1 to 250", o.Agents)
 	}
+	if err := checkCounts("--ctx", o.Contexts, 256, 1<<20); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "%d agents on the tiny generated model\n\n", o.Agents)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "n_ctx\tstarted\trefused\treturned\trecovered\tfailed (reason)\twith report or reason\tdrops\tnudges\tdeferred\ttime\t")

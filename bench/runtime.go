@@ -31,6 +31,9 @@ func Runtime(ctx context.Context, w io.Writer, o RuntimeOptions) error {
 	if o.TinyTokens < 1 || o.BigTokens < 1 {
 		return fmt.Errorf("--tiny-tokens %d --big-tokens %d: at least 1 token each", o.TinyTokens, o.BigTokens)
 	}
+	if err := checkCounts("--agents", o.Agents, 1, 254); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "llama.cpp SIMD flags: %s\n\n", o.SIMD)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tagents\tticks\tms/tick\tin llama_decode ms/tick\tother native ms/tick\tscheduler µs/tick\toutside llama_decode (of wall)\tscheduler (of wall)\t")

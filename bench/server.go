@@ -56,6 +56,9 @@ func Server(ctx context.Context, w io.Writer, o ServerOptions) error {
 	if o.Spine < 1 || o.Tokens < 1 || o.Threads < 0 {
 		return fmt.Errorf("--spine %d --tokens %d --threads %d: spine and tokens at least 1, threads 0 (the default) or more", o.Spine, o.Tokens, o.Threads)
 	}
+	if err := checkCounts("--agents", o.Agents, 1, 254); err != nil {
+		return err
+	}
 	if o.Server != "" && o.Model == "" {
 		return fmt.Errorf("--server %s: name the model there with --model NAME", o.Server)
 	}

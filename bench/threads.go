@@ -34,6 +34,9 @@ func Threads(ctx context.Context, w io.Writer, o ThreadsOptions) error {
 	if o.Steps < 4 {
 		return fmt.Errorf("--steps %d: use at least 4", o.Steps)
 	}
+	if err := checkCounts("--agents", o.Agents, 1, MaxAgents); err != nil {
+		return err
+	}
 	m, err := openModel(o.Model, "bench", modelgen.Bench())
 	if err != nil {
 		return err

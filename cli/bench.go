@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,7 +25,6 @@ func newBenchCmd() *cobra.Command {
 
 func newBenchEngineCmd() *cobra.Command {
 	o := bench.EngineOptions{SIMD: SIMDFlags}
-	var agents string
 	cmd := &cobra.Command{
 		Use:   "engine",
 		Short: "Spawn cost with a shared spine vs re-prefill, and batched decode throughput",
@@ -42,10 +38,7 @@ decode  aggregate tokens/s of N branches decoded together, one llama_decode
 
 Models default to generated ones cached under the user cache dir.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			if o.Agents, err = countList("--agents", agents, bench.MaxAgents); err != nil {
-				return err
-			}
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return bench.Engine(cmd.OutOrStdout(), o)
 		},
 	}
@@ -56,13 +49,12 @@ Models default to generated ones cached under the user cache dir.`,
 	f.IntVar(&o.Suffix, "suffix", 32, "tokens of each agent's own task")
 	f.IntVar(&o.Steps, "steps", 16, "decode steps measured per row")
 	f.IntVar(&o.Threads, "threads", 0, "CPU threads (default: all)")
-	f.StringVar(&agents, "agents", "1,8,32", "agent counts")
+	f.IntSliceVar(&o.Agents, "agents", []int{1, 8, 32}, "agent counts")
 	return cmd
 }
 
 func newBenchRuntimeCmd() *cobra.Command {
 	o := bench.RuntimeOptions{SIMD: SIMDFlags}
-	var agents string
 	cmd := &cobra.Command{
 		Use:   "runtime",
 		Short: "Runtime overhead per tick: time the tick loop spends outside llama_decode",
@@ -74,15 +66,12 @@ Rows: the tiny generated model, and the ~0.5B generated model (skip with
 --skip-big). The scheduler's cost alone, with no model, is a Go benchmark:
 go test ./engine -run '^$' -bench SchedulerTick.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			if o.Agents, err = countList("--agents", agents, 254); err != nil {
-				return err
-			}
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return bench.Runtime(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&agents, "agents", "8,32", "agent counts, one row each")
+	f.IntSliceVar(&o.Agents, "agents", []int{8, 32}, "agent counts, one row each")
 	f.IntVar(&o.TinyTokens, "tiny-tokens", 128, "tokens each agent writes on the tiny model")
 	f.IntVar(&o.BigTokens, "big-tokens", 32, "tokens each agent writes on the ~0.5B model")
 	f.BoolVar(&o.SkipBig, "skip-big", false, "skip the ~0.5B model row")
@@ -91,7 +80,6 @@ go test ./engine -run '^$' -bench SchedulerTick.`,
 
 func newBenchPressureCmd() *cobra.Command {
 	var o bench.PressureOptions
-	var ctxs string
 	cmd := &cobra.Command{
 		Use:   "pressure",
 		Short: "Agents that end with a report (or a stated reason) as the context shrinks",
@@ -102,19 +90,11 @@ agent ended. The target: every started agent reaches a terminal outcome with a
 non-empty report or an explicit failure reason.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Contexts = nil
-			for _, s := range strings.Split(ctxs, ",") {
-				var n int
-				if _, err := fmt.Sscan(strings.TrimSpace(s), &n); err != nil || n < 256 {
-					return fmt.Errorf("--ctx %q: a list of context sizes ≥ 256", ctxs)
-				}
-				o.Contexts = append(o.Contexts, n)
-			}
 			return bench.Pressure(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	cmd.Flags().IntVar(&o.Agents, "agents", 8, "agents per run")
-	cmd.Flags().StringVar(&ctxs, "ctx", "4096,2048,1024", "context sizes")
+	cmd.Flags().IntSliceVar(&o.Contexts, "ctx", []int{4096, 2048, 1024}, "context sizes")
 	return cmd
 }
 
@@ -141,7 +121,6 @@ memory. Targets: p95 View ≤ 8 ms, lag ≤ 100 ms, memory flat.`,
 
 func newBenchThreadsCmd() *cobra.Command {
 	var o bench.ThreadsOptions
-	var agents string
 	cmd := &cobra.Command{
 		Use:   "threads",
 		Short: "Decode speed per thread setting, on a quiet machine and with one core busy",
@@ -152,23 +131,19 @@ while a busy loop this bench starts holds one core — what an editor, a
 browser or a compiler does to a developer's machine. "busy/quiet" is the
 slowdown the busy core causes; the target is at most 2×.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			if o.Agents, err = countList("--agents", agents, bench.MaxAgents); err != nil {
-				return err
-			}
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return bench.Threads(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "GGUF file (default: the generated ~0.5B bench model)")
-	f.StringVar(&agents, "agents", "1,8", "agent counts")
+	f.IntSliceVar(&o.Agents, "agents", []int{1, 8}, "agent counts")
 	f.IntVar(&o.Steps, "steps", 32, "decode steps measured per row")
 	return cmd
 }
 
 func newBenchKVCmd() *cobra.Command {
 	var o bench.KVOptions
-	var spines string
 	cmd := &cobra.Command{
 		Use:   "kv",
 		Short: "KV cache types and flash attention: cells per GiB and batched decode speed",
@@ -180,10 +155,7 @@ branches stepping together after a shared prefix of each --spine length
 at a time, so its cost grows with the prefix faster than the matrix
 products' without it). Quantized caches need flash attention.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			if o.Spines, err = countList("--spine", spines, 1<<16); err != nil {
-				return err
-			}
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return bench.KV(cmd.OutOrStdout(), o)
 		},
 	}
@@ -192,13 +164,12 @@ products' without it). Quantized caches need flash attention.`,
 	f.IntVar(&o.Agents, "agents", 8, "agents decoding together")
 	f.IntVar(&o.Steps, "steps", 16, "decode steps measured per row")
 	f.IntVar(&o.Threads, "threads", 0, "fix the CPU threads (default: the fastest per decode)")
-	f.StringVar(&spines, "spine", "64,1000", "shared prefix lengths in tokens, one set of rows each")
+	f.IntSliceVar(&o.Spines, "spine", []int{64, 1000}, "shared prefix lengths in tokens, one set of rows each")
 	return cmd
 }
 
 func newBenchServerCmd() *cobra.Command {
 	var o bench.ServerOptions
-	var agents string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "The shared-prefix workload on the local backend and on an inference server",
@@ -220,10 +191,7 @@ GGUF file; the spine is sized with its tokenizer. Load the same model into
 the server for a like-for-like row.`,
 		Example: `  lloyal bench server --server http://127.0.0.1:11434 --model lloyal-tiny`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			if o.Agents, err = countList("--agents", agents, 254); err != nil {
-				return err
-			}
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Server == "" {
 				o.Server = os.Getenv("LLOYAL_SERVER")
 			}
@@ -237,7 +205,7 @@ the server for a like-for-like row.`,
 	f.StringVar(&o.LocalModel, "local-model", "", "GGUF file for the local rows (default: the generated tiny model)")
 	f.IntVar(&o.Spine, "spine", 1000, "tokens of the shared system prompt")
 	f.IntVar(&o.Tokens, "tokens", 64, "tokens each agent writes")
-	f.StringVar(&agents, "agents", "1,8,32", "agent counts")
+	f.IntSliceVar(&o.Agents, "agents", []int{1, 8, 32}, "agent counts")
 	f.IntVar(&o.Threads, "threads", 0, "fix the local rows' CPU threads (default: the fastest per decode)")
 	f.DurationVar(&o.Timeout, "request-timeout", 5*time.Minute, "give up on a server request after this long without an answer")
 	return cmd
@@ -291,18 +259,4 @@ citations.`,
 	f.Uint32Var(&o.Seed, "seed", 1, "sampling seed")
 	f.StringVar(&o.Trace, "trace", "", "write the run's trace to this new file")
 	return cmd
-}
-
-// countList reads a list flag (--agents, --spine): comma-separated counts
-// from 1 to most.
-func countList(flag, list string, most int) ([]int, error) {
-	var ns []int
-	for _, s := range strings.Split(list, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 || n > most {
-			return nil, fmt.Errorf("%s %q: a comma-separated list of counts 1..%d", flag, list, most)
-		}
-		ns = append(ns, n)
-	}
-	return ns, nil
 }

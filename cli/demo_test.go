@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lloyal-ai/lloyal/bench"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/report"
 	"github.com/lloyal-ai/lloyal/tools/research"
@@ -179,7 +180,7 @@ func (rs *researchers) tally(t *testing.T) (searches, withWords, reports, cited 
 			var a struct{ Query string }
 			_ = json.Unmarshal(c.Args, &a)
 			searches++
-			if usesQuestionWords(r.question, a.Query) {
+			if bench.UsesQuestionWords(r.question, a.Query) {
 				withWords++
 			}
 		}

@@ -89,10 +89,12 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
 // options is the preset's shape with the shape flags the user gave
 // (changed) over it.
 func (t *tinyFlags) options(changed func(flag string) bool) (modelgen.Options, error) {
-	o, err := presetOptions(t.preset)
-	if err != nil {
-		return o, err
+	preset, ok := map[string]func() modelgen.Options{"tiny": modelgen.Tiny, "small": modelgen.Small, "bench": modelgen.Bench}[t.preset]
+	if !ok {
+		return modelgen.Options{}, fmt.Errorf("--preset %q: use tiny, small or bench", t.preset)
 	}
+	o := preset()
+	var err error
 	for _, s := range []struct {
 		flag     string
 		dst, val *int
@@ -123,19 +125,6 @@ func (t *tinyFlags) options(changed func(flag string) bool) (modelgen.Options, e
 		}
 	}
 	return o, nil
-}
-
-// presetOptions is the shape --preset names.
-func presetOptions(name string) (modelgen.Options, error) {
-	switch name {
-	case "tiny":
-		return modelgen.Tiny(), nil
-	case "small":
-		return modelgen.Small(), nil
-	case "bench":
-		return modelgen.Bench(), nil
-	}
-	return modelgen.Options{}, fmt.Errorf("--preset %q: use tiny, small or bench", name)
 }
 
 func newModelInfoCmd() *cobra.Command {

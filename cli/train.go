@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/lloyal-ai/lloyal/tools/research/training"
 )
@@ -40,8 +38,6 @@ at -o (checkpoints are written to a temporary file and renamed).`,
   lloyal model train -o demo.gguf --preset small --steps 2000 --every 100`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			w := cmd.OutOrStdout()
-			o.TTY = w == io.Writer(os.Stdout) && term.IsTerminal(int(os.Stdout.Fd()))
 			job, err := training.Prepare(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -50,7 +46,7 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 			// Ctrl-C stops after the step in flight, leaving a whole model.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return job.Train(ctx, w)
+			return job.Train(ctx, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()

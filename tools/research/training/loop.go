@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
@@ -48,10 +47,7 @@ func (j *Job) Train(ctx context.Context, w io.Writer) error {
 		Every:    o.Every,
 		Meta:     meta,
 	}
-	err := train.Loop(ctx, j.tr, cfg, j.batches, func(p train.Progress) { progress(w, p, o.TTY) })
-	if o.TTY && errors.Is(err, context.Canceled) {
-		fmt.Fprintln(w)
-	}
+	err := train.Loop(ctx, j.tr, cfg, j.batches, func(p train.Progress) { progress(w, p) })
 	if len(j.heldOut) > 0 && (err == nil || errors.Is(err, context.Canceled)) {
 		loss, acc, n, eerr := evalWindows(j.tr, j.heldOut, 64)
 		if eerr != nil {
@@ -91,26 +87,16 @@ func (j *Job) batches(step int) ([][]int32, [][]bool, error) {
 	return seqs, nil, nil
 }
 
-// progress prints a step: on a terminal one line updates in place behind a
-// progress bar (a checkpoint leaves its line standing); elsewhere every step
-// is a line of the log.
-func progress(w io.Writer, p train.Progress, tty bool) {
+// progress prints a step as one line of the log. (No bar drawn in place:
+// the command's output goes through termtext.Writer, which shows a carriage
+// return or an escape sequence as text.)
+func progress(w io.Writer, p train.Progress) {
 	saved := ""
 	if p.Saved {
 		saved = "  (checkpoint)"
 	}
-	line := fmt.Sprintf("step %*d/%d  loss %.4f  acc %.3f  lr %.2e  %.0f tok/s  %s%s",
+	fmt.Fprintf(w, "step %*d/%d  loss %.4f  acc %.3f  lr %.2e  %.0f tok/s  %s%s\n",
 		len(fmt.Sprint(p.Steps)), p.Step, p.Steps, p.Loss, p.Accuracy, p.LR, p.TokensPerSec, p.Elapsed.Round(time.Second), saved)
-	if !tty {
-		fmt.Fprintln(w, line)
-		return
-	}
-	const width = 24
-	done := width * p.Step / p.Steps
-	fmt.Fprintf(w, "\r\x1b[K[%s%s] %s", strings.Repeat("#", done), strings.Repeat("-", width-done), line)
-	if p.Saved || p.Step == p.Steps {
-		fmt.Fprintln(w)
-	}
 }
 
 // evalWindows measures masked loss and accuracy over up to limit windows,

@@ -49,9 +49,6 @@ type Options struct {
 	// Vocab is how many pieces to learn from the transcripts by byte-pair
 	// encoding (0: the built-in vocabulary).
 	Vocab int
-	// TTY draws one line that updates in place behind a progress bar
-	// instead of a line per step (the output is a terminal).
-	TTY bool
 	// Handbook is the corpus the transcripts research and the facts come
 	// from (nil: the built-in handbook). Tests train on a part of it.
 	Handbook fs.FS
