@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/bits"
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
@@ -310,7 +311,7 @@ func TestParkedAgentCostsNothingWhileSiblingsRun(t *testing.T) {
 	b.OnRequest = func(q event.ApprovalRequest) { release <- q.CallID }
 	r := newRig(t, b)
 	r.be.Script("asker", call("write_note", `{"text":"hi"}`), report("asked"))
-	r.be.Script("worker", strings.Repeat("busy ", 200))
+	r.be.Script("worker", unlooped("busy ", 200))
 	var askerBranch engine.BranchID
 	var samplesAtAsk, cellsAtAsk int
 	r.rt = engine.New(r.be, engine.Options{Approver: b, Sinks: []engine.Sink{r.rec, engine.SinkFunc(func(e event.Event) {
@@ -463,3 +464,18 @@ func (s *syncBuilder) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *syncBuilder) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// unlooped is strings.Repeat(unit, n) that the runtime's loop detector
+// never stops: copies with an upper-case first letter follow the
+// Thue–Morse sequence, which repeats no block three times running.
+func unlooped(unit string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		if bits.OnesCount(uint(i))%2 == 1 {
+			b.WriteString(strings.ToUpper(unit[:1]) + unit[1:])
+		} else {
+			b.WriteString(unit)
+		}
+	}
+	return b.String()
+}

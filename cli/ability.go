@@ -111,8 +111,7 @@ func newAbilityListCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tVERSION\tSTATE\tSIGNED BY")
 			for _, r := range recs {
-				state := map[bool]string{true: "enabled", false: "disabled"}[r.Enabled]
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Version, state, r.Signer())
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Version, map[bool]string{true: "enabled", false: "disabled"}[r.Enabled], r.Signer())
 			}
 			return tw.Flush()
 		},

@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lloyal-ai/lloyal/bench"
+	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/tools/research"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -19,7 +22,7 @@ func newBenchCmd() *cobra.Command {
 		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { cmd.SetOut(load.Begin(cmd.OutOrStdout())) },
 		PersistentPostRun: func(cmd *cobra.Command, _ []string) { load.End(cmd.OutOrStdout()) },
 	}
-	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAppCmd(), newBenchDemoCmd())
+	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAppCmd(), newBenchDemoCmd(), newBenchResearchersCmd())
 	return cmd
 }
 
@@ -38,9 +41,7 @@ decode  aggregate tokens/s of N branches decoded together, one llama_decode
 
 Models default to generated ones cached under the user cache dir.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bench.Engine(cmd.OutOrStdout(), o)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return bench.Engine(cmd.OutOrStdout(), o) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.SpawnModel, "spawn-model", "", "model for the spawn table (default: generated small model)")
@@ -66,9 +67,7 @@ Rows: the tiny generated model, and the ~0.5B generated model (skip with
 --skip-big). The scheduler's cost alone, with no model, is a Go benchmark:
 go test ./engine -run '^$' -bench SchedulerTick.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bench.Runtime(cmd.Context(), cmd.OutOrStdout(), o)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return bench.Runtime(cmd.Context(), cmd.OutOrStdout(), o) },
 	}
 	f := cmd.Flags()
 	f.IntSliceVar(&o.Agents, "agents", []int{8, 32}, "agent counts, one row each")
@@ -89,9 +88,7 @@ limits scaled to it (soft = n_ctx/4, hard = n_ctx/8), and counts how every
 agent ended. The target: every started agent reaches a terminal outcome with a
 non-empty report or an explicit failure reason.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bench.Pressure(cmd.Context(), cmd.OutOrStdout(), o)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return bench.Pressure(cmd.Context(), cmd.OutOrStdout(), o) },
 	}
 	cmd.Flags().IntVar(&o.Agents, "agents", 8, "agents per run")
 	cmd.Flags().IntSliceVar(&o.Contexts, "ctx", []int{4096, 2048, 1024}, "context sizes")
@@ -131,9 +128,7 @@ while a busy loop this bench starts holds one core — what an editor, a
 browser or a compiler does to a developer's machine. "busy/quiet" is the
 slowdown the busy core causes; the target is at most 2×.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bench.Threads(cmd.Context(), cmd.OutOrStdout(), o)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return bench.Threads(cmd.Context(), cmd.OutOrStdout(), o) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "GGUF file (default: the generated ~0.5B bench model)")
@@ -155,9 +150,7 @@ branches stepping together after a shared prefix of each --spine length
 at a time, so its cost grows with the prefix faster than the matrix
 products' without it). Quantized caches need flash attention.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bench.KV(cmd.OutOrStdout(), o)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return bench.KV(cmd.OutOrStdout(), o) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "GGUF file (default: the generated ~0.5B bench model)")
@@ -232,25 +225,54 @@ until the app says the run finished. Targets: the busy core costs at most
 func newBenchDemoCmd() *cobra.Command {
 	o := bench.DemoOptions{CommandLine: os.Args}
 	cmd := &cobra.Command{
-		Use:   "demo --model FILE",
-		Short: "A trained demo model on the handbook questions it never trained on",
-		Long: `Runs researchers (the harness's researcher role: its system prompt, tools
-and report) on the first question of up to --questions of the facts a model
-trained by lloyal model train never saw (listed in its header), and prints:
-the share of tool calls that parsed and validated (calls refused for the
-context's pressure count as valid), the share of agents that ended with a
-report (the report tool's, or one salvaged at a limit; not plain text), the share of reports
-that cite the file holding the answer (and, beside it, the share of
-questions whose own words, searched, rank that file first: what a model
-reading the top hit can reach), the share of searches that use a
-word of the question, and the tokens the researchers wrote over the run's
-wall time. --trace FILE
-keeps the run's trace, to read what the model did (lloyal replay FILE).
-
-Targets (issue #17): ≥ 95 % valid calls, ≥ 90 % reports, ≥ 60 % correct
-citations.`,
+		Use:   "demo",
+		Short: "lloyal run end to end on held-out handbook questions: answers, citations, loops",
+		Long: `Runs lloyal run's whole harness (planner, researchers, the walk through
+delegate and fetch_page, helpers, publisher; write_note allowed as if you
+pressed y) once per held-out question about the built-in handbook — 30
+questions in three forms, written by hand and kept in bench/demo-questions.tsv
+— and prints per form: the share of final notes holding the answer, of
+runs citing a file that answers, runs citing a file that does not exist,
+runs whose final report or note is mostly a loop, salvaged reports, and
+seconds per question. Without --model it runs lloyal's demo model, set up
+as lloyal run sets it up.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return bench.Demo(cmd.Context(), cmd.OutOrStdout(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := session.Config{Model: o.Model, NCtx: o.Ctx}
+			if c.Model == "" {
+				if err := useDemoModel(cmd, &c); err != nil {
+					return err
+				}
+			}
+			o.Model, o.Demo, o.Ctx = c.Model, c.Demo, c.NCtx
+			return bench.Demo(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "GGUF file (default: lloyal's demo model)")
+	f.StringVar(&o.Questions, "questions", "", "a file of questions in bench/demo-questions.tsv's columns (default: the built-in held-out set)")
+	f.IntVar(&o.PerForm, "per-form", 0, "ask at most this many questions of each form (default: all)")
+	f.IntVar(&o.Ctx, "ctx", 8192, fmt.Sprintf("context size in tokens, as lloyal run --ctx (%d for the demo model)", research.DemoModelContext))
+	f.Uint32Var(&o.Seed, "seed", 1, "sampling seed")
+	f.StringVar(&o.Traces, "traces", "", "write each question's trace into this folder")
+	return cmd
+}
+
+func newBenchResearchersCmd() *cobra.Command {
+	o := bench.ResearchersOptions{CommandLine: os.Args}
+	cmd := &cobra.Command{
+		Use:   "researchers --model FILE",
+		Short: "A trained demo model's researchers alone, on the facts it never trained on",
+		Long: `Runs researchers alone (no planner, walk, helpers or publisher) on up to
+--questions of the facts a model trained by lloyal model train never saw
+(listed in its header), and prints the share of tool calls that parsed and
+validated, of agents that ended with a report, of reports citing the file
+holding the answer, of searches using a word of the question, and tokens/s:
+for comparing a newly trained model with the committed one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.Researchers(cmd.Context(), cmd.OutOrStdout(), o)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "a model written by lloyal model train (its header lists the held-out facts)")

@@ -108,14 +108,7 @@ func (t *tinyFlags) options(changed func(flag string) bool) (modelgen.Options, e
 		o.Seed = t.shape.Seed
 	}
 	if changed("type") {
-		switch strings.ToLower(t.wtype) {
-		case "f32":
-			o.Type = gguf.F32
-		case "f16":
-			o.Type = gguf.F16
-		case "q8_0", "q8":
-			o.Type = gguf.Q8_0
-		default:
+		if o.Type, ok = map[string]gguf.TensorType{"f32": gguf.F32, "f16": gguf.F16, "q8_0": gguf.Q8_0, "q8": gguf.Q8_0}[strings.ToLower(t.wtype)]; !ok {
 			return o, fmt.Errorf("--type %q: use f32, f16 or q8_0", t.wtype)
 		}
 	}

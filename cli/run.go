@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,14 +29,12 @@ const (
 )
 
 type runFlags struct {
-	cfg             session.Config
-	headless, jsonl bool
-	theme           string
-	think, template string
+	cfg                    session.Config
+	headless, jsonl        bool
+	theme, think, template string
 }
 
-func newRunCmd() *cobra.Command {
-	var o runFlags
+func newRunCmd(o *runFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Research a question over a local corpus with a planner, parallel agents and a report",
@@ -63,8 +63,17 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.IntVar(&c.Agents, "agents", research.DefaultAgents, "most research agents")
 	f.IntVar(&c.NCtx, "ctx", 8192, fmt.Sprintf("context size shared by all agents, in tokens (%d for the built-in demo model)", research.DemoModelContext))
 	f.Uint32Var(&c.Seed, "seed", 1, "sampling seed")
+	s := &c.Sampling
+	f.Func("temperature", "sample at temperature `t`, 0 to 5; 0 decodes greedily (default 0.7; the demo model decodes greedily: 0)", bounded(&s.Temperature, 0, 5, "0 to 5 (0 decodes greedily), e.g. --temperature 0.7"))
+	f.Func("top-k", "sample among the `k` likeliest tokens; 0: all (default 40; the demo model: 0)", bounded(&s.TopK, 0, math.MaxInt32, "0 (all tokens) or more, e.g. --top-k 40"))
+	f.Func("top-p", "sample among the likeliest tokens whose probabilities sum to `p`, 0 to 1; 0 or 1: off (default 0.95; the demo model: 0)", bounded(&s.TopP, 0, 1, "0 to 1 (0 or 1: off), e.g. --top-p 0.95"))
+	f.Func("min-p", "drop tokens less likely than `p` times the likeliest, 0 to 1; 0: off (default 0.05; the demo model: 0)", bounded(&s.MinP, 0, 1, "0 to 1 (0: off), e.g. --min-p 0.05"))
+	f.Func("repeat-penalty", "penalise tokens among the last --repeat-last-n by `factor`, 0 to 5; 0 or 1: off (default off; e.g. 1.1 for a model that repeats itself)", bounded(&s.RepeatPenalty, 0, 5, "0 to 5 (0 or 1: off), e.g. --repeat-penalty 1.1"))
+	f.Func("repeat-last-n", "--repeat-penalty looks at the last `n` tokens, 0 to 4096, 0 meaning 64 (default 64)", bounded(&s.RepeatLastN, 0, 4096, "0 to 4096 (0: 64), e.g. --repeat-last-n 64"))
+	f.BoolFunc("grounded", "reports are claims quoting lines their agent read, checked against what it read (default: on for the built-in demo model, off otherwise; --grounded=false turns it off)", func(v string) error { g, err := strconv.ParseBool(v); c.Grounded = &g; return err })
 	f.IntVar(&c.Threads, "threads", 0, "fix the CPU threads (default 0: each decode uses the count that measures fastest, up to all cores; 1 for small models)")
-	f.Var(kvTypeFlag{&c.KVType}, "kv-type", "KV cache element type: f16, q8_0 or q4_0 (quantized: more cells per GB, flash attention on)")
+	// Parsed when given: a bad value is refused before anything loads.
+	f.Func("kv-type", "KV cache element `type`: f16, q8_0 or q4_0 (default f16; quantized: more cells per GB, flash attention on)", func(v string) (err error) { c.KVType, err = llamabackend.ParseKVType(v); return err })
 	f.StringVar(&c.App.TracePath, "trace", "", "write the trace here (default: a new file under the state dir)")
 	f.StringVar(&c.App.Workspace, "workspace", "lloyal-notes", "folder write_note saves notes in")
 	f.BoolVar(&o.headless, "headless", false, "print a readable log instead of the terminal app")
@@ -153,9 +162,8 @@ func useDemoModel(cmd *cobra.Command, c *session.Config) error {
 		return err
 	}
 	c.Model, c.Demo = p, true
-	errOut := cmd.ErrOrStderr()
-	fmt.Fprintln(errOut, "no --model given: using lloyal's demo model, trained on the built-in Tidewater handbook only — it knows nothing else.")
-	fmt.Fprintln(errOut, "for your own questions: --model path/to/model.gguf, or --model qwen3:0.6b (a model pulled with ollama).")
+	fmt.Fprintln(cmd.ErrOrStderr(), "no --model given: using lloyal's demo model, trained on the built-in Tidewater handbook only — it knows nothing else.\n"+
+		"for your own questions: --model path/to/model.gguf, or --model qwen3:0.6b (a model pulled with ollama).")
 	return nil
 }
 
@@ -178,6 +186,19 @@ func checkRun(c session.Config) error {
 		return fmt.Errorf("--approval-timeout %s: use a positive time (e.g. 2m), or 0 to wait", c.App.Approvals.Timeout)
 	}
 	return nil
+}
+
+// bounded parses a number flag into a new *p (nil, the model's default,
+// until the flag is given), refusing a value outside lo..hi or NaN.
+func bounded[T int | float32](p **T, lo, hi T, use string) func(string) error {
+	return func(s string) error {
+		var v T // a second operand catches trailing text ("1.5" for an int)
+		if n, _ := fmt.Sscan(s, &v, new(string)); n != 1 || !(v >= lo && v <= hi) {
+			return fmt.Errorf("use %s", use)
+		}
+		*p = &v
+		return nil
+	}
 }
 
 // checkServer refuses server flags that cannot work, naming the flag.
@@ -214,25 +235,3 @@ func (o *runFlags) applyPrompt(c *session.Config) error {
 	}
 	return nil
 }
-
-// kvTypeFlag is --kv-type: parsed when given, so a bad value is refused with
-// the values that work before anything loads.
-type kvTypeFlag struct{ t *llamabackend.KVType }
-
-func (f kvTypeFlag) String() string {
-	if f.t == nil || *f.t == "" {
-		return string(llamabackend.KVF16)
-	}
-	return string(*f.t)
-}
-
-func (f kvTypeFlag) Set(s string) error {
-	t, err := llamabackend.ParseKVType(s)
-	if err != nil {
-		return err
-	}
-	*f.t = t
-	return nil
-}
-
-func (f kvTypeFlag) Type() string { return "type" }

@@ -47,10 +47,7 @@ func newTraceCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var st trace.Stats
-			closing, problems, err := trace.Follow(cmd.Context(), args[0], false, func(e event.Event) error {
-				st.Collect(e)
-				return nil
-			})
+			closing, problems, err := trace.Follow(cmd.Context(), args[0], false, func(e event.Event) error { st.Collect(e); return nil })
 			if err != nil {
 				return err
 			}

@@ -45,6 +45,7 @@ type Agent struct {
 	dec                      chat.Decoder
 	forceTerminal            bool
 	cut                      bool // the current turn ended at MaxTurnTokens
+	looped                   bool // the current turn ended in a loop (endLoop)
 
 	call     *pendingCall
 	activeAt time.Time

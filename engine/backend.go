@@ -41,6 +41,17 @@ type Sampling struct {
 	MinP        float32       `json:"minP"`
 	Seed        uint32        `json:"seed"`
 	Grammar     *chat.Grammar `json:"grammar,omitempty"`
+	// RepeatPenalty divides (or, for negative logits, multiplies) the logit
+	// of every token among the last RepeatLastN accepted ones, as llama.cpp's
+	// and ollama's repeat_penalty does; 0 or 1 leaves sampling unpenalised.
+	// Small models loop on a phrase under greedy decoding; this breaks that.
+	// Here the window holds the turn's own tokens (each turn re-arms the
+	// sampler, so the prompt and tool results are never penalised); a server
+	// keeps its own.
+	RepeatPenalty float32 `json:"repeatPenalty,omitempty"`
+	// RepeatLastN is how many of the last accepted tokens the penalty looks
+	// at; 0 with a penalty set means 64, llama.cpp's default.
+	RepeatLastN int `json:"repeatLastN,omitempty"`
 }
 
 // Backend is what the runtime needs from a model and its context.

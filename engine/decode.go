@@ -5,25 +5,13 @@ package engine
 // are serverloop.go).
 
 import (
-	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/repetition"
 )
 
 // activate (re)arms the agent's sampler for a new turn and lets it think.
 func (p *pool) activate(a *Agent) {
-	var g *chat.Grammar
-	switch {
-	case a.forceTerminal && p.tools.gTerminal != nil, p.tools.onlyTerm:
-		g = p.tools.gTerminal
-	case a.turns < len(a.plan):
-		g = p.planned(a.plan[a.turns])
-	case p.tools.gFirst != nil && a.turns == 0:
-		g = p.tools.gFirst
-	case p.spec.ToolChoice == ToolRequired:
-		g = p.tools.gRequired
-	default:
-		g = p.tools.gLazy
-	}
+	g := p.grammarFor(a)
 	s := p.spec.Sampling
 	s.Seed = a.seed + uint32(a.turns)*7919
 	s.Grammar = g
@@ -119,6 +107,14 @@ func (p *pool) produce() bool {
 		}
 		a.addTokens(1)
 		a.turnTokens++
+		if text != "" {
+			// A small model can repeat one n-gram until the turn's limit:
+			// its turn ends at the loop's fourth copy, not 1,600 tokens on.
+			if start, unit, loop := repetition.Find(a.raw.String()); loop {
+				p.endLoop(a, start+unit)
+				continue
+			}
+		}
 		if !a.extracting && a.turnTokens >= p.spec.MaxTurnTokens {
 			a.raw.WriteString(a.dec.Flush())
 			a.cut = true

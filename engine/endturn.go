@@ -17,7 +17,12 @@ import (
 // refusal to send back, or the agent's result.
 func (p *pool) endTurn(a *Agent) {
 	raw := a.raw.String()
+	looped := a.looped
+	a.looped = false
 	if a.extracting {
+		if looped {
+			p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "loop", Text: raw})
+		}
 		p.finishRecovery(a, raw, a.dropReason)
 		return
 	}
@@ -32,6 +37,26 @@ func (p *pool) endTurn(a *Agent) {
 		if errors.As(perr, &pe) && pe.Unclosed && out.Content != "" {
 			// Prose that trails off into the start of a call: keep the prose.
 			perr = nil
+		}
+		if perr != nil && looped {
+			// It fell into a loop inside a call (endLoop): a report is
+			// salvaged (its text up to the loop); another call is asked
+			// for again.
+			if body, ok := salvage(raw, p.tools.terminal, f); ok && p.tools.terminal != "" {
+				p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "loop", Text: raw})
+				p.finish(a, event.Returned, "", "loop_salvaged", body)
+				return
+			}
+			if a.turns < p.spec.MaxTurns || p.tools.terminal == "" {
+				p.refuse(a, Call{ID: p.newCallID(), Tool: "(loop)", Agent: a.ID}, "loop",
+					"You were repeating the same words over and over, so your turn was stopped. Write the call again, without repeating yourself.")
+				return
+			}
+			cut = true // out of turns: as a cut call
+		} else if looped {
+			// A loop in prose, or after a finished call: what came before
+			// it stands.
+			p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "loop", Text: raw})
 		}
 		if perr != nil && cut {
 			// The turn hit MaxTurnTokens inside a call: the call is not
@@ -69,6 +94,10 @@ func (p *pool) endTurn(a *Agent) {
 		p.finish(a, event.Returned, "", "free_text", mustJSON(text))
 		return
 	}
+	if looped {
+		// The loop came after a finished call: the call stands.
+		p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "loop", Text: raw})
+	}
 	call := Call{ID: p.newCallID(), Tool: out.Calls[0].Name, Args: out.Calls[0].Arguments, Agent: a.ID}
 	a.mu.Lock()
 	a.toolCalls++
@@ -87,17 +116,25 @@ func (p *pool) endTurn(a *Agent) {
 		p.refuse(a, call, "invalid_arguments", msg)
 		return
 	}
-	if call.Tool == p.tools.terminal {
-		p.finish(a, event.Returned, "", "voluntary_return", call.Args)
-		return
-	}
 	// Guards before the budget: a call a guard refuses gets the guard's
-	// message, not a budget nudge.
+	// message, not a budget nudge. A report is guarded too (its sources
+	// must be what its agent read).
 	if g := e.spec.BeforeDispatch; g != nil {
 		if msg := g(p.ctx, call); msg != "" {
+			if call.Tool == p.tools.terminal && a.turns >= p.spec.MaxTurns {
+				// Out of turns, its report refused: asking again could go
+				// on for ever. It is stopped and writes a recovery report,
+				// which the terminal tool repairs.
+				p.drop(a, "max_turns", p.spec.RecoveryShape)
+				return
+			}
 			p.refuse(a, call, "guard", msg)
 			return
 		}
+	}
+	if call.Tool == p.tools.terminal {
+		p.finish(a, event.Returned, "", "voluntary_return", call.Args)
+		return
 	}
 	if over, why := p.overBudget(a); over != "" {
 		pr := p.pressure()
@@ -163,4 +200,16 @@ func (p *pool) overBudget(a *Agent) (string, string) {
 		return "time_soft", fmt.Sprintf("Your time is up (%s).", p.spec.TimeSoft.Round(time.Second))
 	}
 	return "", ""
+}
+
+// endLoop ends a turn whose output has fallen into a loop (the same bytes
+// over and over, package repetition): the text before the loop and one
+// copy of what repeats stand, and endTurn salvages, asks again or goes on,
+// tracing an agent:nudge with reason "loop".
+func (p *pool) endLoop(a *Agent, keep int) {
+	raw := a.raw.String()
+	a.raw.Reset()
+	a.raw.WriteString(raw[:keep])
+	a.looped = true
+	p.endTurn(a)
 }

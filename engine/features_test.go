@@ -343,7 +343,7 @@ func TestCancelAndInterrupt(t *testing.T) {
 
 	// Cancelling the run's context ends every agent and returns what there is.
 	h2 := newHarness(t, 4096, engine.Options{})
-	h2.be.Script("long", strings.Repeat("word ", 2000))
+	h2.be.Script("long", prose("word ", 2000))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	h2.be.Delay = time.Millisecond

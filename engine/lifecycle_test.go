@@ -77,8 +77,8 @@ func TestStaggeredExitWhenAResultIsTooLarge(t *testing.T) {
 	h := small(t, 1400)
 	slow := &slowTool{d: 40 * time.Millisecond}
 	h.be.Script("hungry", call("big", `{}`), reportCall("hungry done"))
-	h.be.Script("sib one", call("slow", `{"id":"1"}`), reportCall("one done "+strings.Repeat("x", 80)))
-	h.be.Script("sib two", call("slow", `{"id":"2"}`), reportCall("two done "+strings.Repeat("y", 80)))
+	h.be.Script("sib one", call("slow", `{"id":"1"}`), reportCall("one done "+prose("x", 80)))
+	h.be.Script("sib two", call("slow", `{"id":"2"}`), reportCall("two done "+prose("y", 80)))
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{bigTool(h.be, soft, 20), slow}, Terminal: report, SoftLimit: soft, HardLimit: hard,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "hungry"}, engine.AgentSpec{Task: "sib one"}, engine.AgentSpec{Task: "sib two"})})
 	for _, a := range res.Agents {
@@ -191,7 +191,7 @@ func TestCriticalKillsOnePerTickAndRecovers(t *testing.T) {
 		var specs []engine.AgentSpec
 		for i := 0; i < 3; i++ {
 			task := fmt.Sprintf("writer %d", i)
-			h.be.Script(task, strings.Repeat("word ", 400), reportCall(fmt.Sprintf("report %d", i)))
+			h.be.Script(task, prose("word ", 400), reportCall(fmt.Sprintf("report %d", i)))
 			specs = append(specs, engine.AgentSpec{Task: task})
 		}
 		var tick uint64
@@ -220,7 +220,7 @@ func TestCriticalKillsOnePerTickAndRecovers(t *testing.T) {
 	var specs []engine.AgentSpec
 	for i := 0; i < 3; i++ {
 		task := fmt.Sprintf("writer %d", i)
-		h.be.Script(task, strings.Repeat("word ", 400), reportCall(fmt.Sprintf("report %d", i)))
+		h.be.Script(task, prose("word ", 400), reportCall(fmt.Sprintf("report %d", i)))
 		specs = append(specs, engine.AgentSpec{Task: task})
 	}
 	var ticksWithKills = map[uint64]int{}
@@ -274,7 +274,7 @@ func TestCriticalKillsOnePerTickAndRecovers(t *testing.T) {
 func TestRecoveryWithoutTerminalCallFails(t *testing.T) {
 	var n atomic.Int32
 	h := small(t, 1<<16)
-	h.be.Script("stubborn", strings.Repeat("thinking ", 50), call("lookup", `{"term":"tick"}`))
+	h.be.Script("stubborn", prose("thinking ", 50), call("lookup", `{"term":"tick"}`))
 	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
 		if e.Type == event.PoolTick && len(h.rec.Of(event.PoolTick)) == 5 {
 			go h.rt.WindDown()
@@ -303,9 +303,9 @@ func TestWindDownRecoversTheCohortInLoop(t *testing.T) {
 		task := fmt.Sprintf("member %d", i)
 		report := reportCall(fmt.Sprintf("member %d report", i))
 		if i == 3 {
-			report = call("report", `{"result": "`+strings.Repeat("long ", 200)+`"}`)
+			report = call("report", `{"result": "`+prose("long ", 200)+`"}`)
 		}
-		h.be.Script(task, strings.Repeat("working ", 100), report)
+		h.be.Script(task, prose("working ", 100), report)
 	}
 	var specs []engine.AgentSpec
 	for i := 0; i < 4; i++ {
@@ -336,7 +336,7 @@ func TestWindDownRecoversTheCohortInLoop(t *testing.T) {
 			t.Fatalf("member %d: %+v", i, a)
 		}
 	}
-	if got := res.Agents[3]; got.Source != "recovery_salvaged" || strings.Contains(got.Text(), `"`) || !strings.HasPrefix(got.Text(), "long long") || got.Reason != "wind_down" {
+	if got := res.Agents[3]; got.Source != "recovery_salvaged" || strings.Contains(got.Text(), `"`) || !strings.HasPrefix(got.Text(), "long Long") || got.Reason != "wind_down" {
 		t.Fatalf("truncated report not salvaged to clean text: %+v", got)
 	}
 	// Reports rode the same batches: some tick decoded four recovering agents.
@@ -426,8 +426,8 @@ func TestCancelWithALiveChild(t *testing.T) {
 // scope error (no recovered event); the pool closes without an error.
 func TestOOMWhileWritingAReport(t *testing.T) {
 	h := small(t, 1<<16)
-	h.be.Script("victim", strings.Repeat("working ", 100), call("report", `{"result": "`+strings.Repeat("half ", 100)+`"}`))
-	h.be.Script("bystander", strings.Repeat("other ", 100), reportCall("bystander ok"))
+	h.be.Script("victim", prose("working ", 100), call("report", `{"result": "`+prose("half ", 100)+`"}`))
+	h.be.Script("bystander", prose("other ", 100), reportCall("bystander ok"))
 	var extracting atomic.Int32
 	h.be.FailDecode = func(steps []engine.Step) error {
 		if extracting.Load() > 0 && len(steps) == 1 {
@@ -483,8 +483,8 @@ func TestOOMWhileWritingAReport(t *testing.T) {
 // A decode failure fails only the agent whose token could not be written.
 func TestDecodeFailureIsolated(t *testing.T) {
 	h := small(t, 1<<16)
-	h.be.Script("doomed", strings.Repeat("a ", 50), reportCall("never"))
-	h.be.Script("fine", strings.Repeat("b ", 50), reportCall("fine"))
+	h.be.Script("doomed", prose("a ", 50), reportCall("never"))
+	h.be.Script("fine", prose("b ", 50), reportCall("fine"))
 	var doomed atomic.Int32
 	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
 		if e.Type == event.AgentSpawn && e.Text == "doomed" {
@@ -602,7 +602,7 @@ func TestRepeatedNudgesNeverEscalate(t *testing.T) {
 func TestTimeHardLimitStopsAndRecovers(t *testing.T) {
 	h := small(t, 1<<16)
 	h.be.Delay = 200 * time.Microsecond
-	h.be.Script("slowpoke", strings.Repeat("pondering ", 2000), reportCall("what I had"))
+	h.be.Script("slowpoke", prose("pondering ", 2000), reportCall("what I had"))
 	res := h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, MaxTurnTokens: 100000, TimeHard: 30 * time.Millisecond,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "slowpoke"})})
 	if a := res.Agents[0]; a.Outcome != event.Recovered || a.Reason != "time_exceeded" || a.Text() != "what I had" {
@@ -655,7 +655,7 @@ func TestToolsFormattedOnceInTheSpine(t *testing.T) {
 // during wind-down.
 func TestWindDownLetsTheReportFinish(t *testing.T) {
 	h := small(t, 1<<16)
-	long := call("report", `{"result": "`+strings.Repeat("careful words ", 40)+`"}`)
+	long := call("report", `{"result": "`+prose("careful words ", 40)+`"}`)
 	h.be.Script("reporter", long)
 	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
 		if e.Type == event.PoolTick && len(h.rec.Of(event.PoolTick)) == 20 {

@@ -53,7 +53,7 @@ func TestRecoveredAgentsEmitOnlyRecovered(t *testing.T) {
 			var specs []engine.AgentSpec
 			for i := 0; i < 3; i++ {
 				task := fmt.Sprintf("writer %d", i)
-				h.be.Script(task, strings.Repeat("word ", 300), reportCall(fmt.Sprintf("report %d", i)))
+				h.be.Script(task, prose("word ", 300), reportCall(fmt.Sprintf("report %d", i)))
 				specs = append(specs, engine.AgentSpec{Task: task})
 			}
 			h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
@@ -82,7 +82,7 @@ func TestCriticalKillSparesAReportBeingWritten(t *testing.T) {
 		task := fmt.Sprintf("writer %d", i)
 		// Long reports: the first one is still being written when the next
 		// tick's reap looks for an agent to stop.
-		h.be.Script(task, strings.Repeat("word ", 300), reportCall(strings.Repeat("finding ", 40)))
+		h.be.Script(task, prose("word ", 300), reportCall(prose("finding ", 40)))
 		specs = append(specs, engine.AgentSpec{Task: task})
 	}
 	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
@@ -111,8 +111,8 @@ func TestCriticalKillSparesAReportBeingWritten(t *testing.T) {
 // given back; its sibling finishes.
 func TestCancelAThinkingAgent(t *testing.T) {
 	h := newHarness(t, 1<<16, engine.Options{})
-	h.be.Script("thinker", strings.Repeat("word ", 400), reportCall("never"))
-	h.be.Script("bystander", strings.Repeat("word ", 20), reportCall("fine"))
+	h.be.Script("thinker", prose("word ", 400), reportCall("never"))
+	h.be.Script("bystander", prose("word ", 20), reportCall("fine"))
 	var once atomic.Bool
 	var victim atomic.Int64
 	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
@@ -159,7 +159,7 @@ func TestTerminalToolIsNeverAuthBlocked(t *testing.T) {
 // progress is stopped and salvaged (wind-down, not critical, leaves it).
 func TestCriticalKillSalvagesAReportInProgress(t *testing.T) {
 	h := small(t, 100000)
-	h.be.Script("reporter", reportCall(strings.Repeat("finding ", 200)))
+	h.be.Script("reporter", reportCall(prose("finding ", 200)))
 	ticks := 0
 	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
 		// Thirty tokens in, the call's name is written: it is mid-report.
@@ -247,8 +247,8 @@ func TestExtendWaitsForHeadroom(t *testing.T) {
 func TestTurnCutInsideACall(t *testing.T) {
 	var n atomic.Int32
 	h := newHarness(t, 1<<16, engine.Options{})
-	h.be.Script("long report", reportCall(strings.Repeat("finding ", 100)))
-	h.be.Script("long lookup", call("lookup", `{"term":"`+strings.Repeat("x", 400)+`"}`), reportCall("short"))
+	h.be.Script("long report", reportCall(prose("finding ", 100)))
+	h.be.Script("long lookup", call("lookup", `{"term":"`+prose("x", 400)+`"}`), reportCall("short"))
 	res := h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, MaxTurnTokens: 40,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "long report"}, engine.AgentSpec{Task: "long lookup"})})
 	a := byTask(res, "long report")

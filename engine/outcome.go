@@ -14,6 +14,13 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 	if a.outcome != event.Running {
 		return
 	}
+	if len(result) > 0 && o.Ok() && source != "voluntary_return" && source != "free_text" {
+		// A report salvaged or recovered, not written as a call: it could
+		// not be refused back, so the terminal tool repairs it.
+		if e := p.tools.byName[p.tools.terminal]; e != nil && e.spec.Repair != nil {
+			result[0] = e.spec.Repair(a, result[0])
+		}
+	}
 	a.mu.Lock()
 	a.outcome, a.reason, a.source = o, reason, source
 	if len(result) > 0 {

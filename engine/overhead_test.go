@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -21,7 +20,7 @@ func BenchmarkSchedulerTick(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		be := enginetest.New(1 << 20)
 		for a := 0; a < agents; a++ {
-			be.Script(fmt.Sprintf("task %d", a), strings.Repeat("word ", tokens*4))
+			be.Script(fmt.Sprintf("task %d", a), prose("word ", tokens*4))
 		}
 		o, err := engine.MeasureOverhead(context.Background(), be, agents, tokens)
 		if err != nil {
@@ -36,7 +35,7 @@ func BenchmarkSchedulerTick(b *testing.B) {
 func TestMeasureOverheadSplitsTheWallTime(t *testing.T) {
 	be := enginetest.New(1 << 20)
 	for a := 0; a < 4; a++ {
-		be.Script(fmt.Sprintf("task %d", a), strings.Repeat("word ", 40))
+		be.Script(fmt.Sprintf("task %d", a), prose("word ", 40))
 	}
 	o, err := engine.MeasureOverhead(context.Background(), be, 4, 8)
 	if err != nil {

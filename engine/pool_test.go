@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"math/bits"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,23 @@ var call = enginetest.ToolCall
 
 // report is the conventional terminal tool.
 var report = engine.Terminal("report", "Report your answer.", engine.ReportSchema)
+
+// prose is strings.Repeat(unit, n) that never loops: copies whose first
+// letter is upper case follow the Thue–Morse sequence, which holds no
+// block repeated three times running, so the runtime's loop detector
+// (package repetition) never stops a scripted turn that only fills room.
+func prose(unit string, n int) string {
+	var b strings.Builder
+	upper := strings.ToUpper(unit[:1]) + unit[1:]
+	for i := range n {
+		if bits.OnesCount(uint(i))%2 == 1 {
+			b.WriteString(upper)
+		} else {
+			b.WriteString(unit)
+		}
+	}
+	return b.String()
+}
 
 func reportCall(text string) string {
 	b, _ := json.Marshal(map[string]string{"result": text})

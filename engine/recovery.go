@@ -9,6 +9,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/repetition"
 )
 
 // RecoveryShape says how stopped agents write their reports.
@@ -152,6 +153,12 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 		a.raw.WriteString(text)
 		a.addTokens(1)
 		a.turnTokens++
+		if start, unit, loop := repetition.Find(a.raw.String()); loop && text != "" {
+			// A report that loops ends at the loop (endLoop): it is
+			// salvaged from what came before.
+			p.endLoop(a, start+unit)
+			return
+		}
 		p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: 1, Texts: map[int]string{a.ID: text}, Role: "recovery"})
 	}
 	if outOfRoom {

@@ -99,7 +99,10 @@ func (p *pool) callSchema(g *chat.Grammar) ([]byte, error) {
 	if g == nil || g.Lazy {
 		return nil, nil
 	}
-	var specs []chat.ToolSpec
+	specs := p.tools.specsOf[g] // narrowed for the agent (ParametersFor)
+	if specs != nil {
+		return p.be.Format().CallSchema(specs)
+	}
 	if g == p.tools.gRequired {
 		for _, name := range p.tools.order {
 			e := p.tools.byName[name]

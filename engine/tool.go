@@ -42,6 +42,19 @@ type ToolSpec struct {
 	// BeforeAdmit sees the serialised result before it enters the agent's
 	// context (for logging, metrics or assertions; it cannot change it).
 	BeforeAdmit func(ctx context.Context, call Call, result json.RawMessage)
+	// ParametersFor narrows Parameters for one agent's next turn (a nil
+	// answer: Parameters as they are): a report whose sources may only
+	// name what its agent has read offers exactly those paths, an enum
+	// that grows as results are admitted. It shapes the grammar the model
+	// writes the call under; the call is still validated against
+	// Parameters, so BeforeDispatch must refuse what it leaves out (a
+	// model without a grammar, on a server, can write anything).
+	ParametersFor func(a *Agent) json.RawMessage
+	// Repair rewrites a terminal tool's report that the runtime salvaged
+	// from a cut turn or recovered from a stopped agent, where it cannot
+	// refuse it back and ask again: e.g. it drops a source the agent never
+	// read. The agent's result (and its trace event) is what Repair gives.
+	Repair func(a *Agent, report json.RawMessage) json.RawMessage
 }
 
 // Call is one tool call an agent made.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kaptinlin/jsonschema"
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -30,6 +31,11 @@ type toolset struct {
 	gTerminal *chat.Grammar            // a call to the terminal tool (a report)
 	gFirst    *chat.Grammar            // ToolChoice naming a tool: forced on the first turn
 	gNamed    map[string]*chat.Grammar // a call to one named tool, by name (oneTool)
+	// narrowing: the tools whose parameters depend on the agent
+	// (ParametersFor), and the grammars built for what they answered.
+	narrowing []string
+	gAgent    map[string]*chat.Grammar
+	specsOf   map[*chat.Grammar][]chat.ToolSpec // each of gAgent's specs (a server's call schema)
 }
 
 func (p *pool) compileTools(tools []Tool, terminal Tool) error {
@@ -54,6 +60,9 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 		}
 		p.tools.byName[s.Name] = &toolEntry{tool: t, spec: s, schema: sch}
 		p.tools.order = append(p.tools.order, s.Name)
+		if s.ParametersFor != nil {
+			p.tools.narrowing = append(p.tools.narrowing, s.Name)
+		}
 		specs = append(specs, chat.ToolSpec{Name: s.Name, Description: s.Description, Parameters: params})
 	}
 	if terminal != nil {
@@ -121,4 +130,82 @@ func (p *pool) planned(c ToolChoice) *chat.Grammar {
 		return p.tools.gRequired // validated at spawn; a converter failure falls back to any tool
 	}
 	return g
+}
+
+// grammarFor is the grammar of an agent's next turn: the pool's, or, where
+// a tool it allows narrows its parameters for this agent (ParametersFor),
+// one built for what that tool answers now.
+func (p *pool) grammarFor(a *Agent) *chat.Grammar {
+	switch {
+	case a.forceTerminal && p.tools.gTerminal != nil, p.tools.onlyTerm:
+		return p.narrowed(a, p.tools.terminal, p.tools.gTerminal)
+	case a.turns < len(a.plan):
+		switch c := a.plan[a.turns]; c {
+		case ToolAuto, ToolRequired:
+			return p.narrowedAll(a, c == ToolAuto, p.planned(c))
+		default:
+			return p.narrowed(a, string(c), p.planned(c))
+		}
+	case p.tools.gFirst != nil && a.turns == 0:
+		return p.narrowed(a, string(p.spec.ToolChoice), p.tools.gFirst)
+	case p.spec.ToolChoice == ToolRequired:
+		return p.narrowedAll(a, false, p.tools.gRequired)
+	default:
+		return p.narrowedAll(a, true, p.tools.gLazy)
+	}
+}
+
+// narrowed is the grammar of a call to one named tool for this agent:
+// pool is the pool's grammar of it, kept when the tool does not narrow.
+func (p *pool) narrowed(a *Agent, name string, pool *chat.Grammar) *chat.Grammar {
+	e := p.tools.byName[name]
+	if e == nil || e.spec.ParametersFor == nil {
+		return pool
+	}
+	params := e.spec.ParametersFor(a)
+	if params == nil {
+		return pool
+	}
+	return p.agentGrammar("one\x00"+name+"\x00"+string(params), []chat.ToolSpec{{Name: name, Description: e.spec.Description, Parameters: params}}, false, pool)
+}
+
+// narrowedAll is the grammar of a call to any tool of the pool (lazy: armed
+// when the model opens one) for this agent.
+func (p *pool) narrowedAll(a *Agent, lazy bool, pool *chat.Grammar) *chat.Grammar {
+	if len(p.tools.narrowing) == 0 || pool == nil {
+		return pool
+	}
+	var key strings.Builder
+	fmt.Fprintf(&key, "all\x00%v", lazy)
+	specs := make([]chat.ToolSpec, 0, len(p.tools.order))
+	for _, name := range p.tools.order {
+		e := p.tools.byName[name]
+		params := e.spec.Parameters
+		if e.spec.ParametersFor != nil {
+			if mine := e.spec.ParametersFor(a); mine != nil {
+				params = mine
+				key.WriteString("\x00" + name + "\x00" + string(mine))
+			}
+		}
+		specs = append(specs, chat.ToolSpec{Name: name, Description: e.spec.Description, Parameters: params})
+	}
+	return p.agentGrammar(key.String(), specs, lazy, pool)
+}
+
+// agentGrammar builds (once per distinct key) the grammar of calls to
+// specs; a schema the converter refuses falls back to the pool's grammar,
+// which validation and the tool's guard still back.
+func (p *pool) agentGrammar(key string, specs []chat.ToolSpec, lazy bool, pool *chat.Grammar) *chat.Grammar {
+	if g, ok := p.tools.gAgent[key]; ok {
+		return g
+	}
+	g, err := p.fmt.ToolCallGrammar(specs, lazy, p.be.SchemaToGrammar)
+	if err != nil {
+		return pool
+	}
+	if p.tools.gAgent == nil {
+		p.tools.gAgent, p.tools.specsOf = map[string]*chat.Grammar{}, map[*chat.Grammar][]chat.ToolSpec{}
+	}
+	p.tools.gAgent[key], p.tools.specsOf[&g] = &g, specs
+	return &g
 }

@@ -12,6 +12,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -29,12 +31,32 @@ type Chunk struct {
 	Doc        *Doc
 	Start, End int // 1-based, inclusive
 	Text       string
-	terms      map[string]int
-	length     int
+	// terms counts the chunk's words as written, stems the same words
+	// stemmed: search matches stems, and gives a word written as the
+	// question writes it a little more.
+	terms, stems map[string]int
+	length       int
+	// pairs counts the chunk's adjacent content words, stemmed and
+	// space-joined ("remov node"), stop words skipped: a question's words
+	// found side by side are a phrase of it, not a coincidence.
+	pairs map[string]int
+	// heads holds the stems of the document's title and of the headings
+	// the chunk falls under or holds: a passage under a heading that
+	// names the question's subject is about it. headPairs holds their
+	// adjacent stems, as pairs does: a heading that holds a phrase of the
+	// question ("Replay and recovery after a crash") is about it more
+	// than one that holds its words apart.
+	heads     map[string]bool
+	headPairs map[string]int
+	// title is the stems of the document's title, less stop words, each
+	// once (nil for a page without one): a question that names all of
+	// them ("the lighthouse dashboard") is about the page "The
+	// lighthouse".
+	title []string
 	// defines holds the terms each `term: meaning` line of the chunk
 	// defines (as one space-joined string), so a search for a term ranks
-	// its definition first.
-	defines map[string]bool
+	// its definition first; stemDefines holds the same terms stemmed.
+	defines, stemDefines map[string]bool
 }
 
 // Corpus is a folder of text documents, read once.
@@ -42,11 +64,20 @@ type Corpus struct {
 	Root   string // absolute path, or a name for a built-in corpus
 	Docs   []*Doc
 	Chunks []*Chunk
-	df     map[string]int
-	avgLen float64
-	fsys   fs.FS
-	root   *os.Root // the folder, when the corpus is one (nil for a built-in corpus)
-	close  func() error
+	// df, sdf and pdf count the chunks holding each word, stem and pair
+	// of stems.
+	df, sdf, pdf map[string]int
+	// defined and stemDefined hold every term a chunk defines, as
+	// written and stemmed: a question whose words some line defines
+	// exactly is matched on them, not on their stems.
+	defined, stemDefined map[string]bool
+	// synonyms are the glossary's terms and the words of their meanings,
+	// for query expansion.
+	synonyms []synonym
+	avgLen   float64
+	fsys     fs.FS
+	root     *os.Root // the folder, when the corpus is one (nil for a built-in corpus)
+	close    func() error
 	// links counts the corpus's own names (outside restricted/) for each
 	// file: a file with more hard links than that also lives outside the
 	// corpus, or in its restricted/ folder, and is not served.
@@ -106,7 +137,7 @@ func LoadCorpusFS(fsys fs.FS, name string) (*Corpus, error) {
 
 func loadCorpus(fsys fs.FS, root *os.Root, name string) (*Corpus, error) {
 	dir := name
-	c := &Corpus{Root: name, df: map[string]int{}, fsys: fsys, root: root, close: func() error { return nil }, links: map[regular.FileID]uint64{}}
+	c := &Corpus{Root: name, df: map[string]int{}, sdf: map[string]int{}, pdf: map[string]int{}, defined: map[string]bool{}, stemDefined: map[string]bool{}, fsys: fsys, root: root, close: func() error { return nil }, links: map[regular.FileID]uint64{}}
 	// First count the corpus's own names of each file, then read the text
 	// files among them.
 	var texts []string
@@ -151,18 +182,56 @@ func loadCorpus(fsys fs.FS, root *os.Root, name string) (*Corpus, error) {
 		return nil, fmt.Errorf("corpus %s has no .md or .txt files", dir)
 	}
 	sort.Slice(c.Docs, func(i, j int) bool { return c.Docs[i].Path < c.Docs[j].Path })
+	st := stemmer{}
 	for _, d := range c.Docs {
-		c.chunk(d)
+		c.chunk(d, st)
 	}
 	total := 0
 	for _, ch := range c.Chunks {
 		total += ch.length
-		for t := range ch.terms {
-			c.df[t]++
+		countKeys(c.df, ch.terms)
+		countKeys(c.sdf, ch.stems)
+		countKeys(c.pdf, ch.pairs)
+		for t := range ch.defines {
+			c.defined[t] = true
+		}
+		for t := range ch.stemDefines {
+			c.stemDefined[t] = true
 		}
 	}
 	c.avgLen = float64(total) / float64(max(len(c.Chunks), 1))
+	c.synonyms = synonyms(glossaryEntries(c.Docs), st)
 	return c, nil
+}
+
+// countKeys adds one to df for each key of a chunk's map.
+func countKeys(df, m map[string]int) {
+	for t := range m {
+		df[t]++
+	}
+}
+
+// stemmer stems words, remembering each: a corpus repeats its words, and
+// indexing it stems each once.
+type stemmer map[string]string
+
+// stem is the word's stem.
+func (st stemmer) stem(w string) string {
+	s, ok := st[w]
+	if !ok {
+		s = stem(w)
+		st[w] = s
+	}
+	return s
+}
+
+// stems are the stems of words.
+func (st stemmer) stems(words []string) []string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = st.stem(w)
+	}
+	return out
 }
 
 // errOutsideLinks refuses a file that also has a name outside the corpus.
@@ -202,27 +271,16 @@ func (c *Corpus) Close() error { return c.close() }
 // A chunk's terms include the document's title and the heading it falls
 // under, once each: a passage under "## Changed" of "Tidewater 2.6 release
 // notes" is about both, though its own lines may name neither.
-func (c *Corpus) chunk(d *Doc) {
+func (c *Corpus) chunk(d *Doc, st stemmer) {
 	start := 0
-	// The term each line defines, if any, worked out once per line.
+	title, heads, code := outline(d.Lines)
+	// The term each line defines, if any, worked out once per line. A
+	// `key: value` line of a code block is configuration, not a
+	// definition.
 	defs := make([]string, len(d.Lines))
 	for i, l := range d.Lines {
-		defs[i] = defines(l)
-	}
-	title, heading, fenced := "", "", false
-	headingAt := func(i int) {
-		l := strings.TrimSpace(d.Lines[i])
-		if strings.HasPrefix(l, "```") {
-			fenced = !fenced // a shell comment in a code block is no heading
-		}
-		text := strings.TrimLeft(l, "#")
-		if fenced || text == l || !strings.HasPrefix(text, " ") {
-			return
-		}
-		if len(l)-len(text) == 1 && title == "" {
-			title = strings.TrimSpace(text)
-		} else {
-			heading = strings.TrimSpace(text)
+		if !code[i] {
+			defs[i] = defines(l)
 		}
 	}
 	flush := func(end int) {
@@ -232,30 +290,7 @@ func (c *Corpus) chunk(d *Doc) {
 		if start >= end {
 			return
 		}
-		text := strings.Join(d.Lines[start:end], "\n")
-		ch := &Chunk{Doc: d, Start: start + 1, End: end, Text: text, terms: map[string]int{}}
-		for _, def := range defs[start:end] {
-			if def != "" {
-				if ch.defines == nil {
-					ch.defines = map[string]bool{}
-				}
-				ch.defines[def] = true
-			}
-		}
-		// The heading in force where the chunk starts (a chunk that opens
-		// with its own heading names it in its text already).
-		context := title
-		if heading != "" && !strings.HasPrefix(strings.TrimSpace(d.Lines[start]), "#") {
-			context += " " + heading
-		}
-		for _, t := range append(terms(text), terms(context)...) {
-			ch.terms[t]++
-			ch.length++
-		}
-		c.Chunks = append(c.Chunks, ch)
-		for i := start; i < end; i++ {
-			headingAt(i)
-		}
+		c.Chunks = append(c.Chunks, newChunk(d, start, end, defs[start:end], code[start:end], title, heads, st))
 		start = end
 	}
 	for i, l := range d.Lines {
@@ -275,14 +310,177 @@ func (c *Corpus) chunk(d *Doc) {
 	flush(len(d.Lines))
 }
 
+// newChunk indexes lines [start, end) of d, which define defs and of
+// which code are in a code block; title is the document's title line (-1
+// for none) and heads its other headings, by line (-1 before the first).
+func newChunk(d *Doc, start, end int, defs []string, code []bool, title int, heads []int, st stemmer) *Chunk {
+	ch := &Chunk{Doc: d, Start: start + 1, End: end, Text: strings.Join(d.Lines[start:end], "\n"),
+		terms: map[string]int{}, stems: map[string]int{}, pairs: map[string]int{}, heads: map[string]bool{}, headPairs: map[string]int{}}
+	for _, def := range defs {
+		if def != "" {
+			if ch.defines == nil {
+				ch.defines, ch.stemDefines = map[string]bool{}, map[string]bool{}
+			}
+			ch.defines[def] = true
+			ch.stemDefines[strings.Join(st.stems(strings.Fields(def)), " ")] = true
+		}
+	}
+	// The title and the heading in force where the chunk starts (a chunk
+	// that opens with its own heading names it in its text already).
+	var context []string
+	if title >= 0 && title < start {
+		context = append(context, headingText(d.Lines[title]))
+	}
+	if h := heads[start]; h >= 0 && !strings.HasPrefix(strings.TrimSpace(d.Lines[start]), "#") {
+		context = append(context, headingText(d.Lines[h]))
+	}
+	words, ctx := terms(ch.Text), terms(strings.Join(context, " "))
+	for _, w := range append(words, ctx...) {
+		ch.terms[w]++
+		ch.stems[st.stem(w)]++
+		ch.length++
+	}
+	for _, p := range phrases(d.Lines[start:end], code) {
+		addPairs(ch.pairs, p, st)
+	}
+	addPairs(ch.pairs, ctx, st)
+	// What the chunk is under, for the heading boost: the page's title,
+	// and every heading from the one in force at its start to its end,
+	// each its own phrase.
+	var under []string
+	if title >= 0 {
+		under = append(under, headingText(d.Lines[title]))
+		for _, w := range terms(under[0]) {
+			if s := st.stem(w); !stopWords[w] && !slices.Contains(ch.title, s) {
+				ch.title = append(ch.title, s)
+			}
+		}
+	}
+	for i := start; i < end; i++ {
+		if h := heads[i]; h >= 0 && (i == start || h == i) {
+			under = append(under, headingText(d.Lines[h]))
+		}
+	}
+	for _, u := range under {
+		words := terms(u)
+		for _, w := range words {
+			if !stopWords[w] {
+				ch.heads[st.stem(w)] = true
+			}
+		}
+		addPairs(ch.headPairs, words, st)
+	}
+	return ch
+}
+
+// phrases are the words of lines in runs whose adjacent words are side by
+// side: a sentence, a heading, a list item, a table cell or a line of a
+// code block (a command each). Prose wraps mid-sentence, so its line ends
+// are no boundary; a blank line, a sentence's end (". ", ";", "?", "!"), a
+// table's cell border and a line that opens a heading, an item or a code
+// block are. "hello-harbor" at the end of one command and "tidewater" at
+// the start of the next are not the phrase "harbor in Tidewater".
+func phrases(lines []string, code []bool) [][]string {
+	var out [][]string
+	var run []string
+	end := func() {
+		if len(run) > 0 {
+			out = append(out, run)
+			run = nil
+		}
+	}
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if t == "" || code[i] || strings.HasPrefix(t, "#") || strings.HasPrefix(t, "- ") || strings.HasPrefix(t, "* ") || startsNumbered(t) {
+			end()
+		}
+		for j, sentence := range sentenceEnd.Split(l, -1) {
+			if j > 0 {
+				end()
+			}
+			run = append(run, terms(sentence)...)
+		}
+		if code[i] {
+			end()
+		}
+	}
+	end()
+	return out
+}
+
+// sentenceEnd is where a sentence or clause ends inside a line: a full
+// stop, question or exclamation mark before a space or the line's end
+// (not the dot of "2.6" or "tidewater.yaml"), closing marks between
+// ("job?**", "JOB`."), a semicolon, or a table's cell border.
+var sentenceEnd = regexp.MustCompile("[.?!][*_`'\")\\]]*(\\s|$)|[;|]")
+
+// startsNumbered reports whether a line opens a numbered item ("3. ").
+func startsNumbered(l string) bool {
+	i := 0
+	for i < len(l) && l[i] >= '0' && l[i] <= '9' {
+		i++
+	}
+	return i > 0 && strings.HasPrefix(l[i:], ". ")
+}
+
+// addPairs counts each two adjacent words of words that are not stop
+// words, stemmed, into pairs.
+func addPairs(pairs map[string]int, words []string, st stemmer) {
+	prev := ""
+	for _, w := range words {
+		if stopWords[w] {
+			continue
+		}
+		s := st.stem(w)
+		if prev != "" {
+			pairs[prev+" "+s]++
+		}
+		prev = s
+	}
+}
+
+// outline finds a document's Markdown headings and code blocks: title is
+// the line of its first level-one heading (-1 for none), heads[i] the line
+// of the last other heading at or before line i (-1 before the first), and
+// code[i] whether line i is in a fenced code block, fences included (a
+// shell comment in a code block is no heading).
+func outline(lines []string) (title int, heads []int, code []bool) {
+	title, last, fenced := -1, -1, false
+	heads, code = make([]int, len(lines)), make([]bool, len(lines))
+	for i, l := range lines {
+		l = strings.TrimSpace(l)
+		fence := strings.HasPrefix(l, "```")
+		if fence {
+			fenced = !fenced
+		}
+		code[i] = fenced || fence
+		text := strings.TrimLeft(l, "#")
+		if !fenced && text != l && strings.HasPrefix(text, " ") {
+			if len(l)-len(text) == 1 && title < 0 {
+				title = i
+			} else {
+				last = i
+			}
+		}
+		heads[i] = last
+	}
+	return title, heads, code
+}
+
+// headingText is a heading line's text, without its #s.
+func headingText(line string) string {
+	return strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), "#"))
+}
+
 // defines is the term a `term: meaning` line (a glossary's shape) defines,
 // its words joined by one space, or "" for any other line. A bulleted
 // `- Key: value` line is a field of a record (an error code's "Meaning:"),
-// not a definition.
+// not a definition, and a colon inside inline code ("`lease: 45m`.",
+// wrapped onto a line of its own) is a setting's value.
 func defines(line string) string {
 	l := strings.TrimSpace(line)
 	term, _, ok := strings.Cut(l, ": ")
-	if !ok || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "-") || strings.HasPrefix(l, "*") {
+	if !ok || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "-") || strings.HasPrefix(l, "*") || strings.Count(term, "`")%2 == 1 {
 		return ""
 	}
 	if w := terms(term); len(w) > 0 && len(w) <= 4 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -20,17 +21,30 @@ const ReportTurnTokens = 1600
 
 // DelegateTool starts sub-agents, forked from the caller's own context (they
 // know everything it has read), on sub-questions; their answers come back as
-// its result.
-func DelegateTool(sub func() []engine.Tool, report engine.Tool, maxTasks int) engine.Tool {
+// its result. report gives the helpers' terminal tool when the pool opens;
+// tasks, when not nil, narrows a caller's sub-questions to the ones it
+// offers (a model that writes noise when it writes its own).
+func DelegateTool(sub func() []engine.Tool, report func() engine.Tool, maxTasks int, tasks func(a *engine.Agent) []string) engine.Tool {
 	schema := fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, maxTasks)
-	return engine.Typed(engine.ToolSpec{
+	spec := engine.ToolSpec{
 		Name:        "delegate",
 		Description: fmt.Sprintf("Hand up to %d sub-questions to helper agents that start from what you already know and research them in parallel; returns their answers.", maxTasks),
 		Parameters:  json.RawMessage(schema),
-	}, func(ctx context.Context, a struct{ Tasks []string }) (any, error) {
+	}
+	if tasks != nil {
+		spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
+			offered := tasks(a)
+			if len(offered) == 0 {
+				return nil
+			}
+			enum, _ := json.Marshal(offered)
+			return json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"enum":%s},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, enum, min(maxTasks, len(offered))))
+		}
+	}
+	return engine.Typed(spec, func(ctx context.Context, a struct{ Tasks []string }) (any, error) {
 		var specs []engine.AgentSpec
-		for _, t := range a.Tasks {
-			if strings.TrimSpace(t) != "" {
+		for i, t := range a.Tasks {
+			if strings.TrimSpace(t) != "" && !slices.Contains(a.Tasks[:i], t) {
 				specs = append(specs, engine.AgentSpec{Task: t})
 			}
 		}
@@ -39,7 +53,7 @@ func DelegateTool(sub func() []engine.Tool, report engine.Tool, maxTasks int) en
 		}
 		res, err := engine.RunPool(ctx, engine.PoolSpec{
 			System: "You are a helper agent. Answer the sub-question with the tools, then report.",
-			Tools:  sub(), Terminal: report, MaxTurns: 4, MaxTurnTokens: ReportTurnTokens,
+			Tools:  sub(), Terminal: report(), MaxTurns: 4, MaxTurnTokens: ReportTurnTokens,
 			Orchestrate: engine.Parallel(specs...),
 		})
 		if err != nil && (res == nil || len(res.Agents) == 0) {

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,7 +17,20 @@ type Glossary map[string]string
 // glossary.md (or glossary.txt); a corpus without one has an empty glossary.
 func LoadGlossary(c *Corpus) Glossary {
 	g := Glossary{}
-	for _, d := range c.Docs {
+	for _, e := range glossaryEntries(c.Docs) {
+		g[e.term] = e.meaning
+	}
+	return g
+}
+
+// glossaryEntry is one "term: meaning" line of a glossary.
+type glossaryEntry struct{ term, meaning string }
+
+// glossaryEntries are the "term: meaning" lines of the documents named
+// glossary.md (or glossary.txt), in order; the term is lowercased.
+func glossaryEntries(docs []*Doc) []glossaryEntry {
+	var out []glossaryEntry
+	for _, d := range docs {
 		base := strings.ToLower(d.Path)
 		if base != "glossary.md" && base != "glossary.txt" {
 			continue
@@ -28,11 +42,47 @@ func LoadGlossary(c *Corpus) Glossary {
 			}
 			term, meaning = strings.ToLower(strings.TrimSpace(term)), strings.TrimSpace(meaning)
 			if term != "" && meaning != "" && len(term) < 60 {
-				g[term] = meaning
+				out = append(out, glossaryEntry{term, meaning})
 			}
 		}
 	}
-	return g
+	return out
+}
+
+// synonym is a glossary term as search expands a query with it: a
+// question that describes the term in its meaning's words ("remove a
+// node from a cluster") is asking about the term ("unmoor") too.
+type synonym struct {
+	// term is the term's words, as written and stemmed.
+	term, stems []string
+	// meaning is its meaning's stems, less stop words and the term's own,
+	// sorted and each once (so that sums over them are the same on every
+	// search).
+	meaning []string
+}
+
+// synonyms indexes a glossary's entries for query expansion. An entry
+// whose term is no term of art (a sentence before the first colon of a
+// line, longer than four words) is left out.
+func synonyms(entries []glossaryEntry, st stemmer) []synonym {
+	var out []synonym
+	for _, e := range entries {
+		words := terms(e.term)
+		if len(words) == 0 || len(words) > 4 {
+			continue
+		}
+		s := synonym{term: words, stems: st.stems(words)}
+		for _, w := range terms(e.meaning) {
+			if t := st.stem(w); !stopWords[w] && !slices.Contains(s.stems, t) {
+				s.meaning = append(s.meaning, t)
+			}
+		}
+		slices.Sort(s.meaning)
+		if s.meaning = slices.Compact(s.meaning); len(s.meaning) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // GlossaryTool looks up a term of art.

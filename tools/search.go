@@ -20,21 +20,72 @@ type Hit struct {
 	Text  string  `json:"text"`
 }
 
+// Ranking weights. BM25 over the stems of a chunk's words is the base;
+// the rest are bonuses on top of it, each below the question's own words.
+const (
+	// bm25K1 and bm25B are BM25's usual term saturation and length
+	// normalisation.
+	bm25K1, bm25B = 1.2, 0.75
+	// exactWeight: a word written as the question writes it scores this
+	// much again over its stem ("mooring" over "moor").
+	exactWeight = 0.25
+	// headWeight: a question's word in the page's title or the chunk's
+	// heading scores its idf times this, and two adjacent question words
+	// side by side there the pair's idf times this.
+	headWeight = 0.6
+	// pairWeight: two adjacent question words side by side in the chunk
+	// score the pair's BM25 times this.
+	pairWeight = 0.5
+	// synonymWeight: a glossary term the question describes is searched
+	// for at most at this weight (times how alike the question and the
+	// term's meaning are, at least minLikeness); maxSynonyms is how many
+	// terms at most.
+	synonymWeight = 0.6
+	minLikeness   = 0.3
+	maxSynonyms   = 3
+	// definesBoost multiplies the score of a chunk that defines exactly
+	// the question's distinctive words; preferBoost that of one from a
+	// document the agent has read.
+	definesBoost = 3.0
+	preferBoost  = 1.5
+	// topicWeight: a chunk of a page whose title the question names all
+	// of ("The lighthouse" for "the lighthouse dashboard") is about the
+	// question's subject, and its score is multiplied by one plus this
+	// times the share of the question's words (by idf) that the title
+	// names: a title that names only the question's commonest word ("The
+	// harbor" for "the harbor's high water mark") says less. A question
+	// some line defines exactly ranks that definition instead.
+	topicWeight = 1.25
+)
+
+// qterm is a word a search looks for.
+type qterm struct {
+	word, stem string
+	// weight is 1 for the query's own words, less for a glossary term
+	// the query expands to.
+	weight float64
+}
+
+// plan is what a search looks for, worked out once for all the chunks it
+// scores.
+type plan struct {
+	terms []qterm
+	// pairs are the stemmed, space-joined adjacent words of the query,
+	// less those with a word most passages hold.
+	pairs []string
+	// asked holds the stems of the query's own words, and mass the sum
+	// of their idfs (each once).
+	asked map[string]bool
+	mass  float64
+	// defined is what a chunk must define to be the query's definition,
+	// as written or (stemmed) as stems, or "" for no definition.
+	defined string
+	stemmed bool
+}
+
 // Search ranks chunks for query with BM25, reporting progress as it scores.
 func (c *Corpus) Search(ctx context.Context, query string, limit int, prefer map[string]bool) []Hit {
-	q := queryTerms(query)
-	const k1, b = 1.2, 0.75
-	n := float64(len(c.Chunks))
-	// The query's distinctive words (ones the corpus holds, but not a
-	// quarter of its passages, like the product's name): when a chunk
-	// defines exactly them, it is the definition the question asks for.
-	var distinct []string
-	for _, t := range q {
-		if df := float64(c.df[t]); df > 0 && df < n/4 {
-			distinct = append(distinct, t)
-		}
-	}
-	defined := strings.Join(distinct, " ")
+	q := c.plan(query)
 	type scored struct {
 		ch    *Chunk
 		score float64
@@ -45,21 +96,9 @@ func (c *Corpus) Search(ctx context.Context, query string, limit int, prefer map
 		if i%step == 0 {
 			engine.OnProgress(ctx, i, len(c.Chunks))
 		}
-		s := 0.0
-		for _, t := range q {
-			tf := float64(ch.terms[t])
-			if tf == 0 {
-				continue
-			}
-			df := float64(c.df[t])
-			idf := math.Log(1 + (n-df+0.5)/(df+0.5))
-			s += idf * tf * (k1 + 1) / (tf + k1*(1-b+b*float64(ch.length)/c.avgLen))
-		}
-		if s > 0 && defined != "" && ch.defines[defined] {
-			s *= 3
-		}
+		s := c.score(ch, q)
 		if s > 0 && prefer[ch.Doc.Path] {
-			s *= 1.5 // exploit: favour documents the agent has already opened
+			s *= preferBoost // exploit: favour documents the agent has already opened
 		}
 		if s > 0 {
 			out = append(out, scored{ch, s})
@@ -85,12 +124,209 @@ func (c *Corpus) Search(ctx context.Context, query string, limit int, prefer map
 	return hits
 }
 
+// plan works out what a search for text looks for.
+func (c *Corpus) plan(text string) plan {
+	n := float64(len(c.Chunks))
+	words := queryTerms(text)
+	q := plan{terms: make([]qterm, len(words)), asked: map[string]bool{}}
+	stems := make([]string, len(words))
+	for i, w := range words {
+		stems[i] = stem(w)
+		q.terms[i] = qterm{word: w, stem: stems[i], weight: 1}
+		if !q.asked[stems[i]] {
+			q.asked[stems[i]] = true
+			q.mass += idf(c.sdf[stems[i]], n)
+		}
+	}
+	// A pair with a word most passages hold (the product's name, as in
+	// "the job in Tidewater") is no phrase: the word is next to
+	// everything.
+	for i := 1; i < len(stems); i++ {
+		if float64(c.sdf[stems[i-1]]) < n/2 && float64(c.sdf[stems[i]]) < n/2 {
+			q.pairs = append(q.pairs, stems[i-1]+" "+stems[i])
+		}
+	}
+	q.terms = append(q.terms, c.expand(stems)...)
+	q.defined, q.stemmed = c.definition(words, stems)
+	return q
+}
+
+// definition is what a chunk must define to be the definition a query of
+// words asks for. Its distinctive words (ones the corpus holds, but not a
+// quarter of its passages, like the product's name) are the subject: a
+// line that defines exactly them, or a run of the query's words that
+// holds them all ("external ledger backend", though "ledger" is common),
+// is the definition. A query with no distinctive word asks about a common
+// one ("What is the harbor in Tidewater?", where a third of the passages
+// say harbor): then its words in fewer than half the passages are the
+// subject, the product's name still not. Words as written come first,
+// then stems ("leases" finds "lease: …").
+func (c *Corpus) definition(words, stems []string) (string, bool) {
+	if d := c.defines(words, c.df, c.defined); d != "" {
+		return d, false
+	}
+	return c.defines(stems, c.sdf, c.stemDefined), true
+}
+
+// defines is the phrase of terms (words or stems, with their document
+// frequencies df) that some chunk defines by defined, or "" for none.
+func (c *Corpus) defines(terms []string, df map[string]int, defined map[string]bool) string {
+	n := float64(len(c.Chunks))
+	var distinct []string
+	first, last := -1, -1
+	for _, share := range []float64{4, 2} {
+		for i, t := range terms {
+			if d := float64(df[t]); d > 0 && d < n/share {
+				distinct = append(distinct, t)
+				if first < 0 {
+					first = i
+				}
+				last = i
+			}
+		}
+		if len(distinct) > 0 {
+			break
+		}
+	}
+	if len(distinct) == 0 {
+		return ""
+	}
+	if d := strings.Join(distinct, " "); defined[d] {
+		return d
+	}
+	// The shortest run of words around the distinctive ones that a line
+	// defines.
+	for size := last - first + 1; size <= min(len(terms), 4); size++ {
+		for i := max(last+1-size, 0); i <= first && i+size <= len(terms); i++ {
+			if d := strings.Join(terms[i:i+size], " "); defined[d] {
+				return d
+			}
+		}
+	}
+	return ""
+}
+
+// expand is the glossary terms a query of stems describes in their
+// meaning's words: "remove a node from a cluster" also searches for
+// "unmoor", whose meaning is "removes a node from a cluster after
+// draining it". A term needs two of the query's words in its meaning, not
+// counting ones most passages hold, and is weighted by how alike the two
+// are (the idf of the words they share over the geometric mean of their
+// own), below the query's own words. A term the query names already is
+// not added.
+func (c *Corpus) expand(stems []string) []qterm {
+	n := float64(len(c.Chunks))
+	asked, norm := map[string]bool{}, 0.0
+	for _, s := range stems {
+		if !asked[s] {
+			asked[s] = true
+			norm += idf(c.sdf[s], n)
+		}
+	}
+	type match struct {
+		syn    *synonym
+		weight float64
+	}
+	var matches []match
+	for i := range c.synonyms {
+		syn := &c.synonyms[i]
+		if holdsAll(asked, syn.stems) {
+			continue
+		}
+		shared, covered, meaning := 0, 0.0, 0.0
+		for _, s := range syn.meaning {
+			w := idf(c.sdf[s], n)
+			meaning += w
+			if asked[s] && float64(c.sdf[s]) < n/2 {
+				shared++
+				covered += w
+			}
+		}
+		if like := covered / math.Sqrt(norm*meaning); shared >= 2 && like >= minLikeness {
+			matches = append(matches, match{syn, synonymWeight * like})
+		}
+	}
+	sort.SliceStable(matches, func(i, j int) bool { return matches[i].weight > matches[j].weight })
+	var out []qterm
+	for _, m := range matches[:min(len(matches), maxSynonyms)] {
+		for i, w := range m.syn.term {
+			if !asked[m.syn.stems[i]] && !stopWords[w] {
+				out = append(out, qterm{word: w, stem: m.syn.stems[i], weight: m.weight})
+			}
+		}
+	}
+	return out
+}
+
+// holdsAll reports whether set holds every one of keys.
+func holdsAll(set map[string]bool, keys []string) bool {
+	for _, k := range keys {
+		if !set[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// score is a chunk's relevance to a query: BM25 over stems, a little more
+// for words as written, then bonuses for the query's words (and its
+// adjacent words side by side) in the chunk's title or heading and for its
+// adjacent words side by side in the text, and a boost for the definition
+// of exactly what the query asks or, when nothing defines it, for a page
+// whose title the query names.
+func (c *Corpus) score(ch *Chunk, q plan) float64 {
+	n := float64(len(c.Chunks))
+	norm := bm25K1 * (1 - bm25B + bm25B*float64(ch.length)/c.avgLen)
+	bm25 := func(tf, df int) float64 {
+		if tf == 0 {
+			return 0
+		}
+		return idf(df, n) * float64(tf) * (bm25K1 + 1) / (float64(tf) + norm)
+	}
+	s := 0.0
+	for _, t := range q.terms {
+		s += t.weight * (bm25(ch.stems[t.stem], c.sdf[t.stem]) + exactWeight*bm25(ch.terms[t.word], c.df[t.word]))
+	}
+	if s == 0 {
+		return 0
+	}
+	for _, t := range q.terms {
+		if ch.heads[t.stem] {
+			s += t.weight * headWeight * idf(c.sdf[t.stem], n)
+		}
+	}
+	for _, p := range q.pairs {
+		s += pairWeight * bm25(ch.pairs[p], c.pdf[p])
+		if ch.headPairs[p] > 0 {
+			s += headWeight * idf(c.pdf[p], n)
+		}
+	}
+	if q.defined != "" && (!q.stemmed && ch.defines[q.defined] || q.stemmed && ch.stemDefines[q.defined]) {
+		s *= definesBoost
+	}
+	if q.defined == "" && len(ch.title) > 0 && holdsAll(q.asked, ch.title) {
+		named := 0.0
+		for _, t := range ch.title {
+			named += idf(c.sdf[t], n)
+		}
+		s *= 1 + topicWeight*named/q.mass
+	}
+	return s
+}
+
+// idf is BM25's inverse document frequency of a term n chunks hold df of.
+func idf(df int, n float64) float64 {
+	return math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5))
+}
+
 // stopWords are the words of a question that say nothing of its subject
-// ("What does the handbook say about …"): a query asked as a question
-// ranks as its subject would.
+// ("What does the handbook say about …", "What happens to …", "… without
+// …" as "with" is one): a query asked as a question ranks as its subject
+// would.
 var stopWords = func() map[string]bool {
 	m := map[string]bool{}
-	for _, w := range strings.Fields("a an and are as at be by can could did do does for from how i in is it its me mean means of on or say says should tell that the this to was what when where which who why will with would about explain define find") {
+	for _, w := range strings.Fields("a an and are as at be by can could did do does for from how i in is it its me mean means of on or say says should tell that the this to was what when where which who why will with would about explain define find " +
+		"many much am been being were my our we you your have has had there handbook docs documentation manual without happen happens happened") {
 		m[w] = true
 	}
 	return m

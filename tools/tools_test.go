@@ -228,7 +228,7 @@ func TestDelegateRunsSubAgentsFromTheCaller(t *testing.T) {
 	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
 	report := Report(nil)
 	sub := func() []engine.Tool { return nil }
-	res, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{DelegateTool(sub, report, 3)}, Terminal: report,
+	res, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{DelegateTool(sub, func() engine.Tool { return report }, 3, nil)}, Terminal: report,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "lead"})})
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ func exampleHeader() Header {
 			SHA256First: "9c1ba4a5e1d2c3b4a5968778695a4b3c2d1e0f9e8d7c6b5a49382716a5b4c3d2", OllamaDigest: "sha256:7f4030143c1c",
 			Architecture: "qwen3", NCtxTrain: 40960, NVocab: 151936, NParams: 596049920, Format: "qwen3"},
 		Context: ContextInfo{NCtx: 8192, NBatch: 512, NSeqMax: 64, Threads: 4, ThreadChoices: []int{2, 4}, KVType: "q8_0", FlashAttn: true, SoftLimit: 1024, HardLimit: 512},
-		Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: 7,
+		Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1.1, RepeatLastN: 64, Seed: 7,
 			Grammar: &chat.Grammar{GBNF: `root ::= "<tool_call>" call-json`, Lazy: true, TriggerWords: []string{"<tool_call>"}, TriggerPatterns: []string{`\s*\{`}}},
 		Tools: []ToolInfo{
 			{Name: "search", Description: "Search the notes.", Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`), Fanout: true},
@@ -84,6 +84,8 @@ var headerDocs = map[string]string{
 	"sampling.topK":                    "top-k (0: off)",
 	"sampling.topP":                    "top-p (0: off)",
 	"sampling.minP":                    "min-p (0: off)",
+	"sampling.repeatPenalty":           "the repetition penalty over each turn's last repeatLastN tokens (absent: off)",
+	"sampling.repeatLastN":             "how many of a turn's last tokens the penalty looks at (absent: 64)",
 	"sampling.seed":                    "the base seed: each agent samples with a seed derived from it",
 	"sampling.grammar":                 "a grammar every turn starts under (absent: none; agents' call grammars are not recorded)",
 	"sampling.grammar.gbnf":            "the grammar, GBNF",

@@ -20,8 +20,9 @@ type detailPane struct {
 	*shared
 	scroll               int  // lines from the bottom
 	json                 bool // the latest tool result in full (pretty JSON)
+	cite                 int  // the claim whose cited lines are shown (1-based; 0: none)
 	scrollUp, scrollDown key.Binding
-	toggleJSON           key.Binding
+	toggleJSON, nextCite key.Binding
 	reports              map[string]string // glamour-rendered reports by agent/width
 }
 
@@ -30,11 +31,12 @@ func newDetail(s *shared) *detailPane {
 		scrollUp:   key.NewBinding(key.WithKeys("pgup", "K"), key.WithHelp("pgup", "scroll up")),
 		scrollDown: key.NewBinding(key.WithKeys("pgdown", "J"), key.WithHelp("pgdn", "scroll down")),
 		toggleJSON: key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "result JSON")),
+		nextCite:   key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "cited lines")),
 	}
 }
 
 func (p *detailPane) Help() []key.Binding {
-	return []key.Binding{p.toggleJSON, p.scrollUp, p.scrollDown}
+	return []key.Binding{p.toggleJSON, p.nextCite, p.scrollUp, p.scrollDown}
 }
 
 func (p *detailPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
@@ -45,6 +47,13 @@ func (p *detailPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
 		p.scroll = max(p.scroll-5, 0)
 	case key.Matches(k, p.toggleJSON):
 		p.json = !p.json
+	case key.Matches(k, p.nextCite):
+		// The next claim's cited lines, then none again.
+		n := 0
+		if a := p.st.Agents[p.sel]; a != nil {
+			n = len(claimsOf(a.Result))
+		}
+		p.cite = (p.cite + 1) % (n + 1)
 	default:
 		return false, nil
 	}
@@ -90,6 +99,17 @@ func (p *detailPane) render() tea.Cmd {
 func reportMarkdown(raw []byte) string {
 	r := report.Read(raw)
 	text := r.Answer
+	if len(r.Claims) > 0 {
+		// Numbered, so c can step to one and show its lines.
+		var b strings.Builder
+		if a, ok := modelAnswer(raw); ok {
+			b.WriteString(a + "\n\n")
+		}
+		for i, c := range r.Claims {
+			fmt.Fprintf(&b, "%d. %s `[%s]`\n", i+1, c.Quote, c.Source)
+		}
+		text = strings.TrimRight(b.String(), "\n")
+	}
 	if len(r.Sources) > 0 {
 		text += "\n\n**Sources:** " + strings.Join(r.Sources, ", ")
 	}
@@ -115,6 +135,17 @@ func (p *detailPane) View(w, h int) string {
 			}
 			out = append(out, t.Good.Render("report"))
 			out = append(out, strings.Split(strings.TrimRight(rep, "\n"), "\n")...)
+			if claims := claimsOf(a.Result); p.cite > 0 && p.cite <= len(claims) {
+				c := claims[p.cite-1]
+				out = append(out, t.Accent.Render(fmt.Sprintf("── claim %d of %d: %s", p.cite, len(claims), c.Source)))
+				lines := citedLines(a.Timeline, c.Source)
+				if len(lines) == 0 {
+					lines = []string{"     │ " + c.Quote + " (a helper read it)"}
+				}
+				for _, l := range lines {
+					out = append(out, wrap(sanitize(l), w)...)
+				}
+			}
 		case a.Reason != "":
 			out = append(out, styleFor(t, a).Render(string(a.Outcome)+": "+oneLine(event.Plain(a.Reason))))
 		}

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -136,5 +137,35 @@ func TestAbilitySource(t *testing.T) {
 	m.s.sources = map[string]string{m.s.st.Approvals[0].Tool: "ability notes 2.0 (unsigned)"}
 	if v := m.approval.View(84, 12); !strings.Contains(v, "from ability notes 2.0 (unsigned)") {
 		t.Fatalf("the prompt does not name the ability:\n%s", v)
+	}
+}
+
+// A grounded report's claims are numbered; c steps to each in turn and
+// shows the lines it cites as the agent read them, then none again.
+func TestDetailPaneShowsCitedLines(t *testing.T) {
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	m := paneApp(t, []event.Event{
+		{ID: 1, Type: event.AgentSpawn, At: ms, Agent: 1, Branch: 1, Text: "What is a mooring?"},
+		{ID: 2, Type: event.AgentToolCall, At: 2 * ms, Agent: 1, CallID: "c1", Tool: "read_file", Args: raw(`{"path":"glossary.md","start_line":45,"end_line":46}`)},
+		{ID: 3, Type: event.ToolResult, At: 3 * ms, Agent: 1, CallID: "c1", Tool: "read_file", Result: raw(`{"path":"glossary.md","lines":"45-46","text":"moor: joins a node to a cluster.\nmooring: a node in a Tidewater cluster."}`)},
+		{ID: 4, Type: event.AgentReturn, At: 4 * ms, Agent: 1, Result: raw(`{"claims":[{"quote":"mooring: a node in a Tidewater cluster.","source":"glossary.md:46-46"},{"quote":"moor: joins a node to a cluster.","source":"glossary.md:45"}]}`)},
+	})
+	m.s.sel, m.s.moved = 1, true
+	view := func() string { return m.detail.View(100, 20) }
+	if v := view(); !strings.Contains(v, "1. mooring: a node in a Tidewater cluster.") || strings.Contains(v, "│") {
+		t.Fatalf("claims not numbered, or lines shown before c:\n%s", v)
+	}
+	press := func() { m.detail.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("c")}) }
+	press()
+	if v := view(); !strings.Contains(v, "claim 1 of 2: glossary.md:46-46") || !strings.Contains(v, "46 │ mooring: a node in a Tidewater cluster.") || strings.Contains(v, "45 │") {
+		t.Fatalf("c did not show claim 1's line:\n%s", v)
+	}
+	press()
+	if v := view(); !strings.Contains(v, "45 │ moor: joins a node to a cluster.") {
+		t.Fatalf("c did not step to claim 2:\n%s", v)
+	}
+	press()
+	if v := view(); strings.Contains(v, "│") {
+		t.Fatalf("a third c did not hide the lines:\n%s", v)
 	}
 }

@@ -48,6 +48,9 @@ type Config struct {
 	RequestTimeout time.Duration // a silent server's requests give up after this
 	Walk           bool          // walk the model through the tools (a model that never calls one itself)
 
+	Sampling research.SamplingFlags // --temperature, …: override the harness's choice for the model
+	Grounded *bool                  // --grounded (nil: on for the demo model, off otherwise)
+
 	// App is how the run is shown and recorded (its view, trace path,
 	// approvals, workspace and streams, Stderr included); Run sets its
 	// model, title and trace header.
@@ -89,14 +92,8 @@ func Run(ctx context.Context, cfg Config) error {
 		fmt.Fprintln(errOut, "warning:", m.warning)
 	}
 	abInfo := addAbilities(h, abs, m, errOut)
-	h.Sampling = research.DefaultSampling(cfg.Seed)
-	if cfg.Demo {
-		h.ForDemoModel(m.context.NCtx)
-	}
-	if cfg.Walk {
-		h.WalkEveryAgent(m.context.NCtx)
-	}
-	if what := h.Fit(m.context.NCtx, m.context.NBatch); what != "" {
+	if what := h.Configure(research.Settings{Demo: cfg.Demo, Walk: cfg.Walk, Seed: cfg.Seed, Sampling: cfg.Sampling, Grounded: cfg.Grounded,
+		NCtx: m.context.NCtx, NBatch: m.context.NBatch}); what != "" {
 		fmt.Fprintln(errOut, "adapted to the context:", what)
 	}
 	o := cfg.App

@@ -1,7 +1,9 @@
 package session
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/app"
 	"github.com/lloyal-ai/lloyal/approvals"
+	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/trace"
@@ -29,8 +32,10 @@ func TestRunRecordsTheRun(t *testing.T) {
 	defer null.Close()
 	dir := t.TempDir()
 	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data")) // no installed abilities
+	// The sampling flags given override the harness's defaults in the header;
+	// the others keep them.
 	cfg := Config{Model: testmodel.Tiny(t), Walk: true, Corpus: filepath.Join("..", "..", "testdata", "corpus"), Task: "What is a harbor?", Agents: 2, NCtx: 4096,
-		Seed: 3, Version: "test", App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
+		Seed: 3, Sampling: research.SamplingFlags{TopK: ptr(20), RepeatPenalty: ptr[float32](1.1)}, Version: "test", App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
 			Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdin: null, Stdout: io.Discard, Stderr: io.Discard}}
 	if err := Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
@@ -40,10 +45,59 @@ func TestRunRecordsTheRun(t *testing.T) {
 		t.Fatalf("trace %+v %v", ck, err)
 	}
 	h := ck.Header
-	if h.ProgramVersion != "test" || h.Model.Architecture != "llama" || h.Context.NCtx != 4096 || h.Sampling != research.DefaultSampling(3) {
+	want := research.DefaultSampling(3)
+	want.TopK, want.RepeatPenalty = 20, 1.1
+	if h.ProgramVersion != "test" || h.Model.Architecture != "llama" || h.Context.NCtx != 4096 || h.Sampling != want {
 		t.Fatalf("header %+v", h)
 	}
 	if !slices.ContainsFunc(h.Tools, func(t trace.ToolInfo) bool { return t.Name == "write_note" && t.Protected }) {
 		t.Fatalf("no protected write_note among the header's tools: %+v", h.Tools)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// The trace header records the repetition penalty under camelCase keys, and
+// leaves them out when it is off (a header written before it existed reads
+// the same).
+func TestHeaderRecordsTheRepeatPenalty(t *testing.T) {
+	for _, c := range []struct {
+		s    engine.Sampling
+		keys map[string]bool // key -> present
+	}{
+		{engine.Sampling{Temperature: 0.7, RepeatPenalty: 1.1, RepeatLastN: 32, Seed: 1}, map[string]bool{"repeatPenalty": true, "repeatLastN": true, "temperature": true}},
+		{engine.Sampling{Temperature: 0.7, Seed: 1}, map[string]bool{"repeatPenalty": false, "repeatLastN": false, "temperature": true}},
+	} {
+		p := filepath.Join(t.TempDir(), "run.jsonl")
+		w, err := trace.Create(p, trace.Header{ProgramVersion: "test", Sampling: c.s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close("completed"); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 1<<20)
+		sc.Scan()
+		f.Close()
+		var line struct {
+			Sampling map[string]any `json:"sampling"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatal(err)
+		}
+		for k, present := range c.keys {
+			if _, ok := line.Sampling[k]; ok != present {
+				t.Errorf("%+v: key %q present %v, want %v (header sampling %v)", c.s, k, ok, present, line.Sampling)
+			}
+		}
+		ck, err := trace.CheckFile(p)
+		if err != nil || ck.Header == nil || ck.Header.Sampling != c.s {
+			t.Fatalf("read back %+v, %v; want %+v", ck.Header, err, c.s)
+		}
 	}
 }

@@ -200,10 +200,11 @@ var entries = []entry{
 		example: Event{Parent: 1, Pool: 1, Agent: 1, CallID: "call_1_1", Tool: "search", Args: raw(`{"query":"bridge opening year"}`)},
 	}},
 	{AgentNudge, info{
-		doc: "A call was refused and the agent was told why, as the call's result; it goes on thinking.",
+		doc: "A call was refused and the agent was told why, as the call's result; it goes on thinking. With reason loop, its turn fell into a loop (one n-gram over and over) and was stopped there: what it wrote before stands (a report is salvaged), or it is asked again.",
 		fields: map[string]string{
-			"reason": "a reason code: invalid_arguments, unknown_tool, denied, settle_reject, …",
-			"result": "what the model reads",
+			"reason": "a reason code: invalid_arguments, unknown_tool, denied, guard, loop, settle_reject, …",
+			"result": "what the model reads (none when a loop's text stands)",
+			"text":   "with reason loop: the turn's text up to the loop, one copy of what repeats kept",
 		},
 		example: Event{Parent: 1, Pool: 1, Agent: 1, CallID: "call_1_2", Tool: "search", Reason: "invalid_arguments",
 			Result: raw(`{"error":"query: required"}`)},

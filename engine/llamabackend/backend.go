@@ -169,7 +169,10 @@ func (l *Backend) SetSampling(b engine.BranchID, s engine.Sampling) error {
 	if s.Grammar != nil {
 		g = grammar(*s.Grammar)
 	}
-	return l.store.SetSampler(br, llama.SamplerParams{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, Seed: s.Seed, Grammar: g})
+	return l.store.SetSampler(br, llama.SamplerParams{
+		Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, Seed: s.Seed, Grammar: g,
+		RepeatPenalty: s.RepeatPenalty, RepeatLastN: s.RepeatLastN,
+	})
 }
 
 func (l *Backend) Prefill(spans []engine.Span) error {

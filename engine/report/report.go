@@ -4,7 +4,11 @@
 // them.
 package report
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+)
 
 // Report is an agent's result read as a report: the answer and its sources.
 // Results are JSON the model wrote under a schema, or a plain string; this is
@@ -12,7 +16,20 @@ import "encoding/json"
 type Report struct {
 	Answer  string   `json:"answer"`
 	Sources []string `json:"sources"`
+	// Claims are a grounded report's quotes, each with its source
+	// ("path:lines"); its Answer, unless the model wrote one, is the
+	// quotes with their citations, and its Sources their files.
+	Claims []Claim `json:"claims,omitempty"`
 }
+
+// Claim is a sentence an agent quoted from what it read, and where.
+type Claim struct {
+	Quote  string `json:"quote"`
+	Source string `json:"source"`
+}
+
+// Cited is the claim as a reader sees it: the quote and [its source].
+func (c Claim) Cited() string { return c.Quote + " [" + c.Source + "]" }
 
 // Read reads a result. A JSON string is the answer; an object's
 // "answer" (or "result") field is; anything else is shown as it is.
@@ -28,8 +45,12 @@ func Read(raw json.RawMessage) Report {
 		Result  *string  `json:"result"`
 		Answer  *string  `json:"answer"`
 		Sources []string `json:"sources"`
+		Claims  []Claim  `json:"claims"`
 	}
 	if json.Unmarshal(raw, &obj) == nil {
+		if obj.Claims != nil {
+			return claimed(obj.Answer, obj.Sources, obj.Claims)
+		}
 		switch {
 		case obj.Answer != nil:
 			return Report{Answer: *obj.Answer, Sources: obj.Sources}
@@ -49,4 +70,33 @@ func ErrorText(raw json.RawMessage) string {
 		return v.Error
 	}
 	return string(raw)
+}
+
+// claimed reads a grounded report: its answer is the model's own, or its
+// quotes with their citations; its sources are those it named and its
+// claims' files.
+func claimed(answer *string, sources []string, claims []Claim) Report {
+	r := Report{Sources: sources}
+	var cited []string
+	for _, c := range claims {
+		if slices.Contains(r.Claims, c) {
+			continue // a claim twice says nothing more
+		}
+		r.Claims = append(r.Claims, c)
+		cited = append(cited, c.Cited())
+		file := c.Source
+		if i := strings.LastIndexByte(file, ':'); i > 0 {
+			file = file[:i]
+		}
+		if !slices.Contains(r.Sources, file) {
+			r.Sources = append(r.Sources, file)
+		}
+	}
+	switch {
+	case answer != nil && *answer != "":
+		r.Answer = *answer
+	default:
+		r.Answer = strings.Join(cited, " ")
+	}
+	return r
 }

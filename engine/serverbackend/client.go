@@ -457,6 +457,23 @@ func (w *watchReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// defaultRepeatLastN is the penalty window when the sampling names none:
+// llama.cpp's, llama-server's and ollama's default.
+const defaultRepeatLastN = 64
+
+// repeatPenalty is the sampling's repetition penalty as the servers take it:
+// 1 when off (0 means off in engine.Sampling), and the window it looks at.
+func repeatPenalty(s engine.Sampling) (float32, int) {
+	p, n := s.RepeatPenalty, s.RepeatLastN
+	if p <= 0 {
+		p = 1
+	}
+	if n <= 0 {
+		n = defaultRepeatLastN
+	}
+	return p, n
+}
+
 // body is the request for the dialect.
 func (c *Client) body(tr engine.TurnRequest) (string, map[string]any) {
 	s := tr.Sampling
@@ -471,6 +488,9 @@ func (c *Client) body(tr engine.TurnRequest) (string, map[string]any) {
 		if s.MinP > 0 {
 			opts["min_p"] = s.MinP
 		}
+		// Always, unlike the others: ollama's own default is a penalty of
+		// 1.1, and the run must sample as its trace header says it did.
+		opts["repeat_penalty"], opts["repeat_last_n"] = repeatPenalty(s)
 		if len(tr.Stops) > 0 {
 			opts["stop"] = tr.Stops
 		}
@@ -490,6 +510,10 @@ func (c *Client) body(tr engine.TurnRequest) (string, map[string]any) {
 	}
 	if s.MinP > 0 {
 		b["min_p"] = s.MinP
+	}
+	if p, n := repeatPenalty(s); p != 1 {
+		b["repeat_penalty"], b["repeat_last_n"] = p, n // llama-server
+		b["repetition_penalty"] = p                    // vLLM, SGLang (over the whole prompt)
 	}
 	if len(tr.Stops) > 0 {
 		b["stop"] = tr.Stops

@@ -24,6 +24,7 @@ type fakeOllama struct {
 	t        *testing.T
 	mu       sync.Mutex
 	prompts  []string
+	options  []map[string]any
 	inflight int
 	most     int
 	// hook runs before the answer; returning true means it answered.
@@ -50,6 +51,7 @@ func (f *fakeOllama) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		f.mu.Lock()
 		f.prompts = append(f.prompts, req.Prompt)
+		f.options = append(f.options, req.Options)
 		f.inflight++
 		f.most = max(f.most, f.inflight)
 		hook := f.hook
@@ -519,6 +521,77 @@ func TestOpenAICompatibleServer(t *testing.T) {
 	}
 	if _, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m", APIKey: "wrong"}); err == nil || !strings.Contains(err.Error(), "bad key") {
 		t.Fatalf("a wrong key: %v; want the server's refusal", err)
+	}
+}
+
+// The sampling reaches both dialects under the names each server takes.
+// Ollama always gets the repetition penalty (its own default is 1.1, so
+// "off" must be said); an OpenAI-compatible server only when one is set.
+func TestSamplingReachesTheServer(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		s      engine.Sampling
+		ollama map[string]any // options; nil value: must be absent
+		openai map[string]any // body; nil value: must be absent
+	}{
+		{"defaults", engine.Sampling{Temperature: 0.7, Seed: 3},
+			map[string]any{"temperature": 0.7, "seed": 3.0, "repeat_penalty": 1.0, "repeat_last_n": 64.0, "top_k": nil},
+			map[string]any{"temperature": 0.7, "seed": 3.0, "repeat_penalty": nil, "repeat_last_n": nil, "repetition_penalty": nil, "top_k": nil}},
+		{"penalty 1 is off", engine.Sampling{RepeatPenalty: 1, RepeatLastN: 16},
+			map[string]any{"repeat_penalty": 1.0, "repeat_last_n": 16.0},
+			map[string]any{"repeat_penalty": nil, "repetition_penalty": nil}},
+		{"penalty, default window", engine.Sampling{TopK: 40, TopP: 0.9, MinP: 0.05, RepeatPenalty: 1.3},
+			map[string]any{"top_k": 40.0, "top_p": 0.9, "min_p": 0.05, "repeat_penalty": 1.3, "repeat_last_n": 64.0},
+			map[string]any{"top_k": 40.0, "top_p": 0.9, "min_p": 0.05, "repeat_penalty": 1.3, "repeat_last_n": 64.0, "repetition_penalty": 1.3}},
+		{"penalty and window", engine.Sampling{RepeatPenalty: 1.5, RepeatLastN: 128},
+			map[string]any{"repeat_penalty": 1.5, "repeat_last_n": 128.0},
+			map[string]any{"repeat_penalty": 1.5, "repeat_last_n": 128.0, "repetition_penalty": 1.5}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := engine.TurnRequest{Prompt: "<|im_start|>user\nhi<|im_end|>\n", MaxTokens: 8, Sampling: c.s}
+			fo := &fakeOllama{t: t}
+			oc := dial(t, fo.start(t), serverbackend.Options{})
+			if _, err := oc.Generate(t.Context(), tr, func(string) {}); err != nil {
+				t.Fatal(err)
+			}
+			checkClosed(t, fo, oc)
+			checkKeys(t, "ollama options", fo.options[0], c.ollama)
+
+			fa := &fakeOpenAI{}
+			srv := httptest.NewServer(fa)
+			defer srv.Close()
+			ac, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m", APIKey: "k", Format: "chatml"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ac.Close()
+			if _, err := ac.Generate(t.Context(), tr, func(string) {}); err != nil {
+				t.Fatal(err)
+			}
+			checkKeys(t, "openai body", fa.bodies[0], c.openai)
+		})
+	}
+}
+
+// checkKeys compares got's entries with want's (JSON numbers as float64,
+// compared as float32 since the sampling holds float32); a nil want value
+// means the key must be absent.
+func checkKeys(t *testing.T, what string, got, want map[string]any) {
+	t.Helper()
+	for k, w := range want {
+		g, ok := got[k]
+		switch {
+		case w == nil && ok:
+			t.Errorf("%s: %s = %v, want it absent", what, k, g)
+		case w == nil:
+		case !ok:
+			t.Errorf("%s: %s absent, want %v", what, k, w)
+		default:
+			gf, _ := g.(float64)
+			if float32(gf) != float32(w.(float64)) {
+				t.Errorf("%s: %s = %v, want %v", what, k, g, w)
+			}
+		}
 	}
 }
 

@@ -31,10 +31,16 @@ const minWalkContext = 4096
 // allows, its first researcher is walked through those after its own search
 // and read, so the demo shows helpers and a retried fetch, and its publisher
 // saves once, then reports; the other researchers choose (WalkFirst).
+// Its own answers are not sentences: its reports are grounded claims, the
+// sentences it read that it picks (Grounded, QuoteOnly); and it copies a
+// question into a search well only in the forms it trained on: its queries
+// are its question or a clause of it (QuestionQueries).
 func (h *Harness) ForDemoModel(nCtx int) {
 	h.Sampling = engine.Sampling{Seed: h.Sampling.Seed}
 	h.ClausePlan = true
 	h.WalkFirst = nCtx >= minWalkContext
+	h.Grounded, h.QuoteOnly = true, true
+	h.QuestionQueries = true
 }
 
 // WalkEveryAgent walks every agent through the tools (Walk), where a
@@ -42,3 +48,59 @@ func (h *Harness) ForDemoModel(nCtx int) {
 // own (random weights), so that a run still exercises every tool (and asks
 // a person about write_note).
 func (h *Harness) WalkEveryAgent(nCtx int) { h.Walk = nCtx >= minWalkContext }
+
+// Settings are what a run decides about its harness beyond the task: the
+// model (the demo model, or one walked through the tools), the sampling
+// seed and the user's sampling flags, grounding, and the context.
+type Settings struct {
+	Demo, Walk bool
+	Seed       uint32
+	// Sampling are the sampling flags the user set, put over the model's
+	// defaults.
+	Sampling SamplingFlags
+	// Grounded is --grounded (nil: the model's default, on for the demo
+	// model).
+	Grounded     *bool
+	NCtx, NBatch int
+}
+
+// Configure sets the harness up as lloyal run does, and says what fitting
+// it to the context changed ("" when nothing).
+func (h *Harness) Configure(s Settings) string {
+	h.Sampling = DefaultSampling(s.Seed)
+	if s.Demo {
+		h.ForDemoModel(s.NCtx)
+	}
+	if s.Walk {
+		h.WalkEveryAgent(s.NCtx)
+	}
+	s.Sampling.apply(&h.Sampling)
+	if s.Grounded != nil {
+		h.Grounded = *s.Grounded
+	}
+	return h.Fit(s.NCtx, s.NBatch)
+}
+
+// SamplingFlags are the sampling settings the user gave (lloyal run's
+// --temperature, …); nil: not given.
+type SamplingFlags struct {
+	Temperature, TopP, MinP, RepeatPenalty *float32
+	TopK, RepeatLastN                      *int
+}
+
+// apply puts what the user gave over s.
+func (f SamplingFlags) apply(s *engine.Sampling) {
+	set(&s.Temperature, f.Temperature)
+	set(&s.TopK, f.TopK)
+	set(&s.TopP, f.TopP)
+	set(&s.MinP, f.MinP)
+	set(&s.RepeatPenalty, f.RepeatPenalty)
+	set(&s.RepeatLastN, f.RepeatLastN)
+}
+
+// set sets *dst to *v unless v is nil.
+func set[T any](dst, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}

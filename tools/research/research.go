@@ -6,12 +6,14 @@ package research
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/report"
 	"github.com/lloyal-ai/lloyal/tools"
 )
@@ -43,7 +45,22 @@ type Harness struct {
 	// grammar offers only those), for a model that can pick a clause but
 	// not rewrite one (the demo model). A real model writes its own.
 	ClausePlan bool
-	Sampling   engine.Sampling
+	// QuestionQueries: a search's query is the agent's question or one of
+	// its clauses (its grammar offers only those), for a model that copies
+	// a question word for word only in the forms it trained on (the demo
+	// model: asked what the handbook says about backing up the ledger, it
+	// searched for "What does the ledger?"). A real model writes its own.
+	QuestionQueries bool
+	// Grounded: every report is made of claims quoting lines its agent
+	// read, checked against what was admitted to its context, and the
+	// publisher's note is built from those claims with their citations
+	// (on by default for the demo model; --grounded for any model).
+	Grounded bool
+	// QuoteOnly: a grounded report is its quotes alone, for a model that
+	// copies well and writes badly (the demo model); otherwise the model
+	// may add an answer in its own words beside them.
+	QuoteOnly bool
+	Sampling  engine.Sampling
 	// SoftLimit and HardLimit are the pools' pressure limits in cells (0:
 	// the engine's defaults); Fit sets them for a small context.
 	SoftLimit, HardLimit int
@@ -54,8 +71,23 @@ type Harness struct {
 	// task: the task must fit the context with room to write the note.
 	findingChars int
 	note         engine.Tool
-	report       engine.Tool
-	abilities    []Ability
+	// grounding is what each agent has read: its report may cite only
+	// that (reports: plain, with claims, with quotes only).
+	grounding *tools.Grounding
+	reports   [3]engine.Tool
+	glossary  tools.Glossary
+	abilities []Ability
+}
+
+// report is the researchers' terminal tool for this run's settings.
+func (h *Harness) report() engine.Tool {
+	switch {
+	case h.Grounded && h.QuoteOnly:
+		return h.reports[2]
+	case h.Grounded:
+		return h.reports[1]
+	}
+	return h.reports[0]
 }
 
 // Ability is an installed ability's part in a run: a line in the
@@ -129,14 +161,18 @@ func (h *Harness) Fit(nCtx, nBatch int) string {
 // New builds the harness over a corpus; note is the write_note tool (it
 // decides where notes go).
 func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harness {
-	report := tools.Report(nil)
+	g := tools.NewGrounding(corpus)
+	h := &Harness{Task: task, Agents: agents, note: note, grounding: g, findingChars: 1200, glossary: tools.LoadGlossary(corpus),
+		reports: [3]engine.Tool{g.Report(tools.ReportOptions{}), g.Report(tools.ReportOptions{Claims: true, Paraphrase: true}), g.Report(tools.ReportOptions{Claims: true})}}
+	// Every tool that shows the corpus is watched: what it shows an agent
+	// is what that agent may cite.
+	search := func() engine.Tool { return h.questionQueries(g.Watch(tools.SearchTool(corpus))) }
 	base := func() []engine.Tool {
-		return []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus), tools.GlossaryTool(tools.LoadGlossary(corpus))}
+		return []engine.Tool{search(), g.Watch(tools.ReadFileTool(corpus)), g.Watch(tools.GrepTool(corpus)), g.Watch(tools.GlossaryTool(h.glossary))}
 	}
-	research := append(base(), tools.FetchPageTool(corpus, 3*time.Second))
-	return &Harness{Task: task, Agents: agents,
-		research: append(research, tools.DelegateTool(base, report, 3)), note: note, report: report,
-		compact: []engine.Tool{tools.SearchTool(corpus), tools.ReadFileTool(corpus), tools.GrepTool(corpus)}, findingChars: 1200}
+	h.research = append(base(), g.Watch(tools.FetchPageTool(corpus, 3*time.Second)), tools.DelegateTool(base, h.report, 3, h.subQuestions))
+	h.compact = []engine.Tool{search(), g.Watch(tools.ReadFileTool(corpus)), g.Watch(tools.GrepTool(corpus))}
+	return h
 }
 
 // DefaultAgents is `lloyal run --agents`' default: the most questions a
@@ -151,14 +187,14 @@ const ResearcherSystem = "You are a research agent. Answer your question from th
 // ResearcherTools are the tools a researcher's spine lists, and its terminal
 // tool, exactly as Run gives them.
 func (h *Harness) ResearcherTools() (tools []engine.Tool, terminal engine.Tool) {
-	return h.researchTools(), h.report
+	return h.researchTools(), h.report()
 }
 
 // ResearcherPool is the pool Run starts its researchers in (as the room
 // allows, each with at most maxTurns turns), for anything that must run
 // them exactly as Run does (lloyal bench demo).
 func (h *Harness) ResearcherPool(maxTurns int, researchers ...engine.AgentSpec) engine.PoolSpec {
-	return engine.PoolSpec{System: ResearcherSystem + h.catalogue(), Tools: h.researchTools(), Terminal: h.report,
+	return engine.PoolSpec{System: ResearcherSystem + h.catalogue(), Tools: h.researchTools(), Terminal: h.report(),
 		// A researcher's turn holds a whole report (tools.ReportTurnTokens).
 		MaxTurns: maxTurns, MaxTurnTokens: tools.ReportTurnTokens, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
 		Orchestrate: engine.AsRoomAllows(researchers...)}
@@ -172,37 +208,8 @@ func ResearcherTask(question, task string) string {
 // Tools lists every tool the harness offers a model, and the terminal tool
 // last (for the trace header).
 func (h *Harness) Tools() (all []engine.Tool, terminal engine.Tool) {
-	return append(h.researchTools(), h.note), h.report
+	return append(h.researchTools(), h.note), h.report()
 }
-
-// PublisherSystem is the publisher's system prompt.
-const PublisherSystem = "You write the final report from the findings, save it as a note, then report it."
-
-// Finding is one researcher's report, as the publisher reads it.
-type Finding struct {
-	Question, Answer string
-	Sources          []string
-}
-
-// PublisherTask is the publisher's task: the run's task and the findings,
-// each cut to what the context allows.
-func (h *Harness) PublisherTask(task string, findings []Finding) string {
-	var b strings.Builder
-	for _, f := range findings {
-		fmt.Fprintf(&b, "- %s\n  %s\n", chat.Clip(f.Question, h.findingChars/3), chat.Clip(f.Answer, h.findingChars))
-		if len(f.Sources) > 0 {
-			fmt.Fprintf(&b, "  sources: %s\n", chat.Clip(strings.Join(f.Sources, ", "), h.findingChars/3))
-		}
-	}
-	if b.Len() == 0 {
-		b.WriteString("(no researcher reported)")
-	}
-	return "Task: " + task + "\n\nFindings:\n" + b.String() +
-		"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."
-}
-
-// PublisherTools are the publisher's tool (write_note) and terminal tool.
-func (h *Harness) PublisherTools() (note, terminal engine.Tool) { return h.note, h.report }
 
 // Run plans, researches in parallel, then publishes. It returns every
 // agent's result, the publisher's last.
@@ -268,25 +275,59 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	var findings []Finding
 	for _, a := range res.Agents {
 		if a.Ok() {
-			findings = append(findings, Finding{Question: strings.SplitN(a.Task, "\n", 2)[0], Answer: a.Text(), Sources: report.Read(a.Result).Sources})
+			r := report.Read(a.Result)
+			findings = append(findings, Finding{Question: strings.SplitN(a.Task, "\n", 2)[0], Answer: r.Answer, Sources: r.Sources, Claims: r.Claims})
 		}
 	}
 	// 3. Publish: save the report as a note (a person approves it), then report.
-	pub := engine.AgentSpec{Role: "publisher", Task: h.PublisherTask(h.Task, findings)}
-	if h.Walk || h.WalkFirst {
-		// Save once, then report: a walked model (or the small demo model,
-		// whose note can loop to the turn's limit) would otherwise pick its
-		// next call on its own, and may ask you to save again.
-		pub.Plan = []engine.ToolChoice{"write_note", "report"}
-	}
-	res, err = rt.Run(ctx, engine.PoolSpec{System: PublisherSystem,
-		// A whole note (1,000 characters at most, by its schema and so by the
-		// grammar) or report fits in one turn: a turn cut short would cut the
-		// call.
-		Tools: []engine.Tool{h.note}, Terminal: h.report, ToolChoice: engine.ToolChoice("write_note"), MaxTurns: 3, MaxTurnTokens: tools.ReportTurnTokens, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
-		Orchestrate: engine.Parallel(pub)})
+	res, err = rt.Run(ctx, h.publisherPool(findings))
 	if res != nil {
 		all = append(all, res.Agents...)
 	}
 	return all, err
+}
+
+// subQuestions are the sub-questions a walked researcher may hand to
+// helpers: its question's clauses, and "What is T?" for each glossary term
+// in the sentences it read that answer best — real sub-questions, not the
+// noise a model walked through delegate writes (nil when not walking: a
+// real model writes its own).
+func (h *Harness) subQuestions(a *engine.Agent) []string {
+	if !h.Walk && !h.WalkFirst {
+		return nil
+	}
+	question, _, _ := strings.Cut(a.Task, "\n")
+	out := Clauses(question)
+	if len(out) == 1 {
+		out = nil // the question itself is no sub-question
+	}
+	own := strings.ToLower(question)
+	terms := slices.Sorted(maps.Keys(h.glossary))
+	for _, c := range h.grounding.Claims(a, question, 8) {
+		quote := strings.ToLower(c.Quote)
+		for _, term := range terms {
+			if len(term) > 3 && strings.Contains(quote, term) && !strings.Contains(own, term) {
+				if q := "What is " + term + "?"; !slices.Contains(out, q) {
+					out = append(out, q)
+				}
+			}
+		}
+	}
+	return out[:min(len(out), 6)]
+}
+
+// questionQueries narrows search's query, with QuestionQueries, to the
+// calling agent's question and its clauses.
+func (h *Harness) questionQueries(search engine.Tool) engine.Tool {
+	spec := search.Spec()
+	spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
+		if !h.QuestionQueries {
+			return nil
+		}
+		question, _, _ := strings.Cut(a.Task, "\n")
+		queries := append([]string{question}, Clauses(question)...)
+		enum, _ := json.Marshal(slices.Compact(queries))
+		return json.RawMessage(`{"type":"object","properties":{"query":{"enum":` + string(enum) + `}},"required":["query"]}`)
+	}
+	return engine.Func{S: spec, Fn: search.Execute}
 }

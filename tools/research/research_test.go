@@ -3,6 +3,7 @@ package research
 import (
 	"context"
 	"encoding/json"
+	"math/bits"
 	"strings"
 	"testing"
 
@@ -60,10 +61,10 @@ func TestAWholeReportFitsAResearchersTurn(t *testing.T) {
 	be := enginetest.New(1 << 16)
 	plan, _ := json.Marshal(map[string]any{"questions": []string{question}})
 	be.Script(task, enginetest.ToolCall("plan", string(plan)))
-	// A four-byte character is a token of its own in the double's tokenizer.
-	answer := strings.Repeat("𝄞", tools.AnswerMaxLength)
+	answer := longAnswer()
 	reportArgs, _ := json.Marshal(map[string]any{"answer": answer, "sources": []string{"glossary.md"}})
-	be.Script(question, enginetest.ToolCall("report", string(reportArgs)))
+	// It cites what it read (a report may cite nothing else).
+	be.Script(question, enginetest.ToolCall("read_file", `{"path":"glossary.md","start_line":1,"end_line":5}`), enginetest.ToolCall("report", string(reportArgs)))
 	all, err := h.Run(context.Background(), engine.New(be, engine.Options{}))
 	if err != nil {
 		t.Fatal(err)
@@ -94,9 +95,8 @@ func TestAWholeReportFitsAHelpersTurn(t *testing.T) {
 	be.Script(task, enginetest.ToolCall("plan", string(plan)))
 	delegate, _ := json.Marshal(map[string]any{"tasks": []string{sub}})
 	short, _ := json.Marshal(map[string]any{"answer": "long", "sources": []string{"glossary.md"}})
-	be.Script(question, enginetest.ToolCall("delegate", string(delegate)), enginetest.ToolCall("report", string(short)))
-	// A four-byte character is a token of its own in the double's tokenizer.
-	answer := strings.Repeat("𝄞", tools.AnswerMaxLength)
+	be.Script(question, enginetest.ToolCall("read_file", `{"path":"glossary.md","start_line":1,"end_line":5}`), enginetest.ToolCall("delegate", string(delegate)), enginetest.ToolCall("report", string(short)))
+	answer := longAnswer()
 	reportArgs, _ := json.Marshal(map[string]any{"answer": answer, "sources": []string{"glossary.md"}})
 	be.Script(sub, enginetest.ToolCall("report", string(reportArgs)))
 	helper, source := 0, ""
@@ -121,4 +121,20 @@ func TestAWholeReportFitsAHelpersTurn(t *testing.T) {
 	if source != string(event.AgentReturn)+" voluntary_return" || len(got.Sources) != 1 || got.Sources[0] != "glossary.md" || got.Answer != answer {
 		t.Fatalf("the helper's report: %q, sources %v, answer of %d characters", source, got.Sources, len([]rune(got.Answer)))
 	}
+}
+
+// longAnswer is an answer as long as the schema allows, a token per
+// character in the double's tokenizer (a four-byte character is a token of
+// its own), that never loops: two characters in the Thue–Morse order,
+// which repeats no block three times running.
+func longAnswer() string {
+	var b strings.Builder
+	for i := range tools.AnswerMaxLength {
+		if bits.OnesCount(uint(i))%2 == 1 {
+			b.WriteString("𝄢")
+		} else {
+			b.WriteString("𝄞")
+		}
+	}
+	return b.String()
 }

@@ -39,7 +39,16 @@ type SamplerParams struct {
 	MinP        float32
 	Seed        uint32
 	Grammar     *Grammar
+	// RepeatPenalty penalises the logits of recently accepted tokens
+	// (llama.cpp's repeat_penalty); 0 or 1 is off.
+	RepeatPenalty float32
+	// RepeatLastN is the window of accepted tokens the penalty looks at;
+	// 0 or less means DefaultRepeatLastN.
+	RepeatLastN int
 }
+
+// DefaultRepeatLastN is the penalty window when none is given, llama.cpp's.
+const DefaultRepeatLastN = 64
 
 // Sampler is a llama.cpp sampler chain with its own scratch space.
 type Sampler struct {
@@ -51,8 +60,9 @@ type Sampler struct {
 // ErrGrammarDeadEnd means the grammar admits no token from here.
 var ErrGrammarDeadEnd = errors.New("sampler: the grammar admits no token")
 
-// NewSampler builds a chain: grammar (if any), then top-k, top-p, min-p,
-// temperature and a seeded draw — or greedy selection.
+// NewSampler builds a chain: grammar (if any), repetition penalties (if
+// any), then top-k, top-p, min-p, temperature and a seeded draw — or greedy
+// selection.
 func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 	ensureInit()
 	chain := C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
@@ -63,6 +73,17 @@ func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 			return nil, err
 		}
 		C.llama_sampler_chain_add(chain, g)
+	}
+	if p.RepeatPenalty > 0 && p.RepeatPenalty != 1 {
+		// Before the selection, so greedy decoding feels it too. It only
+		// scales logits the grammar left finite: a token the grammar requires
+		// stays admissible. Accept feeds every sampler in the chain, so the
+		// penalty sees what was kept.
+		lastN := p.RepeatLastN
+		if lastN <= 0 {
+			lastN = DefaultRepeatLastN
+		}
+		C.llama_sampler_chain_add(chain, C.llama_sampler_init_penalties(C.int32_t(lastN), C.float(p.RepeatPenalty), 0, 0))
 	}
 	if p.Temperature <= 0 {
 		C.llama_sampler_chain_add(chain, C.llama_sampler_init_greedy())

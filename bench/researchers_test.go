@@ -35,17 +35,17 @@ func TestUsesQuestionWords(t *testing.T) {
 	}
 }
 
-// Demo asks a trained model about the facts its header says it never saw,
+// Researchers asks a trained model about the facts its header says it never saw,
 // one researcher each, says first what it leaves out of a real run, and
 // prints the measures; a model without that list is refused by
 // name.
-func TestBenchDemoAsksTheHeldOutFacts(t *testing.T) {
+func TestBenchResearchersAsksTheHeldOutFacts(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "demo.gguf")
 	trainingtest.Train(t, trainingtest.Options(t, path))
 	tp := filepath.Join(dir, "demo.jsonl")
 	var out bytes.Buffer
-	if err := Demo(t.Context(), &out, DemoOptions{Model: path, Questions: 2, Ctx: 4096, Seed: 1, Trace: tp}); err != nil {
+	if err := Researchers(t.Context(), &out, ResearchersOptions{Model: path, Questions: 2, Ctx: 4096, Seed: 1, Trace: tp}); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	closing, _, err := trace.Follow(t.Context(), tp, false, func(event.Event) error { return nil })
@@ -67,7 +67,7 @@ func TestBenchDemoAsksTheHeldOutFacts(t *testing.T) {
 	if err := modelgen.WriteFile(plain, modelgen.Tiny()); err != nil {
 		t.Fatal(err)
 	}
-	if err := Demo(t.Context(), &out, DemoOptions{Model: plain, Questions: 40, Ctx: 4096}); err == nil || !strings.Contains(err.Error(), training.HeldOutKey) {
+	if err := Researchers(t.Context(), &out, ResearchersOptions{Model: plain, Questions: 40, Ctx: 4096}); err == nil || !strings.Contains(err.Error(), training.HeldOutKey) {
 		t.Fatalf("a model without held-out facts: %v", err)
 	}
 }

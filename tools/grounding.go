@@ -1,0 +1,691 @@
+package tools
+
+// Grounding: a report may only cite what its agent read. The corpus tools'
+// results are watched as they are admitted; each agent's citable files and
+// the lines it was shown follow from them, and the report's grammar, its
+// guard and its repair are built from those.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/report"
+)
+
+// Grounding is what each agent of one run has read or been shown: the
+// corpus files it may cite and the lines admitted to its context. An
+// agent's helpers' reads are its own too (they report to it). Safe for
+// concurrent use.
+type Grounding struct {
+	corpus *Corpus
+	docs   map[string]*Doc
+	// glossary is the corpus file the glossary tool's meanings come from.
+	glossary string
+	// code are the lines inside each file's code fences: commands and
+	// output, not sentences to quote as an answer.
+	code map[string]map[int]bool
+
+	mu     sync.Mutex
+	seen   map[int]*shown        // by agent id
+	agents map[int]*engine.Agent // every agent met, for its callers
+}
+
+// shown is one agent's reading: files in the order it first met them, and
+// each file's lines it was shown, by line number.
+type shown struct {
+	paths []string
+	lines map[string]map[int]string
+	read  map[string]bool // files it opened with read_file (not only met in a search)
+}
+
+// NewGrounding watches one run's reading of the corpus.
+func NewGrounding(c *Corpus) *Grounding {
+	g := &Grounding{corpus: c, docs: map[string]*Doc{}, code: map[string]map[int]bool{}, seen: map[int]*shown{}, agents: map[int]*engine.Agent{}}
+	for _, d := range c.Docs {
+		g.docs[d.Path] = d
+		in := false
+		for i, l := range d.Lines {
+			fence := strings.HasPrefix(strings.TrimSpace(l), "```")
+			if in || fence {
+				if g.code[d.Path] == nil {
+					g.code[d.Path] = map[int]bool{}
+				}
+				g.code[d.Path][i+1] = true
+			}
+			if fence {
+				in = !in
+			}
+		}
+		if strings.EqualFold(d.Path, "glossary.md") {
+			g.glossary = d.Path
+		}
+	}
+	return g
+}
+
+// Watch wraps a tool so that what its results show an agent (the corpus
+// files they name, and their lines) becomes citable by that agent and its
+// callers.
+func (g *Grounding) Watch(t engine.Tool) engine.Tool {
+	return engine.Func{S: t.Spec(), Fn: func(ctx context.Context, args json.RawMessage) (any, error) {
+		v, err := t.Execute(ctx, args)
+		if err == nil {
+			if a := engine.CallingAgent(ctx); a != nil {
+				g.record(a, v, t.Spec().Name == "read_file")
+			}
+		}
+		return v, err
+	}}
+}
+
+// record books every corpus file a result names (objects with a "path",
+// their "text" lines from "lines" or "line" on; a glossary meaning as its
+// line of the glossary) for the agent and every agent above it.
+func (g *Grounding) record(a *engine.Agent, result any, read bool) {
+	raw, err := json.Marshal(result)
+	if err != nil {
+		return
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return
+	}
+	var got []Line
+	var walk func(x any)
+	walk = func(x any) {
+		switch x := x.(type) {
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			if _, isErr := x["error"]; isErr {
+				return
+			}
+			got = append(got, g.linesOf(x)...)
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	if len(got) == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for x := a; x != nil; x = x.Parent() {
+		g.agents[x.ID] = x
+		s := g.seen[x.ID]
+		if s == nil {
+			s = &shown{lines: map[string]map[int]string{}, read: map[string]bool{}}
+			g.seen[x.ID] = s
+		}
+		for _, l := range got {
+			s.read[l.Path] = s.read[l.Path] || read
+			if s.lines[l.Path] == nil {
+				s.paths = append(s.paths, l.Path)
+				s.lines[l.Path] = map[int]string{}
+			}
+			if l.N > 0 {
+				s.lines[l.Path][l.N] = l.Text
+			}
+		}
+	}
+}
+
+// Line is one line of a corpus file an agent was shown (N 0: the file was
+// named, no line of it shown).
+type Line struct {
+	Path string
+	N    int
+	Text string
+}
+
+// linesOf reads one result object: a corpus file and the lines of it shown.
+// A path the corpus does not hold is never booked, whatever a tool said.
+func (g *Grounding) linesOf(x map[string]any) []Line {
+	if term, ok := x["term"].(string); ok && x["meaning"] != nil && g.glossary != "" {
+		d := g.docs[g.glossary]
+		for i, l := range d.Lines {
+			if strings.HasPrefix(strings.ToLower(l), strings.ToLower(term)+":") {
+				return []Line{{Path: d.Path, N: i + 1, Text: l}}
+			}
+		}
+		return []Line{{Path: d.Path}}
+	}
+	p, _ := x["path"].(string)
+	d := g.docs[p]
+	if d == nil {
+		return nil
+	}
+	start := 0
+	switch r := x["lines"].(type) {
+	case string:
+		a, _, _ := strings.Cut(r, "-")
+		start, _ = strconv.Atoi(a)
+	}
+	if n, ok := x["line"].(float64); ok {
+		start = int(n)
+	}
+	text, _ := x["text"].(string)
+	if start < 1 || text == "" {
+		return []Line{{Path: p}}
+	}
+	// The text shown is the file's lines from start on (a search passage
+	// may end mid-line, clipped): each shown line is booked as the file
+	// has it, so a quote is checked against the handbook's own words.
+	out := []Line{{Path: p}}
+	for i, l := range strings.Split(text, "\n") {
+		n := start + i
+		if n > len(d.Lines) {
+			break
+		}
+		if full := d.Lines[n-1]; strings.TrimSpace(l) != "" && strings.HasPrefix(normSpace(full), strings.TrimSuffix(normSpace(l), "…")) {
+			out = append(out, Line{Path: p, N: n, Text: full})
+		}
+	}
+	return out
+}
+
+// meet remembers an agent, so that its callers' reading is known from its
+// id (a helper starts from all its caller had read).
+func (g *Grounding) meet(a *engine.Agent) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for x := a; x != nil; x = x.Parent() {
+		g.agents[x.ID] = x
+	}
+}
+
+// view is what an agent has in its context: its own reading (its helpers'
+// included) and its callers', its own first. Call with g.mu held.
+func (g *Grounding) view(agent int) []*shown {
+	var out []*shown
+	if s := g.seen[agent]; s != nil {
+		out = append(out, s)
+	}
+	if a := g.agents[agent]; a != nil {
+		for x := a.Parent(); x != nil; x = x.Parent() {
+			if s := g.seen[x.ID]; s != nil {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// Paths are the corpus files the agent (or a helper of it, or its caller
+// before it) read or was shown, in the order it first met them.
+func (g *Grounding) Paths(agent int) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, s := range g.view(agent) {
+		for _, p := range s.paths {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// linesOfPath are the lines of path the agent was shown. Call with g.mu
+// held.
+func (g *Grounding) linesOfPath(agent int, path string) map[int]string {
+	out := map[int]string{}
+	for _, s := range g.view(agent) {
+		for n, l := range s.lines[path] {
+			out[n] = l
+		}
+	}
+	return out
+}
+
+// Quotable reports whether a claim's quote is in the lines its source
+// cites ("path:12-14", or "path" for any line) among those the agent was
+// shown (whitespace aside).
+func (g *Grounding) Quotable(agent int, source, quote string) bool {
+	q := normSpace(quote)
+	if q == "" {
+		return false
+	}
+	path, from, to := splitSource(source)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	lines := g.linesOfPath(agent, path)
+	if from > 0 {
+		for n := range lines {
+			if n < from || n > to {
+				delete(lines, n)
+			}
+		}
+	}
+	return strings.Contains(normSpace(joinLines(lines)), q)
+}
+
+// splitSource reads a claim's source: "path:12-14", "path:12" or "path"
+// (from 0: no lines named).
+func splitSource(source string) (path string, from, to int) {
+	i := strings.LastIndexByte(source, ':')
+	if i <= 0 {
+		return source, 0, 0
+	}
+	a, b, ok := strings.Cut(source[i+1:], "-")
+	from, err := strconv.Atoi(a)
+	if err != nil {
+		return source, 0, 0
+	}
+	to = from
+	if ok {
+		if to, err = strconv.Atoi(b); err != nil || to < from {
+			return source, 0, 0
+		}
+	}
+	return source[:i], from, to
+}
+
+// Claim is a sentence an agent read, and where: "path:start-end".
+type Claim = report.Claim
+
+// Claims are the sentences of the lines the agent was shown, the ones that
+// share most words with question first (at most n): what a grounded
+// report may quote.
+func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
+	g.meet(a)
+	paths := g.Paths(a.ID)
+	g.mu.Lock()
+	var all []Claim
+	read := map[string]bool{}
+	for _, p := range paths {
+		lines := g.linesOfPath(a.ID, p)
+		for n := range g.code[p] {
+			delete(lines, n)
+		}
+		all = append(all, sentences(p, lines, g.docs[p])...)
+		for _, s := range g.view(a.ID) {
+			read[p] = read[p] || s.read[p]
+		}
+	}
+	g.mu.Unlock()
+	q := map[string]bool{}
+	for _, t := range queryTerms(question) {
+		q[t] = true
+	}
+	score := make([]float64, len(all))
+	for i, c := range all {
+		seen := map[string]bool{}
+		for _, t := range terms(c.Quote) {
+			if q[t] && !seen[t] {
+				seen[t] = true
+				df := float64(g.corpus.df[t])
+				score[i] += math.Log(1 + float64(len(g.corpus.Chunks))/(df+1))
+			}
+		}
+		// A sentence defining the question's words ("skiff: a worker
+		// process …") answers "What is a skiff?" better than one that
+		// mentions a skiff; and a file the agent chose to read, better than
+		// a passage it passed in a search.
+		if term, _, ok := strings.Cut(c.Quote, ": "); ok && len(term) < 40 && allIn(terms(term), q) {
+			score[i] *= 2
+		}
+		if read[claimPath(c.Source)] {
+			score[i] *= 1.5
+		}
+	}
+	idx := make([]int, len(all))
+	for i := range idx {
+		idx[i] = i
+	}
+	// Closest to the question first; of two alike, the one read first.
+	sort.SliceStable(idx, func(i, j int) bool { return score[idx[i]] > score[idx[j]] })
+	// Only sentences nearly as close to the question as the closest: a
+	// sentence sharing only the product's name with it is no answer, and a
+	// small model's pick among many is no better than chance.
+	out := []Claim{} // non-nil: nothing read is an answer too (claimsSchema)
+	for _, i := range idx {
+		if len(out) == n || score[i] == 0 || score[i] < closeEnough*score[idx[0]] {
+			break
+		}
+		out = append(out, all[i])
+	}
+	return out
+}
+
+// allIn reports whether every one of ts (at least one) is in set.
+func allIn(ts []string, set map[string]bool) bool {
+	for _, t := range ts {
+		if !set[t] {
+			return false
+		}
+	}
+	return len(ts) > 0
+}
+
+// sentences splits the lines of a file an agent was shown into sentences,
+// each with the lines it spans: consecutive lines of a paragraph join, and
+// a heading, table row, list item, code fence or blank line ends one.
+func sentences(path string, lines map[int]string, doc *Doc) []Claim {
+	nums := make([]int, 0, len(lines))
+	for n := range lines {
+		nums = append(nums, n)
+	}
+	sort.Ints(nums)
+	var out []Claim
+	var para strings.Builder
+	var starts []int // the paragraph's offset where each of its lines starts
+	var at []int     // and that line's number
+	flush := func() {
+		text := para.String()
+		spans := splitSentences(text)
+		// A paragraph shown from its middle (a search passage starts at a
+		// chunk's line, not a sentence's) begins with the tail of a
+		// sentence, and one shown to its middle ends with the head of one:
+		// neither is a sentence to quote.
+		if len(spans) > 0 && continues(doc, at[0]-1) && !endsSentence(doc.Lines[at[0]-2]) {
+			spans = spans[1:]
+		}
+		if len(spans) > 0 && continues(doc, at[len(at)-1]+1) && !endsSentence(text) {
+			spans = spans[:len(spans)-1]
+		}
+		for _, sp := range spans {
+			q := strings.TrimSpace(text[sp[0]:sp[1]])
+			if len(q) < 20 || len(q) > 400 {
+				continue
+			}
+			first, last := at[0], at[0]
+			for i, off := range starts {
+				if off <= sp[0] {
+					first = at[i]
+				}
+				if off < sp[1] {
+					last = at[i]
+				}
+			}
+			out = append(out, Claim{Quote: q, Source: fmt.Sprintf("%s:%s", path, lineRange(first, last))})
+		}
+		para.Reset()
+		starts, at = starts[:0], at[:0]
+	}
+	for i, n := range nums {
+		l := strings.TrimSpace(lines[n])
+		block := l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "|") || strings.HasPrefix(l, "```") ||
+			strings.HasPrefix(l, "- ") || strings.HasPrefix(l, "* ") || len(l) > 2 && l[0] >= '0' && l[0] <= '9' && strings.HasPrefix(l[1:], ". ")
+		if len(at) > 0 && (block || i > 0 && n != nums[i-1]+1) {
+			flush()
+		}
+		if l == "" || strings.HasPrefix(l, "|") || strings.HasPrefix(l, "```") || strings.HasPrefix(l, "##") {
+			continue // a section's heading names it, it says nothing (a page's title may: "INC-2022-058: Vault owned by root …")
+		}
+		starts, at = append(starts, para.Len()), append(at, n)
+		para.WriteString(strings.TrimLeft(l, "#-* ") + " ") // a list item's next lines run on in it
+	}
+	if len(at) > 0 {
+		flush()
+	}
+	return out
+}
+
+// continues reports whether line n (1-based) of doc is a paragraph's text
+// line, so that a paragraph next to it runs on into it.
+func continues(doc *Doc, n int) bool {
+	if doc == nil || n < 1 || n > len(doc.Lines) {
+		return false
+	}
+	l := strings.TrimSpace(doc.Lines[n-1])
+	return l != "" && !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "|") && !strings.HasPrefix(l, "```") &&
+		!strings.HasPrefix(l, "- ") && !strings.HasPrefix(l, "* ")
+}
+
+// endsSentence reports whether a line ends a sentence.
+func endsSentence(line string) bool {
+	l := strings.TrimRight(strings.TrimSpace(line), "*_`)\"'")
+	return strings.HasSuffix(l, ".") || strings.HasSuffix(l, "?") || strings.HasSuffix(l, "!") || strings.HasSuffix(l, ":")
+}
+
+// splitSentences splits a paragraph after ". ", "? " or "! " (not after a
+// one-letter word or "e.g."), as [start, end) byte spans.
+func splitSentences(p string) [][2]int {
+	var out [][2]int
+	start := 0
+	for i := 0; i+1 < len(p); i++ {
+		if (p[i] == '.' || p[i] == '?' || p[i] == '!') && p[i+1] == ' ' {
+			word := p[start+strings.LastIndexByte(p[start:i], ' ')+1 : i]
+			if len(word) <= 1 || word == "e.g" || word == "i.e" {
+				continue
+			}
+			out = append(out, [2]int{start, i + 1})
+			start = i + 2
+		}
+	}
+	if strings.TrimSpace(p[start:]) != "" {
+		out = append(out, [2]int{start, len(p)})
+	}
+	return out
+}
+
+// joinLines is a file's shown lines in order, one text.
+func joinLines(lines map[int]string) string {
+	nums := make([]int, 0, len(lines))
+	for n := range lines {
+		nums = append(nums, n)
+	}
+	sort.Ints(nums)
+	var b strings.Builder
+	for _, n := range nums {
+		b.WriteString(lines[n])
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// normSpace collapses runs of white space to one space.
+func normSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// ReportOptions say what a grounded run's reports hold.
+type ReportOptions struct {
+	// Claims: a report is claims quoting sentences its agent read, each
+	// with its file and lines (grounded answer mode); otherwise an answer
+	// in the model's words and the files it rests on.
+	Claims bool
+	// Paraphrase lets a claims report add an answer in the model's own
+	// words beside the quotes (a model that writes well).
+	Paraphrase bool
+}
+
+// maxClaims is the most claims one report holds, and maxOffered the most
+// sentences its grammar offers to quote (those sharing most words with the
+// question): a grammar of every sentence read would be long and a small
+// model's pick among them no better.
+const (
+	maxClaims  = 3
+	maxOffered = 4
+	// closeEnough is how close to the best sentence's score (its share of
+	// the question's rarer words) another must come to be offered.
+	closeEnough = 0.6
+)
+
+// noAnswer is a claims report's answer when its agent read nothing.
+const noAnswer = "The documents I read do not answer this."
+
+// Report is the terminal tool of a run's research agents: its sources can
+// only name files the calling agent (or a helper of it) read or was shown
+// in a search result — its grammar offers exactly those, its guard refuses
+// any other naming the ones it may cite, and a report salvaged from a cut
+// or stopped agent loses the rest.
+func (g *Grounding) Report(o ReportOptions) engine.Tool {
+	schema := ReportSchema
+	if o.Claims {
+		schema = json.RawMessage(claimsSchema(nil, o.Paraphrase))
+	}
+	spec := engine.ToolSpec{Name: "report", Description: reportDescription(o.Claims), Parameters: schema}
+	spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
+		g.meet(a)
+		if !o.Claims {
+			return json.RawMessage(answerSchema(g.Paths(a.ID)))
+		}
+		question, _, _ := strings.Cut(a.Task, "\n")
+		return json.RawMessage(claimsSchema(g.Claims(a, question, maxOffered), o.Paraphrase))
+	}
+	spec.BeforeDispatch = func(_ context.Context, c engine.Call) string { return g.refusal(c.Agent, c.Args) }
+	spec.Repair = func(a *engine.Agent, report json.RawMessage) json.RawMessage { return g.repair(a.ID, report) }
+	return engine.Func{S: spec, Fn: func(context.Context, json.RawMessage) (any, error) {
+		return nil, fmt.Errorf("the terminal tool is handled by the runtime, not executed")
+	}}
+}
+
+func reportDescription(claims bool) string {
+	if claims {
+		return "Give your final answer as claims: sentences quoted from what you read, each with its file and lines. Call this once, when you are done."
+	}
+	return "Give your final answer with the corpus files it rests on. Call this once, when you are done."
+}
+
+// answerSchema is a report whose sources are among paths.
+func answerSchema(paths []string) string {
+	return fmt.Sprintf(`{"type":"object","properties":{"answer":{"type":"string","description":"the answer, complete and self-contained","maxLength":%d},"sources":%s},"required":["answer","sources"]}`, AnswerMaxLength, sourcesSchema(paths))
+}
+
+// sourcesSchema lists paths as the only sources (none: an empty list);
+// nil paths: any string (the static schema validation uses).
+func sourcesSchema(paths []string) string {
+	if paths == nil {
+		return `{"type":"array","items":{"type":"string"},"maxItems":8,"description":"corpus files the answer rests on"}`
+	}
+	if len(paths) == 0 {
+		return `{"type":"array","maxItems":0}`
+	}
+	enum, _ := json.Marshal(paths)
+	return fmt.Sprintf(`{"type":"array","items":{"type":"string","enum":%s},"maxItems":8,"description":"corpus files the answer rests on"}`, enum)
+}
+
+// claimsSchema is a claims report quoting one of offered per claim. nil
+// offered is the static schema validation uses (any quotes and sources,
+// and an answer); with nothing offered the answer says the documents read
+// do not answer (or, paraphrase, is the model's own).
+func claimsSchema(offered []Claim, paraphrase bool) string {
+	answer := fmt.Sprintf(`{"type":"string","description":"the answer in your words, resting on the claims","maxLength":%d}`, AnswerMaxLength)
+	if offered == nil {
+		return fmt.Sprintf(`{"type":"object","properties":{"claims":{"type":"array","items":{"type":"object","properties":{"quote":{"type":"string"},"source":{"type":"string"}},"required":["quote","source"]},"maxItems":%d},"answer":%s},"required":["claims"]}`, maxClaims, answer)
+	}
+	if len(offered) == 0 {
+		if !paraphrase {
+			answer = fmt.Sprintf(`{"const":%q}`, noAnswer)
+		}
+		return fmt.Sprintf(`{"type":"object","properties":{"claims":{"type":"array","maxItems":0},"answer":%s},"required":["claims","answer"]}`, answer)
+	}
+	var alts []string
+	for _, c := range offered {
+		q, _ := json.Marshal(c.Quote)
+		src, _ := json.Marshal(c.Source)
+		alts = append(alts, fmt.Sprintf(`{"type":"object","properties":{"quote":{"const":%s},"source":{"const":%s}},"required":["quote","source"]}`, q, src))
+	}
+	props := fmt.Sprintf(`"claims":{"type":"array","items":{"anyOf":[%s]},"minItems":1,"maxItems":%d,"description":"sentences quoted from what you read, with file and lines"}`, strings.Join(alts, ","), maxClaims)
+	if paraphrase {
+		props += `,"answer":` + answer
+	}
+	return `{"type":"object","properties":{` + props + `},"required":["claims"]}`
+}
+
+// readReport is the parts of a report the guard checks.
+type readReport struct {
+	Sources []string `json:"sources"`
+	Claims  []Claim  `json:"claims"`
+}
+
+// refusal is the guard's answer to a report: "" when every source and
+// claim rests on what the agent read.
+func (g *Grounding) refusal(agent int, args json.RawMessage) string {
+	var r readReport
+	if json.Unmarshal(args, &r) != nil {
+		return ""
+	}
+	paths := g.Paths(agent)
+	may := "You have read nothing yet: search and read first."
+	if len(paths) > 0 {
+		may = "Cite only files you read or search showed you: " + strings.Join(paths, ", ") + "."
+	}
+	for _, s := range r.Sources {
+		if !slices.Contains(paths, s) {
+			return fmt.Sprintf("%q is not a file you read or were shown in this run. %s", s, may)
+		}
+	}
+	for _, c := range r.Claims {
+		if p := claimPath(c.Source); !slices.Contains(paths, p) {
+			return fmt.Sprintf("claim source %q is not a file you read or were shown in this run. %s", c.Source, may)
+		}
+		if !g.Quotable(agent, c.Source, c.Quote) {
+			return fmt.Sprintf("the quote %q is not in the lines of %s you read: quote a sentence exactly as you read it, with the lines it is on.", clipQuote(c.Quote), c.Source)
+		}
+	}
+	return ""
+}
+
+// repair drops from a report the sources and claims that do not rest on
+// what the agent read.
+func (g *Grounding) repair(agent int, report json.RawMessage) json.RawMessage {
+	var r map[string]json.RawMessage
+	if json.Unmarshal(report, &r) != nil {
+		return report
+	}
+	paths := g.Paths(agent)
+	if raw, ok := r["sources"]; ok {
+		var srcs []string
+		_ = json.Unmarshal(raw, &srcs)
+		kept := []string{}
+		for _, s := range srcs {
+			if slices.Contains(paths, s) {
+				kept = append(kept, s)
+			}
+		}
+		r["sources"], _ = json.Marshal(kept)
+	}
+	if raw, ok := r["claims"]; ok {
+		var claims []Claim
+		_ = json.Unmarshal(raw, &claims)
+		kept := []Claim{}
+		for _, c := range claims {
+			if p := claimPath(c.Source); slices.Contains(paths, p) && g.Quotable(agent, c.Source, c.Quote) {
+				kept = append(kept, c)
+			}
+		}
+		r["claims"], _ = json.Marshal(kept)
+	}
+	out, err := json.Marshal(r)
+	if err != nil {
+		return report
+	}
+	return out
+}
+
+// claimPath is the file of a claim's source ("path:12-14" → "path").
+func claimPath(source string) string {
+	p, _, _ := splitSource(source)
+	return p
+}
+
+func clipQuote(q string) string {
+	if r := []rune(q); len(r) > 80 {
+		return string(r[:80]) + "…"
+	}
+	return q
+}
+
+// PublisherSchema is the final report's schema over the findings: sources
+// among theirs; grounded, claims among theirs (and, paraphrase, an answer
+// in the model's words).
+func PublisherSchema(sources []string, claims []report.Claim, grounded, paraphrase bool) json.RawMessage {
+	if !grounded {
+		return json.RawMessage(answerSchema(append([]string{}, sources...)))
+	}
+	return json.RawMessage(claimsSchema(append([]Claim{}, claims...), paraphrase))
+}

@@ -1,0 +1,161 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/report"
+)
+
+// groundedRun runs one agent over the test corpus with watched search and
+// read_file and the grounding's report, the agent saying what script says.
+func groundedRun(t *testing.T, o ReportOptions, script ...string) (engine.AgentResult, *engine.Recorder) {
+	t.Helper()
+	c := corpus(t)
+	g := NewGrounding(c)
+	be := enginetest.New(1 << 16)
+	be.Script("Why is replay safe?", script...)
+	rec := &engine.Recorder{}
+	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
+	res, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{g.Watch(SearchTool(c)), g.Watch(ReadFileTool(c))}, Terminal: g.Report(o),
+		MaxTurns: 8, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "Why is replay safe?"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Agents[0], rec
+}
+
+func guardRefusals(rec *engine.Recorder) []string {
+	var out []string
+	for _, e := range rec.Of(event.AgentNudge) {
+		if e.Reason == "guard" {
+			out = append(out, report.ErrorText(e.Result))
+		}
+	}
+	return out
+}
+
+// A model that tries to cite a file that does not exist, or one it never
+// read, is refused with the files it may cite; its report in the end cites
+// only what it read.
+func TestAReportCitesOnlyWhatItsAgentRead(t *testing.T) {
+	a, rec := groundedRun(t, ReportOptions{},
+		enginetest.ToolCall("report", `{"answer":"replay is safe","sources":["operations.md"]}`),
+		enginetest.ToolCall("search", `{"query":"replay idempotent"}`),
+		enginetest.ToolCall("report", `{"answer":"replay is safe","sources":["incidents/INC-2026-026-026-026.md"]}`),
+		enginetest.ToolCall("report", `{"answer":"replay is safe","sources":["operations.md"]}`))
+	refused := guardRefusals(rec)
+	if len(refused) != 2 {
+		t.Fatalf("refusals %q, want 2 (before reading, and the made-up path)", refused)
+	}
+	if !strings.Contains(refused[0], "read nothing yet") || !strings.Contains(refused[1], "INC-2026-026-026-026.md") || !strings.Contains(refused[1], "operations.md") {
+		t.Fatalf("refusals do not name what was wrong and what may be cited: %q", refused)
+	}
+	if r := report.Read(a.Result); a.Source != "voluntary_return" || len(r.Sources) != 1 || r.Sources[0] != "operations.md" {
+		t.Fatalf("the report: %s (%s)", a.Result, a.Source)
+	}
+}
+
+// A grounded report's claims quote lines the agent read; a quote it did not
+// read (or made up) is refused; its answer is the quotes with [file:lines].
+func TestAGroundedClaimQuotesWhatWasRead(t *testing.T) {
+	quote := "After a crash, run `tidewater replay`."
+	made := "Replay is always safe for every job."
+	a, rec := groundedRun(t, ReportOptions{Claims: true},
+		enginetest.ToolCall("read_file", `{"path":"operations.md","start_line":15,"end_line":22}`),
+		enginetest.ToolCall("report", `{"claims":[{"quote":"`+made+`","source":"operations.md:18-21"}]}`),
+		enginetest.ToolCall("report", `{"claims":[{"quote":"`+quote+`","source":"operations.md:16"}]}`),
+		enginetest.ToolCall("report", `{"claims":[{"quote":"`+quote+`","source":"operations.md:18"}]}`))
+	// Refused: a made-up quote, and a real one citing the wrong line.
+	if refused := guardRefusals(rec); len(refused) != 2 || !strings.Contains(refused[0], "is not in the lines of operations.md:18-21 you read") || !strings.Contains(refused[1], "is not in the lines") {
+		t.Fatalf("refusals %q", refused)
+	}
+	r := report.Read(a.Result)
+	if len(r.Claims) != 1 || r.Answer != quote+" [operations.md:18]" || len(r.Sources) != 1 || r.Sources[0] != "operations.md" {
+		t.Fatalf("the grounded report: %+v", r)
+	}
+}
+
+// The grammar of a grounded report offers the sentences read that answer
+// the question best, each with its file and lines; before any reading, the
+// report can only say the documents read do not answer.
+func TestGroundedReportGrammarOffersWhatWasRead(t *testing.T) {
+	c := corpus(t)
+	g := NewGrounding(c)
+	be := enginetest.New(1 << 16)
+	var schemas []string
+	be.Script("When is a job replayed after a crash?",
+		enginetest.ToolCall("read_file", `{"path":"operations.md"}`),
+		enginetest.ToolCall("report", `{"claims":[]}`))
+	rt := engine.New(be, engine.Options{})
+	rep := g.Report(ReportOptions{Claims: true})
+	spec := rep.Spec()
+	inner := spec.ParametersFor
+	spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
+		p := inner(a)
+		schemas = append(schemas, string(p))
+		return p
+	}
+	if _, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{g.Watch(ReadFileTool(c))}, Terminal: engine.Func{S: spec, Fn: rep.Execute},
+		MaxTurns: 3, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "When is a job replayed after a crash?"})}); err != nil {
+		t.Fatal(err)
+	}
+	if len(schemas) < 2 {
+		t.Fatalf("%d schemas", len(schemas))
+	}
+	if !strings.Contains(schemas[0], noAnswer) || strings.Contains(schemas[0], "anyOf") {
+		t.Fatalf("before reading: %s", schemas[0])
+	}
+	last := schemas[len(schemas)-1]
+	if !strings.Contains(last, `"const":"After a crash, run `+"`tidewater replay`"+`."`) || !strings.Contains(last, `"const":"operations.md:18-18"`) {
+		t.Fatalf("after reading operations.md the grammar offers: %s", last)
+	}
+}
+
+// A report the runtime salvaged or recovered loses what its agent did not
+// read.
+func TestRepairDropsWhatWasNotRead(t *testing.T) {
+	g := NewGrounding(corpus(t))
+	got := g.repair(7, json.RawMessage(`{"answer":"x","sources":["made-up.md"],"claims":[{"quote":"q","source":"made-up.md:1"}]}`))
+	if r := report.Read(got); len(r.Sources) != 0 || len(r.Claims) != 0 {
+		t.Fatalf("repaired: %s", got)
+	}
+}
+
+func TestSentencesKeepTheirLines(t *testing.T) {
+	got := sentences("a.md", map[int]string{
+		1: "## A section heading, not a sentence", 2: "", 3: "First sentence runs on", 4: "over two lines. Second one is here.", 5: "- a list item that stands alone", 7: "Later, after a gap, alone.",
+	}, nil)
+	cl := func(q, s string) Claim { return Claim{Quote: q, Source: s} }
+	want := []Claim{cl("First sentence runs on over two lines.", "a.md:3-4"), cl("Second one is here.", "a.md:4-4"),
+		cl("a list item that stands alone", "a.md:5-5"), cl("Later, after a gap, alone.", "a.md:7-7")}
+	var kept []Claim
+	for _, w := range want {
+		if len(w.Quote) >= 20 {
+			kept = append(kept, w)
+		}
+	}
+	if len(got) != len(kept) {
+		t.Fatalf("got %q, want %q", got, kept)
+	}
+	for i := range got {
+		if got[i] != kept[i] {
+			t.Fatalf("got %q, want %q", got, kept)
+		}
+	}
+}
+
+// A paragraph shown from its middle does not offer the tail of its first
+// sentence, nor the head of a last one cut off.
+func TestSentencesSkipFragments(t *testing.T) {
+	doc := &Doc{Path: "a.md", Lines: []string{"The first sentence starts here", "and ends on this line. A whole sentence stands here.", "Another starts but", "goes on."}}
+	got := sentences("a.md", map[int]string{2: doc.Lines[1], 3: doc.Lines[2]}, doc)
+	if len(got) != 1 || got[0].Quote != "A whole sentence stands here." {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -1,0 +1,104 @@
+package ui
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/report"
+)
+
+// A grounded report's claims are numbered in the detail pane; c steps
+// through them, showing each one's cited lines as the agent was shown them
+// (its tool results), so a reader checks a claim against its source
+// without leaving the run.
+
+// citedLines are the lines a claim's source ("path:12-14") names, from the
+// tool results on the agent's timeline; none when the agent's results do
+// not hold them (a helper read them).
+func citedLines(timeline []event.Item, source string) []string {
+	path, from, to := splitCitation(source)
+	lines := map[int]string{}
+	for _, it := range timeline {
+		if it.Kind != event.ItemResult {
+			continue
+		}
+		var v any
+		if json.Unmarshal([]byte(it.Text), &v) == nil {
+			collectLines(v, path, lines)
+		}
+	}
+	var out []string
+	for n := from; n <= to && n > 0; n++ {
+		if l, ok := lines[n]; ok {
+			out = append(out, fmt.Sprintf("%4d │ %s", n, l))
+		}
+	}
+	return out
+}
+
+// collectLines gathers the numbered lines of path that a result shows:
+// objects with that "path", their "text" from "lines" ("12-14") or "line".
+func collectLines(v any, path string, into map[int]string) {
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			collectLines(e, path, into)
+		}
+	case map[string]any:
+		if p, _ := v["path"].(string); p == path {
+			start := 0
+			if r, ok := v["lines"].(string); ok {
+				a, _, _ := strings.Cut(r, "-")
+				start, _ = strconv.Atoi(a)
+			}
+			if n, ok := v["line"].(float64); ok {
+				start = int(n)
+			}
+			if text, ok := v["text"].(string); ok && start > 0 {
+				for i, l := range strings.Split(text, "\n") {
+					into[start+i] = l
+				}
+			}
+		}
+		for _, e := range v {
+			collectLines(e, path, into)
+		}
+	}
+}
+
+// splitCitation reads "path:12-14" (or "path:12"); from 0 when it names no
+// lines.
+func splitCitation(source string) (path string, from, to int) {
+	i := strings.LastIndexByte(source, ':')
+	if i <= 0 {
+		return source, 0, 0
+	}
+	a, b, ok := strings.Cut(source[i+1:], "-")
+	from, err := strconv.Atoi(a)
+	if err != nil {
+		return source, 0, 0
+	}
+	to = from
+	if ok {
+		to, _ = strconv.Atoi(b)
+	}
+	return source[:i], from, max(to, from)
+}
+
+// claimsOf are the claims of an agent's report.
+func claimsOf(raw []byte) []report.Claim { return report.Read(raw).Claims }
+
+// modelAnswer is a report's answer in the model's own words, beside its
+// claims (a grounded report that paraphrases).
+func modelAnswer(raw []byte) (string, bool) {
+	var v struct {
+		Answer string `json:"answer"`
+	}
+	if json.Unmarshal(raw, &v) != nil || strings.TrimSpace(v.Answer) == "" {
+		return "", false
+	}
+	return v.Answer, true
+}
