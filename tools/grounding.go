@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -44,6 +45,16 @@ type shown struct {
 	paths []string
 	lines map[string]map[int]string
 	read  map[string]bool // files it opened with read_file (not only met in a search)
+	// passages are the line ranges results showed it, newest first, and
+	// whether it has read each one whole (read_file).
+	passages []Passage
+}
+
+// Passage is a range of a file's lines a result showed an agent.
+type Passage struct {
+	Path     string
+	From, To int
+	Read     bool // read whole with read_file
 }
 
 // NewGrounding watches one run's reading of the corpus.
@@ -99,6 +110,7 @@ func (g *Grounding) record(a *engine.Agent, result any, read bool) {
 		return
 	}
 	var got []Line
+	var ranges []Passage
 	var walk func(x any)
 	walk = func(x any) {
 		switch x := x.(type) {
@@ -111,6 +123,9 @@ func (g *Grounding) record(a *engine.Agent, result any, read bool) {
 				return
 			}
 			got = append(got, g.linesOf(x)...)
+			if r, ok := g.passageOf(x); ok {
+				ranges = append(ranges, r)
+			}
 			for _, e := range x {
 				walk(e)
 			}
@@ -129,6 +144,14 @@ func (g *Grounding) record(a *engine.Agent, result any, read bool) {
 			s = &shown{lines: map[string]map[int]string{}, read: map[string]bool{}}
 			g.seen[x.ID] = s
 		}
+		for _, r := range ranges {
+			r.Read = read
+			if i := slices.IndexFunc(s.passages, func(p Passage) bool { return p.Path == r.Path && p.From == r.From && p.To == r.To }); i >= 0 {
+				r.Read = r.Read || s.passages[i].Read
+				s.passages = slices.Delete(s.passages, i, i+1)
+			}
+			s.passages = slices.Insert(s.passages, 0, r)
+		}
 		for _, l := range got {
 			s.read[l.Path] = s.read[l.Path] || read
 			if s.lines[l.Path] == nil {
@@ -140,6 +163,37 @@ func (g *Grounding) record(a *engine.Agent, result any, read bool) {
 			}
 		}
 	}
+}
+
+// passageOf is the range of a corpus file's lines a result object shows
+// ("path" with "lines": "12-14", or "line": 12).
+func (g *Grounding) passageOf(x map[string]any) (Passage, bool) {
+	p, _ := x["path"].(string)
+	if g.docs[p] == nil {
+		return Passage{}, false
+	}
+	if n, ok := x["line"].(float64); ok && n >= 1 {
+		return Passage{Path: p, From: int(n), To: int(n)}, true
+	}
+	r, _ := x["lines"].(string)
+	a, b, ok := strings.Cut(r, "-")
+	from, err1 := strconv.Atoi(a)
+	to, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || from < 1 || to < from {
+		return Passage{}, false
+	}
+	return Passage{Path: p, From: from, To: to}, true
+}
+
+// Passages are the line ranges results showed the agent (its own reading,
+// its helpers'), newest first.
+func (g *Grounding) Passages(agent int) []Passage {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.seen[agent]; s != nil {
+		return slices.Clone(s.passages)
+	}
+	return nil
 }
 
 // Line is one line of a corpus file an agent was shown (N 0: the file was
@@ -427,13 +481,16 @@ func sentences(path string, lines map[int]string, doc *Doc) []Claim {
 			continue // a section's heading names it, it says nothing (a page's title may: "INC-2022-058: Vault owned by root …")
 		}
 		starts, at = append(starts, para.Len()), append(at, n)
-		para.WriteString(strings.TrimLeft(l, "#-* ") + " ") // a list item's next lines run on in it
+		para.WriteString(listMark.ReplaceAllString(l, "") + " ") // a list item's next lines run on in it
 	}
 	if len(at) > 0 {
 		flush()
 	}
 	return out
 }
+
+// listMark is a line's heading, bullet or number marker.
+var listMark = regexp.MustCompile(`^(#+|[-*]|\d+\.)\s+`)
 
 // continues reports whether line n (1-based) of doc is a paragraph's text
 // line, so that a paragraph next to it runs on into it.
@@ -589,11 +646,43 @@ func claimsSchema(offered []Claim, paraphrase bool) string {
 		src, _ := json.Marshal(c.Source)
 		alts = append(alts, fmt.Sprintf(`{"type":"object","properties":{"quote":{"const":%s},"source":{"const":%s}},"required":["quote","source"]}`, q, src))
 	}
-	props := fmt.Sprintf(`"claims":{"type":"array","items":{"anyOf":[%s]},"minItems":1,"maxItems":%d,"description":"sentences quoted from what you read, with file and lines"}`, strings.Join(alts, ","), maxClaims)
-	if paraphrase {
-		props += `,"answer":` + answer
+	if !paraphrase {
+		// Quotes alone: two or three different claims, in the order
+		// offered (best first) — one quote is one guess at the answer, and
+		// a small model asked for several picks the same one again.
+		var subsets []string
+		for _, set := range orderedSubsets(len(offered), min(2, len(offered)), min(maxClaims, len(offered))) {
+			var cs []Claim
+			for _, i := range set {
+				cs = append(cs, offered[i])
+			}
+			b, _ := json.Marshal(cs)
+			subsets = append(subsets, `{"const":`+string(b)+`}`)
+		}
+		return `{"type":"object","properties":{"claims":{"anyOf":[` + strings.Join(subsets, ",") + `],"description":"sentences quoted from what you read, with file and lines"}},"required":["claims"]}`
 	}
-	return `{"type":"object","properties":{` + props + `},"required":["claims"]}`
+	props := fmt.Sprintf(`"claims":{"type":"array","items":{"anyOf":[%s]},"minItems":1,"maxItems":%d,"description":"sentences quoted from what you read, with file and lines"}`, strings.Join(alts, ","), maxClaims)
+	return `{"type":"object","properties":{` + props + `,"answer":` + answer + `},"required":["claims"]}`
+}
+
+// orderedSubsets are the subsets of 0..n-1 of least to most members, each
+// in increasing order.
+func orderedSubsets(n, least, most int) [][]int {
+	var out [][]int
+	var pick func(from int, set []int)
+	pick = func(from int, set []int) {
+		if len(set) >= least {
+			out = append(out, slices.Clone(set))
+		}
+		if len(set) == most {
+			return
+		}
+		for i := from; i < n; i++ {
+			pick(i+1, append(set, i))
+		}
+	}
+	pick(0, nil)
+	return out
 }
 
 // readReport is the parts of a report the guard checks.

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"fmt"
 	"context"
 	"encoding/json"
 	"strings"
@@ -112,7 +113,7 @@ func TestGroundedReportGrammarOffersWhatWasRead(t *testing.T) {
 		t.Fatalf("before reading: %s", schemas[0])
 	}
 	last := schemas[len(schemas)-1]
-	if !strings.Contains(last, `"const":"After a crash, run `+"`tidewater replay`"+`."`) || !strings.Contains(last, `"const":"operations.md:18-18"`) {
+	if !strings.Contains(last, `"quote":"After a crash, run `+"`tidewater replay`"+`."`) || !strings.Contains(last, `"source":"operations.md:18-18"`) {
 		t.Fatalf("after reading operations.md the grammar offers: %s", last)
 	}
 }
@@ -157,5 +158,12 @@ func TestSentencesSkipFragments(t *testing.T) {
 	got := sentences("a.md", map[int]string{2: doc.Lines[1], 3: doc.Lines[2]}, doc)
 	if len(got) != 1 || got[0].Quote != "A whole sentence stands here." {
 		t.Fatalf("got %q", got)
+	}
+}
+
+func TestOrderedSubsets(t *testing.T) {
+	got := fmt.Sprint(orderedSubsets(4, 2, 3))
+	if want := "[[0 1] [0 1 2] [0 1 3] [0 2] [0 2 3] [0 3] [1 2] [1 2 3] [1 3] [2 3]]"; got != want {
+		t.Fatalf("got %s, want %s", got, want)
 	}
 }

@@ -34,13 +34,14 @@ const minWalkContext = 4096
 // Its own answers are not sentences: its reports are grounded claims, the
 // sentences it read that it picks (Grounded, QuoteOnly); and it copies a
 // question into a search well only in the forms it trained on: its queries
-// are its question or a clause of it (QuestionQueries).
+// are its question or a clause of it (QuestionQueries), and its reads the
+// passages its searches showed it, whole (HitReads).
 func (h *Harness) ForDemoModel(nCtx int) {
 	h.Sampling = engine.Sampling{Seed: h.Sampling.Seed}
 	h.ClausePlan = true
 	h.WalkFirst = nCtx >= minWalkContext
 	h.Grounded, h.QuoteOnly = true, true
-	h.QuestionQueries = true
+	h.QuestionQueries, h.HitReads = true, true
 }
 
 // WalkEveryAgent walks every agent through the tools (Walk), where a

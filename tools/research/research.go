@@ -51,6 +51,11 @@ type Harness struct {
 	// model: asked what the handbook says about backing up the ledger, it
 	// searched for "What does the ledger?"). A real model writes its own.
 	QuestionQueries bool
+	// HitReads: a read_file call reads one of the passages a search showed
+	// the agent, whole (its grammar offers exactly those), for a model that
+	// copies a hit's path well and its line numbers badly (the demo model
+	// read "glossary.md" lines 9 to 1202020202020202, or one line of five).
+	HitReads bool
 	// Grounded: every report is made of claims quoting lines its agent
 	// read, checked against what was admitted to its context, and the
 	// publisher's note is built from those claims with their citations
@@ -167,11 +172,12 @@ func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harne
 	// Every tool that shows the corpus is watched: what it shows an agent
 	// is what that agent may cite.
 	search := func() engine.Tool { return h.questionQueries(g.Watch(tools.SearchTool(corpus))) }
+	read := func() engine.Tool { return h.hitReads(g.Watch(tools.ReadFileTool(corpus))) }
 	base := func() []engine.Tool {
-		return []engine.Tool{search(), g.Watch(tools.ReadFileTool(corpus)), g.Watch(tools.GrepTool(corpus)), g.Watch(tools.GlossaryTool(h.glossary))}
+		return []engine.Tool{search(), read(), g.Watch(tools.GrepTool(corpus)), g.Watch(tools.GlossaryTool(h.glossary))}
 	}
 	h.research = append(base(), g.Watch(tools.FetchPageTool(corpus, 3*time.Second)), tools.DelegateTool(base, h.report, 3, h.subQuestions))
-	h.compact = []engine.Tool{search(), g.Watch(tools.ReadFileTool(corpus)), g.Watch(tools.GrepTool(corpus))}
+	h.compact = []engine.Tool{search(), read(), g.Watch(tools.GrepTool(corpus))}
 	return h
 }
 
@@ -330,4 +336,28 @@ func (h *Harness) questionQueries(search engine.Tool) engine.Tool {
 		return json.RawMessage(`{"type":"object","properties":{"query":{"enum":` + string(enum) + `}},"required":["query"]}`)
 	}
 	return engine.Func{S: spec, Fn: search.Execute}
+}
+
+// hitReads narrows read_file's arguments, with HitReads, to the passages
+// results showed the calling agent that it has not read whole, newest
+// first.
+func (h *Harness) hitReads(read engine.Tool) engine.Tool {
+	spec := read.Spec()
+	spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
+		if !h.HitReads {
+			return nil
+		}
+		var alts []string
+		for _, p := range h.grounding.Passages(a.ID) {
+			if !p.Read && len(alts) < 6 {
+				b, _ := json.Marshal(map[string]any{"path": p.Path, "start_line": p.From, "end_line": p.To})
+				alts = append(alts, `{"const":`+string(b)+`}`)
+			}
+		}
+		if len(alts) == 0 {
+			return nil
+		}
+		return json.RawMessage(`{"anyOf":[` + strings.Join(alts, ",") + `]}`)
+	}
+	return engine.Func{S: spec, Fn: read.Execute}
 }
