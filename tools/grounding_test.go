@@ -1,9 +1,9 @@
 package tools
 
 import (
-	"fmt"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
