@@ -92,6 +92,14 @@ func lookedUp(a *engine.Agent) []string {
 }
 
 func TestNarrowedReportCitesOnlyWhatItsAgentRead(t *testing.T) {
+	// Free turns (the lazy grammar of every tool), and a plan's turns (the
+	// grammar of one named tool) are both narrowed.
+	for _, plan := range [][]engine.ToolChoice{nil, {"lookup", "report", "report"}} {
+		t.Run(fmt.Sprint(plan), func(t *testing.T) { narrowedReport(t, plan) })
+	}
+}
+
+func narrowedReport(t *testing.T, plan []engine.ToolChoice) {
 	spy := &schemaSpy{Scripted: enginetest.New(4096)}
 	rec := &engine.Recorder{}
 	agents := map[int]*engine.Agent{}
@@ -120,7 +128,7 @@ func TestNarrowedReportCitesOnlyWhatItsAgentRead(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := rt.Run(ctx, engine.PoolSpec{Tools: []engine.Tool{look}, Terminal: citing(read, agents), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "cite"})})
+	res, err := rt.Run(ctx, engine.PoolSpec{Tools: []engine.Tool{look}, Terminal: citing(read, agents), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "cite", Plan: plan})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/repetition"
 )
 
 // DefaultMaxInflight is how many turns a runtime on a turn-level backend
@@ -224,7 +226,16 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 	texts := map[int]string{}
 	n := 0
 	var ends []turnEvent
+	type looped struct {
+		a    *Agent
+		keep int // the bytes of its text kept
+	}
+	var loops []looped // in the order they fell in, so a trace is the same each time
+	isLooping := func(a *Agent) bool { return slices.ContainsFunc(loops, func(l looped) bool { return l.a == a }) }
 	for _, ev := range evs {
+		if isLooping(ev.a) {
+			continue // the rest of a looping answer is never read
+		}
 		if ev.done {
 			p.tick.kick = true
 		}
@@ -242,13 +253,25 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 		g.pieces++
 		texts[ev.a.ID] += ev.text
 		n++
+		if start, unit, loop := repetition.Find(ev.a.raw.String()); loop {
+			loops = append(loops, looped{ev.a, start + unit})
+		}
 	}
 	if n > 0 {
 		p.steps++
 		p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: n, Texts: texts})
 	}
+	for _, l := range loops {
+		// As on a local model: the request is aborted at the loop, and
+		// what came before it is the turn (endLoop).
+		p.abortTurn(l.a)
+		p.rt.cells.appendPrompt(l.a.branch, chat.Prompt{{Text: l.a.raw.String()[:l.keep]}})
+		p.endLoop(l.a, l.keep)
+	}
 	for _, ev := range ends {
-		p.endServerTurn(ev)
+		if !isLooping(ev.a) {
+			p.endServerTurn(ev)
+		}
 	}
 }
 

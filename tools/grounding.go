@@ -83,8 +83,8 @@ func NewGrounding(c *Corpus) *Grounding {
 }
 
 // Watch wraps a tool so that what its results show an agent (the corpus
-// files they name, and their lines) becomes citable by that agent and its
-// callers.
+// files they name, and their lines; the resources an ability's tool
+// returns, by uri) becomes citable by that agent and its callers.
 func (g *Grounding) Watch(t engine.Tool) engine.Tool {
 	return engine.Func{S: t.Spec(), Fn: func(ctx context.Context, args json.RawMessage) (any, error) {
 		v, err := t.Execute(ctx, args)
@@ -215,6 +215,11 @@ func (g *Grounding) linesOf(x map[string]any) []Line {
 			}
 		}
 		return []Line{{Path: d.Path}}
+	}
+	if uri, ok := x["uri"].(string); ok && uri != "" {
+		// A resource an ability's tool returned (MCP's resource links and
+		// embedded resources carry a uri): it exists, so it may be cited.
+		return []Line{{Path: uri}}
 	}
 	p, _ := x["path"].(string)
 	d := g.docs[p]

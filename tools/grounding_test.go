@@ -167,3 +167,26 @@ func TestOrderedSubsets(t *testing.T) {
 		t.Fatalf("got %s, want %s", got, want)
 	}
 }
+
+// A resource an ability's tool returned (by uri) may be cited; one it did
+// not return may not.
+func TestAbilityResourcesMayBeCited(t *testing.T) {
+	g := NewGrounding(corpus(t))
+	be := enginetest.New(1 << 16)
+	be.Script("wiki", enginetest.ToolCall("wiki", `{}`),
+		enginetest.ToolCall("report", `{"answer":"x","sources":["mcp://wiki/made-up"]}`),
+		enginetest.ToolCall("report", `{"answer":"x","sources":["mcp://wiki/harbor"]}`))
+	wiki := engine.Typed(engine.ToolSpec{Name: "wiki", Description: "An ability's tool.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, struct{}) (any, error) {
+			return map[string]any{"content": []any{map[string]any{"type": "resource_link", "uri": "mcp://wiki/harbor"}}}, nil
+		})
+	rec := &engine.Recorder{}
+	res, err := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}}).Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{g.Watch(wiki)}, Terminal: g.Report(ReportOptions{}),
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "wiki"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := report.Read(res.Agents[0].Result); len(r.Sources) != 1 || r.Sources[0] != "mcp://wiki/harbor" || len(guardRefusals(rec)) != 1 {
+		t.Fatalf("%s, refusals %q", res.Agents[0].Result, guardRefusals(rec))
+	}
+}

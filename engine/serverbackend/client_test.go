@@ -687,3 +687,36 @@ func TestAnswerEndedWithoutItsLastRecord(t *testing.T) {
 	}
 	checkClosed(t, f, c)
 }
+
+// A server's answer that falls into a loop is cut there, as a local one is:
+// the request is aborted, the report salvaged from what came before, and
+// the stop traced as agent:nudge loop.
+func TestLoopOnServerIsCut(t *testing.T) {
+	f := &fakeOllama{t: t}
+	f.hook = func(w http.ResponseWriter, r *http.Request, prompt string) bool {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		enc := json.NewEncoder(w)
+		_ = enc.Encode(map[string]any{"response": `<tool_call>` + "\n" + `{"name": "report", "arguments": {"result": "The tide turns.`, "done": false})
+		for i := 0; i < 400 && r.Context().Err() == nil; i++ {
+			_ = enc.Encode(map[string]any{"response": " Run.", "done": false})
+			w.(http.Flusher).Flush()
+		}
+		_ = enc.Encode(map[string]any{"response": "", "done": true, "done_reason": "length", "eval_count": 401})
+		return true
+	}
+	srv := f.start(t)
+	c := dial(t, srv, serverbackend.Options{NCtx: 4096})
+	rec := &recorder{}
+	res := runPool(t, c, rec, 1, 1, nil)
+	a := res.Agents[0]
+	loops := 0
+	for _, e := range rec.of(event.AgentNudge) {
+		if e.Reason == "loop" {
+			loops++
+		}
+	}
+	if loops != 1 || a.Source != "loop_salvaged" || strings.Count(a.Text(), "Run.") > 1 || !strings.HasPrefix(a.Text(), "The tide turns.") {
+		t.Fatalf("%d loop nudges; the agent %s %q (%s)", loops, a.Outcome, a.Text(), a.Source)
+	}
+	checkClosed(t, f, c)
+}

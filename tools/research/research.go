@@ -114,7 +114,9 @@ func (h *Harness) AddAbilities(abs ...Ability) { h.abilities = append(h.abilitie
 func (h *Harness) researchTools() []engine.Tool {
 	out := append([]engine.Tool{}, h.research...)
 	for _, a := range h.abilities {
-		out = append(out, a.Tools...)
+		for _, t := range a.Tools {
+			out = append(out, h.grounding.Watch(t)) // its resources may be cited
+		}
 	}
 	return out
 }

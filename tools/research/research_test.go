@@ -138,3 +138,32 @@ func longAnswer() string {
 	}
 	return b.String()
 }
+
+// A researcher may cite a resource an installed ability's tool returned
+// (by its uri), as it may a file it read.
+func TestAResearcherCitesAnAbilitysResource(t *testing.T) {
+	const task = "What does the wiki say about harbors?"
+	h := handbookHarness(t, task)
+	h.AddAbilities(Ability{Name: "wiki", UseWhen: "for the wiki", Tools: []engine.Tool{engine.Typed(engine.ToolSpec{Name: "wiki_page", Description: "A wiki page.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, struct{}) (any, error) {
+			return map[string]any{"content": []any{map[string]any{"type": "resource_link", "uri": "wiki://harbor"}}}, nil
+		})}})
+	be := enginetest.New(1 << 16)
+	plan, _ := json.Marshal(map[string]any{"questions": []string{task}})
+	// The researcher's task holds the planner's: its script comes first.
+	be.Script(task+"\n", enginetest.ToolCall("wiki_page", `{}`), enginetest.ToolCall("report", `{"answer":"a queue","sources":["wiki://harbor"]}`))
+	be.Script(task, enginetest.ToolCall("plan", string(plan)))
+	all, err := h.Run(context.Background(), engine.New(be, engine.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range all {
+		if strings.HasPrefix(a.Task, task+"\n") {
+			if r := report.Read(a.Result); a.Source != "voluntary_return" || len(r.Sources) != 1 || r.Sources[0] != "wiki://harbor" {
+				t.Fatalf("the researcher's report: %s (%s)", a.Result, a.Source)
+			}
+			return
+		}
+	}
+	t.Fatal("no researcher")
+}
