@@ -109,7 +109,7 @@ func TestDemoModelCitesTheAnswerAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp := filepath.Join(t.TempDir(), "demo.jsonl")
-	out, err := runCLI(t, "bench", "demo", "--model", model, "--questions", "1", "--trace", tp)
+	out, err := runCLI(t, "bench", "researchers", "--model", model, "--questions", "1", "--trace", tp)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
