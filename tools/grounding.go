@@ -318,7 +318,7 @@ func (g *Grounding) Quotable(agent int, source, quote string) bool {
 	if q == "" {
 		return false
 	}
-	path, from, to := splitSource(source)
+	path, from, to := report.SplitSource(source)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	lines := g.linesOfPath(agent, path)
@@ -330,27 +330,6 @@ func (g *Grounding) Quotable(agent int, source, quote string) bool {
 		}
 	}
 	return strings.Contains(normSpace(joinLines(lines)), q)
-}
-
-// splitSource reads a claim's source: "path:12-14", "path:12" or "path"
-// (from 0: no lines named).
-func splitSource(source string) (path string, from, to int) {
-	i := strings.LastIndexByte(source, ':')
-	if i <= 0 {
-		return source, 0, 0
-	}
-	a, b, ok := strings.Cut(source[i+1:], "-")
-	from, err := strconv.Atoi(a)
-	if err != nil {
-		return source, 0, 0
-	}
-	to = from
-	if ok {
-		if to, err = strconv.Atoi(b); err != nil || to < from {
-			return source, 0, 0
-		}
-	}
-	return source[:i], from, to
 }
 
 // Claim is a sentence an agent read, and where: "path:start-end".
@@ -763,7 +742,7 @@ func (g *Grounding) repair(agent int, report json.RawMessage) json.RawMessage {
 
 // claimPath is the file of a claim's source ("path:12-14" → "path").
 func claimPath(source string) string {
-	p, _, _ := splitSource(source)
+	p, _, _ := report.SplitSource(source)
 	return p
 }
 

@@ -19,7 +19,7 @@ import (
 // tool results on the agent's timeline; none when the agent's results do
 // not hold them (a helper read them).
 func citedLines(timeline []event.Item, source string) []string {
-	path, from, to := splitCitation(source)
+	path, from, to := report.SplitSource(source)
 	lines := map[int]string{}
 	for _, it := range timeline {
 		if it.Kind != event.ItemResult {
@@ -67,25 +67,6 @@ func collectLines(v any, path string, into map[int]string) {
 			collectLines(e, path, into)
 		}
 	}
-}
-
-// splitCitation reads "path:12-14" (or "path:12"); from 0 when it names no
-// lines.
-func splitCitation(source string) (path string, from, to int) {
-	i := strings.LastIndexByte(source, ':')
-	if i <= 0 {
-		return source, 0, 0
-	}
-	a, b, ok := strings.Cut(source[i+1:], "-")
-	from, err := strconv.Atoi(a)
-	if err != nil {
-		return source, 0, 0
-	}
-	to = from
-	if ok {
-		to, _ = strconv.Atoi(b)
-	}
-	return source[:i], from, max(to, from)
 }
 
 // claimsOf are the claims of an agent's report.

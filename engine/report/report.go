@@ -7,6 +7,7 @@ package report
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -84,10 +85,7 @@ func claimed(answer *string, sources []string, claims []Claim) Report {
 		}
 		r.Claims = append(r.Claims, c)
 		cited = append(cited, c.Cited())
-		file := c.Source
-		if i := strings.LastIndexByte(file, ':'); i > 0 {
-			file = file[:i]
-		}
+		file, _, _ := SplitSource(c.Source)
 		if !slices.Contains(r.Sources, file) {
 			r.Sources = append(r.Sources, file)
 		}
@@ -99,4 +97,25 @@ func claimed(answer *string, sources []string, claims []Claim) Report {
 		r.Answer = strings.Join(cited, " ")
 	}
 	return r
+}
+
+// SplitSource reads a claim's source: "path:12-14", "path:12" or "path"
+// (from 0: it names no lines; a range that runs backwards names none).
+func SplitSource(source string) (path string, from, to int) {
+	i := strings.LastIndexByte(source, ':')
+	if i <= 0 {
+		return source, 0, 0
+	}
+	a, b, ranged := strings.Cut(source[i+1:], "-")
+	from, err := strconv.Atoi(a)
+	if err != nil {
+		return source, 0, 0
+	}
+	to = from
+	if ranged {
+		if to, err = strconv.Atoi(b); err != nil || to < from {
+			return source, 0, 0
+		}
+	}
+	return source[:i], from, to
 }

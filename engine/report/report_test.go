@@ -18,3 +18,21 @@ func TestRead(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitSource(t *testing.T) {
+	for _, c := range []struct {
+		in       string
+		path     string
+		from, to int
+	}{
+		{"glossary.md:46-48", "glossary.md", 46, 48},
+		{"glossary.md:46", "glossary.md", 46, 46},
+		{"glossary.md", "glossary.md", 0, 0},
+		{"glossary.md:48-46", "glossary.md:48-46", 0, 0},
+		{"wiki://harbor", "wiki://harbor", 0, 0},
+	} {
+		if p, f, to := SplitSource(c.in); p != c.path || f != c.from || to != c.to {
+			t.Errorf("%q: %q %d %d", c.in, p, f, to)
+		}
+	}
+}
