@@ -20,9 +20,7 @@ func (p *pool) endTurn(a *Agent) {
 	looped := a.looped
 	a.looped = false
 	if a.extracting {
-		if looped {
-			p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "loop", Text: raw})
-		}
+		p.loopNudge(a, looped, raw)
 		p.finishRecovery(a, raw, a.dropReason)
 		return
 	}
@@ -38,49 +36,39 @@ func (p *pool) endTurn(a *Agent) {
 			// Prose that trails off into the start of a call: keep the prose.
 			perr = nil
 		}
-		if perr != nil && looped {
-			// It fell into a loop inside a call (endLoop): a report is
-			// salvaged (its text up to the loop); another call is asked
+		if perr != nil && (cut || looped) {
+			// The turn stopped inside a call — at MaxTurnTokens, or at a
+			// loop (endLoop): the call is not malformed, it is unfinished.
+			// A report is salvaged (its text so far); another call is asked
 			// for again.
-			if body, ok := salvage(raw, p.tools.terminal, f); ok && p.tools.terminal != "" {
-				p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "loop", Text: raw})
-				p.finish(a, event.Returned, "", "loop_salvaged", body)
-				return
+			why, tool, source, ended := "turn_cut", "(cut)", "turn_cut_salvaged", "reached the token limit"
+			ask := fmt.Sprintf("Your turn reached its limit of %d tokens before the tool call was finished. Write the call again, shorter.", p.spec.MaxTurnTokens)
+			if looped {
+				why, tool, source, ended = "loop", "(loop)", "loop_salvaged", "fell into a loop"
+				ask = "You were repeating the same words over and over, so your turn was stopped. Write the call again, without repeating yourself."
 			}
-			if a.turns < p.spec.MaxTurns || p.tools.terminal == "" {
-				p.refuse(a, Call{ID: p.newCallID(), Tool: "(loop)", Agent: a.ID}, "loop",
-					"You were repeating the same words over and over, so your turn was stopped. Write the call again, without repeating yourself.")
-				return
-			}
-			cut = true // out of turns: as a cut call
-		} else if looped {
-			// A loop in prose, or after a finished call: what came before
-			// it stands.
-			p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "loop", Text: raw})
-		}
-		if perr != nil && cut {
-			// The turn hit MaxTurnTokens inside a call: the call is not
-			// malformed, it is unfinished. A report is salvaged (its text
-			// so far); another call is asked for again, shorter.
 			if body, ok := salvage(raw, p.tools.terminal, f); ok && p.tools.terminal != "" {
-				p.finish(a, event.Returned, "", "turn_cut_salvaged", body)
+				p.loopNudge(a, looped, raw)
+				p.finish(a, event.Returned, "", source, body)
 				return
 			}
 			if a.turns >= p.spec.MaxTurns {
 				// Out of turns: asking again could go on for ever (a model
 				// that spends every turn on whitespace inside the call).
+				p.loopNudge(a, looped, raw)
 				if p.tools.terminal == "" {
 					p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "max_turns"})
-					p.finish(a, event.Failed, fmt.Sprintf("max_turns: every one of its %d turns reached the token limit inside a call", p.spec.MaxTurns), "")
+					p.finish(a, event.Failed, fmt.Sprintf("max_turns: every one of its %d turns %s inside a call", p.spec.MaxTurns, ended), "")
 					return
 				}
 				p.drop(a, "max_turns", p.spec.RecoveryShape)
 				return
 			}
-			p.refuse(a, Call{ID: p.newCallID(), Tool: "(cut)", Agent: a.ID}, "turn_cut",
-				fmt.Sprintf("Your turn reached its limit of %d tokens before the tool call was finished. Write the call again, shorter.", p.spec.MaxTurnTokens))
+			p.refuse(a, Call{ID: p.newCallID(), Tool: tool, Agent: a.ID}, why, ask)
 			return
 		}
+		// A loop in prose: what came before it stands.
+		p.loopNudge(a, looped, raw)
 		if perr != nil {
 			p.refuse(a, Call{ID: p.newCallID(), Tool: "(malformed)", Agent: a.ID}, "malformed",
 				fmt.Sprintf("Your tool call could not be read: %s. Write it again as %s{\"name\": ..., %q: {...}}%s.", parseReason(perr), strings.TrimSpace(f.CallOpen), f.ArgsKey, strings.TrimSpace(f.CallClose)))
@@ -94,10 +82,7 @@ func (p *pool) endTurn(a *Agent) {
 		p.finish(a, event.Returned, "", "free_text", mustJSON(text))
 		return
 	}
-	if looped {
-		// The loop came after a finished call: the call stands.
-		p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "loop", Text: raw})
-	}
+	p.loopNudge(a, looped, raw) // a loop after a finished call: the call stands
 	call := Call{ID: p.newCallID(), Tool: out.Calls[0].Name, Args: out.Calls[0].Arguments, Agent: a.ID}
 	a.mu.Lock()
 	a.toolCalls++
@@ -200,6 +185,14 @@ func (p *pool) overBudget(a *Agent) (string, string) {
 		return "time_soft", fmt.Sprintf("Your time is up (%s).", p.spec.TimeSoft.Round(time.Second))
 	}
 	return "", ""
+}
+
+// loopNudge traces that a turn was stopped at a loop and what it kept,
+// where its text stands (refused, the refusal is the trace's nudge).
+func (p *pool) loopNudge(a *Agent, looped bool, kept string) {
+	if looped {
+		p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "loop", Text: kept})
+	}
 }
 
 // endLoop ends a turn whose output has fallen into a loop (the same bytes
