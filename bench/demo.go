@@ -218,34 +218,24 @@ func demoQuestion(ctx context.Context, m *model.Model, corpus *tools.Corpus, o D
 	if err != nil {
 		return r, err
 	}
-	final := ""
+	var final report.Report // the publisher's, the last
 	if len(all) > 0 {
-		final = report.Read(all[len(all)-1].Result).Answer
+		final = report.Read(all[len(all)-1].Result)
 	}
 	text := savedNotes(notes)
-	r.looped = repetition.Mostly(text) || repetition.Mostly(final)
+	r.looped = repetition.Mostly(text) || repetition.Mostly(final.Answer)
 	if text == "" {
-		text = final // no note saved: the final report is what the user has
+		text = final.Answer // no note saved: the final report is what the user has
 	}
 	r.answered = holdsAny(text, q.Answers)
-	cited := citedFiles(text)
-	if len(all) > 0 {
-		cited = append(cited, report.Read(all[len(all)-1].Result).Sources...)
-	}
-	r.cited = slices.ContainsFunc(cited, func(f string) bool { return slices.Contains(q.Files, f) })
-	known := map[string]bool{}
-	for _, d := range corpus.Docs {
-		known[d.Path] = true
-	}
+	noted := citedFiles(text)
+	r.cited = slices.ContainsFunc(slices.Concat(noted, final.Sources), func(f string) bool { return slices.Contains(q.Files, f) })
+	// Every file any report or the note cites must be the corpus's.
 	for _, raw := range reports {
-		for _, f := range report.Read(raw).Sources {
-			if !known[f] && !slices.Contains(r.nonexistent, f) {
-				r.nonexistent = append(r.nonexistent, f)
-			}
-		}
+		noted = append(noted, report.Read(raw).Sources...)
 	}
-	for _, f := range citedFiles(text) {
-		if !known[f] && !slices.Contains(r.nonexistent, f) {
+	for _, f := range noted {
+		if !slices.ContainsFunc(corpus.Docs, func(d *tools.Doc) bool { return d.Path == f }) && !slices.Contains(r.nonexistent, f) {
 			r.nonexistent = append(r.nonexistent, f)
 		}
 	}

@@ -9,15 +9,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/report"
 )
 
@@ -32,7 +33,7 @@ type Grounding struct {
 	glossary string
 	// code are the lines inside each file's code fences: commands and
 	// output, not sentences to quote as an answer.
-	code map[string]map[int]bool
+	code map[string][]bool
 
 	mu     sync.Mutex
 	seen   map[int]*shown        // by agent id
@@ -59,22 +60,10 @@ type Passage struct {
 
 // NewGrounding watches one run's reading of the corpus.
 func NewGrounding(c *Corpus) *Grounding {
-	g := &Grounding{corpus: c, docs: map[string]*Doc{}, code: map[string]map[int]bool{}, seen: map[int]*shown{}, agents: map[int]*engine.Agent{}}
+	g := &Grounding{corpus: c, docs: map[string]*Doc{}, code: map[string][]bool{}, seen: map[int]*shown{}, agents: map[int]*engine.Agent{}}
 	for _, d := range c.Docs {
 		g.docs[d.Path] = d
-		in := false
-		for i, l := range d.Lines {
-			fence := strings.HasPrefix(strings.TrimSpace(l), "```")
-			if in || fence {
-				if g.code[d.Path] == nil {
-					g.code[d.Path] = map[int]bool{}
-				}
-				g.code[d.Path][i+1] = true
-			}
-			if fence {
-				in = !in
-			}
-		}
+		_, _, g.code[d.Path] = outline(d.Lines)
 		if strings.EqualFold(d.Path, "glossary.md") {
 			g.glossary = d.Path
 		}
@@ -86,11 +75,12 @@ func NewGrounding(c *Corpus) *Grounding {
 // files they name, and their lines; the resources an ability's tool
 // returns, by uri) becomes citable by that agent and its callers.
 func (g *Grounding) Watch(t engine.Tool) engine.Tool {
+	read := t.Spec().Name == "read_file"
 	return engine.Func{S: t.Spec(), Fn: func(ctx context.Context, args json.RawMessage) (any, error) {
 		v, err := t.Execute(ctx, args)
 		if err == nil {
 			if a := engine.CallingAgent(ctx); a != nil {
-				g.record(a, v, t.Spec().Name == "read_file")
+				g.record(a, v, read)
 			}
 		}
 		return v, err
@@ -165,21 +155,10 @@ func (g *Grounding) record(a *engine.Agent, result any, read bool) {
 	}
 }
 
-// passageOf is the range of a corpus file's lines a result object shows
-// ("path" with "lines": "12-14", or "line": 12).
+// passageOf is the range of a corpus file's lines a result object shows.
 func (g *Grounding) passageOf(x map[string]any) (Passage, bool) {
-	p, _ := x["path"].(string)
-	if g.docs[p] == nil {
-		return Passage{}, false
-	}
-	if n, ok := x["line"].(float64); ok && n >= 1 {
-		return Passage{Path: p, From: int(n), To: int(n)}, true
-	}
-	r, _ := x["lines"].(string)
-	a, b, ok := strings.Cut(r, "-")
-	from, err1 := strconv.Atoi(a)
-	to, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || from < 1 || to < from {
+	p, from, to, _ := report.Excerpt(x)
+	if g.docs[p] == nil || from == 0 {
 		return Passage{}, false
 	}
 	return Passage{Path: p, From: from, To: to}, true
@@ -221,21 +200,11 @@ func (g *Grounding) linesOf(x map[string]any) []Line {
 		// embedded resources carry a uri): it exists, so it may be cited.
 		return []Line{{Path: uri}}
 	}
-	p, _ := x["path"].(string)
+	p, start, _, text := report.Excerpt(x)
 	d := g.docs[p]
 	if d == nil {
 		return nil
 	}
-	start := 0
-	switch r := x["lines"].(type) {
-	case string:
-		a, _, _ := strings.Cut(r, "-")
-		start, _ = strconv.Atoi(a)
-	}
-	if n, ok := x["line"].(float64); ok {
-		start = int(n)
-	}
-	text, _ := x["text"].(string)
 	if start < 1 || text == "" {
 		return []Line{{Path: p}}
 	}
@@ -298,14 +267,11 @@ func (g *Grounding) Paths(agent int) []string {
 	return out
 }
 
-// linesOfPath are the lines of path the agent was shown. Call with g.mu
-// held.
-func (g *Grounding) linesOfPath(agent int, path string) map[int]string {
+// linesIn are the lines of path an agent whose view this is was shown.
+func linesIn(view []*shown, path string) map[int]string {
 	out := map[int]string{}
-	for _, s := range g.view(agent) {
-		for n, l := range s.lines[path] {
-			out[n] = l
-		}
+	for _, s := range view {
+		maps.Copy(out, s.lines[path])
 	}
 	return out
 }
@@ -321,7 +287,7 @@ func (g *Grounding) Quotable(agent int, source, quote string) bool {
 	path, from, to := report.SplitSource(source)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	lines := g.linesOfPath(agent, path)
+	lines := linesIn(g.view(agent), path)
 	if from > 0 {
 		for n := range lines {
 			if n < from || n > to {
@@ -342,15 +308,18 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 	g.meet(a)
 	paths := g.Paths(a.ID)
 	g.mu.Lock()
+	views := g.view(a.ID)
 	var all []Claim
 	read := map[string]bool{}
 	for _, p := range paths {
-		lines := g.linesOfPath(a.ID, p)
-		for n := range g.code[p] {
-			delete(lines, n)
+		lines := linesIn(views, p)
+		for n := range lines {
+			if code := g.code[p]; n <= len(code) && code[n-1] {
+				delete(lines, n)
+			}
 		}
 		all = append(all, sentences(p, lines, g.docs[p])...)
-		for _, s := range g.view(a.ID) {
+		for _, s := range views {
 			read[p] = read[p] || s.read[p]
 		}
 	}
@@ -413,11 +382,7 @@ func allIn(ts []string, set map[string]bool) bool {
 // each with the lines it spans: consecutive lines of a paragraph join, and
 // a heading, table row, list item, code fence or blank line ends one.
 func sentences(path string, lines map[int]string, doc *Doc) []Claim {
-	nums := make([]int, 0, len(lines))
-	for n := range lines {
-		nums = append(nums, n)
-	}
-	sort.Ints(nums)
+	nums := slices.Sorted(maps.Keys(lines))
 	var out []Claim
 	var para strings.Builder
 	var starts []int // the paragraph's offset where each of its lines starts
@@ -457,7 +422,7 @@ func sentences(path string, lines map[int]string, doc *Doc) []Claim {
 	for i, n := range nums {
 		l := strings.TrimSpace(lines[n])
 		block := l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "|") || strings.HasPrefix(l, "```") ||
-			strings.HasPrefix(l, "- ") || strings.HasPrefix(l, "* ") || len(l) > 2 && l[0] >= '0' && l[0] <= '9' && strings.HasPrefix(l[1:], ". ")
+			strings.HasPrefix(l, "- ") || strings.HasPrefix(l, "* ") || startsNumbered(l)
 		if len(at) > 0 && (block || i > 0 && n != nums[i-1]+1) {
 			flush()
 		}
@@ -516,13 +481,8 @@ func splitSentences(p string) [][2]int {
 
 // joinLines is a file's shown lines in order, one text.
 func joinLines(lines map[int]string) string {
-	nums := make([]int, 0, len(lines))
-	for n := range lines {
-		nums = append(nums, n)
-	}
-	sort.Ints(nums)
 	var b strings.Builder
-	for _, n := range nums {
+	for _, n := range slices.Sorted(maps.Keys(lines)) {
 		b.WriteString(lines[n])
 		b.WriteByte('\n')
 	}
@@ -579,9 +539,7 @@ func (g *Grounding) Report(o ReportOptions) engine.Tool {
 	}
 	spec.BeforeDispatch = func(_ context.Context, c engine.Call) string { return g.refusal(c.Agent, c.Args) }
 	spec.Repair = func(a *engine.Agent, report json.RawMessage) json.RawMessage { return g.repair(a.ID, report) }
-	return engine.Func{S: spec, Fn: func(context.Context, json.RawMessage) (any, error) {
-		return nil, fmt.Errorf("the terminal tool is handled by the runtime, not executed")
-	}}
+	return engine.Func{S: spec, Fn: engine.Terminal(spec.Name, spec.Description, schema).Execute}
 }
 
 func reportDescription(claims bool) string {
@@ -624,12 +582,6 @@ func claimsSchema(offered []Claim, paraphrase bool) string {
 		}
 		return fmt.Sprintf(`{"type":"object","properties":{"claims":{"type":"array","maxItems":0},"answer":%s},"required":["claims","answer"]}`, answer)
 	}
-	var alts []string
-	for _, c := range offered {
-		q, _ := json.Marshal(c.Quote)
-		src, _ := json.Marshal(c.Source)
-		alts = append(alts, fmt.Sprintf(`{"type":"object","properties":{"quote":{"const":%s},"source":{"const":%s}},"required":["quote","source"]}`, q, src))
-	}
 	if !paraphrase {
 		// Quotes alone: two or three different claims, in the order
 		// offered (best first) — one quote is one guess at the answer, and
@@ -644,6 +596,12 @@ func claimsSchema(offered []Claim, paraphrase bool) string {
 			subsets = append(subsets, `{"const":`+string(b)+`}`)
 		}
 		return `{"type":"object","properties":{"claims":{"anyOf":[` + strings.Join(subsets, ",") + `],"description":"sentences quoted from what you read, with file and lines"}},"required":["claims"]}`
+	}
+	var alts []string
+	for _, c := range offered {
+		q, _ := json.Marshal(c.Quote)
+		src, _ := json.Marshal(c.Source)
+		alts = append(alts, fmt.Sprintf(`{"type":"object","properties":{"quote":{"const":%s},"source":{"const":%s}},"required":["quote","source"]}`, q, src))
 	}
 	props := fmt.Sprintf(`"claims":{"type":"array","items":{"anyOf":[%s]},"minItems":1,"maxItems":%d,"description":"sentences quoted from what you read, with file and lines"}`, strings.Join(alts, ","), maxClaims)
 	return `{"type":"object","properties":{` + props + `,"answer":` + answer + `},"required":["claims"]}`
@@ -697,7 +655,7 @@ func (g *Grounding) refusal(agent int, args json.RawMessage) string {
 			return fmt.Sprintf("claim source %q is not a file you read or were shown in this run. %s", c.Source, may)
 		}
 		if !g.Quotable(agent, c.Source, c.Quote) {
-			return fmt.Sprintf("the quote %q is not in the lines of %s you read: quote a sentence exactly as you read it, with the lines it is on.", clipQuote(c.Quote), c.Source)
+			return fmt.Sprintf("the quote %q is not in the lines of %s you read: quote a sentence exactly as you read it, with the lines it is on.", chat.Clip(c.Quote, 80), c.Source)
 		}
 	}
 	return ""
@@ -744,13 +702,6 @@ func (g *Grounding) repair(agent int, report json.RawMessage) json.RawMessage {
 func claimPath(source string) string {
 	p, _, _ := report.SplitSource(source)
 	return p
-}
-
-func clipQuote(q string) string {
-	if r := []rune(q); len(r) > 80 {
-		return string(r[:80]) + "…"
-	}
-	return q
 }
 
 // PublisherSchema is the final report's schema over the findings: sources

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
@@ -188,5 +189,22 @@ func TestAbilityResourcesMayBeCited(t *testing.T) {
 	}
 	if r := report.Read(res.Agents[0].Result); len(r.Sources) != 1 || r.Sources[0] != "mcp://wiki/harbor" || len(guardRefusals(rec)) != 1 {
 		t.Fatalf("%s, refusals %q", res.Agents[0].Result, guardRefusals(rec))
+	}
+}
+
+// A code block's lines are commands and output, not sentences: a grounded
+// report is never offered one to quote, even one holding the question's
+// words.
+func TestClaimsSkipCodeBlocks(t *testing.T) {
+	c, err := LoadCorpusFS(fstest.MapFS{"ops.md": {Data: []byte("# Ops\n\nA harbor drain finishes the jobs it holds.\n\n```\nharbor drain harbor drain --now --harbor-drain\n```\n")}}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGrounding(c)
+	a := &engine.Agent{ID: 1}
+	g.record(a, map[string]any{"path": "ops.md", "lines": "1-7", "text": strings.Join(c.Docs[0].Lines, "\n")}, true)
+	got := g.Claims(a, "What is a harbor drain?", maxOffered)
+	if len(got) != 1 || got[0].Quote != "A harbor drain finishes the jobs it holds." {
+		t.Fatalf("offered %q", got)
 	}
 }

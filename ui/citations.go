@@ -3,7 +3,6 @@ package ui
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -39,8 +38,8 @@ func citedLines(timeline []event.Item, source string) []string {
 	return out
 }
 
-// collectLines gathers the numbered lines of path that a result shows:
-// objects with that "path", their "text" from "lines" ("12-14") or "line".
+// collectLines gathers the numbered lines of path that a result shows
+// (report.Excerpt), at any depth.
 func collectLines(v any, path string, into map[int]string) {
 	switch v := v.(type) {
 	case []any:
@@ -48,19 +47,9 @@ func collectLines(v any, path string, into map[int]string) {
 			collectLines(e, path, into)
 		}
 	case map[string]any:
-		if p, _ := v["path"].(string); p == path {
-			start := 0
-			if r, ok := v["lines"].(string); ok {
-				a, _, _ := strings.Cut(r, "-")
-				start, _ = strconv.Atoi(a)
-			}
-			if n, ok := v["line"].(float64); ok {
-				start = int(n)
-			}
-			if text, ok := v["text"].(string); ok && start > 0 {
-				for i, l := range strings.Split(text, "\n") {
-					into[start+i] = l
-				}
+		if p, start, _, text := report.Excerpt(v); p == path && start > 0 {
+			for i, l := range strings.Split(text, "\n") {
+				into[start+i] = l
 			}
 		}
 		for _, e := range v {

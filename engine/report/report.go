@@ -119,3 +119,28 @@ func SplitSource(source string) (path string, from, to int) {
 	}
 	return source[:i], from, to
 }
+
+// Excerpt reads one object of a tool's result as the lines of a file it
+// shows: "path" with "text" from "line" (12) or "lines" ("12-14", or "12")
+// on. from is 0 when it names no line; text may be cut short (a search
+// passage is a preview).
+func Excerpt(x map[string]any) (path string, from, to int, text string) {
+	path, _ = x["path"].(string)
+	text, _ = x["text"].(string)
+	if n, ok := x["line"].(float64); ok && n >= 1 {
+		return path, int(n), int(n), text
+	}
+	r, _ := x["lines"].(string)
+	a, b, ranged := strings.Cut(r, "-")
+	from, err := strconv.Atoi(a)
+	if err != nil || from < 1 {
+		return path, 0, 0, text
+	}
+	to = from
+	if ranged {
+		if to, err = strconv.Atoi(b); err != nil || to < from {
+			return path, 0, 0, text
+		}
+	}
+	return path, from, to, text
+}

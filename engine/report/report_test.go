@@ -36,3 +36,20 @@ func TestSplitSource(t *testing.T) {
 		}
 	}
 }
+
+func TestExcerpt(t *testing.T) {
+	for _, c := range []struct {
+		x        map[string]any
+		path     string
+		from, to int
+	}{
+		{map[string]any{"path": "a.md", "lines": "3-5", "text": "x"}, "a.md", 3, 5},
+		{map[string]any{"path": "a.md", "line": 7.0, "text": "x"}, "a.md", 7, 7},
+		{map[string]any{"path": "a.md", "lines": "5-3"}, "a.md", 0, 0},
+		{map[string]any{"path": "a.md"}, "a.md", 0, 0},
+	} {
+		if p, f, to, _ := Excerpt(c.x); p != c.path || f != c.from || to != c.to {
+			t.Errorf("%v: %q %d %d", c.x, p, f, to)
+		}
+	}
+}

@@ -49,7 +49,9 @@ func (h *Harness) PublisherTask(task string, findings []Finding) string {
 // PublisherTools are the publisher's tool (write_note) and terminal tool
 // in a run that is not grounded, with no findings yet (the demo model's
 // training transcripts).
-func (h *Harness) PublisherTools() (note, terminal engine.Tool) { return h.note, h.reports[0] }
+func (h *Harness) PublisherTools() (note, terminal engine.Tool) {
+	return h.note, h.grounding.Report(tools.ReportOptions{})
+}
 
 // publisherPool is the publishing stage over the findings. Its report may
 // cite only the findings' sources; grounded, its note is the findings'
@@ -139,9 +141,7 @@ func publisherReport(findings []Finding, grounded, quoteOnly bool) engine.Tool {
 		}
 		return ""
 	}
-	return engine.Func{S: spec, Fn: func(context.Context, json.RawMessage) (any, error) {
-		return nil, fmt.Errorf("the terminal tool is handled by the runtime, not executed")
-	}}
+	return engine.Func{S: spec, Fn: engine.Terminal(spec.Name, spec.Description, schema).Execute}
 }
 
 func orNone(s []string) string {

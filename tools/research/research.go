@@ -77,22 +77,15 @@ type Harness struct {
 	findingChars int
 	note         engine.Tool
 	// grounding is what each agent has read: its report may cite only
-	// that (reports: plain, with claims, with quotes only).
+	// that.
 	grounding *tools.Grounding
-	reports   [3]engine.Tool
 	glossary  tools.Glossary
 	abilities []Ability
 }
 
 // report is the researchers' terminal tool for this run's settings.
 func (h *Harness) report() engine.Tool {
-	switch {
-	case h.Grounded && h.QuoteOnly:
-		return h.reports[2]
-	case h.Grounded:
-		return h.reports[1]
-	}
-	return h.reports[0]
+	return h.grounding.Report(tools.ReportOptions{Claims: h.Grounded, Paraphrase: !h.QuoteOnly})
 }
 
 // Ability is an installed ability's part in a run: a line in the
@@ -169,8 +162,7 @@ func (h *Harness) Fit(nCtx, nBatch int) string {
 // decides where notes go).
 func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harness {
 	g := tools.NewGrounding(corpus)
-	h := &Harness{Task: task, Agents: agents, note: note, grounding: g, findingChars: 1200, glossary: tools.LoadGlossary(corpus),
-		reports: [3]engine.Tool{g.Report(tools.ReportOptions{}), g.Report(tools.ReportOptions{Claims: true, Paraphrase: true}), g.Report(tools.ReportOptions{Claims: true})}}
+	h := &Harness{Task: task, Agents: agents, note: note, grounding: g, findingChars: 1200, glossary: tools.LoadGlossary(corpus)}
 	// Every tool that shows the corpus is watched: what it shows an agent
 	// is what that agent may cite.
 	search := func() engine.Tool { return h.questionQueries(g.Watch(tools.SearchTool(corpus))) }
