@@ -22,8 +22,9 @@ const ReportTurnTokens = 1600
 // DelegateTool starts sub-agents, forked from the caller's own context (they
 // know everything it has read), on sub-questions; their answers come back as
 // its result. report gives the helpers' terminal tool when the pool opens;
-// tasks, when not nil, narrows a caller's sub-questions to the ones it
-// offers (a model that writes noise when it writes its own).
+// tasks, when not nil, narrows a caller's sub-questions to sets of
+// different ones among those it offers (a model that writes noise when it
+// writes its own); offering none (an empty, non-nil list) starts no helpers.
 func DelegateTool(sub func() []engine.Tool, report func() engine.Tool, maxTasks int, tasks func(a *engine.Agent) []string) engine.Tool {
 	schema := fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, maxTasks)
 	spec := engine.ToolSpec{
@@ -33,12 +34,33 @@ func DelegateTool(sub func() []engine.Tool, report func() engine.Tool, maxTasks 
 	}
 	if tasks != nil {
 		spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
-			offered := tasks(a)
-			if len(offered) == 0 {
-				return nil
+			// Each set of different sub-questions, in the order offered:
+			// items from an enum let a small model ask the same one three
+			// times; nothing offered, no helpers (an empty list the call
+			// answers with an error) rather than helpers on noise.
+			all := tasks(a)
+			if all == nil {
+				return nil // not narrowed: the model writes its own
 			}
-			enum, _ := json.Marshal(offered)
-			return json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"enum":%s},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, enum, min(maxTasks, len(offered))))
+			var offered []string
+			for _, t := range all {
+				if !slices.Contains(offered, t) {
+					offered = append(offered, t)
+				}
+			}
+			var sets []string
+			for _, set := range orderedSubsets(len(offered), 1, min(maxTasks, len(offered))) {
+				var ts []string
+				for _, i := range set {
+					ts = append(ts, offered[i])
+				}
+				b, _ := json.Marshal(ts)
+				sets = append(sets, `{"const":`+string(b)+`}`)
+			}
+			if len(sets) == 0 {
+				return json.RawMessage(`{"type":"object","properties":{"tasks":{"const":[]}},"required":["tasks"]}`)
+			}
+			return json.RawMessage(`{"type":"object","properties":{"tasks":{"anyOf":[` + strings.Join(sets, ",") + `]}},"required":["tasks"]}`)
 		}
 	}
 	return engine.Typed(spec, func(ctx context.Context, a struct{ Tasks []string }) (any, error) {

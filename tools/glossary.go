@@ -27,9 +27,12 @@ func LoadGlossary(c *Corpus) Glossary {
 type glossaryEntry struct{ term, meaning string }
 
 // glossaryEntries are the "term: meaning" lines of the documents named
-// glossary.md (or glossary.txt), in order; the term is lowercased.
+// glossary.md (or glossary.txt), in order; the term is lowercased. A label
+// that starts a line in a quarter of the corpus's documents or more
+// ("Applies to: Tidewater 3.x") is a page field, not a term of art.
 func glossaryEntries(docs []*Doc) []glossaryEntry {
 	var out []glossaryEntry
+	fields := pageFields(docs)
 	for _, d := range docs {
 		base := strings.ToLower(d.Path)
 		if base != "glossary.md" && base != "glossary.txt" {
@@ -41,9 +44,32 @@ func glossaryEntries(docs []*Doc) []glossaryEntry {
 				continue
 			}
 			term, meaning = strings.ToLower(strings.TrimSpace(term)), strings.TrimSpace(meaning)
-			if term != "" && meaning != "" && len(term) < 60 {
+			if term != "" && meaning != "" && len(term) < 60 && !fields[term] {
 				out = append(out, glossaryEntry{term, meaning})
 			}
+		}
+	}
+	return out
+}
+
+// pageFields are the lowercased labels ("applies to") that start a line
+// ("Applies to: …") in a quarter of docs or more, and in three at least.
+func pageFields(docs []*Doc) map[string]bool {
+	count := map[string]int{}
+	for _, d := range docs {
+		seen := map[string]bool{}
+		for _, l := range d.Lines {
+			label, _, ok := strings.Cut(l, ":")
+			if label = strings.ToLower(strings.TrimSpace(label)); ok && label != "" && len(label) < 60 && !seen[label] {
+				seen[label] = true
+				count[label]++
+			}
+		}
+	}
+	out := map[string]bool{}
+	for label, n := range count {
+		if n >= 3 && n*4 >= len(docs) {
+			out[label] = true
 		}
 	}
 	return out

@@ -324,17 +324,25 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		}
 	}
 	g.mu.Unlock()
+	// Words compare by stem, as search does: "logging secrets" asks what
+	// "never logs secret values" says.
 	q := map[string]bool{}
 	for _, t := range queryTerms(question) {
-		q[t] = true
+		q[stem(t)] = true
+	}
+	stems := func(ws []string) []string {
+		for i, w := range ws {
+			ws[i] = stem(w)
+		}
+		return ws
 	}
 	score := make([]float64, len(all))
 	for i, c := range all {
 		seen := map[string]bool{}
-		for _, t := range terms(c.Quote) {
+		for _, t := range stems(terms(c.Quote)) {
 			if q[t] && !seen[t] {
 				seen[t] = true
-				df := float64(g.corpus.df[t])
+				df := float64(g.corpus.sdf[t])
 				score[i] += math.Log(1 + float64(len(g.corpus.Chunks))/(df+1))
 			}
 		}
@@ -342,7 +350,7 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		// process …") answers "What is a skiff?" better than one that
 		// mentions a skiff; and a file the agent chose to read, better than
 		// a passage it passed in a search.
-		if term, _, ok := strings.Cut(c.Quote, ": "); ok && len(term) < 40 && allIn(terms(term), q) {
+		if term, _, ok := strings.Cut(c.Quote, ": "); ok && len(term) < 40 && allIn(stems(terms(term)), q) {
 			score[i] *= 2
 		}
 		if read[claimPath(c.Source)] {
@@ -561,7 +569,9 @@ func sourcesSchema(paths []string) string {
 		return `{"type":"array","items":{"type":"string"},"maxItems":8,"description":"corpus files the answer rests on"}`
 	}
 	if len(paths) == 0 {
-		return `{"type":"array","maxItems":0}`
+		// A const, not maxItems 0: llama.cpp's grammar converter ignores
+		// maxItems on an array without items and lets any array through.
+		return `{"const":[]}`
 	}
 	enum, _ := json.Marshal(paths)
 	return fmt.Sprintf(`{"type":"array","items":{"type":"string","enum":%s},"maxItems":8,"description":"corpus files the answer rests on"}`, enum)
@@ -580,7 +590,7 @@ func claimsSchema(offered []Claim, paraphrase bool) string {
 		if !paraphrase {
 			answer = fmt.Sprintf(`{"const":%q}`, noAnswer)
 		}
-		return fmt.Sprintf(`{"type":"object","properties":{"claims":{"type":"array","maxItems":0},"answer":%s},"required":["claims","answer"]}`, answer)
+		return fmt.Sprintf(`{"type":"object","properties":{"claims":{"const":[]},"answer":%s},"required":["claims","answer"]}`, answer)
 	}
 	if !paraphrase {
 		// Quotes alone: two or three different claims, in the order

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -110,7 +111,10 @@ func TestGroundedReportGrammarOffersWhatWasRead(t *testing.T) {
 	if len(schemas) < 2 {
 		t.Fatalf("%d schemas", len(schemas))
 	}
-	if !strings.Contains(schemas[0], noAnswer) || strings.Contains(schemas[0], "anyOf") {
+	// No claims before reading: a const empty list, since llama.cpp's
+	// grammar converter ignores maxItems on an array without items and a
+	// helper that read nothing then wrote strings as claims.
+	if !strings.Contains(schemas[0], noAnswer) || !strings.Contains(schemas[0], `"claims":{"const":[]}`) || strings.Contains(schemas[0], "anyOf") {
 		t.Fatalf("before reading: %s", schemas[0])
 	}
 	last := schemas[len(schemas)-1]
@@ -205,6 +209,25 @@ func TestClaimsSkipCodeBlocks(t *testing.T) {
 	g.record(a, map[string]any{"path": "ops.md", "lines": "1-7", "text": strings.Join(c.Docs[0].Lines, "\n")}, true)
 	got := g.Claims(a, "What is a harbor drain?", maxOffered)
 	if len(got) != 1 || got[0].Quote != "A harbor drain finishes the jobs it holds." {
+		t.Fatalf("offered %q", got)
+	}
+}
+
+// Claims compare the question's words with a sentence's by stem, as search
+// does: "logging secrets" is answered by "never logs secret values" before
+// a sentence that only shares "secrets" as written.
+func TestClaimsMatchByStem(t *testing.T) {
+	text := "# Secrets\n\nTidewater never logs secret values, at any level.\n\nA job that prints its environment puts secrets in its output.\n\nThe vault holds secrets as files.\n\nOther text about grants.\n"
+	c, err := LoadCorpusFS(fstest.MapFS{"sec.md": {Data: []byte(text)}, "b.md": {Data: []byte("# B\n\nUnrelated words here.\n")}}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGrounding(c)
+	a := &engine.Agent{ID: 1}
+	doc := c.Docs[slices.IndexFunc(c.Docs, func(d *Doc) bool { return d.Path == "sec.md" })]
+	g.record(a, map[string]any{"path": "sec.md", "lines": "1-9", "text": strings.Join(doc.Lines, "\n")}, true)
+	got := g.Claims(a, "What does the handbook say about logging secrets?", maxOffered)
+	if len(got) == 0 || got[0].Quote != "Tidewater never logs secret values, at any level." {
 		t.Fatalf("offered %q", got)
 	}
 }

@@ -281,3 +281,58 @@ func TestFetchPageRefusesTheRequestAfterEachAdmittedOne(t *testing.T) {
 		t.Fatalf("unknown address: %v", r)
 	}
 }
+
+// A label most pages start a line with ("Applies to: …") is a page field,
+// not a term of art, even in the glossary: a helper once got "What is
+// applies to?" as its sub-question.
+func TestGlossarySkipsPageFields(t *testing.T) {
+	fsys := fstest.MapFS{
+		"glossary.md": {Data: []byte("# Glossary\n\nApplies to: Tidewater 3.x\n\nharbor: the shared queue.\nskiff: a worker process.\n")},
+		"a.md":        {Data: []byte("# A\n\nApplies to: 3.3\n\nText.\n")},
+		"b.md":        {Data: []byte("# B\n\nApplies to: 3.4\n\nOwner: ops\n")},
+		"c.md":        {Data: []byte("# C\n\nMore text.\n")},
+	}
+	c, err := LoadCorpusFS(fsys, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := LoadGlossary(c)
+	if _, ok := g["applies to"]; ok || len(g) != 2 || g["harbor"] == "" {
+		t.Fatalf("glossary %v, want harbor and skiff only", g)
+	}
+}
+
+// A narrowed delegate offers sets of different sub-questions (never the
+// same one twice in a call), none when nothing is offered, and leaves a
+// model that writes its own unconstrained.
+func TestDelegateNarrowsToDifferentSubQuestions(t *testing.T) {
+	report := Report(nil)
+	schema := func(offered []string) string {
+		d := DelegateTool(func() []engine.Tool { return nil }, func() engine.Tool { return report }, 3, func(*engine.Agent) []string { return offered })
+		return string(d.Spec().ParametersFor(&engine.Agent{}))
+	}
+	tests := []struct {
+		offered []string
+		want    []string // in the schema
+		not     []string
+	}{
+		{[]string{"What is a?", "What is b?", "What is a?"}, []string{`{"const":["What is a?","What is b?"]}`, `{"const":["What is b?"]}`}, []string{`"What is a?","What is a?"`, `"enum"`}},
+		{[]string{}, []string{`"tasks":{"const":[]}`}, []string{"anyOf"}},
+	}
+	for _, tt := range tests {
+		s := schema(tt.offered)
+		for _, w := range tt.want {
+			if !strings.Contains(s, w) {
+				t.Errorf("offered %q: schema %s lacks %s", tt.offered, s, w)
+			}
+		}
+		for _, n := range tt.not {
+			if strings.Contains(s, n) {
+				t.Errorf("offered %q: schema %s holds %s", tt.offered, s, n)
+			}
+		}
+	}
+	if s := schema(nil); s != "" {
+		t.Errorf("not narrowed: %s", s)
+	}
+}

@@ -243,10 +243,12 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 			// that learned only those does them as it learned them), then
 			// hands parts of its question to helpers and fetches two cited
 			// pages in a row: the second meets the proxy's rate limit and is
-			// retried. The others search, fetch and read.
+			// retried. It reads twice, the second time another file's
+			// passage (hitReads): the search's first file is not always the
+			// one that answers. The others search, fetch and read.
 			s.Plan = []engine.ToolChoice{"search", "fetch_page", "read_file", "report"}
 			if i == 0 {
-				s.Plan = []engine.ToolChoice{"search", "read_file", "delegate", "fetch_page", "fetch_page", "report"}
+				s.Plan = []engine.ToolChoice{"search", "read_file", "read_file", "delegate", "fetch_page", "fetch_page", "report"}
 				// With abilities, the first researcher calls each of their
 				// tools once instead (a protected one asks you first).
 				if len(h.abilities) > 0 {
@@ -288,10 +290,11 @@ func (h *Harness) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 }
 
 // subQuestions are the sub-questions a walked researcher may hand to
-// helpers: its question's clauses, and "What is T?" for each glossary term
-// in the sentences it read that answer best — real sub-questions, not the
-// noise a model walked through delegate writes (nil when not walking: a
-// real model writes its own).
+// helpers: its question's clauses, "What is T?" for each glossary term in
+// the sentences it read that answer best, then for each its question names
+// (unless it asks what one is) — real sub-questions, not the noise a model
+// walked through delegate writes. Nil when not walking (a real model
+// writes its own); empty, never nil, when walking and there are none.
 func (h *Harness) subQuestions(a *engine.Agent) []string {
 	if !h.Walk && !h.WalkFirst {
 		return nil
@@ -299,17 +302,27 @@ func (h *Harness) subQuestions(a *engine.Agent) []string {
 	question, _, _ := strings.Cut(a.Task, "\n")
 	out := Clauses(question)
 	if len(out) == 1 {
-		out = nil // the question itself is no sub-question
+		out = []string{} // the question itself is no sub-question
 	}
 	own := strings.ToLower(question)
 	terms := slices.Sorted(maps.Keys(h.glossary))
+	add := func(term string) {
+		if q := "What is " + term + "?"; !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
 	for _, c := range h.grounding.Claims(a, question, 8) {
 		quote := strings.ToLower(c.Quote)
 		for _, term := range terms {
 			if len(term) > 3 && strings.Contains(quote, term) && !strings.Contains(own, term) {
-				if q := "What is " + term + "?"; !slices.Contains(out, q) {
-					out = append(out, q)
-				}
+				add(term)
+			}
+		}
+	}
+	if !strings.HasPrefix(own, "what is ") {
+		for _, term := range terms {
+			if len(term) > 3 && strings.Contains(own, term) {
+				add(term)
 			}
 		}
 	}
@@ -333,20 +346,34 @@ func (h *Harness) questionQueries(search engine.Tool) engine.Tool {
 }
 
 // hitReads narrows read_file's arguments, with HitReads, to the passages
-// results showed the calling agent that it has not read whole, newest
-// first.
+// results showed the calling agent that it has not read, newest first:
+// those of files it has not opened yet while there are any (the search's
+// first file is not always the one that answers, and a small model's pick
+// among passages is a guess).
 func (h *Harness) hitReads(read engine.Tool) engine.Tool {
 	spec := read.Spec()
 	spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
 		if !h.HitReads {
 			return nil
 		}
-		var alts []string
-		for _, p := range h.grounding.Passages(a.ID) {
-			if !p.Read && len(alts) < 6 {
-				b, _ := json.Marshal(map[string]any{"path": p.Path, "start_line": p.From, "end_line": p.To})
+		passages := h.grounding.Passages(a.ID)
+		opened := map[string]bool{}
+		for _, p := range passages {
+			opened[p.Path] = opened[p.Path] || p.Read
+		}
+		var alts, others []string
+		for _, p := range passages {
+			b, _ := json.Marshal(map[string]any{"path": p.Path, "start_line": p.From, "end_line": p.To})
+			switch {
+			case p.Read:
+			case !opened[p.Path] && len(alts) < 6:
 				alts = append(alts, `{"const":`+string(b)+`}`)
+			case opened[p.Path] && len(others) < 6:
+				others = append(others, `{"const":`+string(b)+`}`)
 			}
+		}
+		if len(alts) == 0 {
+			alts = others
 		}
 		if len(alts) == 0 {
 			return nil

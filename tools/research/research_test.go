@@ -167,3 +167,54 @@ func TestAResearcherCitesAnAbilitysResource(t *testing.T) {
 	}
 	t.Fatal("no researcher")
 }
+
+// A walked researcher's reads go to another file while the search showed
+// one it has not opened: the search's first file is not always the one
+// that answers.
+func TestHitReadsOfferFilesNotYetOpened(t *testing.T) {
+	const q = "What does the Tidewater handbook say about practising a restore?"
+	h := handbookHarness(t, q)
+	h.HitReads = true
+	var read engine.Tool
+	for _, tl := range h.research {
+		if tl.Spec().Name == "read_file" {
+			read = tl
+		}
+	}
+	spec := read.Spec()
+	var schemas []string
+	inner := spec.ParametersFor
+	spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
+		p := inner(a)
+		schemas = append(schemas, string(p))
+		return p
+	}
+	var search engine.Tool
+	for _, tl := range h.research {
+		if tl.Spec().Name == "search" {
+			search = tl
+		}
+	}
+	be := enginetest.New(1 << 16)
+	be.Script(q, enginetest.ToolCall("search", `{"query":"`+q+`"}`),
+		enginetest.ToolCall("read_file", `{"path":"operations/backup-and-restore.md","start_line":66,"end_line":68}`),
+		enginetest.ToolCall("read_file", `{"path":"faq/troubleshooting.md","start_line":43,"end_line":47}`),
+		enginetest.ToolCall("report", `{"answer":"x","sources":["faq/troubleshooting.md"]}`))
+	_, err := engine.New(be, engine.Options{}).Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{search, engine.Func{S: spec, Fn: read.Execute}}, Terminal: h.grounding.Report(tools.ReportOptions{}),
+		MaxTurns: 6, Orchestrate: engine.Parallel(engine.AgentSpec{Task: q})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(schemas) < 3 {
+		t.Fatalf("%d schemas", len(schemas))
+	}
+	// Before reading: the search's passages, both files; after reading
+	// backup-and-restore.md: the other file's only.
+	first, second := schemas[1], schemas[2]
+	if !strings.Contains(first, "operations/backup-and-restore.md") || !strings.Contains(first, "faq/troubleshooting.md") {
+		t.Fatalf("after the search: %s", first)
+	}
+	if strings.Contains(second, "operations/backup-and-restore.md") || !strings.Contains(second, "faq/troubleshooting.md") {
+		t.Fatalf("after reading backup-and-restore.md: %s", second)
+	}
+}
