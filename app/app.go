@@ -5,22 +5,31 @@
 // approval broker with its line prompter, and the summary printed at the
 // end. A Go program gets the whole product in a few lines:
 //
-//	err := app.Run(ctx, program, app.Options{Model: backend, Header: header})
+//	be, closeModel, err := llamabackend.OpenContext("model.gguf", llamabackend.ContextOptions{NCtx: 8192})
+//	…
+//	err = app.Run(ctx, app.Pool(spec), app.Options{Model: be})
+//	closeModel()
 //	os.Exit(app.ExitCode(err))
 //
-// `lloyal run` is such a program: the research harness on a model it opens.
+// where spec is the program's engine.PoolSpec: its tools, terminal tool
+// and orchestration. examples/ holds three such programs. `lloyal run` is
+// one too: the research harness on a model it opens.
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/themes"
 	"github.com/lloyal-ai/lloyal/trace"
 	"github.com/lloyal-ai/lloyal/ui"
@@ -30,6 +39,19 @@ import (
 // every agent's result, the one whose result is the run's report last (the
 // summary prints it). It must return when ctx is cancelled.
 type Program func(ctx context.Context, rt *engine.Runtime) ([]engine.AgentResult, error)
+
+// Pool is the program of one pool of agents: the usual shape of a Go
+// program's run (its orchestrator may run further pools through
+// engine.RunPool, its tools sub-agents).
+func Pool(spec engine.PoolSpec) Program {
+	return func(ctx context.Context, rt *engine.Runtime) ([]engine.AgentResult, error) {
+		res, err := rt.Run(ctx, spec)
+		if res == nil {
+			return nil, err
+		}
+		return res.Agents, err
+	}
+}
 
 // View is how a run is shown.
 type View int
@@ -87,6 +109,20 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
+	}
+	// What a program that set no header still records: when, how it was
+	// started, and the model when its backend says.
+	if o.Header.Start.IsZero() {
+		o.Header.Start = time.Now()
+	}
+	if o.Header.CommandLine == nil {
+		o.Header.CommandLine = os.Args
+	}
+	if mi, ok := o.Model.(interface{ ModelInfo() event.ModelInfo }); ok && o.Header.Model.Path == "" {
+		o.Header.Model = mi.ModelInfo()
+	}
+	if o.Title == "" && o.Header.Model.Path != "" {
+		o.Title = cmp.Or(o.Header.Model.Name, filepath.Base(o.Header.Model.Path))
 	}
 	if o.Theme.Name == "" {
 		o.Theme = themes.Dark()

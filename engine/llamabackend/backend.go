@@ -12,6 +12,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
@@ -109,9 +110,12 @@ func (l *Backend) Tokenize(p chat.Prompt) ([]engine.Token, error) { return token
 func (l *Backend) Piece(t engine.Token) []byte                    { return l.m.Piece(t) }
 func (l *Backend) IsStop(t engine.Token) bool                     { return l.m.IsStop(t) }
 func (l *Backend) SchemaToGrammar(s []byte) (string, error)       { return llama.SchemaToGrammar(s) }
-func (l *Backend) NCtx() int                                      { return l.store.NCtx() }
-func (l *Backend) NBatch() int                                    { return l.ctx.NBatch() }
-func (l *Backend) CellsUsed() int                                 { return l.store.CellsUsed() }
+
+// ModelInfo is what the trace header records of the backend's model.
+func (l *Backend) ModelInfo() event.ModelInfo { return ModelInfo(l.Model()) }
+func (l *Backend) NCtx() int                  { return l.store.NCtx() }
+func (l *Backend) NBatch() int                { return l.ctx.NBatch() }
+func (l *Backend) CellsUsed() int             { return l.store.CellsUsed() }
 
 // FreeCells is llama.cpp's own count of free cells (kv.Store.FreeCells),
 // for tests and diagnostics: call it on the goroutine that runs the pool.
