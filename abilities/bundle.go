@@ -336,3 +336,22 @@ func isDigest(s string) bool {
 	}
 	return true
 }
+
+// SignFolder signs the bundle folder dir with key and writes the signature
+// beside its manifest (dir/ability.sig), returning the bundle and the
+// signature's path.
+func SignFolder(dir string, key ed25519.PrivateKey) (*Bundle, string, error) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, "", fmt.Errorf("sign %s: give the bundle's folder (pack it as .tar.gz after signing)", dir)
+	}
+	b, err := ReadBundle(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	sig, err := b.Sign(key)
+	if err != nil {
+		return nil, "", err
+	}
+	p := filepath.Join(dir, SignatureFile)
+	return b, p, os.WriteFile(p, sig, 0o644)
+}

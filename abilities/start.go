@@ -97,3 +97,14 @@ func GrammarReady(schemaToGrammar func([]byte) (string, error), tools []engine.T
 	}
 	return ready
 }
+
+// Info is what the trace header records of a started ability whose tools
+// a run offered.
+func (a Started) Info(tools []engine.Tool) trace.AbilityInfo {
+	ab := a.Server.Ability()
+	info := trace.AbilityInfo{Name: ab.Name, Version: ab.Version, Key: ab.Signer()}
+	for _, t := range tools {
+		info.Tools = append(info.Tools, t.Spec().Name)
+	}
+	return info
+}

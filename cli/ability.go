@@ -3,8 +3,6 @@ package cli
 import (
 	"crypto/ed25519"
 	"fmt"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -129,19 +127,8 @@ func newAbilitySignCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if fi, err := os.Stat(args[0]); err != nil || !fi.IsDir() {
-				return fmt.Errorf("sign %s: give the bundle's folder (pack it as .tar.gz after signing)", args[0])
-			}
-			b, err := abilities.ReadBundle(args[0])
+			b, p, err := abilities.SignFolder(args[0], key)
 			if err != nil {
-				return err
-			}
-			sig, err := b.Sign(key)
-			if err != nil {
-				return err
-			}
-			p := filepath.Join(args[0], abilities.SignatureFile)
-			if err := os.WriteFile(p, sig, 0o644); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "signed %s %s with key %s: %s\n", b.Manifest.Name, b.Manifest.Version, abilities.KeyID(key.Public().(ed25519.PublicKey)), p)

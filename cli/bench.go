@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/bench"
 	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/tools/research"
@@ -238,7 +239,7 @@ seconds per question. Without --model it runs lloyal's demo model, set up
 as lloyal run sets it up.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := session.Config{Model: o.Model, NCtx: o.Ctx}
+			c := session.Config{Config: backends.Config{Model: o.Model, NCtx: o.Ctx}}
 			if c.Model == "" {
 				if err := useDemoModel(cmd, &c); err != nil {
 					return err

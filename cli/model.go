@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/termtext"
@@ -89,12 +87,10 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
 // options is the preset's shape with the shape flags the user gave
 // (changed) over it.
 func (t *tinyFlags) options(changed func(flag string) bool) (modelgen.Options, error) {
-	preset, ok := map[string]func() modelgen.Options{"tiny": modelgen.Tiny, "small": modelgen.Small, "bench": modelgen.Bench}[t.preset]
-	if !ok {
-		return modelgen.Options{}, fmt.Errorf("--preset %q: use tiny, small or bench", t.preset)
+	o, err := modelgen.Preset(t.preset)
+	if err != nil {
+		return o, err
 	}
-	o := preset()
-	var err error
 	for _, s := range []struct {
 		flag     string
 		dst, val *int
@@ -108,8 +104,8 @@ func (t *tinyFlags) options(changed func(flag string) bool) (modelgen.Options, e
 		o.Seed = t.shape.Seed
 	}
 	if changed("type") {
-		if o.Type, ok = map[string]gguf.TensorType{"f32": gguf.F32, "f16": gguf.F16, "q8_0": gguf.Q8_0, "q8": gguf.Q8_0}[strings.ToLower(t.wtype)]; !ok {
-			return o, fmt.Errorf("--type %q: use f32, f16 or q8_0", t.wtype)
+		if o.Type, err = modelgen.WeightType(t.wtype); err != nil {
+			return o, err
 		}
 	}
 	if t.vocab != "" {

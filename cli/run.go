@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +16,7 @@ import (
 	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/tools/research/demomodel"
 )
@@ -36,9 +37,13 @@ type runFlags struct {
 
 func newRunCmd(o *runFlags) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "run",
-		Short: "Research a question over a local corpus with a planner, parallel agents and a report",
-		Long: `Runs the research harness: a planner splits the task into questions,
+		Use:   "run [FILE]",
+		Short: "Run a harness file's agents, or research a question over a local corpus",
+		Long: `With FILE, runs the program of agents that harness file describes (lloyal
+harness init writes a starter; --task is its {{input}}; --model, --server,
+--ctx and the sampling flags override the file's).
+
+Without, runs the research harness: a planner splits the task into questions,
 research agents work on them in parallel (search, read_file, grep, glossary,
 delegate), a publisher saves the report as a note (write_note: protected, you
 approve it) and reports.
@@ -52,8 +57,8 @@ of your own documents.
 
 Ctrl-C once finishes up (every agent writes its report); twice stops now.
 The trace is written as the run goes and its path printed at exit.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
 	}
 	f := cmd.Flags()
 	c := &o.cfg
@@ -107,8 +112,19 @@ func approvalFlags(fs *pflag.FlagSet, c *approvals.Config) {
 	fs.StringVar(&c.GrantsFile, "grants-file", "", "persisted grants (default $XDG_CONFIG_HOME/lloyal/grants.json)")
 }
 
-func (o *runFlags) run(cmd *cobra.Command) error {
+func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 	c := o.cfg
+	// A harness file first: its problems are reported before anything
+	// loads, and its model settings count unless a flag overrides them.
+	var file *harness.File
+	if len(args) == 1 {
+		f, err := harness.Load(args[0])
+		if err != nil {
+			return err
+		}
+		file = f
+		fromFile(cmd.Flags(), f, &c)
+	}
 	if err := checkRun(c); err != nil {
 		return err
 	}
@@ -144,7 +160,40 @@ func (o *runFlags) run(cmd *cobra.Command) error {
 	c.App.Dev = os.Getenv("LLOYAL_DEV") == "1"
 	c.App.Stdin, c.App.Stdout, c.App.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 	c.Version, c.Args = Version, os.Args
+	if file != nil {
+		return session.RunHarness(cmd.Context(), c, file)
+	}
 	return session.Run(cmd.Context(), c)
+}
+
+// fromFile takes a harness file's model settings where no flag was given,
+// its {{input}} unless --task was, and its seed unless --seed was.
+func fromFile(fs *pflag.FlagSet, f *harness.File, c *session.Config) {
+	m, unset := f.Model, func(flag string) bool { return !fs.Changed(flag) }
+	if unset("model") && m.Path != "" {
+		c.Model = m.Path // an ollama name as it is; a file beside the harness
+		if m.Server == "" && (strings.HasSuffix(m.Path, ".gguf") || strings.ContainsRune(m.Path, '/')) {
+			c.Model = f.Rel(m.Path)
+		}
+	}
+	if unset("server") && m.Server != "" {
+		c.Server = m.Server
+	}
+	if unset("ctx") && m.Context > 0 {
+		c.NCtx = m.Context
+	}
+	if unset("threads") && m.Threads > 0 {
+		c.Threads = m.Threads
+	}
+	if unset("kv-type") && m.KVType != "" {
+		c.KVType, _ = llamabackend.ParseKVType(m.KVType) // the schema allows only valid types
+	}
+	if unset("task") {
+		c.Task = ""
+	}
+	if unset("seed") {
+		c.Seed = 0
+	}
 }
 
 // useDemoModel points c at lloyal's demo model (unpacked into the user's
@@ -153,11 +202,7 @@ func useDemoModel(cmd *cobra.Command, c *session.Config) error {
 	if !cmd.Flags().Changed("ctx") {
 		c.NCtx = research.DemoModelContext
 	}
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		dir = os.TempDir()
-	}
-	p, err := demomodel.Path(filepath.Join(dir, "lloyal", "models"))
+	p, err := demomodel.UserPath()
 	if err != nil {
 		return err
 	}

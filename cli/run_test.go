@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -123,7 +124,7 @@ func FuzzRunFlags(f *testing.F) {
 	f.Add(0, 256, -1, int64(-5))
 	f.Add(17, 1<<40, 1<<20, int64(1)<<62)
 	f.Fuzz(func(t *testing.T, agents, nCtx, threads int, timeout int64) {
-		c := session.Config{Agents: agents, NCtx: nCtx, Threads: threads}
+		c := session.Config{Agents: agents, Config: backends.Config{NCtx: nCtx, Threads: threads}}
 		c.App.Approvals.Timeout = time.Duration(timeout)
 		err := checkRun(c)
 		if err == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -315,4 +316,43 @@ func TestTmuxSignals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A harness file in the app: the example code-review crew on the tiny
+// model asks before its protected write_note, y lets it write, the run
+// finishes and exits 0, and its trace replays to the end.
+func TestTmuxHarnessFileApproveAndReplay(t *testing.T) {
+	bin := tmuxBinary(t)
+	dir := t.TempDir()
+	// A copy, so that the note lands in the test's folder, not the repo's.
+	for _, name := range []string{"code-review.yaml", "code-review/grep.sh", "code-review/src/queue.py", "code-review/src/config.py", "code-review/src/worker.py"} {
+		b, err := os.ReadFile(filepath.Join("..", "examples", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tp := filepath.Join(dir, "run.jsonl")
+	s := startTmux(t, bin+" run "+filepath.Join(dir, "code-review.yaml")+" --model "+testmodel.Tiny(t)+" --trace "+tp+" --grants-file "+filepath.Join(dir, "grants.json"), homes(dir)...)
+	s.waitFor("wants to run a protected tool", 2*time.Minute)
+	s.keys("y")
+	s.waitFor("run finished", 2*time.Minute)
+	s.keys("q")
+	s.waitFor("LLOYAL-EXITED=0", 20*time.Second)
+	if notes, _ := os.ReadDir(filepath.Join(dir, "code-review", "notes")); len(notes) != 1 {
+		t.Fatalf("the approved note was not written: %v", notes)
+	}
+	if reason, recs := closing(t, dir); reason != "completed" || !hasEvent(recs, event.ApprovalAnswered, "") || !hasEvent(recs, event.ToolProgress, "") {
+		t.Fatalf("closing %q, approval answered %v, progress %v", reason, hasEvent(recs, event.ApprovalAnswered, ""), hasEvent(recs, event.ToolProgress, ""))
+	}
+	r := startTmux(t, bin+" replay --speed 0 "+tp)
+	r.waitFor("replay finished", 20*time.Second)
+	r.keys("q")
+	r.waitFor("LLOYAL-EXITED=0", 10*time.Second)
 }

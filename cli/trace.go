@@ -8,13 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lloyal-ai/lloyal/app"
-	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/trace"
 )
-
-// noClosing is what trace check and replay say of a trace without a
-// closing record.
-const noClosing = "no closing record (the run is still going, or was killed)"
 
 func newTraceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "trace", Short: "Check and summarise trace files"}
@@ -27,34 +22,17 @@ func newTraceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			for _, p := range c.Problems {
-				fmt.Fprintf(w, "%s: %s\n", args[0], p)
-			}
-			end := noClosing
-			if c.Close != nil {
-				end = "closed: " + c.Close.Reason
-			}
-			fmt.Fprintf(w, "%s: %d lines, %d events, %d bad; %s\n", args[0], c.Lines, c.Events, trace.BadLines(c.Problems), end)
-			if n := len(c.Problems); n > 0 && !(n == 1 && c.Problems[0].Partial) {
-				return errors.New("the trace has corrupt lines")
-			}
-			return nil
+			return c.Print(cmd.OutOrStdout(), args[0])
 		},
 	}, &cobra.Command{
 		Use:   "stats FILE",
 		Short: "Agents, tokens, tool calls by tool, durations, outcomes, pressure peak",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var st trace.Stats
-			closing, problems, err := trace.Follow(cmd.Context(), args[0], false, func(e event.Event) error { st.Collect(e); return nil })
+			st, err := trace.StatsOf(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			if closing != nil {
-				st.Closed = closing.Reason
-			}
-			st.Problems = problems
 			return st.Print(cmd.OutOrStdout())
 		},
 	})
@@ -95,7 +73,7 @@ that is still being written until its run closes it.`,
 			if closing != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "— run ended: %s (%d events)\n", closing.Reason, closing.Events)
 			} else {
-				fmt.Fprintln(cmd.OutOrStdout(), "— end of file: "+noClosing)
+				fmt.Fprintln(cmd.OutOrStdout(), "— end of file: "+trace.NoClosing)
 			}
 			return nil
 		},

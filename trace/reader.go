@@ -287,3 +287,26 @@ func CheckFile(path string) (Check, error) {
 	defer f.Close()
 	return CheckReader(f)
 }
+
+// NoClosing is what a check or a replay says of a trace without a closing
+// record.
+const NoClosing = "no closing record (the run is still going, or was killed)"
+
+// Print writes the check as `lloyal trace check` shows it: each problem of
+// the trace named name, then a count and how it ended. Its error says the
+// trace has corrupt lines (a partial last line alone is no corruption: a
+// run still writing).
+func (c Check) Print(w io.Writer, name string) error {
+	for _, p := range c.Problems {
+		fmt.Fprintf(w, "%s: %s\n", name, p)
+	}
+	end := NoClosing
+	if c.Close != nil {
+		end = "closed: " + c.Close.Reason
+	}
+	fmt.Fprintf(w, "%s: %d lines, %d events, %d bad; %s\n", name, c.Lines, c.Events, BadLines(c.Problems), end)
+	if n := len(c.Problems); n > 0 && !(n == 1 && c.Problems[0].Partial) {
+		return errors.New("the trace has corrupt lines")
+	}
+	return nil
+}

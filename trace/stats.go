@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -92,4 +93,16 @@ func orDash(s string) string {
 		return "— (no closing record: the run is still going or was killed)"
 	}
 	return s
+}
+
+// StatsOf reads the trace at path (a live one as far as it goes) into
+// Stats: every event collected, how it closed, what was wrong in it.
+func StatsOf(ctx context.Context, path string) (Stats, error) {
+	var st Stats
+	closing, problems, err := Follow(ctx, path, false, func(e event.Event) error { st.Collect(e); return nil })
+	if closing != nil {
+		st.Closed = closing.Reason
+	}
+	st.Problems = problems
+	return st, err
 }

@@ -8,12 +8,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/lloyal-ai/lloyal/abilities"
 	"github.com/lloyal-ai/lloyal/app"
-	"github.com/lloyal-ai/lloyal/engine/chat"
-	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/backends"
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/trace"
@@ -21,32 +21,19 @@ import (
 
 // Config is everything the command line decided about a run.
 type Config struct {
-	Model   string // GGUF path or ollama name; with Server, the model's name there
-	Demo    bool   // Model is lloyal's demo model (package demomodel)
-	Corpus  string // a folder of documents ("": the built-in handbook)
-	Task    string
-	Agents  int
-	NCtx    int
-	Threads int
-	// KVType is the KV cache's element type (--kv-type; default f16).
-	KVType llamabackend.KVType
+	// Config is the model and how it runs (--model, --server, --ctx, …).
+	backends.Config
+	Demo   bool   // Model is lloyal's demo model (package demomodel)
+	Corpus string // a folder of documents ("": the built-in handbook)
+	Task   string
+	Agents int
 	Seed   uint32
 	// Abilities names the abilities to load (--ability); none: every
 	// enabled one.
 	Abilities []string
-	// Template is a chat template's text overriding the model's own
-	// (--template FILE); Think is passed to templates that read
-	// enable_thinking (--think).
-	Template string
-	Think    chat.Think
-	Version  string
-	Args     []string // the command line, for the trace header
-
-	// A model on an inference server (empty: run it here).
-	Server         string        // the server's URL
-	APIKey         string        // sent to the server, never traced
-	RequestTimeout time.Duration // a silent server's requests give up after this
-	Walk           bool          // walk the model through the tools (a model that never calls one itself)
+	Version   string
+	Args      []string // the command line, for the trace header
+	Walk      bool     // walk the model through the tools (a model that never calls one itself)
 
 	Sampling research.SamplingFlags // --temperature, …: override the harness's choice for the model
 	Grounded *bool                  // --grounded (nil: on for the demo model, off otherwise)
@@ -67,7 +54,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	corpus, err := openCorpus(cfg.Corpus)
+	corpus, err := research.OpenCorpus(cfg.Corpus)
 	if err != nil {
 		return err
 	}
@@ -83,51 +70,79 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := abilities.CheckToolNames(append(builtin, terminal), abs); err != nil {
 		return err
 	}
-	m, err := openModel(ctx, cfg)
+	m, err := open(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer m.close()
-	if m.warning != "" {
-		fmt.Fprintln(errOut, "warning:", m.warning)
-	}
+	defer m.Close()
 	abInfo := addAbilities(h, abs, m, errOut)
 	if what := h.Configure(research.Settings{Demo: cfg.Demo, Walk: cfg.Walk, Seed: cfg.Seed, Sampling: cfg.Sampling, Grounded: cfg.Grounded,
-		NCtx: m.context.NCtx, NBatch: m.context.NBatch}); what != "" {
+		NCtx: m.Context.NCtx, NBatch: m.Context.NBatch}); what != "" {
 		fmt.Fprintln(errOut, "adapted to the context:", what)
 	}
-	o := cfg.App
-	o.Model, o.Server, o.Title = m.model, m.server, m.title
 	all, terminal := h.Tools()
-	o.Header = trace.Header{ProgramVersion: cfg.Version, Model: m.info, Sampling: h.Sampling, Context: m.context, Server: m.serverInfo,
-		Tools: trace.Tools(all, terminal), CommandLine: redactArgs(cfg.Args), Abilities: abInfo}
+	o := appOptions(cfg, m, h.Sampling, trace.Tools(all, terminal))
+	o.Header.Abilities = abInfo
 	return app.Run(ctx, h.Run, o)
 }
 
-// openCorpus opens the folder of documents, or the built-in handbook.
-func openCorpus(dir string) (*tools.Corpus, error) {
-	if dir == "" {
-		return tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
-	}
-	return tools.LoadCorpus(dir)
+// appOptions are cfg.App on the model m, with the header of a run that
+// samples with s and offers tools.
+func appOptions(cfg Config, m *backends.Opened, s engine.Sampling, tools []trace.ToolInfo) app.Options {
+	o := cfg.App
+	o.Model, o.Server, o.Title = m.Model, m.Server, m.Title
+	o.Header = trace.Header{ProgramVersion: cfg.Version, Model: m.Info, Sampling: s, Context: m.Context, Server: m.ServerInfo,
+		Tools: tools, CommandLine: backends.RedactArgs(cfg.Args)}
+	return o
 }
 
 // addAbilities gives the researchers the abilities' tools (on a local
 // model, those whose schema can be a grammar) and says what each gave, for
 // the trace header.
-func addAbilities(h *research.Harness, abs []abilities.Started, m *opened, errOut io.Writer) []trace.AbilityInfo {
-	var infos []trace.AbilityInfo
+func addAbilities(h *research.Harness, abs []abilities.Started, m *backends.Opened, errOut io.Writer) (infos []trace.AbilityInfo) {
 	for _, a := range abs {
 		ab, tools := a.Server.Ability(), a.Tools
-		if m.model != nil {
-			tools = abilities.GrammarReady(m.model.SchemaToGrammar, tools, errOut)
+		if m.Model != nil {
+			tools = abilities.GrammarReady(m.Model.SchemaToGrammar, tools, errOut)
 		}
 		h.AddAbilities(research.Ability{Name: ab.Name, Version: ab.Version, UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: tools})
-		info := trace.AbilityInfo{Name: ab.Name, Version: ab.Version, Key: ab.Signer()}
-		for _, t := range tools {
-			info.Tools = append(info.Tools, t.Spec().Name)
-		}
-		infos = append(infos, info)
+		infos = append(infos, a.Info(tools))
 	}
 	return infos
+}
+
+// open opens the run's model and says what is wrong with its chat template.
+func open(ctx context.Context, cfg Config) (*backends.Opened, error) {
+	b := cfg.Config
+	b.MaxInflight = cfg.App.MaxInflight
+	m, err := backends.Open(ctx, b)
+	if err == nil && m.Warning != "" {
+		fmt.Fprintln(cfg.App.Stderr, "warning:", m.Warning)
+	}
+	return m, err
+}
+
+// RunHarness runs a harness file's program (f, checked by harness.Load) as
+// cfg says: its task is {{input}}, its sampling flags and --seed (when not
+// 0) override the file's.
+func RunHarness(ctx context.Context, cfg Config, f *harness.File) error {
+	p, err := f.Build(cfg.Task)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	p.Sampling = cfg.Sampling.Over(p.Sampling)
+	if cfg.Seed != 0 {
+		p.Sampling.Seed = cfg.Seed
+	}
+	m, err := open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	o := appOptions(cfg, m, p.Sampling, p.ToolInfos())
+	if notes := p.Notes(); notes != "" {
+		o.Workspace = notes // where the summary looks for saved notes
+	}
+	return app.Run(ctx, p.Run, o)
 }

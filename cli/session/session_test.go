@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,8 +13,11 @@ import (
 
 	"github.com/lloyal-ai/lloyal/app"
 	"github.com/lloyal-ai/lloyal/approvals"
+	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -34,7 +38,7 @@ func TestRunRecordsTheRun(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data")) // no installed abilities
 	// The sampling flags given override the harness's defaults in the header;
 	// the others keep them.
-	cfg := Config{Model: testmodel.Tiny(t), Walk: true, Corpus: filepath.Join("..", "..", "testdata", "corpus"), Task: "What is a harbor?", Agents: 2, NCtx: 4096,
+	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096}, Walk: true, Corpus: filepath.Join("..", "..", "testdata", "corpus"), Task: "What is a harbor?", Agents: 2,
 		Seed: 3, Sampling: research.SamplingFlags{TopK: ptr(20), RepeatPenalty: ptr[float32](1.1)}, Version: "test", App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
 			Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdin: null, Stdout: io.Discard, Stderr: io.Discard}}
 	if err := Run(context.Background(), cfg); err != nil {
@@ -99,5 +103,78 @@ func TestHeaderRecordsTheRepeatPenalty(t *testing.T) {
 		if err != nil || ck.Header == nil || ck.Header.Sampling != c.s {
 			t.Fatalf("read back %+v, %v; want %+v", ck.Header, err, c.s)
 		}
+	}
+}
+
+// The code-review example harness runs end to end headless on the tiny
+// model (walked): a reviewer per file, each calling the grep command (whose
+// progress moves), then the editor whose protected note is saved under
+// --grant; the trace records the file's tools and closes completed.
+func TestRunHarnessCodeReview(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, filepath.Join("..", "..", "examples"), filepath.Join(dir, "examples"))
+	os.RemoveAll(filepath.Join(dir, "examples", "code-review", "notes")) // from a run of the example here
+	f, err := harness.Load(filepath.Join(dir, "examples", "code-review.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	tp := filepath.Join(dir, "run.jsonl")
+	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 8192}, Seed: 1, Version: "test",
+		App: app.Options{View: app.ViewLog, TracePath: tp, Stdin: null, Stdout: io.Discard, Stderr: io.Discard,
+			Approvals: approvals.Config{Grant: []string{"write_note"}, GrantsFile: filepath.Join(dir, "grants.json")}}}
+	if err := RunHarness(context.Background(), cfg, f); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	closing, problems, err := trace.Follow(context.Background(), tp, false, func(e event.Event) error {
+		switch e.Type {
+		case event.AgentSpawn:
+			counts["agent "+e.Role]++
+		case event.ToolResult, event.ToolProgress, event.ApprovalAuto:
+			counts[string(e.Type)+" "+e.Tool]++
+		}
+		return nil
+	})
+	if err != nil || closing == nil || closing.Reason != "completed" || len(problems) > 0 {
+		t.Fatalf("trace: %v %+v %v", err, closing, problems)
+	}
+	if counts["agent reviewer"] != 3 || counts["agent editor"] != 1 || counts["tool:result grep"] < 3 || counts["tool:progress grep"] < 3 ||
+		counts["approval:auto write_note"] != 1 || counts["tool:result write_note"] != 1 {
+		t.Fatalf("events %v", counts)
+	}
+	if notes, _ := os.ReadDir(filepath.Join(dir, "examples", "code-review", "notes")); len(notes) != 1 {
+		t.Fatalf("notes saved: %v", notes)
+	}
+}
+
+// copyDir copies the files under src to dst, modes kept.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, info.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

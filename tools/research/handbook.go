@@ -3,6 +3,8 @@ package research
 import (
 	"embed"
 	"io/fs"
+
+	"github.com/lloyal-ai/lloyal/tools"
 )
 
 // The handbook of Tidewater, a fictional job scheduler: the corpus `lloyal
@@ -27,3 +29,11 @@ func Handbook() fs.FS {
 
 // HandbookName is how runs and errors name the built-in corpus.
 const HandbookName = "the built-in Tidewater handbook"
+
+// OpenCorpus opens a folder of documents, or the built-in handbook ("").
+func OpenCorpus(dir string) (*tools.Corpus, error) {
+	if dir == "" {
+		return tools.LoadCorpusFS(Handbook(), HandbookName)
+	}
+	return tools.LoadCorpus(dir)
+}

@@ -89,6 +89,12 @@ type SamplingFlags struct {
 	TopK, RepeatLastN                      *int
 }
 
+// Over is s with what the user gave put over it.
+func (f SamplingFlags) Over(s engine.Sampling) engine.Sampling {
+	f.apply(&s)
+	return s
+}
+
 // apply puts what the user gave over s.
 func (f SamplingFlags) apply(s *engine.Sampling) {
 	set(&s.Temperature, f.Temperature)

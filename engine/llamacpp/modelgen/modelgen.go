@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 )
@@ -55,6 +56,24 @@ func Small() Options {
 // vocabulary) for decode benchmarks.
 func Bench() Options {
 	return Options{Layers: 28, Embd: 1280, FF: 3584, Heads: 20, KVHeads: 4, CtxTrain: 8192, Seed: 1, Type: gguf.F16, Vocab: BuiltinVocab(), Name: "lloyal-bench-0.5b"}
+}
+
+// Preset is the options of a preset by name: tiny, small or bench.
+func Preset(name string) (Options, error) {
+	preset, ok := map[string]func() Options{"tiny": Tiny, "small": Small, "bench": Bench}[name]
+	if !ok {
+		return Options{}, fmt.Errorf("--preset %q: use tiny, small or bench", name)
+	}
+	return preset(), nil
+}
+
+// WeightType is a 2-D weight type by name: f32, f16, q8_0 (or q8).
+func WeightType(name string) (gguf.TensorType, error) {
+	t, ok := map[string]gguf.TensorType{"f32": gguf.F32, "f16": gguf.F16, "q8_0": gguf.Q8_0, "q8": gguf.Q8_0}[strings.ToLower(name)]
+	if !ok {
+		return 0, fmt.Errorf("--type %q: use f32, f16 or q8_0", name)
+	}
+	return t, nil
 }
 
 // Params is the number of weights the options describe.

@@ -49,3 +49,13 @@ func Path(dir string) (string, error) {
 	}
 	return p, nil
 }
+
+// UserPath is Path in the user's cache (lloyal/models), or the temporary
+// folder's when there is no cache.
+func UserPath() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return Path(filepath.Join(dir, "lloyal", "models"))
+}

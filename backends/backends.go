@@ -1,0 +1,106 @@
+// Package backends opens what a run drives: a model here on llama.cpp, or
+// one on an inference server, with what the trace header and the app's
+// title say about it.
+package backends
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/serverbackend"
+	"github.com/lloyal-ai/lloyal/trace"
+)
+
+// Config names the model and how to run it.
+type Config struct {
+	Model   string // GGUF path or ollama name; with Server, the model's name there
+	NCtx    int
+	Threads int
+	KVType  llamabackend.KVType
+	// Template is a chat template's text overriding the model's own;
+	// Think is passed to templates that read enable_thinking.
+	Template string
+	Think    chat.Think
+
+	Server         string        // an inference server's URL ("": run the model here)
+	APIKey         string        // sent to the server, never traced
+	RequestTimeout time.Duration // a silent server's requests give up after this
+	MaxInflight    int           // recorded in the header (the app bounds the requests)
+}
+
+// Opened is the model a run drives, here (Model) or on a server (Server).
+type Opened struct {
+	Model      engine.Backend
+	Server     engine.TurnBackend
+	Info       event.ModelInfo
+	Context    trace.ContextInfo
+	ServerInfo *trace.ServerInfo
+	Title      string
+	// Warning is what the user should know about the model's chat
+	// template (a fallback, an unknown tool-call format).
+	Warning string
+	// Close releases the model (or the connection).
+	Close func()
+}
+
+// Open opens the model cfg names: on the server cfg.Server names, or a
+// GGUF file (or ollama name) run here on llama.cpp.
+func Open(ctx context.Context, cfg Config) (*Opened, error) {
+	if cfg.Server != "" {
+		return openServer(ctx, cfg)
+	}
+	// A decode batch in proportion to a small context: the hard limit must
+	// hold one, and 512 cells of reserve would leave 2,048 no room to work.
+	nBatch := 512
+	if cfg.NCtx < 4096 {
+		nBatch = max(64, cfg.NCtx/8)
+	}
+	be, closeAll, err := llamabackend.OpenContext(cfg.Model, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads,
+		KVType: cfg.KVType, Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
+	if err != nil {
+		return nil, err
+	}
+	m := be.Model()
+	title := m.Info.Name
+	if title == "" {
+		title = filepath.Base(m.Info.Path)
+	}
+	return &Opened{Model: be, Info: llamabackend.ModelInfo(m),
+		Context: trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
+			KVType: string(be.KVType()), FlashAttn: be.FlashAttn()},
+		Title: title + " · " + be.ThreadsLabel(), Warning: be.Format().Warning, Close: closeAll}, nil
+}
+
+// openServer dials the server; its key comes from the config (the
+// environment), never from the trace.
+func openServer(ctx context.Context, cfg Config) (*Opened, error) {
+	c, err := serverbackend.Dial(ctx, serverbackend.Options{URL: cfg.Server, Model: cfg.Model, APIKey: cfg.APIKey, NCtx: cfg.NCtx, RequestTimeout: cfg.RequestTimeout})
+	if err != nil {
+		return nil, err
+	}
+	return &Opened{Server: c, Info: event.ModelInfo{Ref: cfg.Model, Name: cfg.Model, Format: string(c.Format().Kind)},
+		Context:    trace.ContextInfo{NCtx: c.NCtx()},
+		ServerInfo: &trace.ServerInfo{URL: c.Name(), Dialect: string(c.Dialect()), Model: cfg.Model, MaxInflight: cfg.MaxInflight},
+		Title:      fmt.Sprintf("%s on %s", cfg.Model, c.Name()), Close: c.Close}, nil
+}
+
+// RedactArgs is a command line with any credentials in a URL removed, for
+// the trace header.
+func RedactArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if u, err := url.Parse(a); err == nil && u.User != nil && u.Host != "" {
+			u.User = nil
+			out[i] = u.String()
+		}
+	}
+	return out
+}

@@ -1,0 +1,334 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/tools"
+	"github.com/lloyal-ai/lloyal/trace"
+)
+
+// Program is a harness ready to run: its tools built, its corpora open.
+type Program struct {
+	f       *File
+	tools   map[string]engine.Tool
+	corpora []*tools.Corpus
+	input   string
+	// Sampling is what every pool samples with (the file's over
+	// DefaultSampling); a caller may override it before Run.
+	Sampling engine.Sampling
+}
+
+// DefaultSampling is how a harness samples unless its file says
+// otherwise: temperature 0.7, top-k 40, top-p 0.95, min-p 0.05, seed 1.
+var DefaultSampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: 1}
+
+// maxFileText is how much of a file each_file puts in a task ({{text}}).
+const maxFileText = 8 << 10
+
+// Build makes f's program; input is what {{input}} stands for (--task, or
+// the file's run.input). Close it when done.
+func (f *File) Build(input string) (*Program, error) {
+	p := &Program{f: f, tools: map[string]engine.Tool{}, input: input, Sampling: f.Sampling.over(DefaultSampling)}
+	if p.input == "" {
+		p.input = f.Run.Input
+	}
+	corpora := map[string]*tools.Corpus{}
+	for _, name := range sortedKeys(f.Tools) {
+		t, err := p.tool(name, f.Tools[name], corpora)
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("%s: tools.%s: %w", f.Path, name, err)
+		}
+		p.tools[name] = t
+	}
+	return p, nil
+}
+
+// Notes is the folder the program's first write_note tool saves in ("":
+// it has none), for the run's summary.
+func (p *Program) Notes() string {
+	for _, name := range sortedKeys(p.f.Tools) {
+		if t := p.f.Tools[name]; t.Builtin == "write_note" {
+			return p.f.Rel(t.Folder)
+		}
+	}
+	return ""
+}
+
+// Close closes the program's corpora.
+func (p *Program) Close() {
+	for _, c := range p.corpora {
+		c.Close()
+	}
+}
+
+// tool builds one of the file's tools under its name.
+func (p *Program) tool(name string, t Tool, corpora map[string]*tools.Corpus) (engine.Tool, error) {
+	if len(t.Command) > 0 {
+		exe, err := p.f.executable(t.Command[0])
+		if err != nil {
+			return nil, err
+		}
+		timeout, _ := parseDuration(t.Timeout)
+		return Command{Name: name, Description: t.Description, Parameters: mustJSON(orObject(t.Parameters)), Argv: append([]string{exe}, t.Command[1:]...),
+			Dir: filepath.Dir(p.f.Path), ReadOnly: t.ReadOnly, Timeout: timeout, Env: t.Env}.Tool(), nil
+	}
+	if t.Builtin == "write_note" {
+		note, err := tools.WriteNoteTool(p.f.Rel(t.Folder))
+		return renamed(note, name, t.Description), err
+	}
+	dir := p.f.Rel(t.Corpus)
+	c := corpora[dir]
+	if c == nil {
+		var err error
+		if c, err = tools.LoadCorpus(dir); err != nil {
+			return nil, err
+		}
+		corpora[dir] = c
+		p.corpora = append(p.corpora, c)
+	}
+	var tl engine.Tool
+	switch t.Builtin {
+	case "search":
+		tl = tools.SearchTool(c)
+	case "read_file":
+		tl = tools.ReadFileTool(c)
+	case "grep":
+		tl = tools.GrepTool(c)
+	case "glossary":
+		tl = tools.GlossaryTool(tools.LoadGlossary(c))
+	case "fetch_page":
+		tl = tools.FetchPageTool(c, 0)
+	default:
+		return nil, fmt.Errorf("no built-in tool %q", t.Builtin)
+	}
+	return renamed(tl, name, t.Description), nil
+}
+
+// renamed is t under the harness's name for it (and description, when the
+// harness gives one).
+func renamed(t engine.Tool, name, description string) engine.Tool {
+	if t == nil {
+		return nil
+	}
+	spec := t.Spec()
+	spec.Name = name
+	if description != "" {
+		spec.Description = description
+	}
+	return engine.Func{S: spec, Fn: t.Execute}
+}
+
+func orObject(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{"type": "object"}
+	}
+	return m
+}
+
+// over is s put over base.
+func (s Sampling) over(base engine.Sampling) engine.Sampling {
+	set := func(dst *float32, v *float32) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&base.Temperature, s.Temperature)
+	set(&base.TopP, s.TopP)
+	set(&base.MinP, s.MinP)
+	set(&base.RepeatPenalty, s.RepeatPenalty)
+	if s.TopK != nil {
+		base.TopK = *s.TopK
+	}
+	if s.RepeatLastN != nil {
+		base.RepeatLastN = *s.RepeatLastN
+	}
+	if s.Seed != nil {
+		base.Seed = *s.Seed
+	}
+	return base
+}
+
+// ToolInfos are the program's tools and its roles' terminal tools, as the
+// trace header records them.
+func (p *Program) ToolInfos() []trace.ToolInfo {
+	var out []trace.ToolInfo
+	for _, name := range sortedKeys(p.tools) {
+		out = append(out, trace.Tools([]engine.Tool{p.tools[name]}, nil)...)
+	}
+	for _, name := range sortedKeys(p.f.Roles) {
+		out = append(out, trace.Tools(nil, p.terminal(p.f.Roles[name]))...)
+	}
+	return out
+}
+
+// Run runs the steps in order, each a pool of its role's agents, and
+// returns every agent's result (the last step's last).
+func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentResult, error) {
+	var all []engine.AgentResult
+	results := map[string][]engine.AgentResult{}
+	for i, s := range p.f.Run.Steps {
+		spec, err := p.pool(s, results)
+		if err != nil {
+			return all, fmt.Errorf("step %d (%s): %w", i+1, s.Role, err)
+		}
+		res, err := rt.Run(ctx, spec)
+		if res != nil {
+			all = append(all, res.Agents...)
+			if s.ID != "" {
+				results[s.ID] = res.Agents
+			}
+		}
+		if err != nil || rt.WindingDown() {
+			return all, err
+		}
+	}
+	return all, nil
+}
+
+// pool is a step's pool: its role's prompt, tools and limits, and its
+// agents orchestrated as it says.
+func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.PoolSpec, error) {
+	r := p.f.Roles[s.Role]
+	system := r.System
+	if r.SystemFile != "" {
+		path, err := p.f.inside(r.SystemFile)
+		if err != nil {
+			return engine.PoolSpec{}, err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return engine.PoolSpec{}, err
+		}
+		system = string(b)
+	}
+	var ts []engine.Tool
+	for _, name := range r.Tools {
+		ts = append(ts, p.tools[name])
+	}
+	soft, _ := parseDuration(r.TimeSoft)
+	hard, _ := parseDuration(r.TimeHard)
+	spec := engine.PoolSpec{System: system, Tools: ts, Terminal: p.terminal(r), Sampling: p.Sampling,
+		MaxTurns: r.MaxTurns, MaxTurnTokens: r.TurnTokens, TimeSoft: soft, TimeHard: hard,
+		SoftLimit: r.Pressure.Soft, HardLimit: r.Pressure.Hard, RecoveryPrompt: r.RecoveryPrompt, ToolChoice: engine.ToolChoice(r.ToolChoice)}
+	agent := func(task string) engine.AgentSpec {
+		var plan []engine.ToolChoice
+		for _, w := range r.Walk {
+			plan = append(plan, engine.ToolChoice(w))
+		}
+		return engine.AgentSpec{Task: task, Role: s.Role, Plan: plan}
+	}
+	fill := func(task string) string { return p.fill(task, results) }
+	switch s.Orchestrate {
+	case DAG:
+		var nodes []engine.Node
+		for _, a := range s.Agents {
+			nodes = append(nodes, engine.Node{ID: a.ID, Deps: a.Deps, Spec: func(deps map[string]engine.AgentResult) engine.AgentSpec {
+				var d []engine.AgentResult
+				for _, id := range a.Deps {
+					d = append(d, deps[id])
+				}
+				return agent(strings.ReplaceAll(fill(a.Task), "{{deps}}", joined(d)))
+			}})
+		}
+		spec.Orchestrate = engine.DAG(nodes)
+		return spec, nil
+	case Chain:
+		tasks, err := p.tasks(s, fill)
+		if err != nil {
+			return spec, err
+		}
+		spec.Orchestrate = engine.Chain(func(i int, prev engine.AgentResult) (engine.AgentSpec, string, bool) {
+			if i >= len(tasks) {
+				return engine.AgentSpec{}, "", false
+			}
+			task := strings.ReplaceAll(tasks[i], "{{previous}}", prev.Text())
+			return agent(task), fmt.Sprintf("step %d", i+1), true
+		})
+		return spec, nil
+	}
+	tasks, err := p.tasks(s, fill)
+	if err != nil {
+		return spec, err
+	}
+	var specs []engine.AgentSpec
+	for _, t := range tasks {
+		specs = append(specs, agent(t))
+	}
+	if s.Orchestrate == AsRoomAllows {
+		spec.Orchestrate = engine.AsRoomAllows(specs...)
+	} else {
+		spec.Orchestrate = engine.Parallel(specs...)
+	}
+	return spec, nil
+}
+
+// tasks are a step's tasks: its tasks, or its task once per file of
+// each_file (or once).
+func (p *Program) tasks(s Step, fill func(string) string) ([]string, error) {
+	if len(s.Tasks) > 0 {
+		var out []string
+		for _, t := range s.Tasks {
+			out = append(out, fill(t))
+		}
+		return out, nil
+	}
+	if s.EachFile == "" {
+		return []string{fill(s.Task)}, nil
+	}
+	files, err := filepath.Glob(p.f.Rel(s.EachFile))
+	if err != nil {
+		return nil, fmt.Errorf("each_file %q: %w", s.EachFile, err)
+	}
+	slices.Sort(files)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("each_file %q matches no file (in %s)", s.EachFile, filepath.Dir(p.f.Path))
+	}
+	var out []string
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		rel, _ := filepath.Rel(filepath.Dir(p.f.Path), file)
+		t := strings.ReplaceAll(fill(s.Task), "{{file}}", filepath.ToSlash(rel))
+		out = append(out, strings.ReplaceAll(t, "{{text}}", chat.Clip(string(b), maxFileText)))
+	}
+	return out, nil
+}
+
+// fill puts the input and earlier steps' results in a task.
+func (p *Program) fill(task string, results map[string][]engine.AgentResult) string {
+	task = strings.ReplaceAll(task, "{{input}}", p.input)
+	return resultRef.ReplaceAllStringFunc(task, func(m string) string {
+		return joined(results[resultRef.FindStringSubmatch(m)[1]])
+	})
+}
+
+// joined is results as a list a task can hold: each agent's task and its
+// result (or how it ended).
+func joined(rs []engine.AgentResult) string {
+	var b strings.Builder
+	for _, r := range rs {
+		task, _, _ := strings.Cut(r.Task, "\n")
+		text := r.Text()
+		if !r.Ok() {
+			text = "(no result: " + string(r.Outcome) + ")"
+		}
+		fmt.Fprintf(&b, "- %s\n  %s\n", chat.Clip(task, 120), strings.ReplaceAll(text, "\n", "\n  "))
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// terminal is a role's terminal tool.
+func (p *Program) terminal(r Role) engine.Tool {
+	return engine.Terminal(r.Terminal.Name, r.Terminal.Description, json.RawMessage(mustJSON(r.Terminal.Schema)))
+}

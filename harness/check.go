@@ -1,0 +1,261 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// check finds what the schema cannot: names that must match, files that
+// must exist, a graph that must not loop.
+func check(f *File, tree *ast.File) []Problem {
+	c := &checker{f: f, tree: tree}
+	for _, name := range sortedKeys(f.Tools) {
+		c.tool(name, f.Tools[name])
+	}
+	for _, name := range sortedKeys(f.Roles) {
+		c.role(name, f.Roles[name])
+	}
+	ids := map[string]bool{}
+	for i, s := range f.Run.Steps {
+		c.step(i, s, ids)
+		if s.ID != "" {
+			ids[s.ID] = true
+		}
+	}
+	sort.SliceStable(c.out, func(i, j int) bool { return c.out[i].Line < c.out[j].Line })
+	return c.out
+}
+
+type checker struct {
+	f    *File
+	tree *ast.File
+	out  []Problem
+}
+
+// add records a problem at the key the pointer names.
+func (c *checker) add(ptr, format string, args ...any) {
+	c.out = append(c.out, Problem{Line: lineOf(c.tree, ptr), Field: pointerField(ptr), Msg: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) tool(name string, t Tool) {
+	at := "/tools/" + name
+	if !toolName.MatchString(name) {
+		c.add(at, "a tool's name is 1 to 64 letters, digits, _ or -: rename it")
+	}
+	switch {
+	case t.Builtin != "" && len(t.Command) > 0:
+		c.add(at, "both builtin and command: a tool is one or the other")
+	case t.Builtin == "" && len(t.Command) == 0:
+		c.add(at, "neither builtin nor command: say which tool this is (builtin: search, or command: [./script])")
+	case t.Builtin == "write_note":
+		if t.Folder == "" {
+			c.add(at, "write_note needs folder: where its notes are saved")
+		}
+	case t.Builtin != "":
+		if t.Corpus == "" {
+			c.add(at, "%s needs corpus: the folder of documents it reads", t.Builtin)
+		} else if fi, err := os.Stat(c.f.Rel(t.Corpus)); err != nil || !fi.IsDir() {
+			c.add(at+"/corpus", "%s is not a folder: give the folder of .md/.txt files, relative to the harness file", c.f.Rel(t.Corpus))
+		}
+	default:
+		c.command(at, t)
+	}
+	if t.Timeout != "" {
+		if _, err := time.ParseDuration(t.Timeout); err != nil {
+			c.add(at+"/timeout", "%q is not a duration: write 30s, 2m or 1m30s", t.Timeout)
+		}
+	}
+}
+
+// command checks a command tool's executable before any run.
+func (c *checker) command(at string, t Tool) {
+	if t.Description == "" {
+		c.add(at, "a command tool needs description: the model reads it to know when to call the tool")
+	}
+	exe, err := c.f.executable(t.Command[0])
+	if err != nil {
+		c.add(at+"/command/0", "%v", err)
+		return
+	}
+	_ = exe
+}
+
+// executable is a command's program: a path (relative to the harness
+// file's folder) that must be an executable file, or a bare name found on
+// PATH.
+func (f *File) executable(name string) (string, error) {
+	if !strings.ContainsRune(name, '/') {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			return "", fmt.Errorf("%q is not on PATH: give its path, relative to the harness file", name)
+		}
+		return p, nil
+	}
+	p := f.Rel(name)
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s does not exist: give the program's path, relative to the harness file", p)
+	case fi.IsDir() || fi.Mode()&0o111 == 0:
+		return "", fmt.Errorf("%s is not executable: chmod +x it", p)
+	}
+	return p, nil
+}
+
+func (c *checker) role(name string, r Role) {
+	at := "/roles/" + name
+	switch {
+	case r.System == "" && r.SystemFile == "":
+		c.add(at, "no system prompt: add system (the prompt) or system_file (a file beside the harness)")
+	case r.System != "" && r.SystemFile != "":
+		c.add(at, "both system and system_file: keep one")
+	case r.SystemFile != "":
+		if _, err := c.f.inside(r.SystemFile); err != nil {
+			c.add(at+"/system_file", "%v", err)
+		}
+	}
+	for i, t := range r.Tools {
+		if _, ok := c.f.Tools[t]; !ok && t != r.Terminal.Name {
+			c.add(fmt.Sprintf("%s/tools/%d", at, i), "no tool %q: define it under tools (defined: %s)", t, list(sortedKeys(c.f.Tools)))
+		}
+		if t == r.Terminal.Name {
+			c.add(fmt.Sprintf("%s/tools/%d", at, i), "%q is named twice: the role's terminal tool has that name too; rename one", t)
+		}
+	}
+	if typ, _ := r.Terminal.Schema["type"].(string); typ != "object" {
+		c.add(at+"/terminal/schema", `the terminal tool's schema must be a JSON Schema object ("type": "object") with the result's fields`)
+	} else if _, err := engine.ValidateArgs(engine.ToolSpec{Name: r.Terminal.Name, Parameters: mustJSON(r.Terminal.Schema)}, []byte(`{}`)); err != nil {
+		c.add(at+"/terminal/schema", "not a valid JSON Schema: %v", err)
+	}
+	for i, w := range r.Walk {
+		if w != r.Terminal.Name && !slices.Contains(r.Tools, w) {
+			c.add(fmt.Sprintf("%s/walk/%d", at, i), "%q is not one of the role's tools or its terminal tool", w)
+		}
+	}
+	soft, errSoft := parseDuration(r.TimeSoft)
+	hard, errHard := parseDuration(r.TimeHard)
+	if errSoft != nil {
+		c.add(at+"/time_soft", "%v", errSoft)
+	}
+	if errHard != nil {
+		c.add(at+"/time_hard", "%v", errHard)
+	}
+	if soft > 0 && hard > 0 && soft >= hard {
+		c.add(at+"/time_soft", "time_soft (%s) must come before time_hard (%s)", soft, hard)
+	}
+	if r.Pressure.Soft > 0 && r.Pressure.Hard > 0 && r.Pressure.Soft <= r.Pressure.Hard {
+		c.add(at+"/pressure", "soft (%d) must be above hard (%d): agents are asked to report at soft, stopped at hard", r.Pressure.Soft, r.Pressure.Hard)
+	}
+}
+
+// inside is p (relative to the harness's folder) when it stays inside that
+// folder, symlinks followed.
+func (f *File) inside(p string) (string, error) {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(f.Path))
+	if err != nil {
+		return "", fmt.Errorf("the harness's folder: %w", err)
+	}
+	full, err := filepath.EvalSymlinks(f.Rel(p))
+	if err != nil {
+		return "", fmt.Errorf("%s does not exist: give a file in the harness's folder", f.Rel(p))
+	}
+	if r, err := filepath.Rel(dir, full); err != nil || r == ".." || strings.HasPrefix(r, "../") {
+		return "", fmt.Errorf("%s is outside the harness's folder %s: move the prompt beside the harness file", p, dir)
+	}
+	return full, nil
+}
+
+func (c *checker) step(i int, s Step, earlier map[string]bool) {
+	at := fmt.Sprintf("/run/steps/%d", i)
+	if _, ok := c.f.Roles[s.Role]; !ok {
+		c.add(at+"/role", "no role %q: define it under roles (defined: %s)", s.Role, list(sortedKeys(c.f.Roles)))
+	}
+	if s.ID != "" && earlier[s.ID] {
+		c.add(at+"/id", "step id %q is used twice: ids name steps for {{results.ID}}", s.ID)
+	}
+	given := 0
+	for _, b := range []bool{s.Task != "", len(s.Tasks) > 0, len(s.Agents) > 0} {
+		if b {
+			given++
+		}
+	}
+	switch {
+	case s.Orchestrate == DAG && (len(s.Agents) == 0 || given > 1):
+		c.add(at, "a dag step lists its agents (id, task, deps) and nothing else: move task/tasks into agents")
+	case s.Orchestrate != DAG && len(s.Agents) > 0:
+		c.add(at+"/agents", "agents (with deps) are for orchestrate: dag; use tasks for %s", s.Orchestrate)
+	case s.Orchestrate != DAG && given != 1:
+		c.add(at, "give exactly one of task (with each_file: one agent per file) or tasks")
+	case s.EachFile != "" && s.Task == "":
+		c.add(at+"/each_file", "each_file needs task: the task for each file, with {{file}} and {{text}}")
+	case s.Orchestrate == Chain && s.EachFile == "" && len(s.Tasks) < 2:
+		c.add(at, "a chain runs tasks one after another, each with {{previous}}: give tasks, two or more")
+	}
+	if s.Orchestrate == DAG && len(s.Agents) > 0 {
+		var nodes []engine.Node
+		for _, a := range s.Agents {
+			nodes = append(nodes, engine.Node{ID: a.ID, Deps: a.Deps})
+		}
+		if err := engine.ValidateDAG(nodes); err != nil {
+			c.add(at+"/agents", "%v: a dag's agents depend only on agents of the step, without a cycle", err)
+		}
+	}
+	for _, t := range append(append([]string{s.Task}, s.Tasks...), agentTasks(s.Agents)...) {
+		for _, m := range resultRef.FindAllStringSubmatch(t, -1) {
+			if !earlier[m[1]] {
+				c.add(at, "{{results.%s}}: no earlier step has id %q (a step reads only the steps before it)", m[1], m[1])
+			}
+		}
+	}
+}
+
+var (
+	toolName  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	resultRef = regexp.MustCompile(`{{\s*results\.([a-z][a-z0-9_-]*)\s*}}`)
+)
+
+func agentTasks(as []Agent) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.Task)
+	}
+	return out
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration: write 30s, 2m or 1m30s", s)
+	}
+	return d, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func list(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}

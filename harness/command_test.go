@@ -1,0 +1,90 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+// script writes an executable shell script into a temporary folder.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tool.sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A command that misbehaves in any way ends only its call, with an error
+// the model reads; one that works returns its JSON.
+func TestCommandCalls(t *testing.T) {
+	t.Setenv("LLOYAL_TEST_SECRET", "hunter2")
+	t.Setenv("LLOYAL_TEST_SHARED", "ok")
+	tests := []struct {
+		name    string
+		body    string
+		env     []string
+		want    string // in the result's JSON
+		timeout time.Duration
+	}{
+		{"echoes its arguments", `cat`, nil, `{"text":"hi"}`, 0},
+		{"a result", `read x; echo '{"lines": 3}'`, nil, `{"lines":3}`, 0},
+		{"crashes", `echo "boom: disk on fire" >&2; exit 3`, nil, `failed (exit status 3): boom: disk on fire`, 0},
+		{"hangs", `sleep 30`, nil, `did not finish within 200ms and was stopped`, 200 * time.Millisecond},
+		{"hangs in a child", `sh -c 'sleep 30' & wait`, nil, `did not finish within 200ms and was stopped`, 200 * time.Millisecond},
+		{"prints garbage", `echo 'not json at all'`, nil, `wrote something that is not JSON: \"not json at all\"`, 0},
+		{"answers without end", `yes`, nil, `wrote more than 1024 KiB; its output was dropped`, 0},
+		{"sees only its allowlist", `printf '{"secret":"%s","shared":"%s"}' "$LLOYAL_TEST_SECRET" "$LLOYAL_TEST_SHARED"`, []string{"LLOYAL_TEST_SHARED"}, `{"secret":"","shared":"ok"}`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Command{Name: "tool", Description: "test", Argv: []string{script(t, tt.body)}, Timeout: tt.timeout, Env: tt.env, ReadOnly: true}
+			start := time.Now()
+			res, err := c.Tool().Execute(context.Background(), json.RawMessage(`{"text":"hi"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(res)
+			if !strings.Contains(string(b), tt.want) {
+				t.Fatalf("result %s, want %s", b, tt.want)
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("took %s: a timeout did not stop the program", time.Since(start))
+			}
+		})
+	}
+}
+
+// Progress lines on stderr move the call's bar; a command is protected
+// unless it is read-only.
+func TestCommandProgressAndProtection(t *testing.T) {
+	c := Command{Name: "work", Description: "test", ReadOnly: true, Argv: []string{script(t, `echo '{"progress": [1, 2]}' >&2; echo '{"progress": [2, 2]}' >&2; echo '{}'`)}}
+	be := enginetest.New(1 << 14)
+	be.Script("go", enginetest.ToolCall("work", `{}`), enginetest.ToolCall("answer", `{"text":"done"}`))
+	rec := &engine.Recorder{}
+	_, err := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}}).Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{c.Tool()},
+		Terminal: engine.Terminal("answer", "", json.RawMessage(`{"type":"object"}`)), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "go"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][2]int
+	for _, e := range rec.Of(event.ToolProgress) {
+		got = append(got, [2]int{e.Filled, e.Total})
+	}
+	if len(got) != 2 || got[1] != [2]int{2, 2} {
+		t.Fatalf("progress %v", got)
+	}
+	c.ReadOnly = false
+	if !c.Tool().Spec().Protected {
+		t.Fatal("a command is protected unless read-only")
+	}
+}

@@ -1,0 +1,391 @@
+package harness
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/kaptinlin/jsonschema"
+)
+
+//go:embed schema.json
+var schemaJSON []byte
+
+// Schema is the JSON Schema a harness file is checked against.
+func Schema() []byte { return bytes.Clone(schemaJSON) }
+
+// maxFile is the largest harness file read: a program of agents is a page
+// or two, and a file much larger is the wrong file.
+const maxFile = 1 << 20
+
+// Problem is one thing wrong in a harness file: where, and what to do.
+type Problem struct {
+	Line  int    // 0: the file as a whole
+	Field string // the key's path, e.g. roles.reviewer.max_turns
+	Msg   string
+}
+
+// Error is every problem found in one harness file.
+type Error struct {
+	Path     string
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Path)
+		if p.Line > 0 {
+			fmt.Fprintf(&b, ":%d", p.Line)
+		}
+		b.WriteString(": ")
+		if p.Field != "" {
+			b.WriteString(p.Field + ": ")
+		}
+		b.WriteString(p.Msg)
+	}
+	return b.String()
+}
+
+// Load reads, checks and returns the harness file at path. Every problem
+// it finds (syntax, an unknown key, a wrong type, a rule of the schema, a
+// role naming a tool that is not there, a DAG cycle, a command that is not
+// executable, a prompt file outside the harness's folder) is in one *Error,
+// each with its line and what to do; nothing is run and no model loads.
+func Load(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("harness: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("harness %s: %w", path, err)
+	}
+	if len(data) > maxFile {
+		return nil, &Error{Path: path, Problems: []Problem{{Msg: fmt.Sprintf("larger than %d KiB: is it the right file?", maxFile>>10)}}}
+	}
+	return Parse(path, data)
+}
+
+// Parse checks data, a harness file's text read from path (relative paths
+// in it are relative to path's folder), and returns it.
+func Parse(path string, data []byte) (*File, error) {
+	e := &Error{Path: path}
+	tree, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		e.Problems = append(e.Problems, syntaxProblem(err))
+		return nil, e
+	}
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		e.Problems = append(e.Problems, syntaxProblem(err))
+		return nil, e
+	}
+	if doc == nil {
+		e.Problems = append(e.Problems, Problem{Msg: "the file is empty: `lloyal harness init` writes a starter file"})
+		return nil, e
+	}
+	e.Problems = append(e.Problems, validate(doc, tree)...)
+	if len(e.Problems) > 0 {
+		return nil, e
+	}
+	f := &File{}
+	if err := yaml.UnmarshalWithOptions(data, f, yaml.Strict()); err != nil {
+		e.Problems = append(e.Problems, syntaxProblem(err))
+		return nil, e
+	}
+	f.Path = path
+	e.Problems = append(e.Problems, check(f, tree)...)
+	if len(e.Problems) > 0 {
+		return nil, e
+	}
+	return f, nil
+}
+
+// syntaxProblem is a YAML error as a problem at its line.
+func syntaxProblem(err error) Problem {
+	var se yaml.Error
+	if errors.As(err, &se) {
+		if tk := se.GetToken(); tk != nil && tk.Position != nil {
+			msg := se.GetMessage()
+			if key, first, ok := strings.Cut(strings.TrimPrefix(msg, "mapping key "), " already defined at "); ok {
+				line, _, _ := strings.Cut(strings.TrimPrefix(first, "["), ":")
+				return Problem{Line: tk.Position.Line, Msg: fmt.Sprintf("%s is defined twice (first on line %s): rename or remove one", key, line)}
+			}
+			return Problem{Line: tk.Position.Line, Msg: "not valid YAML: " + msg}
+		}
+	}
+	return Problem{Msg: "not valid YAML: " + err.Error()}
+}
+
+// compiled is the schema, compiled once per process on first use.
+var compiled = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	delete(c.Loaders, "http")
+	delete(c.Loaders, "https")
+	return c.Compile(schemaJSON)
+})
+
+// validate checks doc against the schema: one problem per rule broken,
+// at the line of the key that breaks it.
+func validate(doc any, tree *ast.File) []Problem {
+	sch, err := compiled()
+	if err != nil {
+		return []Problem{{Msg: "the harness schema does not compile: " + err.Error()}}
+	}
+	// Through JSON: the validator reads JSON's types (float64 numbers,
+	// map[string]any objects).
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return []Problem{{Msg: "keys must be strings: " + err.Error()}}
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return []Problem{{Msg: err.Error()}}
+	}
+	res := sch.Validate(v)
+	if res.IsValid() {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []Problem
+	var walk func(l *jsonschema.List, at string)
+	walk = func(l *jsonschema.List, at string) {
+		if l == nil {
+			return
+		}
+		// A detail's location is relative to its parent's.
+		at += l.InstanceLocation
+		for kw, msg := range l.Errors {
+			p := Problem{Line: lineOf(tree, at), Field: pointerField(at)}
+			switch {
+			case kw == "schema" && strings.Contains(msg, "false"):
+				// The key's own location under additionalProperties: false.
+				p.Msg = "unknown key: " + known(at)
+			case kw == "$ref" || kw == "properties" || kw == "items" || kw == "additionalProperties":
+				continue // a summary of the errors below it
+			default:
+				p.Msg = explain(kw, msg)
+			}
+			if k := p.Field + "\x00" + p.Msg; !seen[k] {
+				seen[k] = true
+				out = append(out, p)
+			}
+		}
+		for i := range l.Details {
+			walk(&l.Details[i], at)
+		}
+	}
+	walk(res.ToList(true), "")
+	// A missing key is one problem, not also its absent value's.
+	var kept []Problem
+	for _, p := range out {
+		dup := false
+		for _, q := range out {
+			if key, ok := strings.CutPrefix(q.Msg, "missing key "); ok && p.Field == strings.TrimPrefix(q.Field+"."+strings.TrimSuffix(key, ": add it"), ".") {
+				dup = true
+			}
+		}
+		if !dup {
+			kept = append(kept, p)
+		}
+	}
+	out = kept
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Line < out[j].Line })
+	return out
+}
+
+// pointerField is a JSON pointer as a dotted key path.
+func pointerField(ptr string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(ptr, "/"), "/", ".")
+}
+
+// lineOf is the line of the key (or list item) at a JSON pointer, or of
+// its nearest ancestor's.
+func lineOf(tree *ast.File, ptr string) int {
+	var segs []string
+	for _, s := range strings.Split(ptr, "/") {
+		if s != "" {
+			segs = append(segs, s)
+		}
+	}
+	for n := len(segs); n > 0; n-- {
+		if line := lineAt(tree, segs[:n]); line > 0 {
+			return line
+		}
+	}
+	return 0
+}
+
+// lineAt is the line of the last of segs in its parent: a mapping's key, or
+// a sequence's item.
+func lineAt(tree *ast.File, segs []string) int {
+	parent := nodeAt(tree, segs[:len(segs)-1])
+	last := segs[len(segs)-1]
+	var values []*ast.MappingValueNode
+	switch p := parent.(type) {
+	case *ast.MappingNode:
+		values = p.Values
+	case *ast.MappingValueNode:
+		values = []*ast.MappingValueNode{p}
+	case *ast.SequenceNode:
+		if i, err := strconv.Atoi(last); err == nil && i < len(p.Values) {
+			return line(p.Values[i])
+		}
+	}
+	for _, mv := range values {
+		if tk := mv.Key.GetToken(); tk != nil && tk.Value == last {
+			return line(mv.Key)
+		}
+	}
+	return 0
+}
+
+// nodeAt is the node at segs, nil when there is none.
+func nodeAt(tree *ast.File, segs []string) ast.Node {
+	if len(tree.Docs) == 0 {
+		return nil
+	}
+	if len(segs) == 0 {
+		return tree.Docs[0].Body
+	}
+	pb := (&yaml.PathBuilder{}).Root()
+	for _, s := range segs {
+		if i, err := strconv.Atoi(s); err == nil {
+			pb = pb.Index(uint(i))
+		} else {
+			pb = pb.Child(s)
+		}
+	}
+	node, err := pb.Build().FilterFile(tree)
+	if err != nil {
+		return nil
+	}
+	return node
+}
+
+func line(n ast.Node) int {
+	if tk := n.GetToken(); tk != nil && tk.Position != nil {
+		return tk.Position.Line
+	}
+	return 0
+}
+
+// explain turns a schema rule's message into what to do.
+func explain(kw, msg string) string {
+	switch kw {
+	case "required":
+		if _, rest, ok := strings.Cut(msg, "'"); ok {
+			key, _, _ := strings.Cut(rest, "'")
+			return "missing key " + key + ": add it"
+		}
+	case "pattern":
+		if strings.Contains(msg, "(ms|s|m|h)") {
+			return "not a duration: write 30s, 2m or 1m30s"
+		}
+	}
+	return msg
+}
+
+// known lists the keys allowed beside the unknown one at ptr.
+func known(ptr string) string {
+	var s map[string]any
+	_ = json.Unmarshal(schemaJSON, &s)
+	segs := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	props := propsAt(s, segs[:len(segs)-1])
+	if len(props) == 0 {
+		return "remove it"
+	}
+	return "remove it, or use one of " + strings.Join(props, ", ")
+}
+
+// propsAt follows a pointer's segments through the schema to the object
+// schema there and lists its keys.
+func propsAt(root map[string]any, segs []string) []string {
+	defs, _ := root["$defs"].(map[string]any)
+	resolve := func(s map[string]any) map[string]any {
+		if ref, ok := s["$ref"].(string); ok {
+			d, _ := defs[strings.TrimPrefix(ref, "#/$defs/")].(map[string]any)
+			return d
+		}
+		return s
+	}
+	cur := root
+	for _, seg := range segs {
+		if seg == "" {
+			continue
+		}
+		cur = resolve(cur)
+		if props, ok := cur["properties"].(map[string]any); ok {
+			if next, ok := props[seg].(map[string]any); ok {
+				cur = next
+				continue
+			}
+		}
+		if items, ok := cur["items"].(map[string]any); ok {
+			cur = items
+			continue
+		}
+		if ap, ok := cur["additionalProperties"].(map[string]any); ok {
+			cur = ap
+			continue
+		}
+		return nil
+	}
+	cur = resolve(cur)
+	props, _ := cur["properties"].(map[string]any)
+	var out []string
+	for k := range props {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Rel resolves a path written in f relative to f's folder.
+func (f *File) Rel(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(f.Path), p)
+}
+
+//go:embed starter.yaml
+var starter []byte
+
+// Starter is a commented harness file to start from (`lloyal harness
+// init`).
+func Starter() []byte { return bytes.Clone(starter) }
+
+// WriteStarter writes Starter to path, never over an existing file.
+func WriteStarter(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists: lloyal harness init never overwrites a file; name another (lloyal harness init FILE)", path)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(starter); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,80 @@
+package harness
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// okText is the good harness the bad ones are made from.
+func okText(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "ok.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestLoadsAGoodHarness(t *testing.T) {
+	f, err := Load(filepath.Join("testdata", "ok.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Roles["reader"].MaxTurns != 4 || len(f.Run.Steps) != 2 || f.Tools["lines"].Command[0] != "./count.sh" || !f.Tools["lines"].ReadOnly {
+		t.Fatalf("%+v", f)
+	}
+}
+
+// Each bad harness gets one clear error naming file:line, the field and
+// what to do, before anything runs.
+func TestBadHarnessFiles(t *testing.T) {
+	ok := okText(t)
+	tests := []struct {
+		name      string
+		old, new_ string // replace old with new_ in ok.yaml ("" old: the whole text is new_)
+		want      string
+	}{
+		{"unknown top-level key", "model:\n", "modle:\n", "testdata/bad.yaml:2: modle: unknown key: remove it, or use one of model, roles, run, sampling, tools"},
+		{"unknown role key", "    max_turns: 4\n", "    max_turn: 4\n", "testdata/bad.yaml:29: roles.reader.max_turn: unknown key: remove it, or use one of max_turns, pressure, recovery_prompt, system, system_file, terminal, time_hard, time_soft, tool_choice, tools, turn_tokens, walk"},
+		{"wrong type", "    max_turns: 4\n", "    max_turns: four\n", "testdata/bad.yaml:29: roles.reader.max_turns: Value is string but should be integer"},
+		{"missing terminal schema", "      name: answer\n      schema:\n        type: object\n        properties:\n          text: {type: string}\n        required: [text]\n", "      name: answer\n", "testdata/bad.yaml:22: roles.reader.terminal: missing key schema: add it"},
+		{"terminal schema not an object", "      schema:\n        type: object\n", "      schema:\n        type: string\n", "testdata/bad.yaml:24: roles.reader.terminal.schema: the terminal tool's schema must be a JSON Schema object (\"type\": \"object\") with the result's fields"},
+		{"dag cycle", "    - role: reader\n      orchestrate: parallel\n      task: \"Join: {{results.read}}\"\n", "    - role: reader\n      orchestrate: dag\n      agents:\n        - {id: a, task: A, deps: [b]}\n        - {id: b, task: B, deps: [a]}\n", "testdata/bad.yaml:38: run.steps.1.agents: dag: cycle a → b → a: a dag's agents depend only on agents of the step, without a cycle"},
+		{"tool named twice", "  lines:\n", "  search:\n", "testdata/bad.yaml:8: \"search\" is defined twice (first on line 5): rename or remove one"},
+		{"tool named like the terminal", "    tools: [search, lines]\n", "    tools: [search, lines, answer]\n", "testdata/bad.yaml:21: roles.reader.tools.2: \"answer\" is named twice: the role's terminal tool has that name too; rename one"},
+		{"command not executable", "[./count.sh]", "[./docs/harbor.md]", "testdata/bad.yaml:9: tools.lines.command.0: testdata/docs/harbor.md is not executable: chmod +x it"},
+		{"command missing", "[./count.sh]", "[./nothere.sh]", "testdata/bad.yaml:9: tools.lines.command.0: testdata/nothere.sh does not exist: give the program's path, relative to the harness file"},
+		{"prompt file outside the folder", "    system: You read and answer.\n", "    system_file: ../load.go\n", "testdata/bad.yaml:20: roles.reader.system_file: ../load.go is outside the harness's folder testdata: move the prompt beside the harness file"},
+		{"role names an unknown tool", "    tools: [search, lines]\n", "    tools: [search, grep]\n", "testdata/bad.yaml:21: roles.reader.tools.1: no tool \"grep\": define it under tools (defined: lines, search)"},
+		{"step names an unknown role", "      role: reader\n      orchestrate: parallel\n      tasks", "      role: writer\n      orchestrate: parallel\n      tasks", "testdata/bad.yaml:33: run.steps.0.role: no role \"writer\": define it under roles (defined: reader)"},
+		{"results of a later step", "Join: {{results.read}}", "Join: {{results.later}}", "testdata/bad.yaml:36: run.steps.1: {{results.later}}: no earlier step has id \"later\" (a step reads only the steps before it)"},
+		{"bad duration", "timeout: 5s", "timeout: 5 sec", "testdata/bad.yaml:17: tools.lines.timeout: not a duration: write 30s, 2m or 1m30s"},
+		{"unknown orchestration", "orchestrate: parallel\n      tasks", "orchestrate: paralel\n      tasks", "testdata/bad.yaml:34: run.steps.0.orchestrate: Value paralel should be one of the allowed values: parallel, chain, dag, as_room_allows"},
+		{"empty file", "", "# nothing yet\n", "testdata/bad.yaml: the file is empty: `lloyal harness init` writes a starter file"},
+		{"not YAML", "", "roles: [a\nrun: {\n", "testdata/bad.yaml:2: not valid YAML: ',' or ']' must be specified"},
+		{"both system and system_file", "    system: You read and answer.\n", "    system: You read and answer.\n    system_file: count.sh\n", "testdata/bad.yaml:19: roles.reader: both system and system_file: keep one"},
+		{"corpus not a folder", "corpus: docs", "corpus: nodocs", "testdata/bad.yaml:7: tools.search.corpus: testdata/nodocs is not a folder: give the folder of .md/.txt files, relative to the harness file"},
+		{"time_soft after time_hard", "    max_turns: 4\n", "    max_turns: 4\n    time_soft: 2m\n    time_hard: 1m\n", "testdata/bad.yaml:30: roles.reader.time_soft: time_soft (2m0s) must come before time_hard (1m0s)"},
+		{"chain of one task", "orchestrate: parallel\n      tasks: [\"What is {{input}}?\", \"Where is {{input}}?\"]", "orchestrate: chain\n      tasks: [\"only one\"]", "testdata/bad.yaml:32: run.steps.0: a chain runs tasks one after another, each with {{previous}}: give tasks, two or more"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			text := tt.new_
+			if tt.old != "" {
+				if !strings.Contains(ok, tt.old) {
+					t.Fatalf("ok.yaml lacks %q", tt.old)
+				}
+				text = strings.Replace(ok, tt.old, tt.new_, 1)
+			}
+			_, err := Parse(filepath.Join("testdata", "bad.yaml"), []byte(text))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if err.Error() != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", err, tt.want)
+			}
+		})
+	}
+}
