@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -81,6 +82,9 @@ func (p *Program) tool(name string, t Tool, corpora map[string]*tools.Corpus) (e
 		return Command{Name: name, Description: t.Description, Parameters: mustJSON(orObject(t.Parameters)), Argv: append([]string{exe}, t.Command[1:]...),
 			Dir: filepath.Dir(p.f.Path), ReadOnly: t.ReadOnly, Timeout: timeout, Env: t.Env}.Tool(), nil
 	}
+	if t.Delegate != "" {
+		return p.delegate(name, t), nil
+	}
 	if t.Builtin == "write_note" {
 		note, err := tools.WriteNoteTool(p.f.Rel(t.Folder))
 		return renamed(note, name, t.Description), err
@@ -111,6 +115,34 @@ func (p *Program) tool(name string, t Tool, corpora map[string]*tools.Corpus) (e
 		return nil, fmt.Errorf("no built-in tool %q", t.Builtin)
 	}
 	return renamed(tl, name, t.Description), nil
+}
+
+// delegate is a tool that runs agents of another role on the sub-questions
+// a call gives, in a pool forked from the caller, and returns their results.
+func (p *Program) delegate(name string, t Tool) engine.Tool {
+	most := cmp.Or(t.MaxTasks, 3)
+	spec := engine.ToolSpec{Name: name, Description: t.Description,
+		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string","minLength":1,"maxLength":400},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, most))}
+	return engine.Typed(spec, func(ctx context.Context, a struct{ Tasks []string }) (any, error) {
+		pool, err := p.pool(Step{Role: t.Delegate, Orchestrate: Parallel, Tasks: a.Tasks}, nil)
+		if err != nil {
+			return engine.ErrorResult("the helpers could not start: %v", err), nil
+		}
+		res, err := engine.RunPool(ctx, pool)
+		if res == nil {
+			return engine.ErrorResult("the helpers could not start: %v", err), nil
+		}
+		type answer struct {
+			Task    string `json:"task"`
+			Outcome string `json:"outcome"`
+			Result  string `json:"result,omitempty"`
+		}
+		var out []answer
+		for _, r := range res.Agents {
+			out = append(out, answer{Task: r.Task, Outcome: string(r.Outcome), Result: r.Text()})
+		}
+		return map[string]any{"results": out}, nil
+	})
 }
 
 // renamed is t under the harness's name for it (and description, when the

@@ -53,11 +53,19 @@ func (c *checker) tool(name string, t Tool) {
 	if !toolName.MatchString(name) {
 		c.add(at, "a tool's name is 1 to 64 letters, digits, _ or -: rename it")
 	}
+	kinds := 0
+	for _, set := range []bool{t.Builtin != "", len(t.Command) > 0, t.Delegate != ""} {
+		if set {
+			kinds++
+		}
+	}
 	switch {
-	case t.Builtin != "" && len(t.Command) > 0:
-		c.add(at, "both builtin and command: a tool is one or the other")
-	case t.Builtin == "" && len(t.Command) == 0:
-		c.add(at, "neither builtin nor command: say which tool this is (builtin: search, or command: [./script])")
+	case kinds > 1:
+		c.add(at, "a tool is one of builtin, command or delegate: keep one")
+	case kinds == 0:
+		c.add(at, "say which tool this is: builtin (e.g. builtin: search), command (command: [./script]) or delegate (delegate: ROLE)")
+	case t.Delegate != "":
+		c.delegate(at, name, t)
 	case t.Builtin == "write_note":
 		if t.Folder == "" {
 			c.add(at, "write_note needs folder: where its notes are saved")
@@ -75,6 +83,20 @@ func (c *checker) tool(name string, t Tool) {
 		if _, err := time.ParseDuration(t.Timeout); err != nil {
 			c.add(at+"/timeout", "%q is not a duration: write 30s, 2m or 1m30s", t.Timeout)
 		}
+	}
+}
+
+// delegate checks a delegate tool: its role exists and its agents cannot
+// delegate back (a loop of helpers starting helpers).
+func (c *checker) delegate(at, name string, t Tool) {
+	r, ok := c.f.Roles[t.Delegate]
+	switch {
+	case !ok:
+		c.add(at+"/delegate", "no role %q: define it under roles (defined: %s)", t.Delegate, list(sortedKeys(c.f.Roles)))
+	case slices.Contains(r.Tools, name):
+		c.add(at+"/delegate", "role %q has this tool itself: its agents would start helpers without end; give it other tools", t.Delegate)
+	case t.Description == "":
+		c.add(at, "a delegate tool needs description: the model reads it to know when to hand work on")
 	}
 }
 

@@ -41,6 +41,8 @@ type Tool struct {
 	Corpus      string         `yaml:"corpus"`
 	Folder      string         `yaml:"folder"`
 	Command     []string       `yaml:"command"`
+	Delegate    string         `yaml:"delegate"`
+	MaxTasks    int            `yaml:"max_tasks"`
 	Description string         `yaml:"description"`
 	Parameters  map[string]any `yaml:"parameters"`
 	ReadOnly    bool           `yaml:"read_only"`

@@ -57,7 +57,13 @@ func TestBadHarnessFiles(t *testing.T) {
 		{"both system and system_file", "    system: You read and answer.\n", "    system: You read and answer.\n    system_file: count.sh\n", "testdata/bad.yaml:19: roles.reader: both system and system_file: keep one"},
 		{"corpus not a folder", "corpus: docs", "corpus: nodocs", "testdata/bad.yaml:7: tools.search.corpus: testdata/nodocs is not a folder: give the folder of .md/.txt files, relative to the harness file"},
 		{"time_soft after time_hard", "    max_turns: 4\n", "    max_turns: 4\n    time_soft: 2m\n    time_hard: 1m\n", "testdata/bad.yaml:30: roles.reader.time_soft: time_soft (2m0s) must come before time_hard (1m0s)"},
+		{"delegate to no role", "  lines:\n    command: [./count.sh]\n", "  ask:\n    delegate: helper\n    description: Ask helpers.\n  lines:\n    command: [./count.sh]\n", "testdata/bad.yaml:9: tools.ask.delegate: no role \"helper\": define it under roles (defined: reader)"},
+		{"a role that delegates to itself", "    tools: [search, lines]\n", "    tools: [search, lines, ask]\n", "testdata/bad.yaml:9: tools.ask.delegate: role \"reader\" has this tool itself: its agents would start helpers without end; give it other tools"},
 		{"chain of one task", "orchestrate: parallel\n      tasks: [\"What is {{input}}?\", \"Where is {{input}}?\"]", "orchestrate: chain\n      tasks: [\"only one\"]", "testdata/bad.yaml:32: run.steps.0: a chain runs tasks one after another, each with {{previous}}: give tasks, two or more"},
+	}
+	// Cases that need a second replacement.
+	more := map[string][2]string{
+		"a role that delegates to itself": {"  lines:\n", "  ask:\n    delegate: reader\n    description: Ask helpers.\n  lines:\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,6 +73,9 @@ func TestBadHarnessFiles(t *testing.T) {
 					t.Fatalf("ok.yaml lacks %q", tt.old)
 				}
 				text = strings.Replace(ok, tt.old, tt.new_, 1)
+			}
+			if m, ok := more[tt.name]; ok {
+				text = strings.Replace(text, m[0], m[1], 1)
 			}
 			_, err := Parse(filepath.Join("testdata", "bad.yaml"), []byte(text))
 			if err == nil {

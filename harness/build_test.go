@@ -1,0 +1,91 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+// program loads text as a harness file in a new folder and builds it.
+func program(t *testing.T, text, input string) *Program {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.Build(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+const answerRole = `
+    terminal:
+      name: answer
+      schema: {type: object, properties: {text: {type: string}}, required: [text]}`
+
+// Steps run in order, each a pool of its role; {{input}} and an earlier
+// step's results fill later tasks; a delegate tool starts agents of its
+// role under the caller.
+func TestAProgramRunsItsSteps(t *testing.T) {
+	p := program(t, `
+tools:
+  ask:
+    delegate: helper
+    description: Ask helpers sub-questions.
+roles:
+  lead:
+    system: You lead.
+    tools: [ask]`+answerRole+`
+  helper:
+    system: You help.`+answerRole+`
+run:
+  steps:
+    - id: first
+      role: lead
+      orchestrate: parallel
+      task: "About {{input}}"
+    - role: helper
+      orchestrate: chain
+      tasks: ["Check {{results.first}}", "Then {{previous}}"]
+`, "harbors")
+	be := enginetest.New(1 << 16)
+	be.Script("About harbors", enginetest.ToolCall("ask", `{"tasks":["What is a harbor?"]}`), enginetest.ToolCall("answer", `{"text":"lead done"}`))
+	be.Script("What is a harbor?", enginetest.ToolCall("answer", `{"text":"a queue"}`))
+	rec := &engine.Recorder{}
+	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
+	// The chain's tasks are known only once the first step has run.
+	first := "Check - About harbors\n  " + `{"text":"lead done"}`
+	be.Script(first, enginetest.ToolCall("answer", `{"text":"checked"}`))
+	be.Script("Then "+`{"text":"checked"}`, enginetest.ToolCall("answer", `{"text":"final"}`))
+	all, err := p.Run(context.Background(), rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []string
+	for _, a := range all {
+		tasks = append(tasks, a.Task)
+	}
+	if len(all) != 3 || !all[2].Ok() || !strings.Contains(all[2].Text(), "final") {
+		t.Fatalf("agents %q, last %+v", tasks, all[len(all)-1])
+	}
+	helper := false
+	for _, e := range rec.Of(event.AgentSpawn) {
+		helper = helper || e.Text == "What is a harbor?" && e.ParentAgent == all[0].ID && e.Role == "helper"
+	}
+	if !helper {
+		t.Fatal("the delegate tool did not start a helper under the lead")
+	}
+}
