@@ -89,6 +89,9 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.StringArrayVar(&c.Abilities, "ability", nil, "give the researchers this installed ability's tools (repeatable; default: every enabled ability)")
 	f.StringVar(&o.think, "think", "auto", "on, off or auto: enable_thinking for models whose chat template reads it")
 	f.StringVar(&o.template, "template", "", "render prompts with this Jinja chat template instead of the model's own")
+	f.StringArrayVar(&c.FollowUps, "follow-up", nil, "with FILE: ask this after the run, on its warm trunk (repeatable)")
+	f.BoolVar(&c.Interactive, "interactive", false, "with FILE and --headless: read follow-ups from stdin, a line each")
+	f.IntVar(&c.MaxFollowUps, "max-follow-ups", 8, "most follow-ups in a session")
 	serverFlags(f, c)
 	return cmd
 }
@@ -128,6 +131,9 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 	if err := checkRun(c); err != nil {
 		return err
 	}
+	if (len(c.FollowUps) > 0 || c.Interactive) && file == nil || c.Interactive && !o.headless {
+		return fmt.Errorf("--follow-up and --interactive need a harness file (lloyal run FILE); --interactive reads stdin, so add --headless")
+	}
 	if err := o.applyPrompt(&c); err != nil {
 		return err
 	}
@@ -147,7 +153,7 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 	case o.headless:
 		c.App.View = app.ViewLog
 	}
-	th, err := theme(o.theme)
+	th, err := app.Theme(o.theme)
 	if err != nil {
 		return err
 	}

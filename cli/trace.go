@@ -61,7 +61,11 @@ that is still being written until its run closes it.`,
 				if !app.IsTerminal(os.Stdout) {
 					return errors.New("the replay screen needs a terminal: use --headless to print the run as text")
 				}
-				return newReplayTUI(args[0], themeName, speed, follow)
+				t, err := app.Theme(themeName)
+				if err != nil {
+					return err
+				}
+				return app.Replay(args[0], t, speed, follow)
 			}
 			closing, problems, err := trace.Play(cmd.Context(), args[0], speed, follow, cmd.OutOrStdout())
 			for _, p := range problems {

@@ -1,10 +1,12 @@
 package harness
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +27,12 @@ type Program struct {
 	// Sampling is what every pool samples with (the file's over
 	// DefaultSampling); a caller may override it before Run.
 	Sampling engine.Sampling
+	// FollowUps, when set, gives the session's follow-up questions one at
+	// a time (ok false: no more). Each runs as an agent of the last step's
+	// role on the same trunk: the last step's spine stays in the cache,
+	// the previous turn is appended to it, and the follow-up forks from it
+	// (see Run).
+	FollowUps func(ctx context.Context) (question string, ok bool)
 }
 
 // DefaultSampling is how a harness samples unless its file says
@@ -202,15 +210,31 @@ func (p *Program) ToolInfos() []trace.ToolInfo {
 	return out
 }
 
-// Run runs the steps in order, each a pool of its role's agents, and
-// returns every agent's result (the last step's last).
+// Run runs the steps in order, each a pool of its role's agents, then the
+// follow-ups, and returns every agent's result (the last turn's last).
+//
+// With follow-ups the last step's pool forks from a trunk the session
+// holds: its spine (system prompt and tools) stays in the cache when the
+// pool closes. Each follow-up's pool first appends the previous turn to the
+// trunk (its tasks and results, as one exchange) and then forks the
+// follow-up's agent from it, so a follow-up prefills only that exchange
+// and its own question, never the system prompt or the tools again.
 func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentResult, error) {
 	var all []engine.AgentResult
 	results := map[string][]engine.AgentResult{}
-	for i, s := range p.f.Run.Steps {
+	steps := p.f.Run.Steps
+	var trunk *engine.Spine
+	for i, s := range steps {
 		spec, err := p.pool(s, results)
 		if err != nil {
 			return all, fmt.Errorf("step %d (%s): %w", i+1, s.Role, err)
+		}
+		if i == len(steps)-1 && p.FollowUps != nil {
+			if trunk, err = rt.NewSpine(ctx, spec.System, spec.Tools, spec.Terminal); err != nil {
+				return all, fmt.Errorf("the session's trunk: %w", err)
+			}
+			defer trunk.Close()
+			spec.Spine = trunk
 		}
 		res, err := rt.Run(ctx, spec)
 		if res != nil {
@@ -218,12 +242,67 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 			if s.ID != "" {
 				results[s.ID] = res.Agents
 			}
+			if i == len(steps)-1 {
+				results[lastTurn] = res.Agents
+			}
 		}
 		if err != nil || rt.WindingDown() {
 			return all, err
 		}
 	}
-	return all, nil
+	if trunk == nil {
+		return all, nil
+	}
+	last := steps[len(steps)-1]
+	for n := 1; ; n++ {
+		q, ok := p.FollowUps(ctx)
+		if !ok || ctx.Err() != nil {
+			return all, nil
+		}
+		spec, err := p.pool(Step{Role: last.Role, Orchestrate: Parallel, Task: q}, nil)
+		if err != nil {
+			return all, err
+		}
+		spec.Spine = trunk
+		previous := results[lastTurn]
+		var got []engine.AgentResult
+		spec.Orchestrate = func(ctx context.Context, pc *engine.PoolContext) error {
+			pc.Note("follow_up", fmt.Sprintf("follow-up %d: %s", n, q))
+			if err := pc.ExtendSpine(ctx, tasksOf(previous), joined(previous)); err != nil {
+				return fmt.Errorf("follow-up %d: the previous turn could not join the trunk: %w", n, err)
+			}
+			a, err := pc.Spawn(ctx, agentSpec(p.fill(q, nil), last.Role, p.f.Roles[last.Role]))
+			if err != nil {
+				return err
+			}
+			r, err := pc.Wait(ctx, a)
+			got = append(got, r)
+			return err
+		}
+		res, err := rt.Run(ctx, spec)
+		if res != nil {
+			all = append(all, res.Agents...)
+		}
+		results[lastTurn] = got
+		if err != nil || rt.WindingDown() {
+			return all, err
+		}
+	}
+}
+
+// lastTurn keys the previous turn's results (the last step's, then each
+// follow-up's) among a run's results.
+const lastTurn = "\x00last"
+
+// tasksOf is the first lines of results' tasks, one per line: the user's
+// side of a turn appended to the trunk.
+func tasksOf(rs []engine.AgentResult) string {
+	var lines []string
+	for _, r := range rs {
+		task, _, _ := strings.Cut(r.Task, "\n")
+		lines = append(lines, task)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // pool is a step's pool: its role's prompt, tools and limits, and its
@@ -251,13 +330,7 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 	spec := engine.PoolSpec{System: system, Tools: ts, Terminal: p.terminal(r), Sampling: p.Sampling,
 		MaxTurns: r.MaxTurns, MaxTurnTokens: r.TurnTokens, TimeSoft: soft, TimeHard: hard,
 		SoftLimit: r.Pressure.Soft, HardLimit: r.Pressure.Hard, RecoveryPrompt: r.RecoveryPrompt, ToolChoice: engine.ToolChoice(r.ToolChoice)}
-	agent := func(task string) engine.AgentSpec {
-		var plan []engine.ToolChoice
-		for _, w := range r.Walk {
-			plan = append(plan, engine.ToolChoice(w))
-		}
-		return engine.AgentSpec{Task: task, Role: s.Role, Plan: plan}
-	}
+	agent := func(task string) engine.AgentSpec { return agentSpec(task, s.Role, r) }
 	fill := func(task string) string { return p.fill(task, results) }
 	switch s.Orchestrate {
 	case DAG:
@@ -301,6 +374,15 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 		spec.Orchestrate = engine.Parallel(specs...)
 	}
 	return spec, nil
+}
+
+// agentSpec is an agent of role r (named role) on task, walked as r says.
+func agentSpec(task, role string, r Role) engine.AgentSpec {
+	var plan []engine.ToolChoice
+	for _, w := range r.Walk {
+		plan = append(plan, engine.ToolChoice(w))
+	}
+	return engine.AgentSpec{Task: task, Role: role, Plan: plan}
 }
 
 // tasks are a step's tasks: its tasks, or its task once per file of
@@ -363,4 +445,33 @@ func joined(rs []engine.AgentResult) string {
 // terminal is a role's terminal tool.
 func (p *Program) terminal(r Role) engine.Tool {
 	return engine.Terminal(r.Terminal.Name, r.Terminal.Description, json.RawMessage(mustJSON(r.Terminal.Schema)))
+}
+
+// Questions is a source of follow-ups (Program.FollowUps): the questions
+// given, then, with in, one per line read from it (asking "follow up: "
+// on prompt before each; an empty line or the end of input ends the
+// session); at most most in all.
+func Questions(given []string, in io.Reader, prompt io.Writer, most int) func(context.Context) (string, bool) {
+	var sc *bufio.Scanner
+	if in != nil {
+		sc = bufio.NewScanner(in)
+	}
+	asked := 0
+	return func(ctx context.Context) (string, bool) {
+		if asked >= most || ctx.Err() != nil {
+			return "", false
+		}
+		asked++
+		if asked <= len(given) {
+			return given[asked-1], true
+		}
+		if sc == nil {
+			return "", false
+		}
+		fmt.Fprint(prompt, "follow up: ")
+		if !sc.Scan() || strings.TrimSpace(sc.Text()) == "" {
+			return "", false
+		}
+		return strings.TrimSpace(sc.Text()), true
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
 )
@@ -87,5 +88,61 @@ run:
 	}
 	if !helper {
 		t.Fatal("the delegate tool did not start a helper under the lead")
+	}
+}
+
+// Follow-ups run on the session's trunk: the system prompt and tools are
+// written once, each follow-up appends the previous turn to the trunk and
+// prefills only its own question (and its tools' results).
+func TestFollowUpsReuseTheTrunk(t *testing.T) {
+	p := program(t, `
+roles:
+  answerer:
+    system: You answer questions about harbors, briefly and well.`+answerRole+`
+run:
+  steps:
+    - role: answerer
+      orchestrate: parallel
+      task: "What is a harbor?"
+`, "")
+	qs := []string{"And a skiff?", "Which is older?"}
+	p.FollowUps = Questions(qs, nil, nil, 8)
+	be := enginetest.New(1 << 16)
+	be.Script("What is a harbor?", enginetest.ToolCall("answer", `{"text":"a queue"}`))
+	be.Script("And a skiff?", enginetest.ToolCall("answer", `{"text":"a worker"}`))
+	be.Script("Which is older?", enginetest.ToolCall("answer", `{"text":"the harbor"}`))
+	rec := &engine.Recorder{}
+	all, err := p.Run(context.Background(), engine.New(be, engine.Options{Sinks: []engine.Sink{rec}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 3 || all[2].Text() != `{"text":"the harbor"}` {
+		t.Fatalf("agents %+v", all)
+	}
+	if n := len(rec.Of(event.SpineCreate)); n != 1 {
+		t.Fatalf("%d spines written: the trunk should be written once", n)
+	}
+	if n := len(rec.Of(event.SpineExtend)); n != 2 {
+		t.Fatalf("%d turns appended to the trunk, want 2", n)
+	}
+	prefilled := map[int]int{}
+	for _, e := range rec.Of(event.BranchPrefill) {
+		prefilled[e.Agent] += e.Tokens
+	}
+	for i, q := range qs {
+		a := all[i+1]
+		toks, _ := be.Tokenize(chat.Prompt{{Text: q}})
+		if prefilled[a.ID] > len(toks)+64 {
+			t.Errorf("follow-up %q prefilled %d tokens; its question is %d", q, prefilled[a.ID], len(toks))
+		}
+	}
+	notes := 0
+	for _, e := range rec.Of(event.PoolNote) {
+		if e.Role == "follow_up" {
+			notes++
+		}
+	}
+	if notes != 2 {
+		t.Fatalf("%d follow-ups marked in the trace", notes)
 	}
 }

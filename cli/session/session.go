@@ -42,6 +42,13 @@ type Config struct {
 	// approvals, workspace and streams, Stderr included); Run sets its
 	// model, title and trace header.
 	App app.Options
+
+	// FollowUps are questions asked after a harness file's run, on its
+	// trunk (--follow-up); with Interactive more are read from App.Stdin,
+	// a line each; MaxFollowUps bounds them.
+	FollowUps    []string
+	Interactive  bool
+	MaxFollowUps int
 }
 
 // Run runs the research harness as cfg says.
@@ -132,6 +139,13 @@ func RunHarness(ctx context.Context, cfg Config, f *harness.File) error {
 	}
 	defer p.Close()
 	p.Sampling = cfg.Sampling.Over(p.Sampling)
+	if len(cfg.FollowUps) > 0 || cfg.Interactive {
+		var in io.Reader
+		if cfg.Interactive {
+			in = cfg.App.Stdin
+		}
+		p.FollowUps = harness.Questions(cfg.FollowUps, in, cfg.App.Stderr, cfg.MaxFollowUps)
+	}
 	if cfg.Seed != 0 {
 		p.Sampling.Seed = cfg.Seed
 	}

@@ -178,3 +178,71 @@ func copyDir(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// Follow-ups on llama.cpp: one trace for the session, the trunk written
+// once, and each follow-up prefilling no more than its question, its
+// tools' results and 64 tokens of chat markup.
+func TestFollowUpsOnTheTrunk(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(path, []byte(`
+roles:
+  answerer:
+    system: You answer questions about harbors in one sentence. A harbor is where ships shelter; a skiff is a small boat.
+    terminal:
+      name: answer
+      schema: {type: object, properties: {text: {type: string, maxLength: 60}}, required: [text]}
+    walk: [answer]
+    turn_tokens: 96
+run:
+  steps:
+    - role: answerer
+      orchestrate: parallel
+      task: What is a harbor?
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := harness.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	tp := filepath.Join(dir, "run.jsonl")
+	qs := []string{"And what is a skiff?", "Which of the two is bigger?"}
+	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096}, Seed: 1, Version: "test", FollowUps: qs, MaxFollowUps: 8,
+		App: app.Options{View: app.ViewLog, TracePath: tp, Stdin: null, Stdout: io.Discard, Stderr: io.Discard,
+			Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}}}
+	if err := RunHarness(context.Background(), cfg, f); err != nil {
+		t.Fatal(err)
+	}
+	spines, extends, task := 0, 0, map[int]string{}
+	prefilled := map[int]int{}
+	closing, _, err := trace.Follow(context.Background(), tp, false, func(e event.Event) error {
+		switch e.Type {
+		case event.SpineCreate:
+			spines++
+		case event.SpineExtend:
+			extends++
+		case event.AgentSpawn:
+			task[e.Agent] = e.Text
+		case event.BranchPrefill:
+			prefilled[e.Agent] += e.Tokens
+		}
+		return nil
+	})
+	if err != nil || closing == nil || closing.Reason != "completed" {
+		t.Fatalf("trace: %v %+v", err, closing)
+	}
+	if spines != 1 || extends != 2 || len(task) != 3 {
+		t.Fatalf("spines %d (want 1: the trunk), turns appended %d (want 2), agents %d (want 3)", spines, extends, len(task))
+	}
+	for id, q := range task {
+		if slices.Contains(qs, q) && prefilled[id] > len(q)+64 {
+			t.Errorf("follow-up %q prefilled %d tokens, its question is %d bytes", q, prefilled[id], len(q))
+		}
+	}
+}

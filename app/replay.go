@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"os"
@@ -12,18 +12,19 @@ import (
 	"github.com/lloyal-ai/lloyal/ui"
 )
 
-func theme(name string) (themes.Theme, error) {
+// Theme is the named theme (dark, light, high-contrast), with colour
+// turned off for the whole program when NO_COLOR is set.
+func Theme(name string) (themes.Theme, error) {
 	if themes.NoColor() {
 		lipgloss.SetColorProfile(termenv.Ascii)
 	}
 	return themes.ByName(name)
 }
 
-func newReplayTUI(path, themeName string, speed float64, follow bool) error {
-	t, err := theme(themeName)
-	if err != nil {
-		return err
-	}
+// Replay plays the trace at path in the app at speed (0: straight to the
+// end), following it as it grows when follow is set, until the person
+// quits.
+func Replay(path string, t themes.Theme, speed float64, follow bool) error {
 	ix, err := trace.BuildIndex(path)
 	if err != nil {
 		return err
@@ -40,7 +41,6 @@ func newReplayTUI(path, themeName string, speed float64, follow bool) error {
 	if ix.Header != nil {
 		o.Sources = ix.Header.AbilitySources()
 	}
-	m := ui.New(o)
-	_, err = tea.NewProgram(m, tea.WithAltScreen()).Run()
+	_, err = tea.NewProgram(ui.New(o), tea.WithAltScreen()).Run()
 	return err
 }
