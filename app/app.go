@@ -94,6 +94,9 @@ type Options struct {
 	// Workspace is the folder write_note saves notes in: the summary lists
 	// the notes saved.
 	Workspace string
+	// Asker, when set, lets the program ask the person for follow-ups in
+	// the app (its "follow up:" input).
+	Asker *Asker
 }
 
 // withDefaults fills what was left unset and checks the rest.

@@ -19,7 +19,7 @@ func (r *run) show(ctx context.Context, stop context.CancelFunc, prog Program) e
 	var progErr error
 	o := ui.Options{Theme: r.o.Theme, Title: r.o.Title, Dev: r.o.Dev, Ctl: controller{r.rt, r.broker},
 		ApprovalTimeout: r.o.Approvals.Timeout, Sources: r.o.Header.AbilitySources()}
-	finished, err := runScreen(ctx, stop, o, r.bridge, func(ctx context.Context) ui.DoneMsg {
+	finished, err := runScreen(ctx, stop, o, r.bridge, r.o.Asker, func(ctx context.Context) ui.DoneMsg {
 		res, progErr = prog(ctx, r.rt)
 		if progErr != nil && !errors.Is(progErr, context.Canceled) {
 			return ui.DoneMsg{Summary: r.fold.line(), Err: progErr}
@@ -55,7 +55,7 @@ func (c controller) Answer(id string, d event.Decision) error { return c.b.Answe
 // runScreen shows the app while work runs in the background; work's end
 // sends its DoneMsg. Quitting the app cancels work's context. finished
 // reports whether work returned before the app was quit.
-func runScreen(ctx context.Context, cancel context.CancelFunc, o ui.Options, bridge *ui.Bridge, work func(ctx context.Context) ui.DoneMsg) (finished bool, err error) {
+func runScreen(ctx context.Context, cancel context.CancelFunc, o ui.Options, bridge *ui.Bridge, asker *Asker, work func(ctx context.Context) ui.DoneMsg) (finished bool, err error) {
 	m := ui.New(o)
 	// Signals are ours (the first SIGINT finishes up, SIGTERM stops), not
 	// the program's.
@@ -75,6 +75,8 @@ func runScreen(ctx context.Context, cancel context.CancelFunc, o ui.Options, bri
 			}()
 		}
 	}
+	asker.attach(send)
+	defer asker.attach(nil)
 	bctx, stopBridge := context.WithCancel(context.Background())
 	bridgeDone := make(chan struct{})
 	go func() { bridge.Run(bctx, p.Send); close(bridgeDone) }()

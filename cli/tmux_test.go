@@ -342,6 +342,8 @@ func TestTmuxHarnessFileApproveAndReplay(t *testing.T) {
 	s := startTmux(t, bin+" run "+filepath.Join(dir, "code-review.yaml")+" --model "+testmodel.Tiny(t)+" --trace "+tp+" --grants-file "+filepath.Join(dir, "grants.json"), homes(dir)...)
 	s.waitFor("wants to run a protected tool", 2*time.Minute)
 	s.keys("y")
+	s.waitFor("follow up:", 2*time.Minute) // no more questions
+	s.keys("Escape")
 	s.waitFor("run finished", 2*time.Minute)
 	s.keys("q")
 	s.waitFor("LLOYAL-EXITED=0", 20*time.Second)
@@ -355,4 +357,48 @@ func TestTmuxHarnessFileApproveAndReplay(t *testing.T) {
 	r.waitFor("replay finished", 20*time.Second)
 	r.keys("q")
 	r.waitFor("LLOYAL-EXITED=0", 10*time.Second)
+}
+
+// A follow-up in the app: when the run is over the app asks "follow up:",
+// the typed question runs on the session's trunk (one spine for the whole
+// session; the follow-up prefills about its question), Esc ends the
+// session, and the one trace closes completed.
+func TestTmuxFollowUpInTheApp(t *testing.T) {
+	bin := tmuxBinary(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(path, []byte("roles:\n  answerer:\n    system: You answer in one sentence.\n    terminal: {name: answer, schema: {type: object, properties: {text: {type: string, maxLength: 40}}, required: [text]}}\n    walk: [answer]\n    turn_tokens: 96\nrun:\n  steps:\n    - {role: answerer, orchestrate: parallel, task: What is a harbor?}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tp := filepath.Join(dir, "run.jsonl")
+	s := startTmux(t, bin+" run "+path+" --model "+testmodel.Tiny(t)+" --trace "+tp+" --grants-file "+filepath.Join(dir, "grants.json"), homes(dir)...)
+	s.waitFor("follow up:", time.Minute)
+	const q = "And what is a skiff?"
+	s.keys(q, "Enter")
+	s.waitFor(q, 30*time.Second)         // the follow-up's agent in the tree
+	s.waitFor("follow up:", time.Minute) // asked again once it has answered
+	s.keys("Escape")
+	s.waitFor("run finished", 30*time.Second)
+	s.keys("q")
+	s.waitFor("LLOYAL-EXITED=0", 20*time.Second)
+	reason, recs := closing(t, dir)
+	spines, extends, follow := 0, 0, 0
+	prefilled := map[int]int{}
+	for _, r := range recs {
+		if e := r.Event; e != nil {
+			switch {
+			case e.Type == event.SpineCreate:
+				spines++
+			case e.Type == event.SpineExtend:
+				extends++
+			case e.Type == event.AgentSpawn && e.Text == q:
+				follow = e.Agent
+			case e.Type == event.BranchPrefill:
+				prefilled[e.Agent] += e.Tokens
+			}
+		}
+	}
+	if reason != "completed" || spines != 1 || extends != 1 || follow == 0 || prefilled[follow] > len(q)+64 {
+		t.Fatalf("closing %q, spines %d, turns appended %d, follow-up agent %d prefilled %d", reason, spines, extends, follow, prefilled[follow])
+	}
 }

@@ -448,14 +448,8 @@ func (p *Program) terminal(r Role) engine.Tool {
 }
 
 // Questions is a source of follow-ups (Program.FollowUps): the questions
-// given, then, with in, one per line read from it (asking "follow up: "
-// on prompt before each; an empty line or the end of input ends the
-// session); at most most in all.
-func Questions(given []string, in io.Reader, prompt io.Writer, most int) func(context.Context) (string, bool) {
-	var sc *bufio.Scanner
-	if in != nil {
-		sc = bufio.NewScanner(in)
-	}
+// given, then those more gives (nil: none); at most most in all.
+func Questions(given []string, more func(context.Context) (string, bool), most int) func(context.Context) (string, bool) {
 	asked := 0
 	return func(ctx context.Context) (string, bool) {
 		if asked >= most || ctx.Err() != nil {
@@ -465,9 +459,19 @@ func Questions(given []string, in io.Reader, prompt io.Writer, most int) func(co
 		if asked <= len(given) {
 			return given[asked-1], true
 		}
-		if sc == nil {
+		if more == nil {
 			return "", false
 		}
+		return more(ctx)
+	}
+}
+
+// Lines is a source of follow-ups read from in, a line each, asking
+// "follow up: " on prompt before each; an empty line or the end of input
+// ends the session.
+func Lines(in io.Reader, prompt io.Writer) func(context.Context) (string, bool) {
+	sc := bufio.NewScanner(in)
+	return func(context.Context) (string, bool) {
 		fmt.Fprint(prompt, "follow up: ")
 		if !sc.Scan() || strings.TrimSpace(sc.Text()) == "" {
 			return "", false

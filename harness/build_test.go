@@ -106,7 +106,7 @@ run:
       task: "What is a harbor?"
 `, "")
 	qs := []string{"And a skiff?", "Which is older?"}
-	p.FollowUps = Questions(qs, nil, nil, 8)
+	p.FollowUps = Questions(qs, nil, 8)
 	be := enginetest.New(1 << 16)
 	be.Script("What is a harbor?", enginetest.ToolCall("answer", `{"text":"a queue"}`))
 	be.Script("And a skiff?", enginetest.ToolCall("answer", `{"text":"a worker"}`))

@@ -68,6 +68,7 @@ type Model struct {
 	detail    *detailPane
 	approval  *approvalPane
 	dev       *devPane
+	followUp  *followUpPane
 	transport *transportPane // nil unless replaying
 
 	focusable []pane // tab order
@@ -95,6 +96,7 @@ func New(o Options) *Model {
 	m.tree = newTree(s, func() { m.detail.scroll = 0 })
 	m.approval = newApproval(s)
 	m.dev = newDev(s)
+	m.followUp = newFollowUp(s)
 	m.focusable = []pane{m.tree, m.detail, m.dev}
 	if o.Replay != nil {
 		m.transport = newTransport(s, o.Replay, m.applyStep)
@@ -163,6 +165,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			}
 		}
 		return m, m.detail.render()
+	case AskMsg:
+		m.follow()
+		return m, m.followUp.open(msg.Reply)
 	case reportMsg:
 		m.detail.reports[msg.key] = msg.text
 		return m, nil
@@ -228,7 +233,7 @@ func (m *Model) settleNotice() {
 // Keys that arrived together in one read ("jj" on a busy machine) come as
 // one message: outside a text input each is routed on its own.
 func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
-	if k.Type == tea.KeyRunes && len(k.Runes) > 1 && !k.Paste && !m.approval.Typing() && !m.dev.Typing() {
+	if k.Type == tea.KeyRunes && len(k.Runes) > 1 && !k.Paste && !m.approval.Typing() && !m.dev.Typing() && !m.followUp.Typing() {
 		var cmds []tea.Cmd
 		for _, r := range k.Runes {
 			_, cmd := m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: k.Alt})
@@ -237,10 +242,11 @@ func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(cmds...)
 	}
 	// 1. An open text input takes every key.
-	for _, p := range []pane{m.approval, m.dev} {
+	for _, p := range []pane{m.approval, m.dev, m.followUp} {
 		if t, ok := p.(typer); ok && t.Typing() {
-			_, cmd := p.Update(k)
-			return m, cmd
+			if handled, cmd := p.Update(k); handled || p != m.followUp {
+				return m, cmd
+			}
 		}
 	}
 	// 2. The modal stack, top first.
@@ -466,6 +472,9 @@ func (m *Model) help() keyHelp {
 		return keyHelp{short: append(tk[:6:6], g.Help, g.Quit), full: [][]key.Binding{tk, m.tree.Help(), {g.Focus, g.Dev, g.Filter, g.Freeze, g.Help, g.Quit}}}
 	}
 	short := append(m.focusable[m.focus].Help()[:1:1], g.Dev, g.Filter, g.Pause, g.Finish, g.Cancel, g.Help, g.Quit)
+	if m.followUp.Typing() {
+		short = append(m.followUp.Help(), g.Interrupt)
+	}
 	if m.s.done {
 		// Nothing is running: pause, finish up and cancel would do nothing.
 		short = append(m.focusable[m.focus].Help()[:1:1], g.Dev, g.Inspect, g.Filter, g.Help, g.Quit)
@@ -487,6 +496,9 @@ func (m *Model) footer() string {
 	}
 	if m.dev.Typing() {
 		lines = append(lines, " "+m.dev.InputView())
+	}
+	if m.followUp.Typing() {
+		lines = append(lines, m.followUp.View(m.w, 1))
 	}
 	if m.transport != nil {
 		lines = append(lines, fit(m.transport.View(m.w, 1), m.w))

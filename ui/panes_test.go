@@ -169,3 +169,33 @@ func TestDetailPaneShowsCitedLines(t *testing.T) {
 		t.Fatalf("a third c did not hide the lines:\n%s", v)
 	}
 }
+
+// When the program asks for a follow-up, the input takes every key (q and
+// j are letters of the question, not quit and down); Enter sends the
+// question, Esc sends "" (no more), and the input closes either way.
+func TestFollowUpPane(t *testing.T) {
+	m := paneApp(t, append(fixture(), finish()...))
+	reply := make(chan string, 1)
+	m.Update(AskMsg{Reply: reply})
+	if !m.followUp.Typing() {
+		t.Fatal("the follow-up input did not open")
+	}
+	for _, r := range "q j?" {
+		_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+		if cmd != nil {
+			if _, quit := cmd().(tea.QuitMsg); quit {
+				t.Fatal("q quit instead of being typed")
+			}
+		}
+	}
+	golden.RequireEqual(t, []byte(m.followUp.View(60, 1)))
+	m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	if q := <-reply; q != "q j?" || m.followUp.Typing() {
+		t.Fatalf("sent %q, still open %v", q, m.followUp.Typing())
+	}
+	m.Update(AskMsg{Reply: reply})
+	m.Update(tea.KeyMsg{Type: tea.KeyEsc})
+	if q := <-reply; q != "" || m.followUp.Typing() {
+		t.Fatalf("Esc sent %q, still open %v", q, m.followUp.Typing())
+	}
+}

@@ -139,13 +139,14 @@ func RunHarness(ctx context.Context, cfg Config, f *harness.File) error {
 	}
 	defer p.Close()
 	p.Sampling = cfg.Sampling.Over(p.Sampling)
-	if len(cfg.FollowUps) > 0 || cfg.Interactive {
-		var in io.Reader
-		if cfg.Interactive {
-			in = cfg.App.Stdin
-		}
-		p.FollowUps = harness.Questions(cfg.FollowUps, in, cfg.App.Stderr, cfg.MaxFollowUps)
+	// Follow-ups: those given, then typed (headless, --interactive) or
+	// asked for in the app.
+	asker := &app.Asker{}
+	more := asker.Next
+	if cfg.Interactive {
+		more = harness.Lines(cfg.App.Stdin, cfg.App.Stderr)
 	}
+	p.FollowUps = harness.Questions(cfg.FollowUps, more, cfg.MaxFollowUps)
 	if cfg.Seed != 0 {
 		p.Sampling.Seed = cfg.Seed
 	}
@@ -155,6 +156,7 @@ func RunHarness(ctx context.Context, cfg Config, f *harness.File) error {
 	}
 	defer m.Close()
 	o := appOptions(cfg, m, p.Sampling, p.ToolInfos())
+	o.Asker = asker
 	if notes := p.Notes(); notes != "" {
 		o.Workspace = notes // where the summary looks for saved notes
 	}
