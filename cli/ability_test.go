@@ -11,6 +11,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -197,5 +198,41 @@ func TestRunAbilityServerCrash(t *testing.T) {
 	}
 	if caller == 0 || ended == event.AgentFailed || ended == "" {
 		t.Fatalf("the agent whose call crashed (%d) ended %q", caller, ended)
+	}
+}
+
+// A harness file's ability: its MCP server starts before the model loads,
+// a role that lists it gets its tools, the walked agent's call reaches the
+// server, and the trace header names the ability.
+func TestRunHarnessWithAnAbility(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow end-to-end test: builds the test MCP server")
+	}
+	dir := t.TempDir()
+	setHomes(t, dir)
+	src := filepath.Join(dir, "bundle")
+	_ = os.Mkdir(src, 0o755)
+	copyMCPServer(t, filepath.Join(src, "server"))
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"counter","version":"1","useWhen":"when counting","server":{"command":"./server","args":["--tools","count"]}}`), 0o644)
+	if out, err := runCLI(t, "ability", "install", "--allow-unsigned", src); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	file := filepath.Join(dir, "agents.yaml")
+	_ = os.WriteFile(file, []byte("tools:\n  counting:\n    ability: counter\nroles:\n  counter:\n    system: You count.\n    tools: [counting]\n"+
+		"    terminal: {name: answer, schema: {type: object, properties: {text: {type: string, maxLength: 40}}, required: [text]}}\n    walk: [counter_count, answer]\n    turn_tokens: 96\n"+
+		"run:\n  steps:\n    - {role: counter, orchestrate: parallel, task: Count to three.}\n"), 0o644)
+	tp := filepath.Join(dir, "run.jsonl")
+	if out, err := runCLI(t, "run", file, "--headless", "--model", testmodel.Tiny(t), "--trace", tp, "--grants-file", filepath.Join(dir, "grants.json")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	reason, recs := closing(t, dir)
+	var h trace.Header
+	for _, r := range recs {
+		if r.Header != nil {
+			h = *r.Header
+		}
+	}
+	if reason != "completed" || len(h.Abilities) != 1 || h.Abilities[0].Name != "counter" || !hasEvent(recs, event.ToolResult, "counted to") {
+		t.Fatalf("closing %q, abilities %+v, the call reached the server: %v", reason, h.Abilities, hasEvent(recs, event.ToolResult, "counted to"))
 	}
 }

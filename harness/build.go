@@ -20,10 +20,12 @@ import (
 
 // Program is a harness ready to run: its tools built, its corpora open.
 type Program struct {
-	f       *File
-	tools   map[string]engine.Tool
-	corpora []*tools.Corpus
-	input   string
+	f     *File
+	tools map[string]engine.Tool
+	// abilities are the started abilities' tools, by ability name.
+	abilities map[string][]engine.Tool
+	corpora   []*tools.Corpus
+	input     string
 	// Sampling is what every pool samples with (the file's over
 	// DefaultSampling); a caller may override it before Run.
 	Sampling engine.Sampling
@@ -56,9 +58,21 @@ func (f *File) Build(input string) (*Program, error) {
 			p.Close()
 			return nil, fmt.Errorf("%s: tools.%s: %w", f.Path, name, err)
 		}
-		p.tools[name] = t
+		if t != nil {
+			p.tools[name] = t
+		}
 	}
 	return p, nil
+}
+
+// SetAbility gives the program the tools of an ability its file names
+// (File.Abilities), once its server has started: a role listing a tool
+// that names the ability gets every one of them.
+func (p *Program) SetAbility(ability string, tools []engine.Tool) {
+	if p.abilities == nil {
+		p.abilities = map[string][]engine.Tool{}
+	}
+	p.abilities[ability] = tools
 }
 
 // Notes is the folder the program's first write_note tool saves in ("":
@@ -92,6 +106,9 @@ func (p *Program) tool(name string, t Tool, corpora map[string]*tools.Corpus) (e
 	}
 	if t.Delegate != "" {
 		return p.delegate(name, t), nil
+	}
+	if t.Ability != "" {
+		return nil, nil // its tools come with SetAbility, once its server has started
 	}
 	if t.Builtin == "write_note" {
 		note, err := tools.WriteNoteTool(p.f.Rel(t.Folder))
@@ -197,12 +214,29 @@ func (s Sampling) over(base engine.Sampling) engine.Sampling {
 	return base
 }
 
+// Tools are the program's own tools and its roles' terminal tools (an
+// ability's are not among them): what an ability's tool must not be named
+// like.
+func (p *Program) Tools() []engine.Tool {
+	var out []engine.Tool
+	for _, name := range sortedKeys(p.tools) {
+		out = append(out, p.tools[name])
+	}
+	for _, name := range sortedKeys(p.f.Roles) {
+		out = append(out, p.terminal(p.f.Roles[name]))
+	}
+	return out
+}
+
 // ToolInfos are the program's tools and its roles' terminal tools, as the
 // trace header records them.
 func (p *Program) ToolInfos() []trace.ToolInfo {
 	var out []trace.ToolInfo
 	for _, name := range sortedKeys(p.tools) {
 		out = append(out, trace.Tools([]engine.Tool{p.tools[name]}, nil)...)
+	}
+	for _, a := range sortedKeys(p.abilities) {
+		out = append(out, trace.Tools(p.abilities[a], nil)...)
 	}
 	for _, name := range sortedKeys(p.f.Roles) {
 		out = append(out, trace.Tools(nil, p.terminal(p.f.Roles[name]))...)
@@ -323,6 +357,10 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 	}
 	var ts []engine.Tool
 	for _, name := range r.Tools {
+		if a := p.f.Tools[name].Ability; a != "" {
+			ts = append(ts, p.abilities[a]...)
+			continue
+		}
 		ts = append(ts, p.tools[name])
 	}
 	soft, _ := parseDuration(r.TimeSoft)

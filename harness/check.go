@@ -54,16 +54,18 @@ func (c *checker) tool(name string, t Tool) {
 		c.add(at, "a tool's name is 1 to 64 letters, digits, _ or -: rename it")
 	}
 	kinds := 0
-	for _, set := range []bool{t.Builtin != "", len(t.Command) > 0, t.Delegate != ""} {
+	for _, set := range []bool{t.Builtin != "", len(t.Command) > 0, t.Delegate != "", t.Ability != ""} {
 		if set {
 			kinds++
 		}
 	}
 	switch {
 	case kinds > 1:
-		c.add(at, "a tool is one of builtin, command or delegate: keep one")
+		c.add(at, "a tool is one of builtin, command, delegate or ability: keep one")
 	case kinds == 0:
-		c.add(at, "say which tool this is: builtin (e.g. builtin: search), command (command: [./script]) or delegate (delegate: ROLE)")
+		c.add(at, "say which tool this is: builtin (e.g. builtin: search), command (command: [./script]), delegate (delegate: ROLE) or ability (ability: NAME)")
+	case t.Ability != "":
+		// Its tools are known only when its server starts (lloyal run).
 	case t.Delegate != "":
 		c.delegate(at, name, t)
 	case t.Builtin == "write_note":
@@ -160,8 +162,12 @@ func (c *checker) role(name string, r Role) {
 	} else if _, err := engine.ValidateArgs(engine.ToolSpec{Name: r.Terminal.Name, Parameters: mustJSON(r.Terminal.Schema)}, []byte(`{}`)); err != nil {
 		c.add(at+"/terminal/schema", "not a valid JSON Schema: %v", err)
 	}
+	abilities := false // an ability's tools are named by its server: a walk may name them
+	for _, t := range r.Tools {
+		abilities = abilities || c.f.Tools[t].Ability != ""
+	}
 	for i, w := range r.Walk {
-		if w != r.Terminal.Name && !slices.Contains(r.Tools, w) {
+		if w != r.Terminal.Name && !slices.Contains(r.Tools, w) && !abilities {
 			c.add(fmt.Sprintf("%s/walk/%d", at, i), "%q is not one of the role's tools or its terminal tool", w)
 		}
 	}

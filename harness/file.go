@@ -1,6 +1,9 @@
 package harness
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // File is a harness file as written: `lloyal harness schema` prints the
 // JSON Schema it is checked against, and Load fills this from it.
@@ -42,6 +45,7 @@ type Tool struct {
 	Folder      string         `yaml:"folder"`
 	Command     []string       `yaml:"command"`
 	Delegate    string         `yaml:"delegate"`
+	Ability     string         `yaml:"ability"`
 	MaxTasks    int            `yaml:"max_tasks"`
 	Description string         `yaml:"description"`
 	Parameters  map[string]any `yaml:"parameters"`
@@ -119,4 +123,15 @@ func mustJSON(v any) []byte {
 		return []byte(`{}`)
 	}
 	return b
+}
+
+// Abilities are the installed abilities the file's tools name, each once.
+func (f *File) Abilities() []string {
+	var out []string
+	for _, name := range sortedKeys(f.Tools) {
+		if a := f.Tools[name].Ability; a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }

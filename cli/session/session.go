@@ -150,13 +150,35 @@ func RunHarness(ctx context.Context, cfg Config, f *harness.File) error {
 	if cfg.Seed != 0 {
 		p.Sampling.Seed = cfg.Seed
 	}
+	// The abilities the file names start first: one that is not installed,
+	// or a tool named like another, is refused before the model loads.
+	var abs []abilities.Started
+	if names := f.Abilities(); len(names) > 0 {
+		abs, err = abilities.Start(ctx, names, cfg.Version, cfg.App.Stderr)
+		defer abilities.Stop(abs)
+		if err == nil {
+			err = abilities.CheckToolNames(p.Tools(), abs)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	m, err := open(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	var infos []trace.AbilityInfo
+	for _, a := range abs {
+		tools := a.Tools
+		if m.Model != nil {
+			tools = abilities.GrammarReady(m.Model.SchemaToGrammar, tools, cfg.App.Stderr)
+		}
+		p.SetAbility(a.Name, tools)
+		infos = append(infos, a.Info(tools))
+	}
 	o := appOptions(cfg, m, p.Sampling, p.ToolInfos())
-	o.Asker = asker
+	o.Header.Abilities, o.Asker = infos, asker
 	if notes := p.Notes(); notes != "" {
 		o.Workspace = notes // where the summary looks for saved notes
 	}
