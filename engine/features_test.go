@@ -390,3 +390,31 @@ func TestSiblingsGetDistinctSeeds(t *testing.T) {
 		t.Fatalf("seeds %v: siblings would sample identically", seeds)
 	}
 }
+
+// A spine extension that cannot fit while no agent of the pool runs to
+// free room is refused (ErrNoRoom), traced, instead of waiting for ever.
+func TestAnExtensionWithNoRoomIsRefused(t *testing.T) {
+	h := newHarness(t, 1024, engine.Options{})
+	h.be.SetBatch(16)
+	got := make(chan error, 1)
+	go h.run(engine.PoolSpec{Terminal: report, SoftLimit: 600, HardLimit: 32, Orchestrate: func(ctx context.Context, pc *engine.PoolContext) error {
+		got <- pc.ExtendSpine(ctx, "a long turn", strings.Repeat("abcdefgh ", 400))
+		return nil
+	}})
+	var err error
+	select {
+	case err = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the extension still waits for room nothing will free")
+	}
+	if !errors.Is(err, engine.ErrNoRoom) {
+		t.Fatalf("ExtendSpine: %v, want ErrNoRoom", err)
+	}
+	refused := false
+	for _, e := range h.rec.Of(event.PoolNote) {
+		refused = refused || e.Role == "extend_refused"
+	}
+	if !refused {
+		t.Fatal("the refusal is not traced")
+	}
+}

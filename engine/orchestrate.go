@@ -81,7 +81,10 @@ func (pc *PoolContext) Wait(ctx context.Context, a *Agent) (AgentResult, error) 
 }
 
 // ExtendSpine appends a finished exchange (user, assistant) to the spine, so
-// agents spawned afterwards fork from a prefix that contains it.
+// agents spawned afterwards fork from a prefix that contains it. An
+// exchange that does not fit above the soft limit waits for the pool's
+// agents to free room; with none running it is refused (errors.Is
+// ErrNoRoom).
 func (pc *PoolContext) ExtendSpine(ctx context.Context, user, assistant string) error {
 	reply := make(chan reqReply, 1)
 	select {
@@ -105,8 +108,9 @@ func (pc *PoolContext) Note(name, reason string) {
 	pc.p.rt.em.emit(event.Event{Type: event.PoolNote, Role: name, Parent: pc.p.scope, Pool: pc.p.scope, Reason: reason})
 }
 
-// ErrNoRoom is what a spawn refused for room matches (errors.Is): the
-// context has too few free cells above the soft limit for the agent's task.
+// ErrNoRoom is what a spawn or a spine extension refused for room matches
+// (errors.Is): the context has too few free cells above the soft limit for
+// the agent's task or the exchange.
 var ErrNoRoom = errors.New("no room in the context")
 
 // roomError is a spawn refused for room, in words that say what to do.

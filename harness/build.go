@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -302,7 +303,7 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		var got []engine.AgentResult
 		spec.Orchestrate = func(ctx context.Context, pc *engine.PoolContext) error {
 			pc.Note("follow_up", fmt.Sprintf("follow-up %d: %s", n, q))
-			if err := pc.ExtendSpine(ctx, tasksOf(previous), joined(previous)); err != nil {
+			if err := p.extendTrunk(ctx, pc, previous); err != nil {
 				return fmt.Errorf("follow-up %d: the previous turn could not join the trunk: %w", n, err)
 			}
 			a, err := pc.Spawn(ctx, agentSpec(p.fill(q, nil), last.Role, p.f.Roles[last.Role]))
@@ -322,6 +323,19 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 			return all, err
 		}
 	}
+}
+
+// extendTrunk appends the previous turn to the trunk. When the context has
+// no room for it above the soft limit, the follow-up starts without it
+// (traced as a trunk_full note): a session goes on when its trunk is full,
+// the question's own room kept.
+func (p *Program) extendTrunk(ctx context.Context, pc *engine.PoolContext, previous []engine.AgentResult) error {
+	err := pc.ExtendSpine(ctx, tasksOf(previous), joined(previous))
+	if errors.Is(err, engine.ErrNoRoom) {
+		pc.Note("trunk_full", "no room for the previous turn on the trunk: the follow-up starts without it")
+		return nil
+	}
+	return err
 }
 
 // lastTurn keys the previous turn's results (the last step's, then each

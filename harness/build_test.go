@@ -2,10 +2,12 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -144,5 +146,57 @@ run:
 	}
 	if notes != 2 {
 		t.Fatalf("%d follow-ups marked in the trace", notes)
+	}
+}
+
+// A previous turn too long for the trunk does not stall the session: a
+// quarter of it goes instead, then none, each traced, and the follow-up
+// still runs.
+func TestAFullTrunkDropsThePreviousTurn(t *testing.T) {
+	p := program(t, `
+roles:
+  answerer:
+    system: You answer.`+answerRole+`
+    pressure: {soft: 200, hard: 20}
+run:
+  steps:
+    - role: answerer
+      orchestrate: parallel
+      task: "Tell all."
+`, "")
+	p.FollowUps = Questions([]string{"More?"}, nil, 8)
+	be := enginetest.New(400)
+	be.SetBatch(16)
+	var words []string // no word twice: a repeated one is a loop the runtime stops
+	for i := range 120 {
+		words = append(words, fmt.Sprintf("w%d", i))
+	}
+	long := strings.Join(words, " ") // fits its turn, not the trunk above the soft limit
+	be.Script("Tell all.", enginetest.ToolCall("answer", `{"text":"`+long+`"}`))
+	be.Script("More?", enginetest.ToolCall("answer", `{"text":"no"}`))
+	rec := &engine.Recorder{}
+	done := make(chan error, 1)
+	var all []engine.AgentResult
+	go func() {
+		var err error
+		all, err = p.Run(context.Background(), engine.New(be, engine.Options{Sinks: []engine.Sink{rec}}))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the session stalled on a trunk with no room")
+	}
+	notes := 0
+	for _, e := range rec.Of(event.PoolNote) {
+		if e.Role == "trunk_full" {
+			notes++
+		}
+	}
+	if len(all) != 2 || !all[0].Ok() || !all[1].Ok() || notes == 0 {
+		t.Fatalf("agents %d (the follow-up %+v), trunk_full notes %d", len(all), all[len(all)-1], notes)
 	}
 }

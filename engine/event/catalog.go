@@ -85,7 +85,7 @@ var entries = []entry{
 	{PoolNote, info{
 		doc: "A remark of the runtime or an orchestrator about the pool: something waits, something was skipped.",
 		fields: map[string]string{
-			"role":   "the note's name: slot_wait, extend_held, waiting_for_room, dag:skip, …",
+			"role":   "the note's name: slot_wait, extend_held, extend_refused, waiting_for_room, dag:skip, follow_up, trunk_full, …",
 			"agent":  "the agent the note is about, if one",
 			"tokens": "the tokens that wait, if the note is about room",
 			"reason": "the note in words",
