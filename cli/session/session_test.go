@@ -118,15 +118,9 @@ func TestRunHarnessCodeReview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
 	tp := filepath.Join(dir, "run.jsonl")
-	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 8192}, Seed: 1, Version: "test",
-		App: app.Options{View: app.ViewLog, TracePath: tp, Stdin: null, Stdout: io.Discard, Stderr: io.Discard,
-			Approvals: approvals.Config{Grant: []string{"write_note"}, GrantsFile: filepath.Join(dir, "grants.json")}}}
+	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 8192}, Seed: 1, Version: "test", App: headless(t, dir)}
+	cfg.App.Approvals.Grant = []string{"write_note"}
 	if err := RunHarness(context.Background(), cfg, f); err != nil {
 		t.Fatal(err)
 	}
@@ -206,16 +200,9 @@ run:
 	if err != nil {
 		t.Fatal(err)
 	}
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
 	tp := filepath.Join(dir, "run.jsonl")
 	qs := []string{"And what is a skiff?", "Which of the two is bigger?"}
-	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096}, Seed: 1, Version: "test", FollowUps: qs, MaxFollowUps: 8,
-		App: app.Options{View: app.ViewLog, TracePath: tp, Stdin: null, Stdout: io.Discard, Stderr: io.Discard,
-			Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}}}
+	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096}, Seed: 1, Version: "test", FollowUps: qs, MaxFollowUps: 8, App: headless(t, dir)}
 	if err := RunHarness(context.Background(), cfg, f); err != nil {
 		t.Fatal(err)
 	}
@@ -245,4 +232,18 @@ run:
 			t.Errorf("follow-up %q prefilled %d tokens, its question is %d bytes", q, prefilled[id], len(q))
 		}
 	}
+}
+
+// headless are a run's app options in dir: the log (dropped), nobody at
+// the keyboard, protected calls denied unless granted, the trace at
+// dir/run.jsonl.
+func headless(t *testing.T, dir string) app.Options {
+	t.Helper()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { null.Close() })
+	return app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Stdin: null, Stdout: io.Discard, Stderr: io.Discard,
+		Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}}
 }
