@@ -90,7 +90,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.StringVar(&o.think, "think", "auto", "on, off or auto: enable_thinking for models whose chat template reads it")
 	f.StringVar(&o.template, "template", "", "render prompts with this Jinja chat template instead of the model's own")
 	f.StringArrayVar(&c.FollowUps, "follow-up", nil, "with FILE: ask this after the run, on its warm trunk (repeatable)")
-	f.BoolVar(&c.Interactive, "interactive", false, "with FILE and --headless: read follow-ups from stdin, a line each")
+	f.BoolVar(&c.Interactive, "interactive", false, "with FILE and --headless: read follow-ups from stdin, a line each (protected calls are then not asked on a line: --grant them)")
 	f.IntVar(&c.MaxFollowUps, "max-follow-ups", 8, "most follow-ups in a session")
 	serverFlags(f, c)
 	return cmd
@@ -134,6 +134,8 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 	if (len(c.FollowUps) > 0 || c.Interactive) && file == nil || c.Interactive && !o.headless {
 		return fmt.Errorf("--follow-up and --interactive need a harness file (lloyal run FILE); --interactive reads stdin, so add --headless")
 	}
+	// Stdin holds the follow-ups: no approval prompt reads it too.
+	c.App.Approvals.DenyProtected = c.App.Approvals.DenyProtected || c.Interactive
 	if err := o.applyPrompt(&c); err != nil {
 		return err
 	}
@@ -176,14 +178,14 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 // its {{input}} unless --task was, and its seed unless --seed was.
 func fromFile(fs *pflag.FlagSet, f *harness.File, c *session.Config) {
 	m, unset := f.Model, func(flag string) bool { return !fs.Changed(flag) }
-	if unset("model") && m.Path != "" {
-		c.Model = m.Path // an ollama name as it is; a file beside the harness
-		if m.Server == "" && (strings.HasSuffix(m.Path, ".gguf") || strings.ContainsRune(m.Path, '/')) {
-			c.Model = f.Rel(m.Path)
-		}
-	}
 	if unset("server") && m.Server != "" {
 		c.Server = m.Server
+	}
+	if unset("model") && m.Path != "" {
+		c.Model = m.Path // an ollama name ("user/model:tag") as it is; a file beside the harness
+		if _, err := os.Stat(f.Rel(m.Path)); c.Server == "" && (err == nil || strings.HasSuffix(m.Path, ".gguf")) {
+			c.Model = f.Rel(m.Path)
+		}
 	}
 	if unset("ctx") && m.Context > 0 {
 		c.NCtx = m.Context

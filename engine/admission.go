@@ -24,6 +24,7 @@ type settleItem struct {
 type request struct {
 	spawn     []AgentSpec
 	user, ans string // extend
+	leave     int    // cells an extension must leave free above the soft limit
 	reply     chan reqReply
 	held      bool // an extend already reported as waiting for room
 }
@@ -173,16 +174,17 @@ func (p *pool) prefill() {
 			r.reply <- reqReply{err: err}
 			continue
 		}
-		if len(toks) > room && !p.holdsBranches() && len(p.admit.spawnQ) == 0 {
+		need := len(toks) + r.leave
+		if need > room && !p.holdsBranches() && len(p.admit.spawnQ) == 0 {
 			// No agent of the pool runs to free room: waiting would wait
 			// for ever. The caller may shorten the exchange or go on
 			// without it.
-			reason := fmt.Sprintf("a spine extension of %d tokens does not fit: %d cells are free above the soft limit and no agent of the pool runs to free more", len(toks), max(room, 0))
+			reason := fmt.Sprintf("a spine extension of %d tokens (leaving %d) does not fit: %d cells are free above the soft limit and no agent of the pool runs to free more", len(toks), r.leave, max(room, 0))
 			p.emit(event.Event{Type: event.PoolNote, Role: "extend_refused", Pool: p.scope, Parent: p.scope, Tokens: len(toks), Reason: reason})
 			r.reply <- reqReply{err: roomError(reason)}
 			continue
 		}
-		if len(toks) > room {
+		if need > room {
 			if !r.held {
 				r.held = true
 				p.emit(event.Event{Type: event.PoolNote, Role: "extend_held", Pool: p.scope, Parent: p.scope, Tokens: len(toks),

@@ -86,9 +86,16 @@ func (pc *PoolContext) Wait(ctx context.Context, a *Agent) (AgentResult, error) 
 // agents to free room; with none running it is refused (errors.Is
 // ErrNoRoom).
 func (pc *PoolContext) ExtendSpine(ctx context.Context, user, assistant string) error {
+	return pc.ExtendSpineLeaving(ctx, user, assistant, 0)
+}
+
+// ExtendSpineLeaving is ExtendSpine for an exchange that must leave leave
+// cells free above the soft limit (the task of an agent the caller spawns
+// next).
+func (pc *PoolContext) ExtendSpineLeaving(ctx context.Context, user, assistant string, leave int) error {
 	reply := make(chan reqReply, 1)
 	select {
-	case pc.p.orch.reqs <- request{user: user, ans: assistant, reply: reply}:
+	case pc.p.orch.reqs <- request{user: user, ans: assistant, leave: leave, reply: reply}:
 	case <-pc.p.closed:
 		return ErrPoolClosed
 	case <-ctx.Done():

@@ -10,8 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
+	"sync"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -303,7 +303,7 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		var got []engine.AgentResult
 		spec.Orchestrate = func(ctx context.Context, pc *engine.PoolContext) error {
 			pc.Note("follow_up", fmt.Sprintf("follow-up %d: %s", n, q))
-			if err := p.extendTrunk(ctx, pc, previous); err != nil {
+			if err := p.extendTrunk(ctx, pc, previous, q); err != nil {
 				return fmt.Errorf("follow-up %d: the previous turn could not join the trunk: %w", n, err)
 			}
 			a, err := pc.Spawn(ctx, agentSpec(p.fill(q, nil), last.Role, p.f.Roles[last.Role]))
@@ -329,8 +329,10 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 // no room for it above the soft limit, the follow-up starts without it
 // (traced as a trunk_full note): a session goes on when its trunk is full,
 // the question's own room kept.
-func (p *Program) extendTrunk(ctx context.Context, pc *engine.PoolContext, previous []engine.AgentResult) error {
-	err := pc.ExtendSpine(ctx, tasksOf(previous), joined(previous))
+func (p *Program) extendTrunk(ctx context.Context, pc *engine.PoolContext, previous []engine.AgentResult, question string) error {
+	// The question's own room: its task with the chat markup around it,
+	// counted generously (a token is rarely shorter than two bytes).
+	err := pc.ExtendSpineLeaving(ctx, tasksOf(previous), joined(previous), len(question)/2+64)
 	if errors.Is(err, engine.ErrNoRoom) {
 		pc.Note("trunk_full", "no room for the previous turn on the trunk: the follow-up starts without it")
 		return nil
@@ -450,13 +452,9 @@ func (p *Program) tasks(s Step, fill func(string) string) ([]string, error) {
 	if s.EachFile == "" {
 		return []string{fill(s.Task)}, nil
 	}
-	files, err := filepath.Glob(p.f.Rel(s.EachFile))
+	files, err := p.f.eachFile(s.EachFile)
 	if err != nil {
-		return nil, fmt.Errorf("each_file %q: %w", s.EachFile, err)
-	}
-	slices.Sort(files)
-	if len(files) == 0 {
-		return nil, fmt.Errorf("each_file %q matches no file (in %s)", s.EachFile, filepath.Dir(p.f.Path))
+		return nil, fmt.Errorf("each_file: %w", err)
 	}
 	var out []string
 	for _, file := range files {
@@ -519,15 +517,31 @@ func Questions(given []string, more func(context.Context) (string, bool), most i
 }
 
 // Lines is a source of follow-ups read from in, a line each, asking
-// "follow up: " on prompt before each; an empty line or the end of input
-// ends the session.
+// "follow up: " on prompt before each; an empty line, the end of input or
+// the session's end (its context) ends it.
 func Lines(in io.Reader, prompt io.Writer) func(context.Context) (string, bool) {
-	sc := bufio.NewScanner(in)
-	return func(context.Context) (string, bool) {
+	lines := make(chan string)
+	var once sync.Once
+	start := func() {
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(in)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+	}
+	return func(ctx context.Context) (string, bool) {
+		once.Do(start)
 		fmt.Fprint(prompt, "follow up: ")
-		if !sc.Scan() || strings.TrimSpace(sc.Text()) == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok || strings.TrimSpace(l) == "" {
+				return "", false
+			}
+			return strings.TrimSpace(l), true
+		case <-ctx.Done():
 			return "", false
 		}
-		return strings.TrimSpace(sc.Text()), true
 	}
 }

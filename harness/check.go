@@ -76,7 +76,7 @@ func (c *checker) tool(name string, t Tool) {
 		if t.Corpus == "" {
 			c.add(at, "%s needs corpus: the folder of documents it reads", t.Builtin)
 		} else if fi, err := os.Stat(c.f.Rel(t.Corpus)); err != nil || !fi.IsDir() {
-			c.add(at+"/corpus", "%s is not a folder: give the folder of .md/.txt files, relative to the harness file", c.f.Rel(t.Corpus))
+			c.add(at+"/corpus", "%s is not a folder: give the folder of .md/.txt files, relative to the harness file", t.Corpus)
 		}
 	default:
 		c.command(at, t)
@@ -91,15 +91,38 @@ func (c *checker) tool(name string, t Tool) {
 // delegate checks a delegate tool: its role exists and its agents cannot
 // delegate back (a loop of helpers starting helpers).
 func (c *checker) delegate(at, name string, t Tool) {
-	r, ok := c.f.Roles[t.Delegate]
+	_, ok := c.f.Roles[t.Delegate]
 	switch {
 	case !ok:
 		c.add(at+"/delegate", "no role %q: define it under roles (defined: %s)", t.Delegate, list(sortedKeys(c.f.Roles)))
-	case slices.Contains(r.Tools, name):
-		c.add(at+"/delegate", "role %q has this tool itself: its agents would start helpers without end; give it other tools", t.Delegate)
+	case c.f.delegatesBack(name, t.Delegate):
+		c.add(at+"/delegate", "role %q can reach this tool again through its tools: its agents would start helpers without end; break the loop", t.Delegate)
 	case t.Description == "":
 		c.add(at, "a delegate tool needs description: the model reads it to know when to hand work on")
 	}
+}
+
+// delegatesBack reports whether an agent of role, through its tools and
+// the roles they delegate to, can reach the delegate tool named tool.
+func (f *File) delegatesBack(tool, role string) bool {
+	seen := map[string]bool{}
+	var reach func(role string) bool
+	reach = func(role string) bool {
+		if seen[role] {
+			return false
+		}
+		seen[role] = true
+		for _, name := range f.Roles[role].Tools {
+			if name == tool {
+				return true
+			}
+			if d := f.Tools[name].Delegate; d != "" && reach(d) {
+				return true
+			}
+		}
+		return false
+	}
+	return reach(role)
 }
 
 // command checks a command tool's executable before any run.
@@ -130,9 +153,9 @@ func (f *File) executable(name string) (string, error) {
 	fi, err := os.Stat(p)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("%s does not exist: give the program's path, relative to the harness file", p)
+		return "", fmt.Errorf("%s does not exist: give the program's path, relative to the harness file", name)
 	case fi.IsDir() || fi.Mode()&0o111 == 0:
-		return "", fmt.Errorf("%s is not executable: chmod +x it", p)
+		return "", fmt.Errorf("%s is not executable: chmod +x it", name)
 	}
 	return p, nil
 }
@@ -187,6 +210,30 @@ func (c *checker) role(name string, r Role) {
 	}
 }
 
+// eachFile are the files a step's each_file glob matches, each inside the
+// harness's folder, in order.
+func (f *File) eachFile(glob string) ([]string, error) {
+	files, err := filepath.Glob(f.Rel(glob))
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a valid glob: %v", glob, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%q matches no file (relative to the harness file)", glob)
+	}
+	slices.Sort(files)
+	dir := filepath.Dir(f.Path)
+	for i, file := range files {
+		rel, err := filepath.Rel(dir, file)
+		if err != nil {
+			return nil, err
+		}
+		if files[i], err = f.inside(rel); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
 // inside is p (relative to the harness's folder) when it stays inside that
 // folder, symlinks followed.
 func (f *File) inside(p string) (string, error) {
@@ -196,10 +243,10 @@ func (f *File) inside(p string) (string, error) {
 	}
 	full, err := filepath.EvalSymlinks(f.Rel(p))
 	if err != nil {
-		return "", fmt.Errorf("%s does not exist: give a file in the harness's folder", f.Rel(p))
+		return "", fmt.Errorf("%s does not exist: give a file in the harness's folder", p)
 	}
 	if r, err := filepath.Rel(dir, full); err != nil || r == ".." || strings.HasPrefix(r, "../") {
-		return "", fmt.Errorf("%s is outside the harness's folder %s: move the prompt beside the harness file", p, dir)
+		return "", fmt.Errorf("%s is outside the harness's folder: move the file beside the harness file", p)
 	}
 	return full, nil
 }
@@ -229,6 +276,11 @@ func (c *checker) step(i int, s Step, earlier map[string]bool) {
 		c.add(at+"/each_file", "each_file needs task: the task for each file, with {{file}} and {{text}}")
 	case s.Orchestrate == Chain && s.EachFile == "" && len(s.Tasks) < 2:
 		c.add(at, "a chain runs tasks one after another, each with {{previous}}: give tasks, two or more")
+	}
+	if s.EachFile != "" {
+		if _, err := c.f.eachFile(s.EachFile); err != nil {
+			c.add(at+"/each_file", "%v", err)
+		}
 	}
 	if s.Orchestrate == DAG && len(s.Agents) > 0 {
 		var nodes []engine.Node

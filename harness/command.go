@@ -93,6 +93,10 @@ func (c Command) run(ctx context.Context, args json.RawMessage) (any, error) {
 	if err := cmd.Start(); err != nil {
 		return engine.ErrorResult("%s could not start: %v", c.Name, err), nil
 	}
+	// At the deadline the pipes close too: a child that left the process
+	// group could keep them open, and the reads below would never end.
+	stopReads := context.AfterFunc(ctx, func() { stdout.Close(); stderr.Close() })
+	defer stopReads()
 	errs := make(chan string, 1)
 	go func() { errs <- c.readStderr(ctx, stderr) }()
 	out, readErr := io.ReadAll(io.LimitReader(stdout, MaxOutput+1))
@@ -126,7 +130,7 @@ func (c Command) environ() []string {
 	if names == nil {
 		names = []string{"PATH"}
 	}
-	var env []string
+	env := []string{} // never nil: a nil Env would hand the program this process's whole environment
 	for _, n := range names {
 		if v, ok := os.LookupEnv(n); ok {
 			env = append(env, n+"="+v)

@@ -43,6 +43,8 @@ func TestCommandCalls(t *testing.T) {
 		{"hangs in a child", `sh -c 'sleep 30' & wait`, nil, `did not finish within 200ms and was stopped`, 200 * time.Millisecond},
 		{"prints garbage", `echo 'not json at all'`, nil, `wrote something that is not JSON: \"not json at all\"`, 0},
 		{"answers without end", `yes`, nil, `wrote more than 1024 KiB; its output was dropped`, 0},
+		{"an empty allowlist hands on nothing", `printf '{"secret":"%s"}' "$LLOYAL_TEST_SECRET"`, []string{}, `{"secret":""}`, 0},
+		{"an allowlist of unset names hands on nothing", `printf '{"secret":"%s"}' "$LLOYAL_TEST_SECRET"`, []string{"LLOYAL_TEST_UNSET"}, `{"secret":""}`, 0},
 		{"sees only its allowlist", `printf '{"secret":"%s","shared":"%s"}' "$LLOYAL_TEST_SECRET" "$LLOYAL_TEST_SHARED"`, []string{"LLOYAL_TEST_SHARED"}, `{"secret":"","shared":"ok"}`, 0},
 	}
 	for _, tt := range tests {
@@ -86,5 +88,23 @@ func TestCommandProgressAndProtection(t *testing.T) {
 	c.ReadOnly = false
 	if !c.Tool().Spec().Protected {
 		t.Fatal("a command is protected unless read-only")
+	}
+}
+
+// A harness loaded by a relative path runs its command tools from the
+// harness's folder, wherever lloyal was started.
+func TestACommandOfARelativeHarness(t *testing.T) {
+	f, err := Load(filepath.Join("testdata", "ok.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.Build("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	res, err := p.tools["lines"].Execute(context.Background(), json.RawMessage(`{"text":"a"}`))
+	if b, _ := json.Marshal(res); err != nil || !strings.Contains(string(b), `"lines"`) || strings.Contains(string(b), "error") {
+		t.Fatalf("%s %v", b, err)
 	}
 }

@@ -111,7 +111,11 @@ func Parse(path string, data []byte) (*File, error) {
 		e.Problems = append(e.Problems, syntaxProblem(err))
 		return nil, e
 	}
-	f.Path = path
+	// Absolute: a command's program and the files a run reads are found
+	// relative to the harness's folder, wherever lloyal runs from.
+	if f.Path, err = filepath.Abs(path); err != nil {
+		return nil, fmt.Errorf("harness %s: %w", path, err)
+	}
 	e.Problems = append(e.Problems, check(f, tree)...)
 	if len(e.Problems) > 0 {
 		return nil, e

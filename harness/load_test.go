@@ -44,9 +44,9 @@ func TestBadHarnessFiles(t *testing.T) {
 		{"dag cycle", "    - role: reader\n      orchestrate: parallel\n      task: \"Join: {{results.read}}\"\n", "    - role: reader\n      orchestrate: dag\n      agents:\n        - {id: a, task: A, deps: [b]}\n        - {id: b, task: B, deps: [a]}\n", "testdata/bad.yaml:38: run.steps.1.agents: dag: cycle a → b → a: a dag's agents depend only on agents of the step, without a cycle"},
 		{"tool named twice", "  lines:\n", "  search:\n", "testdata/bad.yaml:8: \"search\" is defined twice (first on line 5): rename or remove one"},
 		{"tool named like the terminal", "    tools: [search, lines]\n", "    tools: [search, lines, answer]\n", "testdata/bad.yaml:21: roles.reader.tools.2: \"answer\" is named twice: the role's terminal tool has that name too; rename one"},
-		{"command not executable", "[./count.sh]", "[./docs/harbor.md]", "testdata/bad.yaml:9: tools.lines.command.0: testdata/docs/harbor.md is not executable: chmod +x it"},
-		{"command missing", "[./count.sh]", "[./nothere.sh]", "testdata/bad.yaml:9: tools.lines.command.0: testdata/nothere.sh does not exist: give the program's path, relative to the harness file"},
-		{"prompt file outside the folder", "    system: You read and answer.\n", "    system_file: ../load.go\n", "testdata/bad.yaml:20: roles.reader.system_file: ../load.go is outside the harness's folder testdata: move the prompt beside the harness file"},
+		{"command not executable", "[./count.sh]", "[./docs/harbor.md]", "testdata/bad.yaml:9: tools.lines.command.0: ./docs/harbor.md is not executable: chmod +x it"},
+		{"command missing", "[./count.sh]", "[./nothere.sh]", "testdata/bad.yaml:9: tools.lines.command.0: ./nothere.sh does not exist: give the program's path, relative to the harness file"},
+		{"prompt file outside the folder", "    system: You read and answer.\n", "    system_file: ../load.go\n", "testdata/bad.yaml:20: roles.reader.system_file: ../load.go is outside the harness's folder: move the file beside the harness file"},
 		{"role names an unknown tool", "    tools: [search, lines]\n", "    tools: [search, grep]\n", "testdata/bad.yaml:21: roles.reader.tools.1: no tool \"grep\": define it under tools (defined: lines, search)"},
 		{"step names an unknown role", "      role: reader\n      orchestrate: parallel\n      tasks", "      role: writer\n      orchestrate: parallel\n      tasks", "testdata/bad.yaml:33: run.steps.0.role: no role \"writer\": define it under roles (defined: reader)"},
 		{"results of a later step", "Join: {{results.read}}", "Join: {{results.later}}", "testdata/bad.yaml:36: run.steps.1: {{results.later}}: no earlier step has id \"later\" (a step reads only the steps before it)"},
@@ -55,15 +55,20 @@ func TestBadHarnessFiles(t *testing.T) {
 		{"empty file", "", "# nothing yet\n", "testdata/bad.yaml: the file is empty: `lloyal harness init` writes a starter file"},
 		{"not YAML", "", "roles: [a\nrun: {\n", "testdata/bad.yaml:2: not valid YAML: ',' or ']' must be specified"},
 		{"both system and system_file", "    system: You read and answer.\n", "    system: You read and answer.\n    system_file: count.sh\n", "testdata/bad.yaml:19: roles.reader: both system and system_file: keep one"},
-		{"corpus not a folder", "corpus: docs", "corpus: nodocs", "testdata/bad.yaml:7: tools.search.corpus: testdata/nodocs is not a folder: give the folder of .md/.txt files, relative to the harness file"},
+		{"corpus not a folder", "corpus: docs", "corpus: nodocs", "testdata/bad.yaml:7: tools.search.corpus: nodocs is not a folder: give the folder of .md/.txt files, relative to the harness file"},
 		{"time_soft after time_hard", "    max_turns: 4\n", "    max_turns: 4\n    time_soft: 2m\n    time_hard: 1m\n", "testdata/bad.yaml:30: roles.reader.time_soft: time_soft (2m0s) must come before time_hard (1m0s)"},
 		{"delegate to no role", "  lines:\n    command: [./count.sh]\n", "  ask:\n    delegate: helper\n    description: Ask helpers.\n  lines:\n    command: [./count.sh]\n", "testdata/bad.yaml:9: tools.ask.delegate: no role \"helper\": define it under roles (defined: reader)"},
-		{"a role that delegates to itself", "    tools: [search, lines]\n", "    tools: [search, lines, ask]\n", "testdata/bad.yaml:9: tools.ask.delegate: role \"reader\" has this tool itself: its agents would start helpers without end; give it other tools"},
+		{"a role that delegates to itself", "    tools: [search, lines]\n", "    tools: [search, lines, ask]\n", "testdata/bad.yaml:9: tools.ask.delegate: role \"reader\" can reach this tool again through its tools: its agents would start helpers without end; break the loop"},
+		{"a loop of two delegates", "    tools: [search, lines]\n", "    tools: [search, lines, ask]\n", "testdata/bad.yaml:9: tools.ask.delegate: role \"helper\" can reach this tool again through its tools: its agents would start helpers without end; break the loop\ntestdata/bad.yaml:12: tools.back.delegate: role \"reader\" can reach this tool again through its tools: its agents would start helpers without end; break the loop"},
+		{"each_file outside the folder", "      task: \"Join: {{results.read}}\"\n", "      task: \"Read {{file}}\"\n      each_file: ../*.go\n", "testdata/bad.yaml:39: run.steps.1.each_file: ../build.go is outside the harness's folder: move the file beside the harness file"},
+		{"each_file that matches nothing", "      task: \"Join: {{results.read}}\"\n", "      task: \"Read {{file}}\"\n      each_file: docs/*.rst\n", "testdata/bad.yaml:39: run.steps.1.each_file: \"docs/*.rst\" matches no file (relative to the harness file)"},
 		{"chain of one task", "orchestrate: parallel\n      tasks: [\"What is {{input}}?\", \"Where is {{input}}?\"]", "orchestrate: chain\n      tasks: [\"only one\"]", "testdata/bad.yaml:32: run.steps.0: a chain runs tasks one after another, each with {{previous}}: give tasks, two or more"},
 	}
 	// Cases that need a second replacement.
-	more := map[string][2]string{
-		"a role that delegates to itself": {"  lines:\n", "  ask:\n    delegate: reader\n    description: Ask helpers.\n  lines:\n"},
+	more := map[string][][2]string{
+		"a role that delegates to itself": {{"  lines:\n", "  ask:\n    delegate: reader\n    description: Ask helpers.\n  lines:\n"}},
+		"a loop of two delegates": {{"  lines:\n", "  ask:\n    delegate: helper\n    description: Ask helpers.\n  back:\n    delegate: reader\n    description: Ask the reader.\n  lines:\n"},
+			{"run:\n", "  helper:\n    system: You help.\n    tools: [back]\n    terminal: {name: answer, schema: {type: object}}\nrun:\n"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,7 +79,7 @@ func TestBadHarnessFiles(t *testing.T) {
 				}
 				text = strings.Replace(ok, tt.old, tt.new_, 1)
 			}
-			if m, ok := more[tt.name]; ok {
+			for _, m := range more[tt.name] {
 				text = strings.Replace(text, m[0], m[1], 1)
 			}
 			_, err := Parse(filepath.Join("testdata", "bad.yaml"), []byte(text))

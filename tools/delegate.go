@@ -42,9 +42,9 @@ func DelegateTool(sub func() []engine.Tool, report func() engine.Tool, maxTasks 
 			if all == nil {
 				return nil // not narrowed: the model writes its own
 			}
-			var offered []string
+			var offered []string // at most 6: the sets of 3 grow as n³
 			for _, t := range all {
-				if !slices.Contains(offered, t) {
+				if !slices.Contains(offered, t) && len(offered) < 6 {
 					offered = append(offered, t)
 				}
 			}
