@@ -49,7 +49,7 @@ func (c *checker) add(ptr, format string, args ...any) {
 }
 
 func (c *checker) tool(name string, t Tool) {
-	at := "/tools/" + name
+	at := "/tools/" + escape(name)
 	if !toolName.MatchString(name) {
 		c.add(at, "a tool's name is 1 to 64 letters, digits, _ or -: rename it")
 	}
@@ -161,7 +161,7 @@ func (f *File) executable(name string) (string, error) {
 }
 
 func (c *checker) role(name string, r Role) {
-	at := "/roles/" + name
+	at := "/roles/" + escape(name)
 	switch {
 	case r.System == "" && r.SystemFile == "":
 		c.add(at, "no system prompt: add system (the prompt) or system_file (a file beside the harness)")
@@ -304,6 +304,11 @@ var (
 	toolName  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 	resultRef = regexp.MustCompile(`{{\s*results\.([a-z][a-z0-9_-]*)\s*}}`)
 )
+
+// escape is a key as a JSON pointer segment ("/" as ~1, "~" as ~0).
+func escape(key string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
+}
 
 func agentTasks(as []Agent) []string {
 	var out []string

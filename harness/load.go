@@ -218,7 +218,11 @@ func validate(doc any, tree *ast.File) []Problem {
 
 // pointerField is a JSON pointer as a dotted key path.
 func pointerField(ptr string) string {
-	return strings.ReplaceAll(strings.TrimPrefix(ptr, "/"), "/", ".")
+	segs := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	for i, s := range segs {
+		segs[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
+	}
+	return strings.Join(segs, ".")
 }
 
 // lineOf is the line of the key (or list item) at a JSON pointer, or of
@@ -227,62 +231,50 @@ func lineOf(tree *ast.File, ptr string) int {
 	var segs []string
 	for _, s := range strings.Split(ptr, "/") {
 		if s != "" {
-			segs = append(segs, s)
+			// A pointer writes "/" in a key as ~1 and "~" as ~0.
+			segs = append(segs, strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~"))
 		}
 	}
-	for n := len(segs); n > 0; n-- {
-		if line := lineAt(tree, segs[:n]); line > 0 {
-			return line
-		}
+	if len(tree.Docs) == 0 {
+		return 0
 	}
-	return 0
+	// Walk down as far as the pointer goes, keeping the deepest line.
+	node, best := tree.Docs[0].Body, 0
+	for _, seg := range segs {
+		key, value := child(node, seg)
+		if key == nil {
+			break
+		}
+		best, node = line(key), value
+	}
+	return best
 }
 
-// lineAt is the line of the last of segs in its parent: a mapping's key, or
-// a sequence's item.
-func lineAt(tree *ast.File, segs []string) int {
-	parent := nodeAt(tree, segs[:len(segs)-1])
-	last := segs[len(segs)-1]
+// child is the entry seg names in node: a mapping's key (by its text,
+// digits included) and its value, or a sequence's item (twice).
+func child(node ast.Node, seg string) (key, value ast.Node) {
 	var values []*ast.MappingValueNode
-	switch p := parent.(type) {
+	switch n := node.(type) {
 	case *ast.MappingNode:
-		values = p.Values
+		values = n.Values
 	case *ast.MappingValueNode:
-		values = []*ast.MappingValueNode{p}
+		values = []*ast.MappingValueNode{n}
 	case *ast.SequenceNode:
-		if i, err := strconv.Atoi(last); err == nil && i < len(p.Values) {
-			return line(p.Values[i])
+		if i, err := strconv.Atoi(seg); err == nil && i >= 0 && i < len(n.Values) {
+			return n.Values[i], n.Values[i]
 		}
+		return nil, nil
+	case *ast.TagNode:
+		return child(n.Value, seg)
+	case *ast.AnchorNode:
+		return child(n.Value, seg)
 	}
 	for _, mv := range values {
-		if tk := mv.Key.GetToken(); tk != nil && tk.Value == last {
-			return line(mv.Key)
+		if tk := mv.Key.GetToken(); tk != nil && tk.Value == seg {
+			return mv.Key, mv.Value
 		}
 	}
-	return 0
-}
-
-// nodeAt is the node at segs, nil when there is none.
-func nodeAt(tree *ast.File, segs []string) ast.Node {
-	if len(tree.Docs) == 0 {
-		return nil
-	}
-	if len(segs) == 0 {
-		return tree.Docs[0].Body
-	}
-	pb := (&yaml.PathBuilder{}).Root()
-	for _, s := range segs {
-		if i, err := strconv.Atoi(s); err == nil {
-			pb = pb.Index(uint(i))
-		} else {
-			pb = pb.Child(s)
-		}
-	}
-	node, err := pb.Build().FilterFile(tree)
-	if err != nil {
-		return nil
-	}
-	return node
+	return nil, nil
 }
 
 func line(n ast.Node) int {
