@@ -164,6 +164,9 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 		if err := useDemoModel(cmd, &c); err != nil {
 			return err
 		}
+		if file != nil && file.Model.Context > 0 && !cmd.Flags().Changed("ctx") {
+			c.NCtx = file.Model.Context // the file's context over the demo model's
+		}
 	}
 	c.App.Dev = os.Getenv("LLOYAL_DEV") == "1"
 	c.App.Stdin, c.App.Stdout, c.App.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()

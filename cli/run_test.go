@@ -176,3 +176,23 @@ func TestNumericFlagEdgesAreRefused(t *testing.T) {
 		t.Fatal("a refused model was written")
 	}
 }
+
+// A harness file run on the demo model (no --model) keeps the file's
+// context, not the demo model's own default.
+func TestHarnessFileContextOnTheDemoModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow end-to-end test: a harness run on the demo model")
+	}
+	dir := t.TempDir()
+	setHomes(t, dir)
+	file := filepath.Join(dir, "agents.yaml")
+	_ = os.WriteFile(file, []byte("model: {context: 4096}\nroles:\n  a:\n    system: You answer.\n    terminal: {name: answer, schema: {type: object, properties: {text: {type: string, maxLength: 20}}, required: [text]}}\n    walk: [answer]\n    turn_tokens: 64\nrun:\n  steps:\n    - {role: a, orchestrate: parallel, task: Hi.}\n"), 0o644)
+	tp := filepath.Join(dir, "run.jsonl")
+	if out, err := runCLI(t, "run", file, "--headless", "--trace", tp, "--grants-file", filepath.Join(dir, "grants.json")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	c, err := trace.CheckFile(tp)
+	if err != nil || c.Header == nil || c.Header.Context.NCtx != 4096 {
+		t.Fatalf("header %+v %v", c.Header, err)
+	}
+}
