@@ -490,14 +490,10 @@ func (t *tail) words() string {
 }
 
 // compileSchema compiles a schema from a server or a bundle, neither of
-// which lloyal trusts: the compiler's default loaders would fetch a remote
-// $ref over HTTP while compiling, so they are removed, and a schema left
-// with a $ref it cannot resolve is refused.
+// which lloyal trusts: without remote loaders (engine.CompileSchema), and a
+// schema left with a $ref it cannot resolve is refused.
 func compileSchema(schema []byte) (*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
-	delete(c.Loaders, "http")
-	delete(c.Loaders, "https")
-	compiled, err := c.Compile(schema)
+	compiled, err := engine.CompileSchema(schema)
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 			params = json.RawMessage(`{"type":"object"}`)
 			s.Parameters = params
 		}
-		sch, err := compileSchema(params)
+		sch, err := CompileSchema(params)
 		if err != nil {
 			return fmt.Errorf("pool: tool %q parameters are not a valid JSON Schema: %w", s.Name, err)
 		}

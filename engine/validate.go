@@ -12,11 +12,11 @@ import (
 	"github.com/kaptinlin/jsonschema"
 )
 
-// compileSchema compiles a tool's parameters. Schemas come from tools'
-// authors (MCP servers, config files): the compiler's default loaders would
-// fetch a remote "$ref" over HTTP while the pool opens, so they are removed
-// and such a reference is an error instead.
-func compileSchema(params json.RawMessage) (*jsonschema.Schema, error) {
+// CompileSchema compiles a JSON Schema from someone lloyal does not trust
+// (a tool's author, an MCP server, a harness file): the compiler's default
+// loaders would fetch a remote "$ref" over HTTP while compiling, so they
+// are removed and such a reference is an error instead.
+func CompileSchema(params []byte) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	delete(c.Loaders, "http")
 	delete(c.Loaders, "https")
@@ -32,7 +32,7 @@ func ValidateArgs(spec ToolSpec, args json.RawMessage) (string, error) {
 	if len(params) == 0 {
 		params = json.RawMessage(`{"type":"object"}`)
 	}
-	sch, err := compileSchema(params)
+	sch, err := CompileSchema(params)
 	if err != nil {
 		return "", fmt.Errorf("tool %q parameters are not a valid JSON Schema: %w", spec.Name, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/kaptinlin/jsonschema"
+	"github.com/lloyal-ai/lloyal/engine"
 )
 
 //go:embed schema.json
@@ -140,12 +141,7 @@ func syntaxProblem(err error) Problem {
 }
 
 // compiled is the schema, compiled once per process on first use.
-var compiled = sync.OnceValues(func() (*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
-	delete(c.Loaders, "http")
-	delete(c.Loaders, "https")
-	return c.Compile(schemaJSON)
-})
+var compiled = sync.OnceValues(func() (*jsonschema.Schema, error) { return engine.CompileSchema(schemaJSON) })
 
 // validate checks doc against the schema: one problem per rule broken,
 // at the line of the key that breaks it.
