@@ -150,24 +150,15 @@ func (p *Program) delegate(name string, t Tool) engine.Tool {
 	spec := engine.ToolSpec{Name: name, Description: t.Description,
 		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string","minLength":1,"maxLength":400},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, most))}
 	return engine.Typed(spec, func(ctx context.Context, a struct{ Tasks []string }) (any, error) {
-		pool, err := p.pool(Step{Role: t.Delegate, Orchestrate: Parallel, Tasks: a.Tasks}, nil)
+		tasks := tools.SubQuestions(a.Tasks)
+		if len(tasks) == 0 {
+			return engine.ErrorResult("no sub-questions given: pass tasks as a list of questions"), nil
+		}
+		pool, err := p.pool(Step{Role: t.Delegate, Orchestrate: Parallel, Tasks: tasks}, nil)
 		if err != nil {
 			return engine.ErrorResult("the helpers could not start: %v", err), nil
 		}
-		res, err := engine.RunPool(ctx, pool)
-		if res == nil {
-			return engine.ErrorResult("the helpers could not start: %v", err), nil
-		}
-		type answer struct {
-			Task    string `json:"task"`
-			Outcome string `json:"outcome"`
-			Result  string `json:"result,omitempty"`
-		}
-		var out []answer
-		for _, r := range res.Agents {
-			out = append(out, answer{Task: r.Task, Outcome: string(r.Outcome), Result: r.Text()})
-		}
-		return map[string]any{"results": out}, nil
+		return tools.Helpers(ctx, pool)
 	})
 }
 

@@ -64,33 +64,50 @@ func DelegateTool(sub func() []engine.Tool, report func() engine.Tool, maxTasks 
 		}
 	}
 	return engine.Typed(spec, func(ctx context.Context, a struct{ Tasks []string }) (any, error) {
-		var specs []engine.AgentSpec
-		for i, t := range a.Tasks {
-			if strings.TrimSpace(t) != "" && !slices.Contains(a.Tasks[:i], t) {
-				specs = append(specs, engine.AgentSpec{Task: t})
-			}
-		}
-		if len(specs) == 0 {
+		tasks := SubQuestions(a.Tasks)
+		if len(tasks) == 0 {
 			return engine.ErrorResult("no sub-questions given: pass tasks as a list of questions"), nil
 		}
-		res, err := engine.RunPool(ctx, engine.PoolSpec{
+		var specs []engine.AgentSpec
+		for _, t := range tasks {
+			specs = append(specs, engine.AgentSpec{Task: t})
+		}
+		return Helpers(ctx, engine.PoolSpec{
 			System: "You are a helper agent. Answer the sub-question with the tools, then report.",
 			Tools:  sub(), Terminal: report(), MaxTurns: 4, MaxTurnTokens: ReportTurnTokens,
 			Orchestrate: engine.Parallel(specs...),
 		})
-		if err != nil && (res == nil || len(res.Agents) == 0) {
-			return engine.ErrorResult("the helpers could not start: %v", err), nil
-		}
-		type answer struct {
-			Task    string `json:"task"`
-			Outcome string `json:"outcome"`
-			Answer  string `json:"answer,omitempty"`
-			Reason  string `json:"reason,omitempty"`
-		}
-		var out []answer
-		for _, r := range res.Agents {
-			out = append(out, answer{Task: r.Task, Outcome: string(r.Outcome), Answer: r.Text(), Reason: r.Reason})
-		}
-		return map[string]any{"results": out, "agentCount": len(res.Agents), "totalTokens": res.TotalTokens}, nil
 	})
+}
+
+// SubQuestions are a delegate call's tasks without blank or repeated ones.
+func SubQuestions(tasks []string) []string {
+	var out []string
+	for _, t := range tasks {
+		if strings.TrimSpace(t) != "" && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Helpers runs pool, helper agents forked from the calling agent inside
+// its tool call, and returns their results as a delegate call's result:
+// each task, how its agent ended, its answer or why it has none.
+func Helpers(ctx context.Context, pool engine.PoolSpec) (any, error) {
+	res, err := engine.RunPool(ctx, pool)
+	if err != nil && (res == nil || len(res.Agents) == 0) {
+		return engine.ErrorResult("the helpers could not start: %v", err), nil
+	}
+	type answer struct {
+		Task    string `json:"task"`
+		Outcome string `json:"outcome"`
+		Answer  string `json:"answer,omitempty"`
+		Reason  string `json:"reason,omitempty"`
+	}
+	var out []answer
+	for _, r := range res.Agents {
+		out = append(out, answer{Task: r.Task, Outcome: string(r.Outcome), Answer: r.Text(), Reason: r.Reason})
+	}
+	return map[string]any{"results": out, "agentCount": len(res.Agents), "totalTokens": res.TotalTokens}, nil
 }
