@@ -209,29 +209,36 @@ func (s Sampling) over(base engine.Sampling) engine.Sampling {
 // Tools are the program's own tools and its roles' terminal tools (an
 // ability's are not among them): what an ability's tool must not be named
 // like.
-func (p *Program) Tools() []engine.Tool {
-	var out []engine.Tool
-	for _, name := range sortedKeys(p.tools) {
-		out = append(out, p.tools[name])
+func (p *Program) Tools() []engine.Tool { return append(p.own(), p.terminals()...) }
+
+// ToolInfos are the program's tools (its own, then its abilities') and its
+// roles' terminal tools, as the trace header records them.
+func (p *Program) ToolInfos() []trace.ToolInfo {
+	all := p.own()
+	for _, a := range sortedKeys(p.abilities) {
+		all = append(all, p.abilities[a]...)
 	}
-	for _, name := range sortedKeys(p.f.Roles) {
-		out = append(out, p.terminal(p.f.Roles[name]))
+	out := trace.Tools(all, nil)
+	for _, t := range p.terminals() {
+		out = append(out, trace.Tools(nil, t)...)
 	}
 	return out
 }
 
-// ToolInfos are the program's tools and its roles' terminal tools, as the
-// trace header records them.
-func (p *Program) ToolInfos() []trace.ToolInfo {
-	var out []trace.ToolInfo
+// own are the tools the file defines, built, by name.
+func (p *Program) own() []engine.Tool {
+	var out []engine.Tool
 	for _, name := range sortedKeys(p.tools) {
-		out = append(out, trace.Tools([]engine.Tool{p.tools[name]}, nil)...)
+		out = append(out, p.tools[name])
 	}
-	for _, a := range sortedKeys(p.abilities) {
-		out = append(out, trace.Tools(p.abilities[a], nil)...)
-	}
+	return out
+}
+
+// terminals are the roles' terminal tools, by role.
+func (p *Program) terminals() []engine.Tool {
+	var out []engine.Tool
 	for _, name := range sortedKeys(p.f.Roles) {
-		out = append(out, trace.Tools(nil, p.terminal(p.f.Roles[name]))...)
+		out = append(out, p.terminal(p.f.Roles[name]))
 	}
 	return out
 }
