@@ -159,13 +159,7 @@ func TestRunAbilityServerCrash(t *testing.T) {
 	}
 	dir := t.TempDir()
 	setHomes(t, dir)
-	src := filepath.Join(dir, "bundle")
-	_ = os.Mkdir(src, 0o755)
-	copyMCPServer(t, filepath.Join(src, "server"))
-	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"flaky","version":"1","useWhen":"when counting","server":{"command":"./server","args":["--tools","crash,count"]}}`), 0o644)
-	if out, err := runCLI(t, "ability", "install", "--allow-unsigned", src); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
+	installTestServer(t, dir, "flaky", "crash,count")
 	tp := filepath.Join(dir, "run.jsonl")
 	out, err := runCLI(t, "run", "--headless", "--ctx", "4096", "--agents", "1", "--corpus", filepath.Join("..", "testdata", "corpus"),
 		"--workspace", filepath.Join(dir, "notes"), "--trace", tp, "--deny-protected")
@@ -210,13 +204,7 @@ func TestRunHarnessWithAnAbility(t *testing.T) {
 	}
 	dir := t.TempDir()
 	setHomes(t, dir)
-	src := filepath.Join(dir, "bundle")
-	_ = os.Mkdir(src, 0o755)
-	copyMCPServer(t, filepath.Join(src, "server"))
-	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"counter","version":"1","useWhen":"when counting","server":{"command":"./server","args":["--tools","count"]}}`), 0o644)
-	if out, err := runCLI(t, "ability", "install", "--allow-unsigned", src); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
+	installTestServer(t, dir, "counter", "count")
 	file := filepath.Join(dir, "agents.yaml")
 	_ = os.WriteFile(file, []byte("tools:\n  counting:\n    ability: counter\nroles:\n  counter:\n    system: You count.\n    tools: [counting]\n"+
 		"    terminal: {name: answer, schema: {type: object, properties: {text: {type: string, maxLength: 40}}, required: [text]}}\n    walk: [counter_count, answer]\n    turn_tokens: 96\n"+
@@ -234,5 +222,20 @@ func TestRunHarnessWithAnAbility(t *testing.T) {
 	}
 	if reason != "completed" || len(h.Abilities) != 1 || h.Abilities[0].Name != "counter" || !hasEvent(recs, event.ToolResult, "counted to") {
 		t.Fatalf("closing %q, abilities %+v, the call reached the server: %v", reason, h.Abilities, hasEvent(recs, event.ToolResult, "counted to"))
+	}
+}
+
+// installTestServer installs, unsigned, an ability named name whose server
+// is the abilities package's test MCP server offering tools (its --tools),
+// in the homes setHomes gave dir.
+func installTestServer(t *testing.T, dir, name, tools string) {
+	t.Helper()
+	src := filepath.Join(dir, "bundle-"+name)
+	_ = os.Mkdir(src, 0o755)
+	copyMCPServer(t, filepath.Join(src, "server"))
+	manifest := `{"name":"` + name + `","version":"1","useWhen":"when counting","server":{"command":"./server","args":["--tools","` + tools + `"]}}`
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(manifest), 0o644)
+	if out, err := runCLI(t, "ability", "install", "--allow-unsigned", src); err != nil {
+		t.Fatalf("%v %s", err, out)
 	}
 }
