@@ -98,6 +98,16 @@ func GrammarReady(schemaToGrammar func([]byte) (string, error), tools []engine.T
 	return ready
 }
 
+// Offered are the ability's tools a model can be offered: with
+// schemaToGrammar (a model run here, whose calls are grammars), those whose
+// schema can be a grammar, the others named on out; without, all of them.
+func (a Started) Offered(schemaToGrammar func([]byte) (string, error), out io.Writer) []engine.Tool {
+	if schemaToGrammar == nil {
+		return a.Tools
+	}
+	return GrammarReady(schemaToGrammar, a.Tools, out)
+}
+
 // Info is what the trace header records of a started ability whose tools
 // a run offered.
 func (a Started) Info(tools []engine.Tool) trace.AbilityInfo {

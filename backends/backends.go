@@ -50,6 +50,15 @@ type Opened struct {
 	Close func()
 }
 
+// Grammar is the model's JSON Schema → grammar converter, nil for a model
+// on a server (which constrains calls itself).
+func (o *Opened) Grammar() func([]byte) (string, error) {
+	if o.Model == nil {
+		return nil
+	}
+	return o.Model.SchemaToGrammar
+}
+
 // Open opens the model cfg names: on the server cfg.Server names, or a
 // GGUF file (or ollama name) run here on llama.cpp.
 func Open(ctx context.Context, cfg Config) (*Opened, error) {

@@ -108,10 +108,7 @@ func appOptions(cfg Config, m *backends.Opened, s engine.Sampling, tools []trace
 // the trace header.
 func addAbilities(h *research.Harness, abs []abilities.Started, m *backends.Opened, errOut io.Writer) (infos []trace.AbilityInfo) {
 	for _, a := range abs {
-		ab, tools := a.Server.Ability(), a.Tools
-		if m.Model != nil {
-			tools = abilities.GrammarReady(m.Model.SchemaToGrammar, tools, errOut)
-		}
+		ab, tools := a.Server.Ability(), a.Offered(m.Grammar(), errOut)
 		h.AddAbilities(research.Ability{Name: ab.Name, Version: ab.Version, UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: tools})
 		infos = append(infos, a.Info(tools))
 	}
@@ -170,10 +167,7 @@ func RunHarness(ctx context.Context, cfg Config, f *harness.File) error {
 	defer m.Close()
 	var infos []trace.AbilityInfo
 	for _, a := range abs {
-		tools := a.Tools
-		if m.Model != nil {
-			tools = abilities.GrammarReady(m.Model.SchemaToGrammar, tools, cfg.App.Stderr)
-		}
+		tools := a.Offered(m.Grammar(), cfg.App.Stderr)
 		p.SetAbility(a.Name, tools)
 		infos = append(infos, a.Info(tools))
 	}
