@@ -74,6 +74,8 @@ type Corpus struct {
 	// synonyms are the glossary's terms and the words of their meanings,
 	// for query expansion.
 	synonyms []synonym
+	// glossary are the glossary's entries, read once at load.
+	glossary []glossaryEntry
 	avgLen   float64
 	fsys     fs.FS
 	root     *os.Root // the folder, when the corpus is one (nil for a built-in corpus)
@@ -200,7 +202,8 @@ func loadCorpus(fsys fs.FS, root *os.Root, name string) (*Corpus, error) {
 		}
 	}
 	c.avgLen = float64(total) / float64(max(len(c.Chunks), 1))
-	c.synonyms = synonyms(glossaryEntries(c.Docs), st)
+	c.glossary = glossaryEntries(c.Docs)
+	c.synonyms = synonyms(c.glossary, st)
 	return c, nil
 }
 

@@ -17,7 +17,7 @@ type Glossary map[string]string
 // glossary.md (or glossary.txt); a corpus without one has an empty glossary.
 func LoadGlossary(c *Corpus) Glossary {
 	g := Glossary{}
-	for _, e := range glossaryEntries(c.Docs) {
+	for _, e := range c.glossary {
 		g[e.term] = e.meaning
 	}
 	return g
