@@ -23,6 +23,8 @@ import (
 type Program struct {
 	f     *File
 	tools map[string]engine.Tool
+	// systems are the roles' system prompts, by role.
+	systems map[string]string
 	// abilities are the started abilities' tools, by ability name.
 	abilities map[string][]engine.Tool
 	corpora   []*tools.Corpus
@@ -51,6 +53,24 @@ func (f *File) Build(input string) (*Program, error) {
 	p := &Program{f: f, tools: map[string]engine.Tool{}, input: input, Sampling: f.Sampling.over(DefaultSampling)}
 	if p.input == "" {
 		p.input = f.Run.Input
+	}
+	// Prompt files are read once, here: a role's pool opens for each step,
+	// follow-up and delegate call.
+	p.systems = map[string]string{}
+	for name, r := range f.Roles {
+		p.systems[name] = r.System
+		if r.SystemFile == "" {
+			continue
+		}
+		path, err := f.inside(r.SystemFile)
+		if err == nil {
+			var b []byte
+			b, err = os.ReadFile(path)
+			p.systems[name] = string(b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: roles.%s.system_file: %w", f.Path, name, err)
+		}
 	}
 	corpora := map[string]*tools.Corpus{}
 	for _, name := range sortedKeys(f.Tools) {
@@ -356,19 +376,7 @@ func tasksOf(rs []engine.AgentResult) string {
 // pool is a step's pool: its role's prompt, tools and limits, and its
 // agents orchestrated as it says.
 func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.PoolSpec, error) {
-	r := p.f.Roles[s.Role]
-	system := r.System
-	if r.SystemFile != "" {
-		path, err := p.f.inside(r.SystemFile)
-		if err != nil {
-			return engine.PoolSpec{}, err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return engine.PoolSpec{}, err
-		}
-		system = string(b)
-	}
+	r, system := p.f.Roles[s.Role], p.systems[s.Role]
 	var ts []engine.Tool
 	for _, name := range r.Tools {
 		if a := p.f.Tools[name].Ability; a != "" {

@@ -203,3 +203,29 @@ run:
 		t.Fatalf("agents %d (the follow-up %+v), trunk_full notes %d", len(all), all[len(all)-1], notes)
 	}
 }
+
+// A role's system_file is its system prompt, read when the program is
+// built.
+func TestASystemFileIsTheRolesPrompt(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "prompt.md"), []byte("You read harbors."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(path, []byte("roles:\n  r:\n    system_file: prompt.md"+answerRole+"\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.Build("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	spec, err := p.pool(f.Run.Steps[0], nil)
+	if err != nil || spec.System != "You read harbors." {
+		t.Fatalf("system %q, %v", spec.System, err)
+	}
+}

@@ -130,12 +130,9 @@ func (c *checker) command(at string, t Tool) {
 	if t.Description == "" {
 		c.add(at, "a command tool needs description: the model reads it to know when to call the tool")
 	}
-	exe, err := c.f.executable(t.Command[0])
-	if err != nil {
+	if _, err := c.f.executable(t.Command[0]); err != nil {
 		c.add(at+"/command/0", "%v", err)
-		return
 	}
-	_ = exe
 }
 
 // executable is a command's program: a path (relative to the harness
