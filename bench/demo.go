@@ -21,6 +21,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/engine/repetition"
 	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/trace"
@@ -45,9 +46,6 @@ type DemoOptions struct {
 	PerForm int
 	Ctx     int    // context size, as lloyal run --ctx
 	Seed    uint32 // sampling seed, as lloyal run --seed
-	// Settings are the rest of what lloyal run decides about the harness
-	// (its sampling flags, --grounded); Demo, Ctx and Seed fill the rest.
-	Settings research.Settings
 	// Traces is a folder to write each question's trace into ("": none).
 	Traces      string
 	CommandLine []string
@@ -175,17 +173,23 @@ func demoQuestion(ctx context.Context, m *model.Model, corpus *tools.Corpus, o D
 		return r, err
 	}
 	defer os.RemoveAll(notes)
-	note, err := tools.WriteNoteTool(notes)
-	if err != nil {
-		return r, err
-	}
 	if hits := corpus.Search(ctx, q.Text, 1, nil); len(hits) > 0 {
 		r.found = slices.Contains(q.Files, hits[0].Path)
 	}
-	h := research.New(corpus, note, q.Text, research.DefaultAgents)
-	s := o.Settings
-	s.Demo, s.Seed, s.NCtx, s.NBatch = o.Demo, o.Seed, be.NCtx(), be.NBatch()
-	h.Configure(s)
+	f, err := harness.Builtin("research")
+	if err == nil {
+		f, err = f.With(harness.Profiles(o.Demo, false, be.NCtx())...)
+	}
+	if err != nil {
+		return r, err
+	}
+	p, err := f.Build(harness.Options{Input: q.Text, Workspace: notes})
+	if err != nil {
+		return r, err
+	}
+	defer p.Close()
+	p.Fit(be.NCtx(), be.NBatch())
+	p.Sampling.Seed = o.Seed
 	var mu sync.Mutex
 	var reports []json.RawMessage
 	sinks := []engine.Sink{engine.SinkFunc(func(e event.Event) {
@@ -202,9 +206,8 @@ func demoQuestion(ctx context.Context, m *model.Model, corpus *tools.Corpus, o D
 		}
 	})}
 	if o.Traces != "" {
-		all, terminal := h.Tools()
-		tw, err := trace.Create(filepath.Join(o.Traces, fmt.Sprintf("question-%02d.jsonl", i+1)), trace.Header{Model: llamabackend.ModelInfo(m), Sampling: h.Sampling,
-			Tools: trace.Tools(all, terminal), CommandLine: o.CommandLine})
+		tw, err := trace.Create(filepath.Join(o.Traces, fmt.Sprintf("question-%02d.jsonl", i+1)), trace.Header{Model: llamabackend.ModelInfo(m), Sampling: p.Sampling,
+			Tools: p.ToolInfos(), CommandLine: o.CommandLine})
 		if err != nil {
 			return r, err
 		}
@@ -213,7 +216,7 @@ func demoQuestion(ctx context.Context, m *model.Model, corpus *tools.Corpus, o D
 	}
 	rt := engine.New(be, engine.Options{Sinks: sinks, Allow: func(tool string) bool { return tool == "write_note" }})
 	start := time.Now()
-	all, err := h.Run(ctx, rt)
+	all, err := p.Run(ctx, rt)
 	r.wall = time.Since(start)
 	if err != nil {
 		return r, err

@@ -63,7 +63,7 @@ func TestTmuxAbilityApproval(t *testing.T) {
 		t.Fatalf("the prompt does not name the ability's tool and the ability:\n%s", scr)
 	}
 	s.keys(once.Key)
-	s.waitFor("run finished", 8*time.Minute)
+	s.endRun(8 * time.Minute)
 	s.keys("q")
 	s.waitFor("LLOYAL-EXITED=0", 20*time.Second)
 

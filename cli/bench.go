@@ -240,8 +240,9 @@ as lloyal run sets it up.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := session.Config{Config: backends.Config{Model: o.Model, NCtx: o.Ctx}}
+			c.App.Stderr = cmd.ErrOrStderr()
 			if c.Model == "" {
-				if err := useDemoModel(cmd, &c); err != nil {
+				if err := useDemoModel(cmd.Flags(), &c); err != nil {
 					return err
 				}
 			}

@@ -43,6 +43,18 @@ func newHarnessCmd() *cobra.Command {
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
+		Use:   "show NAME",
+		Short: "Print a harness file built into lloyal (research: what lloyal run runs without a file)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := harness.BuiltinText(args[0])
+			if err == nil {
+				_, err = cmd.OutOrStdout().Write(b)
+			}
+			return err
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
 		Use:   "schema",
 		Short: "Print the JSON Schema harness files are checked against",
 		Args:  cobra.NoArgs,

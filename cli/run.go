@@ -39,14 +39,15 @@ func newRunCmd(o *runFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run [FILE]",
 		Short: "Run a harness file's agents, or research a question over a local corpus",
-		Long: `With FILE, runs the program of agents that harness file describes (lloyal
-harness init writes a starter; --task is its {{input}}; --model, --server,
---ctx and the sampling flags override the file's).
+		Long: `Runs the program of agents a harness file describes (lloyal harness init
+writes a starter; --task is its {{input}}; --model, --server, --ctx and the
+sampling flags override the file's).
 
-Without, runs the research harness: a planner splits the task into questions,
-research agents work on them in parallel (search, read_file, grep, glossary,
-delegate), a publisher saves the report as a note (write_note: protected, you
-approve it) and reports.
+Without FILE, runs the built-in research harness (lloyal harness show
+research prints it): a planner splits the task into questions, research
+agents work on them in parallel (search, read_file, grep, glossary,
+delegate), a publisher saves the report as a note (write_note: protected,
+you approve it) and reports.
 
 With no flags it researches the built-in handbook of Tidewater (a fictional
 job scheduler) with lloyal's demo model, trained on that handbook alone: it
@@ -54,6 +55,9 @@ searches with the question's words and cites handbook files, but its answers
 are mostly not sentences and it knows nothing else. Point --model at a real
 GGUF file or an ollama model name for real answers, and --corpus at a folder
 of your own documents.
+
+After the run, follow-up questions run on its warm trunk: in the app a
+"follow up:" box, headless --follow-up or --interactive.
 
 Ctrl-C once finishes up (every agent writes its report); twice stops now.
 The trace is written as the run goes and its path printed at exit.`,
@@ -64,7 +68,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	c := &o.cfg
 	f.StringVar(&c.Model, "model", "", "GGUF file or ollama model name (default: the built-in demo model, which knows only the Tidewater handbook)")
 	f.StringVar(&c.Corpus, "corpus", "", "folder of .md/.txt documents (default: the built-in Tidewater handbook)")
-	f.StringVar(&c.Task, "task", research.DemoTask, "what to research")
+	f.StringVar(&c.Task, "task", "", "the run's input, {{input}} in the harness's tasks (default: its run.input; the research harness's asks about the handbook)")
 	f.IntVar(&c.Agents, "agents", research.DefaultAgents, "most research agents")
 	f.IntVar(&c.NCtx, "ctx", 8192, fmt.Sprintf("context size shared by all agents, in tokens (%d for the built-in demo model)", research.DemoModelContext))
 	f.Uint32Var(&c.Seed, "seed", 1, "sampling seed")
@@ -80,7 +84,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	// Parsed when given: a bad value is refused before anything loads.
 	f.Func("kv-type", "KV cache element `type`: f16, q8_0 or q4_0 (default f16; quantized: more cells per GB, flash attention on)", func(v string) (err error) { c.KVType, err = llamabackend.ParseKVType(v); return err })
 	f.StringVar(&c.App.TracePath, "trace", "", "write the trace here (default: a new file under the state dir)")
-	f.StringVar(&c.App.Workspace, "workspace", "lloyal-notes", "folder write_note saves notes in")
+	f.StringVar(&c.App.Workspace, "workspace", "lloyal-notes", "folder write_note saves notes in (default: the harness's, lloyal-notes for the research harness)")
 	f.BoolVar(&o.headless, "headless", false, "print a readable log instead of the terminal app")
 	f.BoolVar(&o.jsonl, "jsonl", false, "stream every event as a JSON line")
 	f.StringVar(&o.theme, "theme", "dark", "dark, light or high-contrast (NO_COLOR turns colour off)")
@@ -89,8 +93,8 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.StringArrayVar(&c.Abilities, "ability", nil, "give the researchers this installed ability's tools (repeatable; default: every enabled ability)")
 	f.StringVar(&o.think, "think", "auto", "on, off or auto: enable_thinking for models whose chat template reads it")
 	f.StringVar(&o.template, "template", "", "render prompts with this Jinja chat template instead of the model's own")
-	f.StringArrayVar(&c.FollowUps, "follow-up", nil, "with FILE: ask this after the run, on its warm trunk (repeatable)")
-	f.BoolVar(&c.Interactive, "interactive", false, "with FILE and --headless: read follow-ups from stdin, a line each (protected calls are then not asked on a line: --grant them)")
+	f.StringArrayVar(&c.FollowUps, "follow-up", nil, "ask this after the run, on its warm trunk (repeatable)")
+	f.BoolVar(&c.Interactive, "interactive", false, "with --headless: read follow-ups from stdin, a line each (protected calls are then not asked on a line: --grant them)")
 	f.IntVar(&c.MaxFollowUps, "max-follow-ups", 8, "most follow-ups in a session")
 	serverFlags(f, c)
 	return cmd
@@ -116,33 +120,45 @@ func approvalFlags(fs *pflag.FlagSet, c *approvals.Config) {
 }
 
 func (o *runFlags) run(cmd *cobra.Command, args []string) error {
-	c := o.cfg
-	// A harness file first: its problems are reported before anything
-	// loads, and its model settings count unless a flag overrides them.
+	c, fs := o.cfg, cmd.Flags()
+	c.App.Stdin, c.App.Stdout, c.App.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+	// A harness file first (the built-in research harness without one):
+	// its problems are reported before anything loads, and its model
+	// settings count unless a flag overrides them.
 	var file *harness.File
+	var err error
 	if len(args) == 1 {
-		f, err := harness.Load(args[0])
-		if err != nil {
-			return err
-		}
-		file = f
-		fromFile(cmd.Flags(), f, &c)
+		file, err = harness.Load(args[0])
+	} else {
+		file, err = harness.Builtin("research")
 	}
-	if err := checkRun(c); err != nil {
-		return err
-	}
-	if (len(c.FollowUps) > 0 || c.Interactive) && file == nil || c.Interactive && !o.headless {
-		return fmt.Errorf("--follow-up and --interactive need a harness file (lloyal run FILE); --interactive reads stdin, so add --headless")
-	}
-	// Stdin holds the follow-ups: no approval prompt reads it too.
-	c.App.Approvals.DenyProtected = c.App.Approvals.DenyProtected || c.Interactive
-	if err := o.applyPrompt(&c); err != nil {
+	if err != nil {
 		return err
 	}
 	if c.Server == "" {
 		// Read here, not as the flag's default: help would print it, and a
 		// URL may carry credentials.
 		c.Server = os.Getenv("LLOYAL_SERVER")
+	}
+	if file, err = withProfiles(fs, file, &c); err != nil {
+		return err
+	}
+	if err := checkRun(c); err != nil {
+		return err
+	}
+	if c.Interactive && !o.headless {
+		return fmt.Errorf("--interactive reads follow-ups from stdin: add --headless")
+	}
+	// Stdin holds the follow-ups: no approval prompt reads it too.
+	c.App.Approvals.DenyProtected = c.App.Approvals.DenyProtected || c.Interactive
+	if !fs.Changed("agents") {
+		c.Agents = 0 // the plan's own
+	}
+	if fs.Changed("workspace") {
+		c.Workspace = c.App.Workspace
+	}
+	if err := o.applyPrompt(&c); err != nil {
+		return err
 	}
 	if err := checkServer(c); err != nil {
 		return err
@@ -160,21 +176,29 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	c.App.Theme = th
-	if c.Model == "" && c.Server == "" {
-		if err := useDemoModel(cmd, &c); err != nil {
-			return err
-		}
-		if file != nil && file.Model.Context > 0 && !cmd.Flags().Changed("ctx") {
-			c.NCtx = file.Model.Context // the file's context over the demo model's
-		}
-	}
 	c.App.Dev = os.Getenv("LLOYAL_DEV") == "1"
-	c.App.Stdin, c.App.Stdout, c.App.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 	c.Version, c.Args = Version, os.Args
-	if file != nil {
-		return session.RunHarness(cmd.Context(), c, file)
+	return session.Run(cmd.Context(), c, file)
+}
+
+// withProfiles takes f's model settings into c where no flag was given,
+// and returns f with the profiles its model needs (harness.Profiles): demo
+// for lloyal's demo model (no model named anywhere), walked for --walk,
+// small_context for a small context.
+func withProfiles(fs *pflag.FlagSet, f *harness.File, c *session.Config) (*harness.File, error) {
+	fromFile(fs, f, c)
+	if c.Model == "" && c.Server == "" {
+		if err := useDemoModel(fs, c); err != nil {
+			return nil, err
+		}
 	}
-	return session.Run(cmd.Context(), c)
+	// The profiles set the context too: sized with them, then chosen.
+	g, err := f.With(harness.Profiles(c.Demo, c.Walk, harness.SmallContext)...)
+	if err == nil {
+		fromFile(fs, g, c)
+		g, err = f.With(harness.Profiles(c.Demo, c.Walk, c.NCtx)...)
+	}
+	return g, err
 }
 
 // fromFile takes a harness file's model settings where no flag was given,
@@ -199,9 +223,6 @@ func fromFile(fs *pflag.FlagSet, f *harness.File, c *session.Config) {
 	if unset("kv-type") && m.KVType != "" {
 		c.KVType, _ = llamabackend.ParseKVType(m.KVType) // the schema allows only valid types
 	}
-	if unset("task") {
-		c.Task = ""
-	}
 	if unset("seed") {
 		c.Seed = 0
 	}
@@ -209,8 +230,8 @@ func fromFile(fs *pflag.FlagSet, f *harness.File, c *session.Config) {
 
 // useDemoModel points c at lloyal's demo model (unpacked into the user's
 // cache), in its own default context, and says what it knows.
-func useDemoModel(cmd *cobra.Command, c *session.Config) error {
-	if !cmd.Flags().Changed("ctx") {
+func useDemoModel(fs *pflag.FlagSet, c *session.Config) error {
+	if !fs.Changed("ctx") {
 		c.NCtx = research.DemoModelContext
 	}
 	p, err := demomodel.UserPath()
@@ -218,7 +239,7 @@ func useDemoModel(cmd *cobra.Command, c *session.Config) error {
 		return err
 	}
 	c.Model, c.Demo = p, true
-	fmt.Fprintln(cmd.ErrOrStderr(), "no --model given: using lloyal's demo model, trained on the built-in Tidewater handbook only — it knows nothing else.\n"+
+	fmt.Fprintln(c.App.Stderr, "no --model given: using lloyal's demo model, trained on the built-in Tidewater handbook only — it knows nothing else.\n"+
 		"for your own questions: --model path/to/model.gguf, or --model qwen3:0.6b (a model pulled with ollama).")
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/tools/research"
+	"github.com/lloyal-ai/lloyal/harness"
 )
 
 // The sampling flags and --grounded: a value out of range (or not a
@@ -23,16 +23,16 @@ func TestSamplingFlags(t *testing.T) {
 	for _, c := range []struct {
 		args     []string
 		err      string // wanted in the error, which also names the flag and value
-		sampling research.SamplingFlags
+		sampling harness.Sampling
 		grounded *bool
 	}{
 		{args: nil},
-		{args: []string{"--temperature", "0"}, sampling: research.SamplingFlags{Temperature: f32(0)}},
+		{args: []string{"--temperature", "0"}, sampling: harness.Sampling{Temperature: f32(0)}},
 		{args: []string{"--temperature=1.5", "--top-k", "40", "--top-p", "0.9", "--min-p", "0.05"},
-			sampling: research.SamplingFlags{Temperature: f32(1.5), TopK: num(40), TopP: f32(0.9), MinP: f32(0.05)}},
-		{args: []string{"--repeat-penalty", "1.1", "--repeat-last-n", "256"}, sampling: research.SamplingFlags{RepeatPenalty: f32(1.1), RepeatLastN: num(256)}},
+			sampling: harness.Sampling{Temperature: f32(1.5), TopK: num(40), TopP: f32(0.9), MinP: f32(0.05)}},
+		{args: []string{"--repeat-penalty", "1.1", "--repeat-last-n", "256"}, sampling: harness.Sampling{RepeatPenalty: f32(1.1), RepeatLastN: num(256)}},
 		{args: []string{"--top-p", "1", "--min-p", "0", "--repeat-penalty", "0", "--repeat-last-n", "4096", "--temperature", "5"},
-			sampling: research.SamplingFlags{TopP: f32(1), MinP: f32(0), RepeatPenalty: f32(0), RepeatLastN: num(4096), Temperature: f32(5)}},
+			sampling: harness.Sampling{TopP: f32(1), MinP: f32(0), RepeatPenalty: f32(0), RepeatLastN: num(4096), Temperature: f32(5)}},
 		{args: []string{"--grounded"}, grounded: &yes},
 		{args: []string{"--grounded=false"}, grounded: &no},
 		{args: []string{"--temperature", "-0.1"}, err: "use 0 to 5"},

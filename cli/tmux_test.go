@@ -72,6 +72,15 @@ func (s *tmux) waitForAny(d time.Duration, texts ...string) {
 	s.t.Fatalf("none of %q appeared; screen:\n%s", texts, s.screen())
 }
 
+// endRun waits for the run's end: the follow-up box (the steps are done),
+// which Esc closes (no more questions), then "run finished".
+func (s *tmux) endRun(d time.Duration) {
+	s.t.Helper()
+	s.waitFor("follow up:", d)
+	s.keys("Escape")
+	s.waitFor("run finished", 30*time.Second)
+}
+
 func (s *tmux) keys(k ...string) {
 	_ = exec.Command("tmux", append([]string{"send-keys", "-t", s.session}, k...)...).Run()
 }
@@ -119,7 +128,7 @@ func TestTmuxLiveRunApproveAndFinish(t *testing.T) {
 		homes(dir)...)
 	s.waitFor("wants to run a protected tool", 8*time.Minute)
 	s.keys(once.Key)
-	s.waitFor("run finished", 8*time.Minute)
+	s.endRun(8 * time.Minute)
 	s.keys("q")
 	s.waitFor("LLOYAL-EXITED=0", 20*time.Second) // the app quit, exit 0, and gave the terminal back
 	notes, _ := os.ReadDir(filepath.Join(dir, "notes"))
@@ -159,7 +168,7 @@ func TestTmuxDenyKey(t *testing.T) {
 	s := runApp(t, bin, dir)
 	s.waitFor("wants to run a protected tool", 8*time.Minute)
 	s.keys("n")
-	s.waitFor("run finished", 8*time.Minute)
+	s.endRun(8 * time.Minute)
 	s.keys("q")
 	s.waitFor("LLOYAL-EXITED=0", 20*time.Second)
 	if notes, _ := os.ReadDir(filepath.Join(dir, "notes")); len(notes) != 0 {
@@ -180,7 +189,7 @@ func TestTmuxApprovalTimeout(t *testing.T) {
 	s.waitFor("wants to run a protected tool", 8*time.Minute)
 	s.waitFor("unless you answer", 5*time.Second)
 	first := countdown(s.screen())
-	s.waitForAny(8*time.Minute, "run finished", "run failed")
+	s.endRun(8 * time.Minute)
 	if first == "" {
 		t.Fatal("no countdown on the prompt")
 	}
@@ -342,9 +351,7 @@ func TestTmuxHarnessFileApproveAndReplay(t *testing.T) {
 	s := startTmux(t, bin+" run "+filepath.Join(dir, "code-review.yaml")+" --model "+testmodel.Tiny(t)+" --trace "+tp+" --grants-file "+filepath.Join(dir, "grants.json"), homes(dir)...)
 	s.waitFor("wants to run a protected tool", 2*time.Minute)
 	s.keys("y")
-	s.waitFor("follow up:", 2*time.Minute) // no more questions
-	s.keys("Escape")
-	s.waitFor("run finished", 2*time.Minute)
+	s.endRun(2 * time.Minute) // no more questions
 	s.keys("q")
 	s.waitFor("LLOYAL-EXITED=0", 20*time.Second)
 	if notes, _ := os.ReadDir(filepath.Join(dir, "code-review", "notes")); len(notes) != 1 {

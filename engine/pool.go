@@ -67,12 +67,15 @@ type tickState struct {
 // written unless it was given one), runs the tick loop beside the
 // orchestrator's goroutine, and closes it: outstanding approvals withdrawn,
 // goroutines waited for, branches pruned, pool:close emitted.
+// DefaultMaxTurns is a pool's MaxTurns when its spec gives none.
+const DefaultMaxTurns = 8
+
 func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parentScope uint64) (*PoolResult, error) {
 	if spec.Orchestrate == nil {
 		return nil, errors.New("pool: no orchestrator (use Parallel, Chain, FanOut or DAG)")
 	}
 	if spec.MaxTurns <= 0 {
-		spec.MaxTurns = 8
+		spec.MaxTurns = DefaultMaxTurns
 	}
 	if spec.MaxTurnTokens <= 0 {
 		spec.MaxTurnTokens = 512

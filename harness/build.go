@@ -10,34 +10,67 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/tools"
+	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
 // Program is a harness ready to run: its tools built, its corpora open.
 type Program struct {
 	f     *File
+	o     Options
 	tools map[string]engine.Tool
 	// systems are the roles' system prompts, by role.
 	systems map[string]string
-	// abilities are the started abilities' tools, by ability name.
-	abilities map[string][]engine.Tool
-	corpora   []*tools.Corpus
-	input     string
+	// abilities are the started abilities, in the order they were set.
+	abilities []research.Ability
+	// corpora are the corpora the tools read, by folder ("": the built-in
+	// handbook), each with what its agents read.
+	corpora map[string]*corpus
+	// soft, hard are the pressure limits of a role that sets none (0: the
+	// engine's), and findingChars how much of each report {{findings.ID}}
+	// holds: Fit sizes them to the context.
+	soft, hard, findingChars int
 	// Sampling is what every pool samples with (the file's over
 	// DefaultSampling); a caller may override it before Run.
 	Sampling engine.Sampling
 	// FollowUps, when set, gives the session's follow-up questions one at
-	// a time (ok false: no more). Each runs as an agent of the last step's
-	// role on the same trunk: the last step's spine stays in the cache,
-	// the previous turn is appended to it, and the follow-up forks from it
-	// (see Run).
+	// a time (ok false: no more). Each runs as an agent of the follow-up
+	// role (run.follow_up, or the last step's) on the same trunk: that
+	// role's last step's spine stays in the cache, the previous turn is
+	// appended to it, and the follow-up forks from it (see Run).
 	FollowUps func(ctx context.Context) (question string, ok bool)
+}
+
+// corpus is one folder the tools read, and what each agent has read of it
+// (its reports may cite only that).
+type corpus struct {
+	c        *tools.Corpus
+	g        *tools.Grounding
+	glossary tools.Glossary
+}
+
+// Options are what a run decides over a harness file's own settings.
+type Options struct {
+	// Input is what {{input}} stands for ("": the file's run.input).
+	Input string
+	// Corpus, when set, is the folder every corpus tool reads (--corpus).
+	Corpus string
+	// Workspace, when set, is the folder every write_note saves in
+	// (--workspace).
+	Workspace string
+	// Questions, when set, is every plan's most questions (--agents).
+	Questions int
+	// Grounded, when set, grounds every report and publish terminal or
+	// none (--grounded).
+	Grounded *bool
 }
 
 // DefaultSampling is how a harness samples unless its file says
@@ -47,12 +80,15 @@ var DefaultSampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, Mi
 // maxFileText is how much of a file each_file puts in a task ({{text}}).
 const maxFileText = 8 << 10
 
-// Build makes f's program; input is what {{input}} stands for (--task, or
-// the file's run.input). Close it when done.
-func (f *File) Build(input string) (*Program, error) {
-	p := &Program{f: f, tools: map[string]engine.Tool{}, input: input, Sampling: f.Sampling.over(DefaultSampling)}
-	if p.input == "" {
-		p.input = f.Run.Input
+// fetchPause is how long the built-in fetch_page's rate-limited proxy
+// asks an agent to wait before its next fetch.
+const fetchPause = 3 * time.Second
+
+// Build makes f's program as o says. Close it when done.
+func (f *File) Build(o Options) (*Program, error) {
+	p := &Program{f: f, o: o, tools: map[string]engine.Tool{}, corpora: map[string]*corpus{}, findingChars: 1200, Sampling: f.Sampling.Over(DefaultSampling)}
+	if p.o.Input == "" {
+		p.o.Input = f.Run.Input
 	}
 	// Prompt files are read once, here: a role's pool opens for each step,
 	// follow-up and delegate call.
@@ -72,9 +108,8 @@ func (f *File) Build(input string) (*Program, error) {
 			return nil, fmt.Errorf("%s: roles.%s.system_file: %w", f.Path, name, err)
 		}
 	}
-	corpora := map[string]*tools.Corpus{}
 	for _, name := range sortedKeys(f.Tools) {
-		t, err := p.tool(name, f.Tools[name], corpora)
+		t, err := p.tool(name, f.Tools[name])
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("%s: tools.%s: %w", f.Path, name, err)
@@ -86,36 +121,72 @@ func (f *File) Build(input string) (*Program, error) {
 	return p, nil
 }
 
-// SetAbility gives the program the tools of an ability its file names
-// (File.Abilities), once its server has started: a role listing a tool
-// that names the ability gets every one of them.
-func (p *Program) SetAbility(ability string, tools []engine.Tool) {
-	if p.abilities == nil {
-		p.abilities = map[string][]engine.Tool{}
+// Fit sizes the program to a context of nCtx cells decoded nBatch tokens
+// at a time, and says what it changed ("" when nothing): below 8,192
+// cells, the pressure limits of roles that set none in proportion to the
+// context (the engine's defaults, 1,024 and 512 cells, would leave 2,048
+// cells no room to work), and shorter findings.
+func (p *Program) Fit(nCtx, nBatch int) string {
+	l, fitted := research.Fitted(nCtx, nBatch)
+	if !fitted {
+		return ""
 	}
-	p.abilities[ability] = tools
+	p.soft, p.hard, p.findingChars = l.Soft, l.Hard, l.FindingChars
+	return fmt.Sprintf("context %d: pressure limits %d/%d cells (soft/hard), findings cut to %d characters each", nCtx, p.soft, p.hard, p.findingChars)
 }
+
+// SetAbility gives the program a started ability the file names
+// (File.Abilities): a role listing a tool that names it (or every ability)
+// gets all its tools, and its system prompt says when to use it.
+func (p *Program) SetAbility(a research.Ability) { p.abilities = append(p.abilities, a) }
 
 // Notes is the folder the program's first write_note tool saves in ("":
 // it has none), for the run's summary.
 func (p *Program) Notes() string {
 	for _, name := range sortedKeys(p.f.Tools) {
 		if t := p.f.Tools[name]; t.Builtin == "write_note" {
-			return p.f.Rel(t.Folder)
+			return p.notes(t)
 		}
 	}
 	return ""
 }
 
+// notes is the folder a write_note tool saves in.
+func (p *Program) notes(t Tool) string {
+	if p.o.Workspace != "" {
+		return p.o.Workspace
+	}
+	return p.f.Rel(t.Folder)
+}
+
 // Close closes the program's corpora.
 func (p *Program) Close() {
 	for _, c := range p.corpora {
-		c.Close()
+		c.c.Close()
 	}
 }
 
+// corpus opens (once) the corpus a built-in tool reads.
+func (p *Program) corpus(t Tool) (*corpus, error) {
+	dir := t.Corpus
+	if p.o.Corpus != "" {
+		dir = p.o.Corpus
+	} else if dir != "" {
+		dir = p.f.Rel(dir)
+	}
+	if c := p.corpora[dir]; c != nil {
+		return c, nil
+	}
+	c, err := research.OpenCorpus(dir)
+	if err != nil {
+		return nil, err
+	}
+	p.corpora[dir] = &corpus{c: c, g: tools.NewGrounding(c), glossary: tools.LoadGlossary(c)}
+	return p.corpora[dir], nil
+}
+
 // tool builds one of the file's tools under its name.
-func (p *Program) tool(name string, t Tool, corpora map[string]*tools.Corpus) (engine.Tool, error) {
+func (p *Program) tool(name string, t Tool) (engine.Tool, error) {
 	if len(t.Command) > 0 {
 		exe, err := p.f.executable(t.Command[0])
 		if err != nil {
@@ -126,37 +197,38 @@ func (p *Program) tool(name string, t Tool, corpora map[string]*tools.Corpus) (e
 			Dir: filepath.Dir(p.f.Path), ReadOnly: t.ReadOnly, Timeout: timeout, Env: t.Env}.Tool(), nil
 	}
 	if t.Delegate != "" {
-		return p.delegate(name, t), nil
+		return p.delegate(name, t)
 	}
 	if t.Ability != "" {
 		return nil, nil // its tools come with SetAbility, once its server has started
 	}
 	if t.Builtin == "write_note" {
-		note, err := tools.WriteNoteTool(p.f.Rel(t.Folder))
+		note, err := tools.WriteNoteTool(p.notes(t))
 		return renamed(note, name, t.Description), err
 	}
-	dir := p.f.Rel(t.Corpus)
-	c := corpora[dir]
-	if c == nil {
-		var err error
-		if c, err = tools.LoadCorpus(dir); err != nil {
-			return nil, err
-		}
-		corpora[dir] = c
-		p.corpora = append(p.corpora, c)
+	c, err := p.corpus(t)
+	if err != nil {
+		return nil, err
 	}
+	// What a corpus tool shows an agent is what its report may cite.
 	var tl engine.Tool
 	switch t.Builtin {
 	case "search":
-		tl = tools.SearchTool(c)
+		tl = c.g.Watch(tools.SearchTool(c.c))
+		if t.Narrow == NarrowQuestion {
+			tl = research.QuestionQueries(tl, func() bool { return true })
+		}
 	case "read_file":
-		tl = tools.ReadFileTool(c)
+		tl = c.g.Watch(tools.ReadFileTool(c.c))
+		if t.Narrow == NarrowHits {
+			tl = research.HitReads(c.g, tl, func() bool { return true })
+		}
 	case "grep":
-		tl = tools.GrepTool(c)
+		tl = c.g.Watch(tools.GrepTool(c.c))
 	case "glossary":
-		tl = tools.GlossaryTool(tools.LoadGlossary(c))
+		tl = c.g.Watch(tools.GlossaryTool(c.glossary))
 	case "fetch_page":
-		tl = tools.FetchPageTool(c, 0)
+		tl = c.g.Watch(tools.FetchPageTool(c.c, fetchPause))
 	default:
 		return nil, fmt.Errorf("no built-in tool %q", t.Builtin)
 	}
@@ -165,21 +237,40 @@ func (p *Program) tool(name string, t Tool, corpora map[string]*tools.Corpus) (e
 
 // delegate is a tool that runs agents of another role on the sub-questions
 // a call gives, in a pool forked from the caller, and returns their results.
-func (p *Program) delegate(name string, t Tool) engine.Tool {
-	most := cmp.Or(t.MaxTasks, 3)
-	spec := engine.ToolSpec{Name: name, Description: t.Description,
-		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string","minLength":1,"maxLength":400},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, most))}
-	return engine.Typed(spec, func(ctx context.Context, a struct{ Tasks []string }) (any, error) {
-		tasks := tools.SubQuestions(a.Tasks)
-		if len(tasks) == 0 {
-			return engine.ErrorResult("no sub-questions given: pass tasks as a list of questions"), nil
-		}
-		pool, err := p.pool(Step{Role: t.Delegate, Orchestrate: Parallel, Tasks: tasks}, nil)
+func (p *Program) delegate(name string, t Tool) (engine.Tool, error) {
+	d := tools.Delegate{Name: name, Description: t.Description, MaxTasks: cmp.Or(t.MaxTasks, 3),
+		Pool: func(tasks []string) (engine.PoolSpec, error) {
+			return p.pool(Step{Role: t.Delegate, Orchestrate: Parallel, Tasks: tasks}, nil)
+		}}
+	if t.Narrow == NarrowSubQuestions {
+		c, err := p.roleCorpus(p.f.Roles[t.Delegate])
 		if err != nil {
-			return engine.ErrorResult("the helpers could not start: %v", err), nil
+			return nil, err
 		}
-		return tools.Helpers(ctx, pool)
-	})
+		d.Offer = research.SubQuestions(c.g, c.glossary)
+	}
+	return d.Tool(), nil
+}
+
+// roleCorpus is the corpus a role's agents read: its first corpus tool's
+// (none: the built-in handbook).
+func (p *Program) roleCorpus(r Role) (*corpus, error) {
+	if c := p.readBy(r); c != nil {
+		return c, nil
+	}
+	return p.corpus(Tool{})
+}
+
+// readBy is the corpus of a role's first corpus tool (nil: it has none),
+// open since Build.
+func (p *Program) readBy(r Role) *corpus {
+	for _, name := range r.Tools {
+		if t := p.f.Tools[name]; t.Builtin != "" && t.Builtin != "write_note" {
+			c, _ := p.corpus(t)
+			return c
+		}
+	}
+	return nil
 }
 
 // renamed is t under the harness's name for it (and description, when the
@@ -203,8 +294,8 @@ func orObject(m map[string]any) map[string]any {
 	return m
 }
 
-// over is s put over base.
-func (s Sampling) over(base engine.Sampling) engine.Sampling {
+// Over is s put over base: what s sets replaces base's.
+func (s Sampling) Over(base engine.Sampling) engine.Sampling {
 	set := func(dst *float32, v *float32) {
 		if v != nil {
 			*dst = *v
@@ -235,8 +326,8 @@ func (p *Program) Tools() []engine.Tool { return append(p.own(), p.terminals()..
 // roles' terminal tools, as the trace header records them.
 func (p *Program) ToolInfos() []trace.ToolInfo {
 	all := p.own()
-	for _, a := range sortedKeys(p.abilities) {
-		all = append(all, p.abilities[a]...)
+	for _, a := range p.abilities {
+		all = append(all, a.Tools...)
 	}
 	out := trace.Tools(all, nil)
 	for _, t := range p.terminals() {
@@ -254,11 +345,17 @@ func (p *Program) own() []engine.Tool {
 	return out
 }
 
-// terminals are the roles' terminal tools, by role.
+// terminals are the roles' terminal tools, by role, each name once.
 func (p *Program) terminals() []engine.Tool {
 	var out []engine.Tool
+	seen := map[string]bool{}
 	for _, name := range sortedKeys(p.f.Roles) {
-		out = append(out, p.terminal(p.f.Roles[name]))
+		t, err := p.terminal(p.f.Roles[name], nil)
+		if err != nil || seen[t.Spec().Name] {
+			continue
+		}
+		seen[t.Spec().Name] = true
+		out = append(out, t)
 	}
 	return out
 }
@@ -266,23 +363,33 @@ func (p *Program) terminals() []engine.Tool {
 // Run runs the steps in order, each a pool of its role's agents, then the
 // follow-ups, and returns every agent's result (the last turn's last).
 //
-// With follow-ups the last step's pool forks from a trunk the session
-// holds: its spine (system prompt and tools) stays in the cache when the
-// pool closes. Each follow-up's pool first appends the previous turn to the
-// trunk (its tasks and results, as one exchange) and then forks the
-// follow-up's agent from it, so a follow-up prefills only that exchange
-// and its own question, never the system prompt or the tools again.
+// With follow-ups, the last step of the follow-up role forks its agents
+// from a trunk the session holds: its spine (system prompt and tools)
+// stays in the cache when the pool closes. Each follow-up's pool first
+// appends the previous turn to the trunk (its tasks and results, as one
+// exchange) and then forks the follow-up's agent from it, so a follow-up
+// prefills only that exchange and its own question, never the system
+// prompt or the tools again.
 func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentResult, error) {
 	var all []engine.AgentResult
 	results := map[string][]engine.AgentResult{}
 	steps := p.f.Run.Steps
+	role := cmp.Or(p.f.Run.FollowUp, steps[len(steps)-1].Role)
+	trunkStep := -1
+	if p.FollowUps != nil {
+		for i, s := range steps {
+			if s.Role == role {
+				trunkStep = i
+			}
+		}
+	}
 	var trunk *engine.Spine
 	for i, s := range steps {
 		spec, err := p.pool(s, results)
 		if err != nil {
 			return all, fmt.Errorf("step %d (%s): %w", i+1, s.Role, err)
 		}
-		if i == len(steps)-1 && p.FollowUps != nil {
+		if i == trunkStep {
 			if trunk, err = rt.NewSpine(ctx, spec.System, spec.Tools, spec.Terminal); err != nil {
 				return all, fmt.Errorf("the session's trunk: %w", err)
 			}
@@ -306,35 +413,29 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	if trunk == nil {
 		return all, nil
 	}
-	last := steps[len(steps)-1]
 	for n := 1; ; n++ {
 		q, ok := p.FollowUps(ctx)
 		if !ok || ctx.Err() != nil {
 			return all, nil
 		}
-		spec, err := p.pool(Step{Role: last.Role, Orchestrate: Parallel, Task: q}, nil)
+		spec, err := p.pool(Step{Role: role, Orchestrate: Parallel, Task: q}, results)
 		if err != nil {
 			return all, err
 		}
 		spec.Spine = trunk
-		previous := results[lastTurn]
+		previous, agent := results[lastTurn], spec.Orchestrate
 		var got []engine.AgentResult
 		spec.Orchestrate = func(ctx context.Context, pc *engine.PoolContext) error {
 			pc.Note("follow_up", fmt.Sprintf("follow-up %d: %s", n, q))
 			if err := p.extendTrunk(ctx, pc, previous, q); err != nil {
 				return fmt.Errorf("follow-up %d: the previous turn could not join the trunk: %w", n, err)
 			}
-			a, err := pc.Spawn(ctx, agentSpec(p.fill(q, nil), last.Role, p.f.Roles[last.Role]))
-			if err != nil {
-				return err
-			}
-			r, err := pc.Wait(ctx, a)
-			got = append(got, r)
-			return err
+			return agent(ctx, pc)
 		}
 		res, err := rt.Run(ctx, spec)
 		if res != nil {
 			all = append(all, res.Agents...)
+			got = res.Agents
 		}
 		results[lastTurn] = got
 		if err != nil || rt.WindingDown() {
@@ -378,19 +479,58 @@ func tasksOf(rs []engine.AgentResult) string {
 func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.PoolSpec, error) {
 	r, system := p.f.Roles[s.Role], p.systems[s.Role]
 	var ts []engine.Tool
+	var abs []research.Ability
 	for _, name := range r.Tools {
 		if a := p.f.Tools[name].Ability; a != "" {
-			ts = append(ts, p.abilities[a]...)
+			for _, ab := range p.abilities {
+				if a == AllAbilities || a == ab.Name {
+					abs = append(abs, ab)
+					for _, t := range ab.Tools {
+						if c := p.readBy(r); c != nil {
+							t = c.g.Watch(t) // its resources may be cited
+						}
+						ts = append(ts, t)
+					}
+				}
+			}
 			continue
 		}
 		ts = append(ts, p.tools[name])
 	}
+	terminal, err := p.terminal(r, results)
+	if err != nil {
+		return engine.PoolSpec{}, err
+	}
+	if r.Terminal.Builtin == TerminalPublish && p.grounded(r.Terminal) {
+		// A grounded note is the findings' claims with their citations:
+		// the model chooses nothing, a person still approves it.
+		note := research.GroundedNote(p.o.Input, research.Findings(results[r.Terminal.From]))
+		for i, name := range r.Tools {
+			if p.f.Tools[name].Builtin == "write_note" {
+				ts[i] = research.FixedNote(ts[i], note)
+			}
+		}
+	}
 	soft, _ := parseDuration(r.TimeSoft)
 	hard, _ := parseDuration(r.TimeHard)
-	spec := engine.PoolSpec{System: system, Tools: ts, Terminal: p.terminal(r), Sampling: p.Sampling,
+	spec := engine.PoolSpec{System: system + research.Catalogue(abs), Tools: ts, Terminal: terminal, Sampling: p.Sampling,
 		MaxTurns: r.MaxTurns, MaxTurnTokens: r.TurnTokens, TimeSoft: soft, TimeHard: hard,
-		SoftLimit: r.Pressure.Soft, HardLimit: r.Pressure.Hard, RecoveryPrompt: r.RecoveryPrompt, ToolChoice: engine.ToolChoice(r.ToolChoice)}
-	agent := func(task string) engine.AgentSpec { return agentSpec(task, s.Role, r) }
+		SoftLimit: cmp.Or(r.Pressure.Soft, p.soft), HardLimit: cmp.Or(r.Pressure.Hard, p.hard), RecoveryPrompt: r.RecoveryPrompt, ToolChoice: engine.ToolChoice(r.ToolChoice)}
+	first, rest := p.walks(r, abs)
+	// A walked agent has a turn for each call and one to spare (0 keeps
+	// the engine's default when that is enough).
+	if n := max(len(first), len(rest)); n > 0 && (spec.MaxTurns > 0 || n+1 > engine.DefaultMaxTurns) {
+		spec.MaxTurns = max(spec.MaxTurns, n+1)
+	}
+	n := 0
+	agent := func(task string) engine.AgentSpec {
+		plan := rest
+		if n == 0 && first != nil {
+			plan = first
+		}
+		n++
+		return engine.AgentSpec{Task: task, Role: s.Role, Plan: plan}
+	}
 	fill := func(task string) string { return p.fill(task, results) }
 	switch s.Orchestrate {
 	case DAG:
@@ -407,7 +547,7 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 		spec.Orchestrate = engine.DAG(nodes)
 		return spec, nil
 	case Chain:
-		tasks, err := p.tasks(s, fill)
+		tasks, err := p.tasks(s, fill, results)
 		if err != nil {
 			return spec, err
 		}
@@ -420,7 +560,7 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 		})
 		return spec, nil
 	}
-	tasks, err := p.tasks(s, fill)
+	tasks, err := p.tasks(s, fill, results)
 	if err != nil {
 		return spec, err
 	}
@@ -436,22 +576,50 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 	return spec, nil
 }
 
-// agentSpec is an agent of role r (named role) on task, walked as r says.
-func agentSpec(task, role string, r Role) engine.AgentSpec {
-	var plan []engine.ToolChoice
-	for _, w := range r.Walk {
-		plan = append(plan, engine.ToolChoice(w))
+// walks are the plans a role's agents are walked through: the first of a
+// step's (nil: as the others) and the others' (nil: none), each tool that
+// names abilities standing for each of the role's abilities' tools.
+func (p *Program) walks(r Role, abs []research.Ability) (first, rest []engine.ToolChoice) {
+	walk := func(steps []string) []engine.ToolChoice {
+		var plan []engine.ToolChoice
+		for _, w := range steps {
+			a := p.f.Tools[w].Ability
+			if a == "" || !slices.Contains(r.Tools, w) {
+				plan = append(plan, engine.ToolChoice(w))
+				continue
+			}
+			for _, ab := range abs {
+				if a == AllAbilities || a == ab.Name {
+					for _, t := range ab.Tools {
+						plan = append(plan, engine.ToolChoice(t.Spec().Name))
+					}
+				}
+			}
+		}
+		return plan
 	}
-	return engine.AgentSpec{Task: task, Role: role, Plan: plan}
+	return walk(r.WalkFirst), walk(r.Walk)
 }
 
-// tasks are a step's tasks: its tasks, or its task once per file of
-// each_file (or once).
-func (p *Program) tasks(s Step, fill func(string) string) ([]string, error) {
+// tasks are a step's tasks: its tasks, its task once per file of
+// each_file or per item of each_item, or its task once.
+func (p *Program) tasks(s Step, fill func(string) string, results map[string][]engine.AgentResult) ([]string, error) {
 	if len(s.Tasks) > 0 {
 		var out []string
 		for _, t := range s.Tasks {
 			out = append(out, fill(t))
+		}
+		return out, nil
+	}
+	if s.EachItem != "" {
+		id, field, _ := strings.Cut(s.EachItem, ".")
+		items := listItems(results[id], field)
+		if len(items) == 0 {
+			items = []string{p.o.Input} // nothing to split: the input itself
+		}
+		var out []string
+		for _, it := range items {
+			out = append(out, strings.ReplaceAll(fill(s.Task), "{{item}}", it))
 		}
 		return out, nil
 	}
@@ -475,11 +643,39 @@ func (p *Program) tasks(s Step, fill func(string) string) ([]string, error) {
 	return out, nil
 }
 
+// listItems are the strings of the list field of results' structured
+// results, blank ones and repeats (in any case, around any spaces) left
+// out: one item twice is one agent's work.
+func listItems(results []engine.AgentResult, field string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range results {
+		if !r.Ok() {
+			continue
+		}
+		var obj map[string]json.RawMessage
+		var items []string
+		_ = json.Unmarshal(r.Result, &obj)
+		_ = json.Unmarshal(obj[field], &items)
+		for _, it := range items {
+			if k := strings.ToLower(strings.TrimSpace(it)); k != "" && !seen[k] {
+				seen[k] = true
+				out = append(out, it)
+			}
+		}
+	}
+	return out
+}
+
 // fill puts the input and earlier steps' results in a task.
 func (p *Program) fill(task string, results map[string][]engine.AgentResult) string {
-	task = strings.ReplaceAll(task, "{{input}}", p.input)
+	task = strings.ReplaceAll(task, "{{input}}", p.o.Input)
 	return resultRef.ReplaceAllStringFunc(task, func(m string) string {
-		return joined(results[resultRef.FindStringSubmatch(m)[1]])
+		sub := resultRef.FindStringSubmatch(m)
+		if sub[1] == "findings" {
+			return research.FindingsText(research.Findings(results[sub[2]]), p.findingChars)
+		}
+		return joined(results[sub[2]])
 	})
 }
 
@@ -498,9 +694,32 @@ func joined(rs []engine.AgentResult) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// terminal is a role's terminal tool.
-func (p *Program) terminal(r Role) engine.Tool {
-	return engine.Terminal(r.Terminal.Name, r.Terminal.Description, json.RawMessage(mustJSON(r.Terminal.Schema)))
+// grounded reports whether a report or publish terminal is grounded:
+// --grounded, or the file.
+func (p *Program) grounded(t Terminal) bool {
+	if p.o.Grounded != nil {
+		return *p.o.Grounded
+	}
+	return t.Grounded
+}
+
+// terminal is a role's terminal tool; a publish terminal's findings are
+// those of its step among results.
+func (p *Program) terminal(r Role, results map[string][]engine.AgentResult) (engine.Tool, error) {
+	t := r.Terminal
+	switch t.Builtin {
+	case TerminalPlan:
+		return research.PlanTool(p.o.Input, cmp.Or(p.o.Questions, t.MaxQuestions, 3), t.Narrow == NarrowClauses), nil
+	case TerminalReport:
+		c, err := p.roleCorpus(r)
+		if err != nil {
+			return nil, err
+		}
+		return c.g.Report(tools.ReportOptions{Claims: p.grounded(t), Paraphrase: !t.QuoteOnly}), nil
+	case TerminalPublish:
+		return research.PublisherReport(research.Findings(results[t.From]), p.grounded(t), t.QuoteOnly), nil
+	}
+	return engine.Terminal(t.Name, t.Description, json.RawMessage(mustJSON(t.Schema))), nil
 }
 
 // Questions is a source of follow-ups (Program.FollowUps): the questions

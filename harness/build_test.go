@@ -26,7 +26,7 @@ func program(t *testing.T, text, input string) *Program {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := f.Build(input)
+	p, err := f.Build(Options{Input: input})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestASystemFileIsTheRolesPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := f.Build("")
+	p, err := f.Build(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,13 @@ func check(f *File, tree *ast.File) []Problem {
 	for _, name := range sortedKeys(f.Roles) {
 		c.role(name, f.Roles[name])
 	}
+	if r := f.Run.FollowUp; r != "" {
+		if _, ok := f.Roles[r]; !ok {
+			c.add("/run/follow_up", "no role %q: define it under roles (defined: %s)", r, list(sortedKeys(f.Roles)))
+		} else if !slices.ContainsFunc(f.Run.Steps, func(s Step) bool { return s.Role == r }) {
+			c.add("/run/follow_up", "no step runs role %q: follow-ups fork from that role's step", r)
+		}
+	}
 	ids := map[string]bool{}
 	for i, s := range f.Run.Steps {
 		c.step(i, s, ids)
@@ -73,13 +80,15 @@ func (c *checker) tool(name string, t Tool) {
 			c.add(at, "write_note needs folder: where its notes are saved")
 		}
 	case t.Builtin != "":
-		if t.Corpus == "" {
-			c.add(at, "%s needs corpus: the folder of documents it reads", t.Builtin)
-		} else if fi, err := os.Stat(c.f.Rel(t.Corpus)); err != nil || !fi.IsDir() {
+		// No corpus: the built-in handbook.
+		if fi, err := os.Stat(c.f.Rel(t.Corpus)); t.Corpus != "" && (err != nil || !fi.IsDir()) {
 			c.add(at+"/corpus", "%s is not a folder: give the folder of .md/.txt files, relative to the harness file", t.Corpus)
 		}
 	default:
 		c.command(at, t)
+	}
+	if want, ok := narrows[t.Narrow]; ok && !(t.Builtin == want || want == "delegate" && t.Delegate != "") {
+		c.add(at+"/narrow", "narrow: %s is for %s tools only: remove it", t.Narrow, want)
 	}
 	if t.Timeout != "" {
 		if _, err := time.ParseDuration(t.Timeout); err != nil {
@@ -157,6 +166,9 @@ func (f *File) executable(name string) (string, error) {
 	return p, nil
 }
 
+// narrows are the tool each narrowing is for.
+var narrows = map[string]string{NarrowQuestion: "search", NarrowHits: "read_file", NarrowSubQuestions: "delegate"}
+
 func (c *checker) role(name string, r Role) {
 	at := "/roles/" + escape(name)
 	switch {
@@ -169,26 +181,28 @@ func (c *checker) role(name string, r Role) {
 			c.add(at+"/system_file", "%v", err)
 		}
 	}
+	term := r.Terminal.name()
 	for i, t := range r.Tools {
-		if _, ok := c.f.Tools[t]; !ok && t != r.Terminal.Name {
+		if _, ok := c.f.Tools[t]; !ok && t != term {
 			c.add(fmt.Sprintf("%s/tools/%d", at, i), "no tool %q: define it under tools (defined: %s)", t, list(sortedKeys(c.f.Tools)))
 		}
-		if t == r.Terminal.Name {
+		if t == term {
 			c.add(fmt.Sprintf("%s/tools/%d", at, i), "%q is named twice: the role's terminal tool has that name too; rename one", t)
 		}
 	}
-	if typ, _ := r.Terminal.Schema["type"].(string); typ != "object" {
-		c.add(at+"/terminal/schema", `the terminal tool's schema must be a JSON Schema object ("type": "object") with the result's fields`)
-	} else if _, err := engine.ValidateArgs(engine.ToolSpec{Name: r.Terminal.Name, Parameters: mustJSON(r.Terminal.Schema)}, []byte(`{}`)); err != nil {
-		c.add(at+"/terminal/schema", "not a valid JSON Schema: %v", err)
+	c.terminal(at+"/terminal", r.Terminal)
+	if tc := r.ToolChoice; tc != "" && tc != "auto" && tc != "required" && !slices.Contains(r.Tools, tc) {
+		c.add(at+"/tool_choice", "%q: use auto, required or one of the role's tools (%s)", tc, list(r.Tools))
 	}
 	abilities := false // an ability's tools are named by its server: a walk may name them
 	for _, t := range r.Tools {
 		abilities = abilities || c.f.Tools[t].Ability != ""
 	}
-	for i, w := range r.Walk {
-		if w != r.Terminal.Name && !slices.Contains(r.Tools, w) && !abilities {
-			c.add(fmt.Sprintf("%s/walk/%d", at, i), "%q is not one of the role's tools or its terminal tool", w)
+	for key, walk := range map[string][]string{"walk": r.Walk, "walk_first": r.WalkFirst} {
+		for i, w := range walk {
+			if w != term && !slices.Contains(r.Tools, w) && !abilities {
+				c.add(fmt.Sprintf("%s/%s/%d", at, key, i), "%q is not one of the role's tools or its terminal tool", w)
+			}
 		}
 	}
 	soft, errSoft := parseDuration(r.TimeSoft)
@@ -204,6 +218,37 @@ func (c *checker) role(name string, r Role) {
 	}
 	if r.Pressure.Soft > 0 && r.Pressure.Hard > 0 && r.Pressure.Soft <= r.Pressure.Hard {
 		c.add(at+"/pressure", "soft (%d) must be above hard (%d): agents are asked to report at soft, stopped at hard", r.Pressure.Soft, r.Pressure.Hard)
+	}
+}
+
+// terminal checks a role's terminal tool: a builtin, or a name and a
+// schema that compiles.
+func (c *checker) terminal(at string, t Terminal) {
+	switch t.Builtin {
+	case "":
+		switch {
+		case t.Name == "":
+			c.add(at, "give the terminal tool a name and a schema, or a builtin (plan, report or publish)")
+			return
+		case t.Schema == nil:
+			c.add(at, "missing key schema: add it")
+			return
+		}
+		if typ, _ := t.Schema["type"].(string); typ != "object" {
+			c.add(at+"/schema", `the terminal tool's schema must be a JSON Schema object ("type": "object") with the result's fields`)
+		} else if _, err := engine.ValidateArgs(engine.ToolSpec{Name: t.Name, Parameters: mustJSON(t.Schema)}, []byte(`{}`)); err != nil {
+			c.add(at+"/schema", "not a valid JSON Schema: %v", err)
+		}
+	case TerminalPublish:
+		if t.From == "" {
+			c.add(at, "a publish terminal needs from: the id of the step whose reports it publishes")
+		}
+	}
+	if t.Builtin != "" && t.Schema != nil {
+		c.add(at+"/schema", "a %s terminal has its own schema: remove schema", t.Builtin)
+	}
+	if t.Narrow != "" && t.Builtin != TerminalPlan {
+		c.add(at+"/narrow", "narrow: clauses is for a plan terminal only: remove it")
 	}
 }
 
@@ -271,8 +316,16 @@ func (c *checker) step(i int, s Step, earlier map[string]bool) {
 		c.add(at, "give exactly one of task (with each_file: one agent per file) or tasks")
 	case s.EachFile != "" && s.Task == "":
 		c.add(at+"/each_file", "each_file needs task: the task for each file, with {{file}} and {{text}}")
+	case s.EachItem != "" && (s.Task == "" || s.EachFile != ""):
+		c.add(at+"/each_item", "each_item needs task (the task for each item, with {{item}}) and no each_file")
 	case s.Orchestrate == Chain && s.EachFile == "" && len(s.Tasks) < 2:
 		c.add(at, "a chain runs tasks one after another, each with {{previous}}: give tasks, two or more")
+	}
+	if id, _, _ := strings.Cut(s.EachItem, "."); s.EachItem != "" && !earlier[id] {
+		c.add(at+"/each_item", "%s: no earlier step has id %q (a step reads only the steps before it)", s.EachItem, id)
+	}
+	if from := c.f.Roles[s.Role].Terminal.From; from != "" && !earlier[from] {
+		c.add(at+"/role", "role %s publishes the reports of step %q: no earlier step has that id", s.Role, from)
 	}
 	if s.EachFile != "" {
 		if _, err := c.f.eachFile(s.EachFile); err != nil {
@@ -290,16 +343,18 @@ func (c *checker) step(i int, s Step, earlier map[string]bool) {
 	}
 	for _, t := range append(append([]string{s.Task}, s.Tasks...), agentTasks(s.Agents)...) {
 		for _, m := range resultRef.FindAllStringSubmatch(t, -1) {
-			if !earlier[m[1]] {
-				c.add(at, "{{results.%s}}: no earlier step has id %q (a step reads only the steps before it)", m[1], m[1])
+			if !earlier[m[2]] {
+				c.add(at, "{{%s.%s}}: no earlier step has id %q (a step reads only the steps before it)", m[1], m[2], m[2])
 			}
 		}
 	}
 }
 
 var (
-	toolName  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-	resultRef = regexp.MustCompile(`{{\s*results\.([a-z][a-z0-9_-]*)\s*}}`)
+	toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	// resultRef is {{results.ID}} (each agent's task and result) or
+	// {{findings.ID}} (each agent's report: answer and sources).
+	resultRef = regexp.MustCompile(`{{\s*(results|findings)\.([a-z][a-z0-9_-]*)\s*}}`)
 )
 
 // escape is a key as a JSON pointer segment ("/" as ~1, "~" as ~0).

@@ -98,7 +98,7 @@ func TestACommandOfARelativeHarness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := f.Build("")
+	p, err := f.Build(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,11 @@ package harness
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
+
+	"github.com/goccy/go-yaml"
 )
 
 // File is a harness file as written: `lloyal harness schema` prints the
@@ -16,6 +20,38 @@ type File struct {
 	Tools    map[string]Tool `yaml:"tools"`
 	Roles    map[string]Role `yaml:"roles"`
 	Run      Run             `yaml:"run"`
+	// Profiles are settings put over the rest when the run's model needs
+	// them (ProfileDemo, ProfileWalked, ProfileSmallContext); With applies
+	// them.
+	Profiles map[string]map[string]any `yaml:"profiles"`
+	// doc is the file as decoded YAML, for With.
+	doc map[string]any
+}
+
+// Profiles a file may hold, each applied when its condition holds.
+const (
+	ProfileDemo         = "demo"          // lloyal's demo model
+	ProfileWalked       = "walked"        // --walk: a model that never calls a tool itself
+	ProfileSmallContext = "small_context" // a context under SmallContext tokens
+)
+
+// SmallContext is the context size under which ProfileSmallContext applies.
+const SmallContext = 4096
+
+// Profiles are the profiles a run applies: demo on lloyal's demo model,
+// walked for a model walked through the tools, small_context in a context
+// of nCtx cells under SmallContext.
+func Profiles(demo, walked bool, nCtx int) []string {
+	var out []string
+	for _, p := range []struct {
+		on   bool
+		name string
+	}{{demo, ProfileDemo}, {walked, ProfileWalked}, {nCtx < SmallContext, ProfileSmallContext}} {
+		if p.on {
+			out = append(out, p.name)
+		}
+	}
+	return out
 }
 
 // Model is what runs the agents.
@@ -52,7 +88,21 @@ type Tool struct {
 	ReadOnly    bool           `yaml:"read_only"`
 	Timeout     string         `yaml:"timeout"`
 	Env         []string       `yaml:"env"`
+	// Narrow narrows the model's arguments by grammar (NarrowQuestion,
+	// NarrowHits, NarrowSubQuestions).
+	Narrow string `yaml:"narrow"`
 }
+
+// Narrowings a built-in tool may have.
+const (
+	NarrowQuestion     = "question"      // search: the agent's question or a clause of it
+	NarrowHits         = "hits"          // read_file: a passage a search showed the agent
+	NarrowSubQuestions = "sub_questions" // delegate: clauses and glossary terms
+	NarrowClauses      = "clauses"       // a plan terminal: the task's clauses
+)
+
+// AllAbilities, as a tool's ability, is every ability the run loads.
+const AllAbilities = "*"
 
 // Role is what an agent is: its prompt, tools, terminal tool and limits.
 type Role struct {
@@ -68,6 +118,8 @@ type Role struct {
 	RecoveryPrompt string   `yaml:"recovery_prompt"`
 	ToolChoice     string   `yaml:"tool_choice"`
 	Walk           []string `yaml:"walk"`
+	// WalkFirst walks the first agent of each step of the role alone.
+	WalkFirst []string `yaml:"walk_first"`
 }
 
 // Terminal is the tool a role's agents end with; its arguments are their
@@ -76,6 +128,33 @@ type Terminal struct {
 	Name        string         `yaml:"name"`
 	Description string         `yaml:"description"`
 	Schema      map[string]any `yaml:"schema"`
+	// Builtin is one of lloyal's terminal tools (TerminalPlan,
+	// TerminalReport, TerminalPublish) instead of Name and Schema.
+	Builtin      string `yaml:"builtin"`
+	MaxQuestions int    `yaml:"max_questions"` // plan
+	Narrow       string `yaml:"narrow"`        // plan: NarrowClauses
+	Grounded     bool   `yaml:"grounded"`      // report, publish
+	QuoteOnly    bool   `yaml:"quote_only"`    // report, publish
+	From         string `yaml:"from"`          // publish: the findings' step
+}
+
+// Built-in terminal tools.
+const (
+	TerminalPlan    = "plan"
+	TerminalReport  = "report"
+	TerminalPublish = "publish"
+)
+
+// name is the terminal tool's name: its own, or its builtin's (a publish
+// terminal is its agent's report).
+func (t Terminal) name() string {
+	switch {
+	case t.Name != "":
+		return t.Name
+	case t.Builtin == TerminalPublish:
+		return TerminalReport
+	}
+	return t.Builtin
 }
 
 // Pressure is a role's context limits, in free cells.
@@ -88,6 +167,8 @@ type Pressure struct {
 type Run struct {
 	Input string `yaml:"input"`
 	Steps []Step `yaml:"steps"`
+	// FollowUp is the role that answers follow-ups ("": the last step's).
+	FollowUp string `yaml:"follow_up"`
 }
 
 // Orchestrations a step may use.
@@ -106,6 +187,7 @@ type Step struct {
 	Task        string   `yaml:"task"`
 	Tasks       []string `yaml:"tasks"`
 	EachFile    string   `yaml:"each_file"`
+	EachItem    string   `yaml:"each_item"`
 	Agents      []Agent  `yaml:"agents"`
 }
 
@@ -131,6 +213,56 @@ func (f *File) Abilities() []string {
 	for _, name := range sortedKeys(f.Tools) {
 		if a := f.Tools[name].Ability; a != "" && !slices.Contains(out, a) {
 			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// With is f with the named profiles put over it, in order; a name the file
+// has no profile for is passed over. Maps merge key by key; any other
+// value (a list, a string) replaces the file's.
+func (f *File) With(names ...string) (*File, error) {
+	doc := map[string]any{}
+	for k, v := range f.doc {
+		if k != "profiles" {
+			doc[k] = v
+		}
+	}
+	var applied []string
+	for _, n := range names {
+		if p, ok := f.Profiles[n]; ok {
+			doc = merge(doc, p)
+			applied = append(applied, n)
+		}
+	}
+	if len(applied) == 0 {
+		return f, nil
+	}
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: profiles %s: %w", f.Path, strings.Join(applied, ", "), err)
+	}
+	g, err := Parse(f.Path, data)
+	if err != nil {
+		return nil, fmt.Errorf("%s with profiles %s: %w", f.Path, strings.Join(applied, ", "), err)
+	}
+	return g, nil
+}
+
+// merge is over put on base: maps key by key, other values replaced.
+// Neither is changed.
+func merge(base, over map[string]any) map[string]any {
+	out := make(map[string]any, len(base))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		b, bok := out[k].(map[string]any)
+		o, ook := v.(map[string]any)
+		if bok && ook {
+			out[k] = merge(b, o)
+		} else {
+			out[k] = v
 		}
 	}
 	return out

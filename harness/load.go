@@ -2,7 +2,7 @@ package harness
 
 import (
 	"bytes"
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,6 +108,7 @@ func Parse(path string, data []byte) (*File, error) {
 		return nil, e
 	}
 	f := &File{}
+	f.doc, _ = doc.(map[string]any)
 	if err := yaml.UnmarshalWithOptions(data, f, yaml.Strict()); err != nil {
 		e.Problems = append(e.Problems, syntaxProblem(err))
 		return nil, e
@@ -118,6 +119,24 @@ func Parse(path string, data []byte) (*File, error) {
 		return nil, fmt.Errorf("harness %s: %w", path, err)
 	}
 	e.Problems = append(e.Problems, check(f, tree)...)
+	if len(e.Problems) > 0 {
+		return nil, e
+	}
+	// Each profile must make a good file too: a run that applies one
+	// finds no new problem after its model loads.
+	for _, name := range sortedKeys(f.Profiles) {
+		_, err := f.With(name)
+		var pe *Error
+		if errors.As(err, &pe) {
+			for _, p := range pe.Problems {
+				msg := p.Msg
+				if p.Field != "" {
+					msg = p.Field + ": " + msg
+				}
+				e.Problems = append(e.Problems, Problem{Line: lineOf(tree, "/profiles/"+escape(name)), Field: "profiles." + name, Msg: "put over the file: " + msg})
+			}
+		}
+	}
 	if len(e.Problems) > 0 {
 		return nil, e
 	}
@@ -380,4 +399,42 @@ func WriteStarter(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+//go:embed builtin
+var builtins embed.FS
+
+// BuiltinNames are the harness files built into lloyal.
+func BuiltinNames() []string {
+	entries, _ := builtins.ReadDir("builtin")
+	var out []string
+	for _, e := range entries {
+		out = append(out, strings.TrimSuffix(e.Name(), ".yaml"))
+	}
+	return out
+}
+
+// BuiltinText is the text of the built-in harness file name (e.g.
+// "research").
+func BuiltinText(name string) ([]byte, error) {
+	b, err := builtins.ReadFile("builtin/" + name + ".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("no built-in harness %q: use one of %s", name, strings.Join(BuiltinNames(), ", "))
+	}
+	return b, nil
+}
+
+// Builtin is the built-in harness file name, as if it were name.yaml in
+// the current folder: its relative paths (the notes folder) are the
+// current folder's.
+func Builtin(name string) (*File, error) {
+	b, err := BuiltinText(name)
+	if err != nil {
+		return nil, err
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("harness %s: %w", name, err)
+	}
+	return Parse(filepath.Join(wd, name+".yaml"), b)
 }

@@ -36,8 +36,8 @@ func TestBadHarnessFiles(t *testing.T) {
 		old, new_ string // replace old with new_ in ok.yaml ("" old: the whole text is new_)
 		want      string
 	}{
-		{"unknown top-level key", "model:\n", "modle:\n", "testdata/bad.yaml:2: modle: unknown key: remove it, or use one of model, roles, run, sampling, tools"},
-		{"unknown role key", "    max_turns: 4\n", "    max_turn: 4\n", "testdata/bad.yaml:29: roles.reader.max_turn: unknown key: remove it, or use one of max_turns, pressure, recovery_prompt, system, system_file, terminal, time_hard, time_soft, tool_choice, tools, turn_tokens, walk"},
+		{"unknown top-level key", "model:\n", "modle:\n", "testdata/bad.yaml:2: modle: unknown key: remove it, or use one of model, profiles, roles, run, sampling, tools"},
+		{"unknown role key", "    max_turns: 4\n", "    max_turn: 4\n", "testdata/bad.yaml:29: roles.reader.max_turn: unknown key: remove it, or use one of max_turns, pressure, recovery_prompt, system, system_file, terminal, time_hard, time_soft, tool_choice, tools, turn_tokens, walk, walk_first"},
 		{"wrong type", "    max_turns: 4\n", "    max_turns: four\n", "testdata/bad.yaml:29: roles.reader.max_turns: Value is string but should be integer"},
 		{"missing terminal schema", "      name: answer\n      schema:\n        type: object\n        properties:\n          text: {type: string}\n        required: [text]\n", "      name: answer\n", "testdata/bad.yaml:22: roles.reader.terminal: missing key schema: add it"},
 		{"terminal schema not an object", "      schema:\n        type: object\n", "      schema:\n        type: string\n", "testdata/bad.yaml:24: roles.reader.terminal.schema: the terminal tool's schema must be a JSON Schema object (\"type\": \"object\") with the result's fields"},
@@ -63,7 +63,13 @@ func TestBadHarnessFiles(t *testing.T) {
 		{"each_file outside the folder", "      task: \"Join: {{results.read}}\"\n", "      task: \"Read {{file}}\"\n      each_file: ../*.go\n", "testdata/bad.yaml:39: run.steps.1.each_file: ../build.go is outside the harness's folder: move the file beside the harness file"},
 		{"each_file that matches nothing", "      task: \"Join: {{results.read}}\"\n", "      task: \"Read {{file}}\"\n      each_file: docs/*.rst\n", "testdata/bad.yaml:39: run.steps.1.each_file: \"docs/*.rst\" matches no file (relative to the harness file)"},
 		{"a tool named with a slash", "  lines:\n", "  \"a/b\":\n    builtin: search\n    corpus: docs\n  lines:\n", "testdata/bad.yaml:8: tools.a/b: a tool's name is 1 to 64 letters, digits, _ or -: rename it"},
-		{"an unknown key under a tool named 0", "  lines:\n", "  \"0\":\n    builtn: search\n  lines:\n", "testdata/bad.yaml:9: tools.0.builtn: unknown key: remove it, or use one of ability, builtin, command, corpus, delegate, description, env, folder, max_tasks, parameters, read_only, timeout"},
+		{"an unknown key under a tool named 0", "  lines:\n", "  \"0\":\n    builtn: search\n  lines:\n", "testdata/bad.yaml:9: tools.0.builtn: unknown key: remove it, or use one of ability, builtin, command, corpus, delegate, description, env, folder, max_tasks, narrow, parameters, read_only, timeout"},
+		{"narrow on the wrong tool", "    corpus: docs\n", "    corpus: docs\n    narrow: hits\n", "testdata/bad.yaml:8: tools.search.narrow: narrow: hits is for read_file tools only: remove it"},
+		{"publish without from", "      name: answer\n      schema:\n        type: object\n        properties:\n          text: {type: string}\n        required: [text]\n", "      builtin: publish\n", "testdata/bad.yaml:22: roles.reader.terminal: a publish terminal needs from: the id of the step whose reports it publishes"},
+		{"each_item from no earlier step", "      tasks: [\"What is {{input}}?\", \"Where is {{input}}?\"]\n", "      task: \"{{item}}\"\n      each_item: later.questions\n", "testdata/bad.yaml:36: run.steps.0.each_item: later.questions: no earlier step has id \"later\" (a step reads only the steps before it)"},
+		{"a profile that breaks the file", "      task: \"Join: {{results.read}}\"\n", "      task: \"Join: {{results.read}}\"\nprofiles:\n  demo:\n    roles:\n      reader: {tools: [search, nothing]}\n", "testdata/bad.yaml:40: profiles.demo: put over the file: roles.reader.tools.1: no tool \"nothing\": define it under tools (defined: lines, search)"},
+		{"tool_choice naming no tool", "    max_turns: 4\n", "    max_turns: 4\n    tool_choice: write_note\n", "testdata/bad.yaml:30: roles.reader.tool_choice: \"write_note\": use auto, required or one of the role's tools (search, lines)"},
+		{"follow_up naming no role", "run:\n", "run:\n  follow_up: writer\n", "testdata/bad.yaml:31: run.follow_up: no role \"writer\": define it under roles (defined: reader)"},
 		{"chain of one task", "orchestrate: parallel\n      tasks: [\"What is {{input}}?\", \"Where is {{input}}?\"]", "orchestrate: chain\n      tasks: [\"only one\"]", "testdata/bad.yaml:32: run.steps.0: a chain runs tasks one after another, each with {{previous}}: give tasks, two or more"},
 	}
 	// Cases that need a second replacement.

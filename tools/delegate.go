@@ -22,23 +22,52 @@ const ReportTurnTokens = 1600
 // DelegateTool starts sub-agents, forked from the caller's own context (they
 // know everything it has read), on sub-questions; their answers come back as
 // its result. report gives the helpers' terminal tool when the pool opens;
-// tasks, when not nil, narrows a caller's sub-questions to sets of
-// different ones among those it offers (a model that writes noise when it
-// writes its own); offering none (an empty, non-nil list) starts no helpers.
+// tasks, when not nil, narrows a caller's sub-questions (Delegate.Offer).
 func DelegateTool(sub func() []engine.Tool, report func() engine.Tool, maxTasks int, tasks func(a *engine.Agent) []string) engine.Tool {
-	schema := fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, maxTasks)
-	spec := engine.ToolSpec{
-		Name:        "delegate",
+	return Delegate{Name: "delegate", MaxTasks: maxTasks, Offer: tasks,
 		Description: fmt.Sprintf("Hand up to %d sub-questions to helper agents that start from what you already know and research them in parallel; returns their answers.", maxTasks),
-		Parameters:  json.RawMessage(schema),
-	}
-	if tasks != nil {
+		Pool: func(tasks []string) (engine.PoolSpec, error) {
+			var specs []engine.AgentSpec
+			for _, t := range tasks {
+				specs = append(specs, engine.AgentSpec{Task: t})
+			}
+			return engine.PoolSpec{
+				System: "You are a helper agent. Answer the sub-question with the tools, then report.",
+				Tools:  sub(), Terminal: report(), MaxTurns: 4, MaxTurnTokens: ReportTurnTokens,
+				Orchestrate: engine.Parallel(specs...),
+			}, nil
+		}}.Tool()
+}
+
+// Delegate is a tool that hands sub-questions to helper agents: each call
+// runs Pool's agents on its tasks, forked from the caller's own context
+// (they know everything it has read), and returns their answers.
+type Delegate struct {
+	Name, Description string
+	// MaxTasks is the most sub-questions a call may give.
+	MaxTasks int
+	// Pool is the helpers' pool for a call's tasks (blank and repeated
+	// ones left out).
+	Pool func(tasks []string) (engine.PoolSpec, error)
+	// Offer, when not nil, narrows a caller's sub-questions to sets of
+	// different ones among those it offers, for a model that writes noise
+	// when it writes its own; offering none (an empty, non-nil list)
+	// starts no helpers; nil from Offer leaves the model free.
+	Offer func(a *engine.Agent) []string
+}
+
+// Tool is the delegate tool.
+func (d Delegate) Tool() engine.Tool {
+	maxTasks := d.MaxTasks
+	schema := fmt.Sprintf(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}},"required":["tasks"]}`, maxTasks)
+	spec := engine.ToolSpec{Name: d.Name, Description: d.Description, Parameters: json.RawMessage(schema)}
+	if d.Offer != nil {
 		spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
 			// Each set of different sub-questions, in the order offered:
 			// items from an enum let a small model ask the same one three
 			// times; nothing offered, no helpers (an empty list the call
 			// answers with an error) rather than helpers on noise.
-			all := tasks(a)
+			all := d.Offer(a)
 			if all == nil {
 				return nil // not narrowed: the model writes its own
 			}
@@ -68,15 +97,11 @@ func DelegateTool(sub func() []engine.Tool, report func() engine.Tool, maxTasks 
 		if len(tasks) == 0 {
 			return engine.ErrorResult("no sub-questions given: pass tasks as a list of questions"), nil
 		}
-		var specs []engine.AgentSpec
-		for _, t := range tasks {
-			specs = append(specs, engine.AgentSpec{Task: t})
+		pool, err := d.Pool(tasks)
+		if err != nil {
+			return engine.ErrorResult("the helpers could not start: %v", err), nil
 		}
-		return Helpers(ctx, engine.PoolSpec{
-			System: "You are a helper agent. Answer the sub-question with the tools, then report.",
-			Tools:  sub(), Terminal: report(), MaxTurns: 4, MaxTurnTokens: ReportTurnTokens,
-			Orchestrate: engine.Parallel(specs...),
-		})
+		return Helpers(ctx, pool)
 	})
 }
 

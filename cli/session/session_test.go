@@ -18,7 +18,6 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 	"github.com/lloyal-ai/lloyal/harness"
-	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -38,10 +37,17 @@ func TestRunRecordsTheRun(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data")) // no installed abilities
 	// The sampling flags given override the harness's defaults in the header;
 	// the others keep them.
-	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096}, Walk: true, Corpus: filepath.Join("..", "..", "testdata", "corpus"), Task: "What is a harbor?", Agents: 2,
-		Seed: 3, Sampling: research.SamplingFlags{TopK: ptr(20), RepeatPenalty: ptr[float32](1.1)}, Version: "test", App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
+	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096}, Walk: true, Workspace: filepath.Join(dir, "notes"), Corpus: filepath.Join("..", "..", "testdata", "corpus"), Task: "What is a harbor?", Agents: 2,
+		Seed: 3, Sampling: harness.Sampling{TopK: ptr(20), RepeatPenalty: ptr[float32](1.1)}, Version: "test", App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
 			Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdin: null, Stdout: io.Discard, Stderr: io.Discard}}
-	if err := Run(context.Background(), cfg); err != nil {
+	f, err := harness.Builtin("research")
+	if err == nil {
+		f, err = f.With(harness.Profiles(false, true, cfg.NCtx)...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(context.Background(), cfg, f); err != nil {
 		t.Fatal(err)
 	}
 	ck, err := trace.CheckFile(cfg.App.TracePath)
@@ -49,7 +55,8 @@ func TestRunRecordsTheRun(t *testing.T) {
 		t.Fatalf("trace %+v %v", ck, err)
 	}
 	h := ck.Header
-	want := research.DefaultSampling(3)
+	want := harness.DefaultSampling
+	want.Seed = 3
 	want.TopK, want.RepeatPenalty = 20, 1.1
 	if h.ProgramVersion != "test" || h.Model.Architecture != "llama" || h.Context.NCtx != 4096 || h.Sampling != want {
 		t.Fatalf("header %+v", h)
@@ -110,7 +117,7 @@ func TestHeaderRecordsTheRepeatPenalty(t *testing.T) {
 // model (walked): a reviewer per file, each calling the grep command (whose
 // progress moves), then the editor whose protected note is saved under
 // --grant; the trace records the file's tools and closes completed.
-func TestRunHarnessCodeReview(t *testing.T) {
+func TestRunCodeReview(t *testing.T) {
 	dir := t.TempDir()
 	copyDir(t, filepath.Join("..", "..", "examples"), filepath.Join(dir, "examples"))
 	os.RemoveAll(filepath.Join(dir, "examples", "code-review", "notes")) // from a run of the example here
@@ -121,7 +128,7 @@ func TestRunHarnessCodeReview(t *testing.T) {
 	tp := filepath.Join(dir, "run.jsonl")
 	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 8192}, Seed: 1, Version: "test", App: headless(t, dir)}
 	cfg.App.Approvals.Grant = []string{"write_note"}
-	if err := RunHarness(context.Background(), cfg, f); err != nil {
+	if err := Run(context.Background(), cfg, f); err != nil {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
@@ -203,7 +210,7 @@ run:
 	tp := filepath.Join(dir, "run.jsonl")
 	qs := []string{"And what is a skiff?", "Which of the two is bigger?"}
 	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096}, Seed: 1, Version: "test", FollowUps: qs, MaxFollowUps: 8, App: headless(t, dir)}
-	if err := RunHarness(context.Background(), cfg, f); err != nil {
+	if err := Run(context.Background(), cfg, f); err != nil {
 		t.Fatal(err)
 	}
 	spines, extends, task := 0, 0, map[int]string{}

@@ -21,8 +21,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend/ollamatest"
-	"github.com/lloyal-ai/lloyal/tools"
-	"github.com/lloyal-ai/lloyal/tools/research"
+	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -112,24 +111,24 @@ func TestResearchHarnessOnOllama(t *testing.T) {
 		t.Fatalf("dialect %s, context %d, format %s: want ollama, 16384, chatml (from the vocabulary)", c.Dialect(), c.NCtx(), c.Format().Kind)
 	}
 	dir := t.TempDir()
-	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	// Walked: random weights never call a tool on their own.
+	f, err := harness.Builtin("research")
+	if err == nil {
+		f, err = f.With(harness.Profiles(false, true, c.NCtx())...)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer corpus.Close()
-	note, err := tools.WriteNoteTool(filepath.Join(dir, "notes"))
+	h, err := f.Build(harness.Options{Workspace: filepath.Join(dir, "notes")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := research.New(corpus, note, research.DemoTask, 3)
-	h.Sampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: 1}
-	h.Walk = true // random weights never call a tool on their own
+	defer h.Close()
 	h.Fit(c.NCtx(), 0)
-	all, terminal := h.Tools()
 	tp := filepath.Join(dir, "run.jsonl")
 	tw, err := trace.Create(tp, trace.Header{Model: event.ModelInfo{Ref: tinyName, Name: tinyName, Format: string(c.Format().Kind)}, Sampling: h.Sampling,
 		Context: trace.ContextInfo{NCtx: c.NCtx()}, Server: &trace.ServerInfo{URL: c.Name(), Dialect: string(c.Dialect()), Model: tinyName},
-		Tools: trace.Tools(all, terminal)})
+		Tools: h.ToolInfos()})
 	if err != nil {
 		t.Fatal(err)
 	}

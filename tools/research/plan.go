@@ -14,14 +14,22 @@ import (
 // PlannerSystem is the planner's system prompt.
 const PlannerSystem = "You plan research. Split the task into independent questions a researcher can answer from the documents."
 
-// PlanTool is the planner's terminal tool: at most Agents questions.
-// With ClausePlan the questions are the task's own clauses: each of them
+// PlanTool is the planner's terminal tool for this harness's task.
+func (h *Harness) PlanTool() engine.Tool { return PlanTool(h.Task, h.Agents, h.ClausePlan) }
+
+// PlanTool is a planner's terminal tool for task: at most most questions.
+// With clausePlan the questions are the task's own clauses: each of them
 // once, in the order the planner chooses (when there are at most
-// maxOrdered, and no more than Agents), or else any of them.
-func (h *Harness) PlanTool() engine.Tool {
-	agents := max(h.Agents, 1)
+// maxOrdered, and no more than most), or else any of them; without, a free
+// plan.
+func PlanTool(task string, most int, clausePlan bool) engine.Tool {
+	agents := max(most, 1)
 	questions := fmt.Sprintf(`{"type":"array","items":{"type":"string","maxLength":160},"minItems":1,"maxItems":%d}`, agents)
-	if cs := h.clauses(); len(cs) > 0 {
+	var cs []string
+	if clausePlan {
+		cs = Clauses(task)
+	}
+	if len(cs) > 0 {
 		var b []byte
 		if len(cs) <= min(agents, maxOrdered) {
 			// A small model left to pick clauses one by one picks the
@@ -36,15 +44,6 @@ func (h *Harness) PlanTool() engine.Tool {
 	}
 	schema := json.RawMessage(`{"type":"object","properties":{"questions":` + questions + `},"required":["questions"]}`)
 	return engine.Terminal("plan", "Give the research questions that together answer the task.", schema)
-}
-
-// clauses are the task's clauses with ClausePlan, and none without it (a
-// free plan: the task is not split at all).
-func (h *Harness) clauses() []string {
-	if !h.ClausePlan {
-		return nil
-	}
-	return Clauses(h.Task)
 }
 
 // maxOrdered is the most clauses a plan's schema lists every order of

@@ -32,18 +32,38 @@ type Finding struct {
 // PublisherTask is the publisher's task: the run's task and the findings,
 // each cut to what the context allows.
 func (h *Harness) PublisherTask(task string, findings []Finding) string {
+	return "Task: " + task + "\n\nFindings:\n" + FindingsText(findings, h.findingChars) +
+		"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."
+}
+
+// FindingsText lists findings as a publisher's task holds them: each
+// question, its answer cut to chars characters, and its sources.
+func FindingsText(findings []Finding, chars int) string {
 	var b strings.Builder
 	for _, f := range findings {
-		fmt.Fprintf(&b, "- %s\n  %s\n", chat.Clip(f.Question, h.findingChars/3), chat.Clip(f.Answer, h.findingChars))
+		fmt.Fprintf(&b, "- %s\n  %s\n", chat.Clip(f.Question, chars/3), chat.Clip(f.Answer, chars))
 		if len(f.Sources) > 0 {
-			fmt.Fprintf(&b, "  sources: %s\n", chat.Clip(strings.Join(f.Sources, ", "), h.findingChars/3))
+			fmt.Fprintf(&b, "  sources: %s\n", chat.Clip(strings.Join(f.Sources, ", "), chars/3))
 		}
 	}
 	if b.Len() == 0 {
 		b.WriteString("(no researcher reported)")
 	}
-	return "Task: " + task + "\n\nFindings:\n" + b.String() +
-		"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."
+	return b.String()
+}
+
+// Findings are the reports of the agents that ended with one, as the
+// publisher reads them: each agent's question (its task's first line).
+func Findings(results []engine.AgentResult) []Finding {
+	var out []Finding
+	for _, a := range results {
+		if a.Ok() {
+			r := report.Read(a.Result)
+			question, _, _ := strings.Cut(a.Task, "\n")
+			out = append(out, Finding{Question: question, Answer: r.Answer, Sources: r.Sources, Claims: r.Claims})
+		}
+	}
+	return out
 }
 
 // PublisherTools are the publisher's tool (write_note) and terminal tool
@@ -51,29 +71,6 @@ func (h *Harness) PublisherTask(task string, findings []Finding) string {
 // training transcripts).
 func (h *Harness) PublisherTools() (note, terminal engine.Tool) {
 	return h.note, h.grounding.Report(tools.ReportOptions{})
-}
-
-// publisherPool is the publishing stage over the findings. Its report may
-// cite only the findings' sources; grounded, its note is the findings'
-// claims and its report quotes them.
-func (h *Harness) publisherPool(findings []Finding) engine.PoolSpec {
-	pub := engine.AgentSpec{Role: "publisher", Task: h.PublisherTask(h.Task, findings)}
-	if h.Walk || h.WalkFirst {
-		// Save once, then report: a walked model (or the small demo model,
-		// whose note can loop to the turn's limit) would otherwise pick its
-		// next call on its own, and may ask you to save again.
-		pub.Plan = []engine.ToolChoice{"write_note", "report"}
-	}
-	note, terminal := h.note, publisherReport(findings, h.Grounded, h.QuoteOnly)
-	if h.Grounded {
-		note = fixedNote(h.note, GroundedNote(h.Task, findings))
-	}
-	// A whole note (1,000 characters at most, by its schema and so by the
-	// grammar) or report fits in one turn: a turn cut short would cut the
-	// call.
-	return engine.PoolSpec{System: PublisherSystem, Tools: []engine.Tool{note}, Terminal: terminal, ToolChoice: engine.ToolChoice("write_note"),
-		MaxTurns: 3, MaxTurnTokens: tools.ReportTurnTokens, Sampling: h.Sampling, SoftLimit: h.SoftLimit, HardLimit: h.HardLimit,
-		Orchestrate: engine.Parallel(pub)}
 }
 
 // GroundedNote is a grounded run's note: the task, then each question with
@@ -101,9 +98,9 @@ func GroundedNote(task string, findings []Finding) string {
 	return b.String()
 }
 
-// fixedNote is write_note with its arguments fixed: a note named "report"
+// FixedNote is write_note with its arguments fixed: a note named "report"
 // holding text (the model chooses nothing, a person still approves it).
-func fixedNote(note engine.Tool, text string) engine.Tool {
+func FixedNote(note engine.Tool, text string) engine.Tool {
 	s := note.Spec()
 	t, _ := json.Marshal(text)
 	s.Parameters = json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"name":{"const":"report"},"text":{"const":%s}},"required":["name","text"]}`, t))
@@ -111,10 +108,10 @@ func fixedNote(note engine.Tool, text string) engine.Tool {
 	return engine.Func{S: s, Fn: note.Execute}
 }
 
-// publisherReport is the publisher's terminal tool: its sources only the
+// PublisherReport is the publisher's terminal tool: its sources only the
 // findings' (none found: an empty list); grounded, its claims only the
-// findings' claims.
-func publisherReport(findings []Finding, grounded, quoteOnly bool) engine.Tool {
+// findings' claims; quoteOnly, its answer only those claims.
+func PublisherReport(findings []Finding, grounded, quoteOnly bool) engine.Tool {
 	var sources []string
 	var claims []report.Claim
 	for _, f := range findings {
