@@ -76,6 +76,9 @@ type Corpus struct {
 	synonyms []synonym
 	// glossary are the glossary's entries, read once at load.
 	glossary []glossaryEntry
+	// fields are the page fields ("applies to"): labels most pages start a
+	// line with, which say what a page is about, not what it says.
+	fields map[string]bool
 	avgLen   float64
 	fsys     fs.FS
 	root     *os.Root // the folder, when the corpus is one (nil for a built-in corpus)
@@ -202,7 +205,8 @@ func loadCorpus(fsys fs.FS, root *os.Root, name string) (*Corpus, error) {
 		}
 	}
 	c.avgLen = float64(total) / float64(max(len(c.Chunks), 1))
-	c.glossary = glossaryEntries(c.Docs)
+	c.fields = pageFields(c.Docs)
+	c.glossary = glossaryEntries(c.Docs, c.fields)
 	c.synonyms = synonyms(c.glossary, st)
 	return c, nil
 }

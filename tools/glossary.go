@@ -27,12 +27,10 @@ func LoadGlossary(c *Corpus) Glossary {
 type glossaryEntry struct{ term, meaning string }
 
 // glossaryEntries are the "term: meaning" lines of the documents named
-// glossary.md (or glossary.txt), in order; the term is lowercased. A label
-// that starts a line in a quarter of the corpus's documents or more
-// ("Applies to: Tidewater 3.x") is a page field, not a term of art.
-func glossaryEntries(docs []*Doc) []glossaryEntry {
+// glossary.md (or glossary.txt), in order; the term is lowercased. A page
+// field (pageFields: "Applies to: Tidewater 3.x") is not a term of art.
+func glossaryEntries(docs []*Doc, fields map[string]bool) []glossaryEntry {
 	var out []glossaryEntry
-	fields := pageFields(docs)
 	for _, d := range docs {
 		base := strings.ToLower(d.Path)
 		if base != "glossary.md" && base != "glossary.txt" {

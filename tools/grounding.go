@@ -46,6 +46,9 @@ type shown struct {
 	paths []string
 	lines map[string]map[int]string
 	read  map[string]bool // files it opened with read_file (not only met in a search)
+	// first is the file it opened first: the one it judged most likely to
+	// answer (a search's best hit, read first).
+	first string
 	// passages are the line ranges results showed it, newest first, and
 	// whether it has read each one whole (read_file).
 	passages []Passage
@@ -134,15 +137,22 @@ func (g *Grounding) record(a *engine.Agent, result any, read bool) {
 			s = &shown{lines: map[string]map[int]string{}, read: map[string]bool{}}
 			g.seen[x.ID] = s
 		}
+		// The newest result's passages first, in its own order (a
+		// search's best hit first).
+		fresh := make([]Passage, 0, len(ranges))
 		for _, r := range ranges {
 			r.Read = read
 			if i := slices.IndexFunc(s.passages, func(p Passage) bool { return p.Path == r.Path && p.From == r.From && p.To == r.To }); i >= 0 {
 				r.Read = r.Read || s.passages[i].Read
 				s.passages = slices.Delete(s.passages, i, i+1)
 			}
-			s.passages = slices.Insert(s.passages, 0, r)
+			fresh = append(fresh, r)
 		}
+		s.passages = slices.Insert(s.passages, 0, fresh...)
 		for _, l := range got {
+			if read && s.first == "" {
+				s.first = l.Path
+			}
 			s.read[l.Path] = s.read[l.Path] || read
 			if s.lines[l.Path] == nil {
 				s.paths = append(s.paths, l.Path)
@@ -311,6 +321,10 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 	views := g.view(a.ID)
 	var all []Claim
 	read := map[string]bool{}
+	first := ""
+	if len(views) > 0 {
+		first = views[0].first
+	}
 	for _, p := range paths {
 		lines := linesIn(views, p)
 		for n := range lines {
@@ -336,15 +350,32 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		}
 		return ws
 	}
+	// A page field ("Applies to: Tidewater 3.3 and later") says what its
+	// page is about, which a question about that page's subject shares
+	// words with: it is no answer.
+	all = slices.DeleteFunc(all, func(c Claim) bool {
+		label, _, ok := strings.Cut(c.Quote, ":")
+		return ok && g.corpus.fields[strings.ToLower(strings.TrimSpace(label))]
+	})
 	score := make([]float64, len(all))
-	for i, c := range all {
+	overlap := func(text string) float64 {
+		var s float64
 		seen := map[string]bool{}
-		for _, t := range stems(terms(c.Quote)) {
+		for _, t := range stems(terms(text)) {
 			if q[t] && !seen[t] {
 				seen[t] = true
 				df := float64(g.corpus.sdf[t])
-				score[i] += math.Log(1 + float64(len(g.corpus.Chunks))/(df+1))
+				s += math.Log(1 + float64(len(g.corpus.Chunks))/(df+1))
 			}
+		}
+		return s
+	}
+	for i, c := range all {
+		score[i] = overlap(c.Quote)
+		// A list item says what its lead-in ("A skiff stops claiming
+		// when:") introduces: it answers what the lead-in does.
+		if lead := g.leadIn(c.Source); lead != "" {
+			score[i] += overlap(lead)
 		}
 		// A sentence defining the question's words ("skiff: a worker
 		// process …") answers "What is a skiff?" better than one that
@@ -354,6 +385,9 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 			score[i] *= 2
 		}
 		if read[claimPath(c.Source)] {
+			score[i] *= 1.5
+		}
+		if claimPath(c.Source) == first {
 			score[i] *= 1.5
 		}
 	}
@@ -374,6 +408,54 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		out = append(out, all[i])
 	}
 	return out
+}
+
+// SectionEnd is the last line of the section a passage of path ending at
+// line to runs on in: up to the line before the next heading, at most
+// most lines after to.
+func (g *Grounding) SectionEnd(path string, to, most int) int {
+	d := g.docs[path]
+	if d == nil {
+		return to
+	}
+	end := to
+	for n := to + 1; n <= len(d.Lines) && n <= to+most; n++ {
+		if strings.HasPrefix(strings.TrimSpace(d.Lines[n-1]), "#") {
+			break
+		}
+		end = n
+	}
+	return end
+}
+
+// leadIn is the line introducing the list a claim's first line is an item
+// of (a line ending with ":" before the list), or "".
+func (g *Grounding) leadIn(source string) string {
+	path, from, _ := report.SplitSource(source)
+	d := g.docs[path]
+	if d == nil || from < 2 || from > len(d.Lines) {
+		return ""
+	}
+	item := func(l string) bool {
+		l = strings.TrimSpace(l)
+		return strings.HasPrefix(l, "- ") || strings.HasPrefix(l, "* ") || startsNumbered(l)
+	}
+	if !item(d.Lines[from-1]) {
+		return ""
+	}
+	for n := from - 1; n >= 1 && from-n <= 30; n-- {
+		raw := d.Lines[n-1]
+		l := strings.TrimSpace(raw)
+		switch {
+		case l == "" || item(l) || strings.HasPrefix(raw, " "): // an item's next lines are indented
+			continue
+		case strings.HasSuffix(l, ":"):
+			return l
+		default:
+			return ""
+		}
+	}
+	return ""
 }
 
 // allIn reports whether every one of ts (at least one) is in set.

@@ -231,3 +231,97 @@ func TestClaimsMatchByStem(t *testing.T) {
 		t.Fatalf("offered %q", got)
 	}
 }
+
+// corpusOf is a corpus of the files given, path → text.
+func corpusOf(t *testing.T, files map[string]string) *Corpus {
+	t.Helper()
+	fs := fstest.MapFS{}
+	for p, text := range files {
+		fs[p] = &fstest.MapFile{Data: []byte(text)}
+	}
+	c, err := LoadCorpusFS(fs, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// readWhole books a whole file of c as read by a.
+func readWhole(g *Grounding, c *Corpus, a *engine.Agent, path string) {
+	doc := c.Docs[slices.IndexFunc(c.Docs, func(d *Doc) bool { return d.Path == path })]
+	g.record(a, map[string]any{"path": path, "lines": fmt.Sprintf("1-%d", len(doc.Lines)), "text": strings.Join(doc.Lines, "\n")}, true)
+}
+
+// A search result's passages are offered in its own order, best first,
+// before an older result's.
+func TestPassagesKeepTheResultsOrder(t *testing.T) {
+	c := corpusOf(t, map[string]string{"a.md": "# A\n\none\ntwo\n", "b.md": "# B\n\nthree\nfour\n", "c.md": "# C\n\nfive\n"})
+	g := NewGrounding(c)
+	a := &engine.Agent{ID: 1}
+	hit := func(p string) map[string]any { return map[string]any{"path": p, "lines": "3-3", "text": "x"} }
+	g.record(a, map[string]any{"hits": []any{hit("c.md")}}, false)
+	g.record(a, map[string]any{"hits": []any{hit("a.md"), hit("b.md")}}, false)
+	var got []string
+	for _, p := range g.Passages(1) {
+		got = append(got, p.Path)
+	}
+	if !slices.Equal(got, []string{"a.md", "b.md", "c.md"}) {
+		t.Fatalf("passages %v: want the newest search's best hit first", got)
+	}
+}
+
+// A page field ("Applies to: …", a label most pages start a line with)
+// says what its page is about, not what it says: it is never a claim,
+// though it shares the question's words.
+func TestClaimsLeaveOutPageFields(t *testing.T) {
+	page := func(title, body string) string {
+		return "# " + title + "\n\nApplies to: the breakwater rate of Tidewater 3.3 and later.\n\n" + body + "\n"
+	}
+	c := corpusOf(t, map[string]string{
+		"breakwater.md": page("Breakwater", "A breakwater rate below 5 makes jobs time out."),
+		"b.md":          page("B", "Other text."),
+		"c.md":          page("C", "More text."),
+	})
+	g := NewGrounding(c)
+	a := &engine.Agent{ID: 1}
+	readWhole(g, c, a, "breakwater.md")
+	got := g.Claims(a, "What does the handbook say about the breakwater rate?", maxOffered)
+	if len(got) != 1 || got[0].Quote != "A breakwater rate below 5 makes jobs time out." {
+		t.Fatalf("offered %q", got)
+	}
+}
+
+// A list's items answer what their lead-in asks ("A skiff stops claiming
+// when:"), though they share no word with the question; a file's first
+// read outranks a later one's sentence that shares as many words.
+func TestClaimsOfferListItemsAndTheFirstFileRead(t *testing.T) {
+	c := corpusOf(t, map[string]string{
+		"skiffs.md":   "# Skiffs\n\nA skiff stops claiming when:\n\n- the ledger cannot be written, checked every 30 seconds;\n- the harbor cannot be reached for a while.\n",
+		"glossary.md": "# Glossary\n\nThe down command makes each skiff stop claiming work.\n",
+	})
+	g := NewGrounding(c)
+	a := &engine.Agent{ID: 1}
+	readWhole(g, c, a, "skiffs.md")
+	readWhole(g, c, a, "glossary.md")
+	got := g.Claims(a, "When does a skiff stop claiming work?", maxOffered)
+	var quotes []string
+	for _, cl := range got {
+		quotes = append(quotes, cl.Quote)
+	}
+	if len(got) < 3 || got[0].Quote != "A skiff stops claiming when:" || !slices.Contains(quotes, "the ledger cannot be written, checked every 30 seconds;") {
+		t.Fatalf("offered %q: want the first file's lead-in first, and its items", quotes)
+	}
+}
+
+// A read of a search's passage runs on to the end of its section (the list
+// its lead-in introduces), at most most lines further, never past the next
+// heading.
+func TestSectionEnd(t *testing.T) {
+	c := corpusOf(t, map[string]string{"a.md": "# A\n\nLead:\n- one\n- two\n- three\n\n## Next\n\ntext\n"})
+	g := NewGrounding(c)
+	for _, tc := range []struct{ to, most, want int }{{3, 8, 7}, {3, 2, 5}, {9, 8, 10}} {
+		if got := g.SectionEnd("a.md", tc.to, tc.most); got != tc.want {
+			t.Errorf("SectionEnd(a.md, %d, %d) = %d, want %d", tc.to, tc.most, got, tc.want)
+		}
+	}
+}

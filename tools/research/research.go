@@ -254,12 +254,13 @@ func QuestionQueries(search engine.Tool, on func() bool) engine.Tool {
 	return engine.Func{S: spec, Fn: search.Execute}
 }
 
-// HitReads narrows read_file's arguments, while on() holds, to the
-// passages results showed the calling agent that it has not read, newest
-// first: those of files it has not opened yet while there are any (the
-// search's first file is not always the one that answers, and a small
-// model's pick among passages is a guess). For a model that copies a hit's
-// path well and its line numbers badly.
+// HitReads narrows read_file's arguments, while on() holds, to one
+// passage a search showed the calling agent that it has not read: the best
+// of the newest result's, in a file it has not opened yet while there is
+// one (the search's first file is not always the one that answers, so a
+// second read goes to the next file). For a model that copies a hit's path
+// well and its line numbers badly, and whose pick among passages is a
+// guess.
 func HitReads(g *tools.Grounding, read engine.Tool, on func() bool) engine.Tool {
 	spec := read.Spec()
 	spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
@@ -271,24 +272,29 @@ func HitReads(g *tools.Grounding, read engine.Tool, on func() bool) engine.Tool 
 		for _, p := range passages {
 			opened[p.Path] = opened[p.Path] || p.Read
 		}
-		var alts, others []string
-		for _, p := range passages {
-			b, _ := json.Marshal(map[string]any{"path": p.Path, "start_line": p.From, "end_line": p.To})
-			switch {
-			case p.Read:
-			case !opened[p.Path] && len(alts) < 6:
-				alts = append(alts, `{"const":`+string(b)+`}`)
-			case opened[p.Path] && len(others) < 6:
-				others = append(others, `{"const":`+string(b)+`}`)
+		var next, fallback *tools.Passage
+		for i, p := range passages {
+			if p.Read {
+				continue
+			}
+			if !opened[p.Path] {
+				next = &passages[i]
+				break
+			}
+			if fallback == nil {
+				fallback = &passages[i]
 			}
 		}
-		if len(alts) == 0 {
-			alts = others
+		if next == nil {
+			next = fallback
 		}
-		if len(alts) == 0 {
+		if next == nil {
 			return nil
 		}
-		return json.RawMessage(`{"anyOf":[` + strings.Join(alts, ",") + `]}`)
+		// The passage and the rest of its section (a search passage is a
+		// few lines; the list its lead-in introduces follows it).
+		b, _ := json.Marshal(map[string]any{"path": next.Path, "start_line": next.From, "end_line": g.SectionEnd(next.Path, next.To, 8)})
+		return json.RawMessage(`{"const":` + string(b) + `}`)
 	}
 	return engine.Func{S: spec, Fn: read.Execute}
 }
