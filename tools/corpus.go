@@ -79,10 +79,10 @@ type Corpus struct {
 	// fields are the page fields ("applies to"): labels most pages start a
 	// line with, which say what a page is about, not what it says.
 	fields map[string]bool
-	avgLen   float64
-	fsys     fs.FS
-	root     *os.Root // the folder, when the corpus is one (nil for a built-in corpus)
-	close    func() error
+	avgLen float64
+	fsys   fs.FS
+	root   *os.Root // the folder, when the corpus is one (nil for a built-in corpus)
+	close  func() error
 	// links counts the corpus's own names (outside restricted/) for each
 	// file: a file with more hard links than that also lives outside the
 	// corpus, or in its restricted/ folder, and is not served.
