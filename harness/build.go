@@ -86,7 +86,7 @@ const fetchPause = 3 * time.Second
 
 // Build makes f's program as o says. Close it when done.
 func (f *File) Build(o Options) (*Program, error) {
-	p := &Program{f: f, o: o, tools: map[string]engine.Tool{}, corpora: map[string]*corpus{}, findingChars: 1200, Sampling: f.Sampling.Over(DefaultSampling)}
+	p := &Program{f: f, o: o, tools: map[string]engine.Tool{}, corpora: map[string]*corpus{}, findingChars: research.FindingChars, Sampling: f.Sampling.Over(DefaultSampling)}
 	if p.o.Input == "" {
 		p.o.Input = f.Run.Input
 	}
@@ -216,12 +216,12 @@ func (p *Program) tool(name string, t Tool) (engine.Tool, error) {
 	case "search":
 		tl = c.g.Watch(tools.SearchTool(c.c))
 		if t.Narrow == NarrowQuestion {
-			tl = research.QuestionQueries(tl, func() bool { return true })
+			tl = research.QuestionQueries(tl)
 		}
 	case "read_file":
 		tl = c.g.Watch(tools.ReadFileTool(c.c))
 		if t.Narrow == NarrowHits {
-			tl = research.HitReads(c.g, tl, func() bool { return true })
+			tl = research.HitReads(c.g, tl)
 		}
 	case "grep":
 		tl = c.g.Watch(tools.GrepTool(c.c))
@@ -480,14 +480,15 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 	r, system := p.f.Roles[s.Role], p.systems[s.Role]
 	var ts []engine.Tool
 	var abs []research.Ability
+	read := p.readBy(r)
 	for _, name := range r.Tools {
 		if a := p.f.Tools[name].Ability; a != "" {
 			for _, ab := range p.abilities {
 				if a == AllAbilities || a == ab.Name {
 					abs = append(abs, ab)
 					for _, t := range ab.Tools {
-						if c := p.readBy(r); c != nil {
-							t = c.g.Watch(t) // its resources may be cited
+						if read != nil {
+							t = read.g.Watch(t) // its resources may be cited
 						}
 						ts = append(ts, t)
 					}
@@ -644,11 +645,9 @@ func (p *Program) tasks(s Step, fill func(string) string, results map[string][]e
 }
 
 // listItems are the strings of the list field of results' structured
-// results, blank ones and repeats (in any case, around any spaces) left
-// out: one item twice is one agent's work.
+// results, blank ones and repeats left out (research.Distinct).
 func listItems(results []engine.AgentResult, field string) []string {
-	var out []string
-	seen := map[string]bool{}
+	var all []string
 	for _, r := range results {
 		if !r.Ok() {
 			continue
@@ -657,14 +656,9 @@ func listItems(results []engine.AgentResult, field string) []string {
 		var items []string
 		_ = json.Unmarshal(r.Result, &obj)
 		_ = json.Unmarshal(obj[field], &items)
-		for _, it := range items {
-			if k := strings.ToLower(strings.TrimSpace(it)); k != "" && !seen[k] {
-				seen[k] = true
-				out = append(out, it)
-			}
-		}
+		all = append(all, items...)
 	}
-	return out
+	return research.Distinct(all)
 }
 
 // fill puts the input and earlier steps' results in a task.

@@ -22,6 +22,12 @@ func program(t *testing.T, text, input string) *Program {
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return built(t, path, input)
+}
+
+// built is the harness file at path, loaded and built with input.
+func built(t *testing.T, path, input string) *Program {
+	t.Helper()
 	f, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -215,16 +221,8 @@ func TestASystemFileIsTheRolesPrompt(t *testing.T) {
 	if err := os.WriteFile(path, []byte("roles:\n  r:\n    system_file: prompt.md"+answerRole+"\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := f.Build(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	spec, err := p.pool(f.Run.Steps[0], nil)
+	p := built(t, path, "")
+	spec, err := p.pool(p.f.Run.Steps[0], nil)
 	if err != nil || spec.System != "You read harbors." {
 		t.Fatalf("system %q, %v", spec.System, err)
 	}

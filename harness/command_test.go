@@ -94,15 +94,7 @@ func TestCommandProgressAndProtection(t *testing.T) {
 // A harness loaded by a relative path runs its command tools from the
 // harness's folder, wherever lloyal was started.
 func TestACommandOfARelativeHarness(t *testing.T) {
-	f, err := Load(filepath.Join("testdata", "ok.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := f.Build(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := built(t, filepath.Join("testdata", "ok.yaml"), "")
 	res, err := p.tools["lines"].Execute(context.Background(), json.RawMessage(`{"text":"a"}`))
 	if b, _ := json.Marshal(res); err != nil || !strings.Contains(string(b), `"lines"`) || strings.Contains(string(b), "error") {
 		t.Fatalf("%s %v", b, err)

@@ -65,17 +65,10 @@ func orders(items []string) [][]string {
 	return out
 }
 
-// planQuestions are a plan's questions, blank ones and repeats left out:
-// one question asked twice is one researcher's work.
-func planQuestions(result json.RawMessage) []string {
-	var p struct{ Questions []string }
-	_ = json.Unmarshal(result, &p)
-	return distinct(p.Questions)
-}
-
-// distinct is items without the blank ones and without repeats (in any
-// case, around any spaces), in their order.
-func distinct(items []string) []string {
+// Distinct is items without the blank ones and without repeats (in any
+// case, around any spaces), in their order: one question asked twice is
+// one agent's work.
+func Distinct(items []string) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, q := range items {
@@ -116,7 +109,7 @@ func Clauses(task string) []string {
 			out = append(out, p)
 		}
 	}
-	return distinct(out)
+	return Distinct(out)
 }
 
 // sentences splits text after each ".", "?" or "!" that a space and a

@@ -96,9 +96,9 @@ func TestPlanToolClauses(t *testing.T) {
 	}
 }
 
-func TestPlanQuestions(t *testing.T) {
-	got := planQuestions(json.RawMessage(`{"questions":["What is a harbor?"," ","what is a harbor? ","Explain the dock."]}`))
+func TestDistinct(t *testing.T) {
+	got := Distinct([]string{"What is a harbor?", " ", "what is a harbor? ", "Explain the dock."})
 	if want := []string{"What is a harbor?", "Explain the dock."}; !slices.Equal(got, want) {
-		t.Fatalf("planQuestions = %q, want %q", got, want)
+		t.Fatalf("Distinct = %q, want %q", got, want)
 	}
 }

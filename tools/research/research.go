@@ -1,7 +1,10 @@
-// Package research is lloyal's research harness: a planner splits a task into
-// questions, research agents answer them in parallel over a corpus (search,
-// read_file, grep, glossary, delegate), and a publisher saves the report as
-// a note (write_note: protected, a person approves it) and reports.
+// Package research holds the pieces of lloyal's research harness — a
+// planner splits a task into questions, research agents answer them in
+// parallel over a corpus, a publisher saves the report as a note and
+// reports — and the built-in handbook. The program itself is a harness
+// file (harness/builtin/research.yaml); Harness here is its roles' prompts
+// and tools as the demo model's training transcripts and lloyal bench
+// researchers use them.
 package research
 
 import (
@@ -48,7 +51,6 @@ type Harness struct {
 	// grounding is what each agent has read: its report may cite only
 	// that.
 	grounding *tools.Grounding
-	glossary  tools.Glossary
 	abilities []Ability
 }
 
@@ -133,6 +135,10 @@ func (h *Harness) Fit(nCtx, nBatch int) string {
 // publisher's task holds, for one context.
 type Limits struct{ Soft, Hard, FindingChars int }
 
+// FindingChars is how much of each finding a publisher's task holds in a
+// context of 8,192 cells or more.
+const FindingChars = 1200
+
 // Fitted are the limits for a context of nCtx cells decoded nBatch tokens
 // at a time, and whether they differ from the defaults (the engine's
 // pressure limits, 1,200-character findings): below 8,192 cells they are
@@ -140,7 +146,7 @@ type Limits struct{ Soft, Hard, FindingChars int }
 // would leave a 2,048-cell context no room to work.
 func Fitted(nCtx, nBatch int) (Limits, bool) {
 	if nCtx >= 8192 {
-		return Limits{FindingChars: 1200}, false
+		return Limits{FindingChars: FindingChars}, false
 	}
 	hard := max(nBatch, min(engine.DefaultHardLimit, nCtx/16))
 	return Limits{Hard: hard, Soft: max(hard+nBatch/2, min(engine.DefaultSoftLimit, nCtx/6)), FindingChars: max(120, nCtx/16)}, true
@@ -150,13 +156,14 @@ func Fitted(nCtx, nBatch int) (Limits, bool) {
 // decides where notes go).
 func New(corpus *tools.Corpus, note engine.Tool, task string, agents int) *Harness {
 	g := tools.NewGrounding(corpus)
-	h := &Harness{Task: task, Agents: agents, note: note, grounding: g, findingChars: 1200, glossary: tools.LoadGlossary(corpus)}
+	h := &Harness{Task: task, Agents: agents, note: note, grounding: g, findingChars: FindingChars}
+	glossary := tools.LoadGlossary(corpus)
 	// Every tool that shows the corpus is watched: what it shows an agent
 	// is what that agent may cite.
 	search := func() engine.Tool { return g.Watch(tools.SearchTool(corpus)) }
 	read := func() engine.Tool { return g.Watch(tools.ReadFileTool(corpus)) }
 	base := func() []engine.Tool {
-		return []engine.Tool{search(), read(), g.Watch(tools.GrepTool(corpus)), g.Watch(tools.GlossaryTool(h.glossary))}
+		return []engine.Tool{search(), read(), g.Watch(tools.GrepTool(corpus)), g.Watch(tools.GlossaryTool(glossary))}
 	}
 	h.research = append(base(), g.Watch(tools.FetchPageTool(corpus, 3*time.Second)), tools.DelegateTool(base, h.report, 3, nil))
 	h.compact = []engine.Tool{search(), read(), g.Watch(tools.GrepTool(corpus))}
@@ -237,15 +244,12 @@ func SubQuestions(g *tools.Grounding, glossary tools.Glossary) func(a *engine.Ag
 	}
 }
 
-// QuestionQueries narrows search's query, while on() holds, to the calling
-// agent's question and its clauses: for a model that copies a question
-// word for word only in the forms it trained on.
-func QuestionQueries(search engine.Tool, on func() bool) engine.Tool {
+// QuestionQueries narrows search's query to the calling agent's question
+// and its clauses: for a model that copies a question word for word only
+// in the forms it trained on.
+func QuestionQueries(search engine.Tool) engine.Tool {
 	spec := search.Spec()
 	spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
-		if !on() {
-			return nil
-		}
 		question, _, _ := strings.Cut(a.Task, "\n")
 		queries := append([]string{question}, Clauses(question)...)
 		enum, _ := json.Marshal(slices.Compact(queries))
@@ -254,19 +258,15 @@ func QuestionQueries(search engine.Tool, on func() bool) engine.Tool {
 	return engine.Func{S: spec, Fn: search.Execute}
 }
 
-// HitReads narrows read_file's arguments, while on() holds, to one
-// passage a search showed the calling agent that it has not read: the best
+// HitReads narrows read_file's arguments to one passage a search showed the calling agent that it has not read: the best
 // of the newest result's, in a file it has not opened yet while there is
 // one (the search's first file is not always the one that answers, so a
 // second read goes to the next file). For a model that copies a hit's path
 // well and its line numbers badly, and whose pick among passages is a
 // guess.
-func HitReads(g *tools.Grounding, read engine.Tool, on func() bool) engine.Tool {
+func HitReads(g *tools.Grounding, read engine.Tool) engine.Tool {
 	spec := read.Spec()
 	spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
-		if !on() {
-			return nil
-		}
 		passages := g.Passages(a.ID)
 		opened := map[string]bool{}
 		for _, p := range passages {

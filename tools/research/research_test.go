@@ -57,7 +57,7 @@ func TestHitReadsOfferFilesNotYetOpened(t *testing.T) {
 	var read engine.Tool
 	for _, tl := range h.research {
 		if tl.Spec().Name == "read_file" {
-			read = HitReads(h.grounding, tl, func() bool { return true })
+			read = HitReads(h.grounding, tl)
 		}
 	}
 	spec := read.Spec()
