@@ -202,12 +202,18 @@ func TestExtendWaitsForHeadroom(t *testing.T) {
 	extToks, _ := h.be.Tokenize(h.be.Format().Exchange("notes", big))
 	var overSoft atomic.Bool
 	var holder atomic.Int64
+	// The extension is asked for once the holder's task is in (and the
+	// context shrunk around it): asked earlier, on a busy machine, it could
+	// be admitted before the holder, with room to spare.
+	in := make(chan struct{})
+	var inOnce sync.Once
 	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
 		switch {
 		case e.Type == event.AgentSpawn:
 			holder.Store(int64(e.Agent))
 		case e.Type == event.BranchPrefill && e.Role == "suffix" && int64(e.Agent) == holder.Load():
 			h.be.SetNCtx(e.CellsUsed + soft + len(extToks) - 10)
+			inOnce.Do(func() { close(in) })
 		case e.Type == event.PoolNote && e.Role == "extend_held", e.Type == event.SpineExtend:
 			if e.Type == event.SpineExtend && h.be.NCtx()-h.be.CellsUsed() < soft {
 				overSoft.Store(true)
@@ -220,6 +226,11 @@ func TestExtendWaitsForHeadroom(t *testing.T) {
 		a, err := pc.Spawn(ctx, engine.AgentSpec{Task: task})
 		if err != nil {
 			return err
+		}
+		select {
+		case <-in:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		extendErr = pc.ExtendSpine(ctx, "notes", big) // does not fit while the holder holds its cells
 		_, err = pc.Wait(ctx, a)
