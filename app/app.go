@@ -97,6 +97,11 @@ type Options struct {
 	// Asker, when set, lets the program ask the person for follow-ups in
 	// the app (its "follow up:" input).
 	Asker *Asker
+	// Logprobs and LogprobTop: --trace-logprobs (engine.Options); Replay:
+	// the recorded run a rerun re-executes.
+	Logprobs   bool
+	LogprobTop int
+	Replay     engine.Replay
 }
 
 // withDefaults fills what was left unset and checks the rest.
@@ -120,6 +125,13 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Header.CommandLine == nil {
 		o.Header.CommandLine = os.Args
+	}
+	if o.Header.Dir == "" {
+		o.Header.Dir, _ = os.Getwd()
+	}
+	if o.Logprobs {
+		top := o.LogprobTop
+		o.Header.Logprobs = &top
 	}
 	if mi, ok := o.Model.(interface{ ModelInfo() event.ModelInfo }); ok && o.Header.Model.Path == "" {
 		o.Header.Model = mi.ModelInfo()

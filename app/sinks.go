@@ -34,7 +34,7 @@ func (r *run) start() error {
 	// The summary reads the same fold as the screen and the log.
 	r.fold = &fold{st: event.NewState(), trace: r.tw.Path(), workspace: o.Workspace}
 	sinks := []engine.Sink{r.tw, r.fold, r.view()}
-	eo := engine.Options{Sinks: sinks, Approver: broker, MaxInflight: o.MaxInflight}
+	eo := engine.Options{Sinks: sinks, Approver: broker, MaxInflight: o.MaxInflight, Logprobs: o.Logprobs, LogprobTop: o.LogprobTop, Replay: o.Replay}
 	if o.Model != nil {
 		r.rt = engine.New(o.Model, eo)
 	} else {

@@ -16,6 +16,8 @@ import (
 type settleItem struct {
 	agent    *Agent
 	tokens   []Token
+	text     string // tokens as text, for the trace
+	callID   string // the call it answers, if one
 	role     string
 	admitted bool // skip admission (a stall-break nudge sized to the reserve)
 	deferred bool // already reported as waiting for room
@@ -90,7 +92,8 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 			return nil, fmt.Errorf("spawn: its plan names %q, which is neither auto, required nor a tool of this pool", c)
 		}
 	}
-	toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.User, Content: s.Task}, false))
+	prompt := p.fmt.Turn(chat.Message{Role: chat.User, Content: s.Task}, false)
+	toks, err := p.be.Tokenize(prompt)
 	if err != nil {
 		return nil, fmt.Errorf("spawn: %w", err)
 	}
@@ -104,7 +107,7 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 		return nil, roomError(reason)
 	}
 	id := int(p.rt.nextAgent.Add(1))
-	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, Role: s.Role, plan: s.Plan, parent: p.parent, pool: p, status: event.StatusPending, done: make(chan struct{}), suffix: toks}
+	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, Role: s.Role, plan: s.Plan, parent: p.parent, pool: p, status: event.StatusPending, done: make(chan struct{}), suffix: toks, suffixText: prompt.String()}
 	p.tick.kick = true
 	a.seed = p.spec.Sampling.Seed + uint32(len(p.agents))
 	if s.Seed != nil {
@@ -119,8 +122,15 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 // prefill writes queued spawn suffixes, spine extensions and tool results in
 // one backend call.
 func (p *pool) prefill() {
+	p.replayHeld = false
 	if len(p.admit.spawnQ) == 0 && len(p.admit.extendQ) == 0 && len(p.admit.settle) == 0 {
 		return
+	}
+	// A rerun writes what the recorded run wrote at this tick, and only
+	// that (replay.go).
+	var allow *allowance
+	if r := p.rt.opts.Replay; r != nil && p.rt.tb == nil {
+		allow = p.recordedNext(r)
 	}
 	type entry struct {
 		span  Span
@@ -137,6 +147,11 @@ func (p *pool) prefill() {
 		}
 		if p.admit.slotsFull {
 			waiting = append(waiting, a)
+			continue
+		}
+		if allow != nil && !allow.spawn(a.ID) {
+			waiting = append(waiting, a)
+			p.replayHeld = true
 			continue
 		}
 		b, err := p.be.Fork(p.spine.branch)
@@ -193,6 +208,11 @@ func (p *pool) prefill() {
 			held = append(held, r) // held until agents finish and free room
 			continue
 		}
+		if allow != nil && !allow.extend() {
+			held = append(held, r)
+			p.replayHeld = true
+			continue
+		}
 		room -= len(toks)
 		entries = append(entries, entry{span: Span{Branch: p.spine.branch, Tokens: toks}, ext: &r})
 	}
@@ -217,6 +237,11 @@ func (p *pool) prefill() {
 			deferred = append(deferred, it)
 			continue
 		}
+		if allow != nil && !allow.settle(it) {
+			deferred = append(deferred, it)
+			p.replayHeld = true
+			continue
+		}
 		room -= len(it.tokens)
 		entries = append(entries, entry{span: Span{Branch: it.agent.branch, Tokens: it.tokens}, item: &it})
 	}
@@ -229,6 +254,13 @@ func (p *pool) prefill() {
 		spans[i] = e.span
 	}
 	ok := make([]error, len(entries))
+	var order []settled
+	defer func() {
+		if len(order) > 0 {
+			p.admissions++
+			p.emit(event.Event{Type: event.SettleOrder, Tokens: p.steps, Data: mustJSON(order)})
+		}
+	}()
 	if err := p.be.Prefill(spans); err != nil {
 		// All or nothing failed: write each span alone, so only the ones that
 		// do not fit fail.
@@ -245,7 +277,8 @@ func (p *pool) prefill() {
 				continue
 			}
 			p.spine.Tokens += len(e.span.Tokens)
-			p.emit(event.Event{Type: event.SpineExtend, Branch: int(p.spine.branch), Text: e.ext.user, Result: mustJSON(e.ext.ans), Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed()})
+			order = append(order, settled{Role: "extend", Tokens: len(e.span.Tokens)})
+			p.emit(p.span(event.Event{Type: event.SpineExtend, Branch: int(p.spine.branch), Text: e.ext.user, Result: mustJSON(e.ext.ans), Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed()}, "", e.span.Tokens))
 			e.ext.reply <- reqReply{}
 		case e.spawn != nil:
 			a := e.spawn
@@ -253,11 +286,12 @@ func (p *pool) prefill() {
 				p.finish(a, event.Failed, "the context could not take its task: "+err.Error(), "")
 				continue
 			}
+			order = append(order, settled{Agent: a.ID, Role: "suffix", Tokens: len(a.suffix)})
 			a.activeAt = time.Now()
 			a.pausedAtStart = p.rt.pausedSoFar()
 			p.activate(a)
 			p.emit(event.Event{Type: event.AgentSpawn, Agent: a.ID, ParentAgent: a.ParentID, Branch: int(a.branch), Text: a.Task, Role: a.Role, Tokens: len(a.suffix)})
-			p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
+			p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)}, a.suffixText, a.suffix))
 		default:
 			a := e.item.agent
 			if err != nil {
@@ -269,7 +303,8 @@ func (p *pool) prefill() {
 				}
 				continue
 			}
-			p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: e.item.role, Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
+			p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)}, e.item.text, e.span.Tokens))
+			order = append(order, settled{Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens)})
 			p.activate(a)
 		}
 	}

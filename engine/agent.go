@@ -47,9 +47,19 @@ type Agent struct {
 	cut                      bool // the current turn ended at MaxTurnTokens
 	looped                   bool // the current turn ended in a loop (endLoop)
 
-	call     *pendingCall
-	activeAt time.Time
-	suffix   []Token
+	call       *pendingCall
+	activeAt   time.Time
+	suffix     []Token
+	suffixText string // suffix as text, for the trace
+
+	// What the trace records of its turns (record.go): how the current
+	// turn samples, every token it sampled, how many it has sampled in
+	// all (what a rerun checks them by), and the last token's
+	// probabilities when the run traces them.
+	sampling Sampling
+	turnIDs  []Token
+	sampled  int
+	lastProb *event.TokenProb
 	forked   bool
 	pruned   bool
 	slotWait bool // it waited for a branch slot (said once)

@@ -22,6 +22,7 @@ func (p *pool) activate(a *Agent) {
 	a.status = event.StatusThinking
 	a.raw.Reset()
 	a.turnTokens = 0
+	a.sampling, a.turnIDs = s, nil
 }
 
 // produce samples one token for every thinking agent and decodes them all in
@@ -44,6 +45,7 @@ func (p *pool) produce() bool {
 	var steps []Step
 	var who []*Agent
 	texts := map[int]string{}
+	var probs map[int]event.TokenProb
 	for _, a := range p.agents {
 		if a.status != event.StatusThinking || a.outcome != event.Running {
 			continue
@@ -63,10 +65,13 @@ func (p *pool) produce() bool {
 			continue
 		}
 		used++
-		tok, err := p.be.Sample(a.branch)
+		tok, err := p.sample(a)
 		if err != nil {
 			p.finish(a, event.Failed, "sampling failed: "+err.Error(), "")
 			continue
+		}
+		if a.lastProb != nil {
+			probs = addProb(probs, a)
 		}
 		if p.be.IsStop(tok) {
 			a.raw.WriteString(a.dec.Flush())
@@ -123,7 +128,7 @@ func (p *pool) produce() bool {
 		}
 		thinking = true
 	}
-	p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: len(steps), Texts: texts})
+	p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: len(steps), Texts: texts, Probs: probs})
 	return thinking
 }
 

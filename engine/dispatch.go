@@ -6,6 +6,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -56,6 +57,9 @@ func (p *pool) dispatch() {
 			continue
 		}
 		pc := a.call
+		if p.replayed(pc) {
+			continue
+		}
 		if pc.entry.spec.Protected && !pc.approved {
 			if src, ok := p.granted(pc.call.Tool); ok {
 				p.emit(event.Event{Type: event.ApprovalAuto, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Reason: src})
@@ -176,12 +180,18 @@ func (p *pool) complete(c completion) {
 		p.finish(a, event.Failed, "tool error: "+err.Error(), "tool_error")
 		return
 	}
+	p.settle(pc, body)
+}
+
+// settle queues a call's result for its agent to read.
+func (p *pool) settle(pc *pendingCall, body json.RawMessage) {
+	a := pc.agent
 	if h := pc.entry.spec.BeforeAdmit; h != nil {
-		h(p.ctx, pc.call, body)
+		h(context.WithValue(p.ctx, keyCall, &callInfo{agent: a, call: pc.call, dispatchID: pc.dispatchID}), pc.call, body)
 	}
 	a.call = nil
 	a.book(HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: "result"})
-	p.queueResult(a, pc.call.Tool, body, "toolResult")
+	p.queueResult(a, pc.call.Tool, pc.call.ID, body, "toolResult")
 	n := 0
 	if len(p.admit.settle) > 0 {
 		n = len(p.admit.settle[len(p.admit.settle)-1].tokens)

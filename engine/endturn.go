@@ -29,7 +29,8 @@ func (p *pool) endTurn(a *Agent) {
 	cut := a.cut
 	a.cut = false
 	a.turns++
-	p.emit(event.Event{Type: event.AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Data: mustJSON(map[string]any{"turn": a.turns, "content": out.Content, "reasoning": out.Reasoning, "calls": len(out.Calls)})})
+	p.emit(event.Event{Type: event.AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, IDs: p.turnIDs(a),
+		Data: p.turnData(a, map[string]any{"turn": a.turns, "content": out.Content, "reasoning": out.Reasoning, "calls": len(out.Calls)})})
 	if len(out.Calls) == 0 {
 		var pe *chat.ParseError
 		if errors.As(perr, &pe) && pe.Unclosed && out.Content != "" {

@@ -93,6 +93,14 @@ func (t *timed) add(decode bool, start time.Time) {
 	t.mu.Unlock()
 }
 
+// Logits passes the backend's logits through, when it shows them.
+func (t *timed) Logits(b BranchID) []float32 {
+	if l, ok := t.Backend.(Logitser); ok {
+		return l.Logits(b)
+	}
+	return nil
+}
+
 func (t *timed) Prefill(s []Span) error {
 	defer t.add(true, time.Now())
 	return t.Backend.Prefill(s)

@@ -24,14 +24,19 @@ var ErrPoolClosed = errors.New("pool closed")
 // tools, approvals and server turns reach it through its channels, until
 // closed is closed.
 type pool struct {
-	rt     *Runtime
-	be     Backend
-	spec   PoolSpec
-	ctx    context.Context
-	scope  uint64 // id of the pool:open event
-	parent *Agent // the calling agent of a nested pool
-	start  time.Time
-	closed chan struct{} // the loop has ended: nobody is left to receive
+	rt    *Runtime
+	be    Backend
+	spec  PoolSpec
+	ctx   context.Context
+	scope uint64 // id of the pool:open event
+	// ordinal is the pool's number in the run (1 for the first opened),
+	// admissions the prefills it has written so far: what a rerun knows
+	// the recorded run's prefills by (replay.go).
+	ordinal, admissions int
+	replayHeld          bool   // a rerun holds queued work back until the recorded tick
+	parent              *Agent // the calling agent of a nested pool
+	start               time.Time
+	closed              chan struct{} // the loop has ended: nobody is left to receive
 
 	spine    *Spine
 	ownSpine bool
@@ -128,6 +133,7 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	open := rt.em.emit(event.Event{Type: event.PoolOpen, Parent: parentScope, Agent: agentID(parent), CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx(),
 		Data: mustJSON(map[string]any{"tools": p.tools.order, "terminal": p.tools.terminal, "maxTurns": spec.MaxTurns, "toolChoice": spec.ToolChoice})})
 	p.scope = open.ID
+	p.ordinal = int(rt.pools.Add(1))
 	if p.spine == nil {
 		from := BranchID(-1)
 		if parent != nil {
@@ -241,7 +247,9 @@ func (p *pool) loop() error {
 		if p.finished() {
 			return nil
 		}
-		if !thinking && !p.tick.kick && p.deferredOnly() && (len(p.admit.spawnQ) == 0 || p.admit.slotsFull) && len(p.admit.extendQ) == 0 && len(p.calls.dispatchQ) == 0 {
+		if !thinking && !p.tick.kick && p.replayHeld {
+			p.waitReplay()
+		} else if !thinking && !p.tick.kick && p.deferredOnly() && (len(p.admit.spawnQ) == 0 || p.admit.slotsFull) && len(p.admit.extendQ) == 0 && len(p.calls.dispatchQ) == 0 {
 			p.wait()
 		}
 	}

@@ -27,7 +27,8 @@ const (
 
 // drop stops an agent and recovers its work into a report.
 func (p *pool) drop(a *Agent, reason string, shape RecoveryShape) {
-	p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: reason})
+	// The ids of a turn cut short: a rerun checks every sampled token.
+	p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: reason, IDs: p.turnIDs(a)})
 	p.emit(event.Event{Type: event.AgentDone, Agent: a.ID})
 	a.doneEmitted = true
 	a.dropReason = reason
@@ -86,7 +87,8 @@ func (p *pool) recoverInLoop(a *Agent, reason string) {
 	if p.spec.ReportBudget > 0 {
 		budget = min(budget, p.spec.ReportBudget)
 	}
-	toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(wordsFor(budget))}, true))
+	prompt := p.fmt.Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(wordsFor(budget))}, true)
+	toks, err := p.be.Tokenize(prompt)
 	if err != nil {
 		p.failRecovery(a, "scope_error: "+err.Error(), "")
 		return
@@ -96,7 +98,7 @@ func (p *pool) recoverInLoop(a *Agent, reason string) {
 	}
 	a.extracting, a.reportBudget, a.forceTerminal = true, budget, true
 	a.status = event.StatusSettling
-	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, role: "recovery"})
+	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), role: "recovery"})
 	p.emit(event.Event{Type: event.RecoveryStart, Agent: a.ID, Reason: reason, Tokens: budget, Data: mustJSON(map[string]string{"shape": string(InLoop)})})
 }
 
@@ -105,7 +107,8 @@ func (p *pool) recoverInLoop(a *Agent, reason string) {
 func (p *pool) recoverBlocking(a *Agent, reason string) {
 	pr := p.pressure()
 	words := wordsFor(max(pr.Remaining-150, 50))
-	toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(words)}, true))
+	prompt := p.fmt.Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(words)}, true)
+	toks, err := p.be.Tokenize(prompt)
 	if err != nil {
 		p.failRecovery(a, "scope_error: "+err.Error(), "")
 		return
@@ -120,7 +123,7 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 		p.failRecovery(a, "scope_error: "+err.Error(), "")
 		return
 	}
-	p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "recovery", Tokens: len(toks), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)})
+	p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "recovery", Tokens: len(toks), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)}, prompt.String(), toks))
 	p.activate(a)
 	if a.outcome != event.Running {
 		return
@@ -131,7 +134,7 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 			p.failRecovery(a, "scope_error: interrupted", a.raw.String())
 			return
 		}
-		tok, err := p.be.Sample(a.branch)
+		tok, err := p.sample(a)
 		if err != nil {
 			p.failRecovery(a, "scope_error: "+err.Error(), a.raw.String())
 			return
@@ -159,7 +162,7 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 			p.endLoop(a, start+unit)
 			return
 		}
-		p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: 1, Texts: map[int]string{a.ID: text}, Role: "recovery"})
+		p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: 1, Texts: map[int]string{a.ID: text}, Role: "recovery", Probs: addProb(nil, a)})
 	}
 	if outOfRoom {
 		if body, ok := salvage(a.raw.String(), p.tools.terminal, p.fmt); ok {
@@ -176,7 +179,7 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 // finishRecovery turns a recovery turn into the agent's outcome: a terminal
 // call is the report; a truncated one is salvaged; anything else fails.
 func (p *pool) finishRecovery(a *Agent, raw, reason string) {
-	p.emit(event.Event{Type: event.AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Role: "recovery"})
+	p.emit(event.Event{Type: event.AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Role: "recovery", IDs: p.turnIDs(a), Data: p.turnData(a, map[string]any{})})
 	out, _ := p.fmt.Parse(raw)
 	for _, c := range out.Calls {
 		if c.Name != p.tools.terminal {

@@ -75,21 +75,22 @@ func (p *pool) refuse(a *Agent, call Call, reason, msg string) {
 	if strings.HasPrefix(tool, "(") {
 		tool = "" // "(malformed)", "(cut)": no tool sent this
 	}
-	p.queueResult(a, tool, body, "nudge")
+	p.queueResult(a, tool, call.ID, body, "nudge")
 }
 
 // queueResult writes a tool's result (or a refusal naming the call) back
 // to the agent; the tool's name is shown where the template names the
 // sender of a result (harmony's functions.NAME).
-func (p *pool) queueResult(a *Agent, tool string, body json.RawMessage, role string) {
-	toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body), Name: tool}, true))
+func (p *pool) queueResult(a *Agent, tool, callID string, body json.RawMessage, role string) {
+	prompt := p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body), Name: tool}, true)
+	toks, err := p.be.Tokenize(prompt)
 	if err != nil {
 		p.finish(a, event.Failed, "could not tokenize a tool result: "+err.Error(), "")
 		return
 	}
 	a.status = event.StatusSettling
 	p.tick.kick = true
-	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, role: role})
+	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), callID: callID, role: role})
 }
 
 // percentFree is the share of the context still free, in percent.

@@ -24,6 +24,15 @@ type Options struct {
 	// MaxInflight bounds the turns a turn-level backend (a server) has in
 	// flight at once (default DefaultMaxInflight).
 	MaxInflight int
+	// Logprobs records, for every sampled token, its log-probability and
+	// the entropy of its distribution in the pool:tick (a backend that is
+	// a Logitser); LogprobTop adds that many likeliest alternatives.
+	Logprobs   bool
+	LogprobTop int
+	// Replay makes the run re-execute a recorded one (lloyal rerun):
+	// calls are answered from the record and sampled tokens checked
+	// against it.
+	Replay Replay
 }
 
 // Runtime runs pools of agents on one Backend. One pool (with the pools its
@@ -39,6 +48,11 @@ type Runtime struct {
 	em        *emitter
 	busy      sync.Mutex
 	nextAgent atomic.Int64
+	pools     atomic.Int64 // pools opened so far
+	// diverged: a rerun left its record (the replay no longer holds or
+	// checks anything; its caller ends the run).
+	diverged atomic.Bool
+	grammars grammars // the grammars the trace holds
 
 	cmdMu   sync.Mutex
 	cmds    []command

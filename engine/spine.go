@@ -6,6 +6,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -68,7 +69,11 @@ func (rt *Runtime) newSpine(ctx context.Context, f chat.Format, parent BranchID,
 		_ = rt.be.Prune(b)
 		return nil, fmt.Errorf("write spine: %w", err)
 	}
-	rt.em.emit(event.Event{Type: event.SpineCreate, Parent: scope, Branch: int(b), Text: prompt.String(), Tokens: len(toks), Role: "spine", CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx()})
+	e := event.Event{Type: event.SpineCreate, Parent: scope, Branch: int(b), Text: prompt.String(), Tokens: len(toks), Role: "spine", CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx()}
+	if rt.tb == nil {
+		e.IDs = slices.Clone(toks)
+	}
+	rt.em.emit(e)
 	return &Spine{rt: rt, branch: b, System: system, Tools: tools, Terminal: terminal, Tokens: len(toks)}, nil
 }
 

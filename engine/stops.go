@@ -26,13 +26,13 @@ func (p *pool) startWindDown() {
 	p.admit.extendQ = nil
 	for _, pc := range p.calls.retries {
 		if pc.agent.outcome == event.Running {
-			p.queueResult(pc.agent, pc.call.Tool, mustJSON(map[string]string{"error": fmt.Sprintf("%s was not retried: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
+			p.queueResult(pc.agent, pc.call.Tool, pc.call.ID, mustJSON(map[string]string{"error": fmt.Sprintf("%s was not retried: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
 		}
 	}
 	p.calls.retries = nil
 	for _, pc := range p.calls.fanWaiting {
 		if pc.agent.outcome == event.Running {
-			p.queueResult(pc.agent, pc.call.Tool, mustJSON(map[string]string{"error": fmt.Sprintf("%s did not run: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
+			p.queueResult(pc.agent, pc.call.Tool, pc.call.ID, mustJSON(map[string]string{"error": fmt.Sprintf("%s did not run: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
 		}
 	}
 	p.calls.fanWaiting = nil
@@ -95,13 +95,14 @@ func (p *pool) stallBreak() {
 			msg := fmt.Sprintf("That result is too large for the room left in the shared context (%d cells). Do not call more tools: call %s now with what you have, within %d words.",
 				pr.Remaining, p.tools.terminal, wordsFor(max(pr.Remaining-pr.HardLimit, 0)))
 			body := mustJSON(map[string]string{"error": msg})
-			toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true))
+			prompt := p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true)
+			toks, err := p.be.Tokenize(prompt)
 			if err == nil && len(toks) <= reserve {
 				reserve -= len(toks)
 				a.forceTerminal = true
 				p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "settle_reject", Result: body})
 				a.status = event.StatusSettling
-				p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, role: "nudge", admitted: true})
+				p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), role: "nudge", admitted: true})
 				continue
 			}
 			p.drop(a, "settle_stall_break", Staggered)

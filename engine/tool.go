@@ -40,7 +40,10 @@ type ToolSpec struct {
 	// what the model reads instead of a result.
 	BeforeDispatch func(ctx context.Context, call Call) (refusal string)
 	// BeforeAdmit sees the serialised result before it enters the agent's
-	// context (for logging, metrics or assertions; it cannot change it).
+	// context, exactly as the agent will read it (it cannot change it);
+	// CallingAgent(ctx) is the agent. A rerun serves recorded results
+	// without running the tool, so what a tool keeps about what an agent
+	// has read belongs here, not in Execute.
 	BeforeAdmit func(ctx context.Context, call Call, result json.RawMessage)
 	// ParametersFor narrows Parameters for one agent's next turn (a nil
 	// answer: Parameters as they are): a report whose sources may only

@@ -77,17 +77,23 @@ func NewGrounding(c *Corpus) *Grounding {
 // Watch wraps a tool so that what its results show an agent (the corpus
 // files they name, and their lines; the resources an ability's tool
 // returns, by uri) becomes citable by that agent and its callers.
+//
+// It watches results as they are admitted (engine.ToolSpec.BeforeAdmit),
+// not as the tool returns them: what is citable is what the agent read,
+// and a rerun, which serves recorded results, rebuilds the same view.
 func (g *Grounding) Watch(t engine.Tool) engine.Tool {
-	read := t.Spec().Name == "read_file"
-	return engine.Func{S: t.Spec(), Fn: func(ctx context.Context, args json.RawMessage) (any, error) {
-		v, err := t.Execute(ctx, args)
-		if err == nil {
-			if a := engine.CallingAgent(ctx); a != nil {
-				g.record(a, v, read)
-			}
+	spec := t.Spec()
+	read := spec.Name == "read_file"
+	before := spec.BeforeAdmit
+	spec.BeforeAdmit = func(ctx context.Context, c engine.Call, body json.RawMessage) {
+		if before != nil {
+			before(ctx, c, body)
 		}
-		return v, err
-	}}
+		if a := engine.CallingAgent(ctx); a != nil {
+			g.record(a, body, read)
+		}
+	}
+	return engine.Func{S: spec, Fn: t.Execute}
 }
 
 // record books every corpus file a result names (objects with a "path",

@@ -41,6 +41,23 @@ type Header struct {
 	CommandLine []string    `json:"commandLine"`
 	// Abilities are the installed abilities whose tools the run offered.
 	Abilities []AbilityInfo `json:"abilities,omitempty"`
+	// Dir is the working directory the run started in (relative paths of
+	// CommandLine are relative to it).
+	Dir string `json:"dir,omitempty"`
+	// Logprobs is the alternatives each sampled token's probabilities
+	// list, when the run traced them (--trace-logprobs; -1: off).
+	Logprobs *int `json:"logprobs,omitempty"`
+	// RerunOf is the trace this run re-executed (lloyal rerun); ForkOf the
+	// trace and event it was forked from (lloyal fork).
+	RerunOf string   `json:"rerunOf,omitempty"`
+	ForkOf  *ForkRef `json:"forkOf,omitempty"`
+}
+
+// ForkRef names where a forked run branched off: a trace file and the id
+// of the event the fork replaced or extended what came after.
+type ForkRef struct {
+	Trace string `json:"trace"`
+	Event uint64 `json:"event"`
 }
 
 // AbilityInfo is an ability as a run loaded it.

@@ -61,6 +61,7 @@ var entries = []entry{
 		fields: map[string]string{
 			"tokens": "tokens decoded in this tick (one per agent in texts)",
 			"role":   "recovery when the tick wrote a stopped agent's report one token at a time",
+			"probs":  "with --trace-logprobs: what the model thought of each agent's token",
 		},
 		example: Event{Parent: 1, Pool: 1, Tokens: 2, CellsUsed: 249, NCtx: 4096, Texts: map[int]string{1: "<too", 2: "thin"}},
 	}},
@@ -114,6 +115,7 @@ var entries = []entry{
 		doc: "The runtime stopped an agent; it writes a recovery report next (agent:recovered or agent:failed follows).",
 		fields: map[string]string{
 			"reason": "a reason code: pressure_critical, pressure_softcut, wind_down, time_exceeded, max_turns, decode_failed, settle_stall_break, server_error, …",
+			"ids":    "the tokens it had sampled in the turn it was stopped in (a model in this process)",
 		},
 		example: Event{Parent: 1, Pool: 1, Agent: 2, Reason: "pressure_critical"},
 	}},
@@ -149,8 +151,9 @@ var entries = []entry{
 			"text":   "the spine as the model reads it, chat template applied",
 			"tokens": "its length in tokens",
 			"role":   "spine",
+			"ids":    "its token ids",
 		},
-		example: Event{Parent: 1, Branch: 1, Text: "<|im_start|>system\nYou research questions.<|im_end|>\n", Tokens: 231, Role: "spine", CellsUsed: 231, NCtx: 4096},
+		example: Event{Parent: 1, Branch: 1, Text: "<|im_start|>system\nYou research questions.<|im_end|>\n", Tokens: 231, Role: "spine", CellsUsed: 231, NCtx: 4096, IDs: []int32{151644, 8948, 198}},
 	}},
 	{SpineExtend, info{
 		doc: "An exchange was appended to the spine, so every later agent of the pool reads it.",
@@ -159,6 +162,7 @@ var entries = []entry{
 			"text":   "the question (the user's side of the exchange)",
 			"result": "the answer (the assistant's side), as JSON",
 			"tokens": "the tokens the exchange added",
+			"ids":    "their token ids",
 		},
 		example: Event{Parent: 1, Pool: 1, Branch: 1, Text: "What did the first researcher find?", Result: raw(`"Three sources agree on 1912."`), Tokens: 24, CellsUsed: 255},
 	}},
@@ -167,9 +171,12 @@ var entries = []entry{
 		fields: map[string]string{
 			"role":   "what was written: suffix (the task), toolResult, nudge, recovery, server (a turn a server evaluated), prune (the branch was freed)",
 			"tokens": "tokens written",
+			"text":   "what was written, chat template applied (a model in this process)",
+			"ids":    "its token ids (a model in this process)",
+			"callId": "the call a toolResult or nudge answers",
 			"data":   "for role server: promptTokens (the prompt's length), evaluated (prompt tokens the server did not have cached), tokens (the answer's)",
 		},
-		example: Event{Parent: 1, Pool: 1, Agent: 1, Tokens: 16, Role: "suffix", CellsUsed: 247, Unique: 16},
+		example: Event{Parent: 1, Pool: 1, Agent: 1, Tokens: 4, Role: "suffix", CellsUsed: 247, Unique: 16, Text: "<|im_start|>user\nFind it<|im_end|>\n<|im_start|>assistant\n", IDs: []int32{151644, 872, 198, 9885}},
 	}},
 	{AgentSpawn, info{
 		doc: "An agent started.",
@@ -187,10 +194,11 @@ var entries = []entry{
 			"text":   "the turn's raw output",
 			"tokens": "tokens the turn took",
 			"role":   "recovery when the turn was a stopped agent's report",
-			"data":   "the turn parsed: turn (its number), content, reasoning, calls (how many tool calls it made)",
+			"ids":    "every token it sampled, its stop token included (a model in this process)",
+			"data":   "the turn parsed: turn (its number), content, reasoning, calls (how many tool calls it made); how it was sampled: sampling (temperature, topK, topP, minP, seed, repeatPenalty, repeatLastN), grammar (the sha256 prefix of the GBNF in force, absent when none) and grammarText (the GBNF, the first time the run uses it)",
 		},
-		example: Event{Parent: 1, Pool: 1, Agent: 2, Text: "<think>The file names it.</think>It opened in 1912.", Tokens: 14,
-			Data: raw(`{"calls":0,"content":"It opened in 1912.","reasoning":"The file names it.","turn":1}`)},
+		example: Event{Parent: 1, Pool: 1, Agent: 2, Text: "<think>The file names it.</think>It opened in 1912.", Tokens: 14, IDs: []int32{151667, 785, 1034},
+			Data: raw(`{"calls":0,"content":"It opened in 1912.","reasoning":"The file names it.","sampling":{"temperature":0.7,"topK":40,"topP":0.95,"minP":0.05,"seed":7920},"turn":1}`)},
 	}},
 	{AgentToolCall, info{kind: KindToolCall,
 		doc: "An agent called a tool.",
@@ -302,6 +310,14 @@ var entries = []entry{
 		},
 		example: Event{Parent: 31, Agent: 1, CallID: "call_1_1", Tool: "search", Role: "cache", Data: raw(`{"hit":true}`)},
 	}},
+	{SettleOrder, info{quiet: true,
+		doc: "One prefill wrote what agents were waiting to read (tool results, nudges, recovery prompts) into their branches: the order a rerun admits them in.",
+		fields: map[string]string{
+			"tokens": "the pool's decode steps so far (the tick the prefill came before)",
+			"data":   "one object per span, in the order written: agent, role (toolResult, nudge, recovery), callId (the call it answers, if one), tokens",
+		},
+		example: Event{Parent: 1, Pool: 1, Tokens: 42, Data: raw(`[{"agent":2,"callId":"call_1_3","role":"toolResult","tokens":118},{"agent":3,"role":"nudge","tokens":31}]`)},
+	}},
 	{ApprovalRequested, info{kind: KindApproval,
 		doc: "A call of a protected tool waits for a person to allow or deny it.",
 		fields: map[string]string{
@@ -410,6 +426,8 @@ var fieldDocs = map[string]string{
 	"nCtx":        "the context's size in cells",
 	"unique":      "cells only this agent's branch holds",
 	"texts":       "each thinking agent's new text, keyed by agent id",
+	"ids":         "the token ids of the span, once per span (what a rerun or a fork rebuilds a branch from)",
+	"probs":       "with --trace-logprobs: per agent id, the sampled token's id, log-probability lp and the distribution's entropy h (nats), and with --trace-logprobs=K its K likeliest alternatives",
 	"data":        "a JSON payload",
 }
 

@@ -54,7 +54,8 @@ const (
 	ToolResult   Type = "tool:result"
 	ToolRetry    Type = "tool:retry"
 	ToolError    Type = "tool:error"
-	ToolNote     Type = "tool:note" // a tool's own remark (Role names it, Data holds it)
+	ToolNote     Type = "tool:note"         // a tool's own remark (Role names it, Data holds it)
+	SettleOrder  Type = "tool:settle_order" // what one prefill wrote into agents' branches, in order
 
 	ApprovalRequested Type = "approval:request"
 	ApprovalAnswered  Type = "approval:answer"
@@ -107,6 +108,14 @@ type Event struct {
 	// Texts holds each agent's new text for a PoolTick (keyed by agent id):
 	// token text grouped per tick keeps traces small and replayable.
 	Texts map[int]string `json:"texts,omitempty"`
+	// IDs are the token ids of the span the event wrote into a branch
+	// (spine:create, spine:extend, branch:prefill) or an agent sampled
+	// (agent:turn, its stop token included): once per span, so a trace
+	// can rebuild every branch token for token.
+	IDs []int32 `json:"ids,omitempty"`
+	// Probs holds, for a PoolTick of a run with --trace-logprobs, what the
+	// model thought of each agent's sampled token (keyed by agent id).
+	Probs map[int]TokenProb `json:"probs,omitempty"`
 
 	Data json.RawMessage `json:"data,omitempty"` // free-form payload (tool notes, answers, summaries)
 }
@@ -139,4 +148,22 @@ func (t Type) Outcome() Outcome {
 		}
 	}
 	return Running
+}
+
+// TokenProb is what the model thought of one sampled token: its
+// log-probability and the entropy of the distribution it was drawn from
+// (both in nats, over the model's own logits, before any sampler), and the
+// likeliest alternatives when asked for.
+type TokenProb struct {
+	ID      int32   `json:"id"`
+	Logprob float32 `json:"lp"`
+	Entropy float32 `json:"h"`
+	Top     []Alt   `json:"top,omitempty"`
+}
+
+// Alt is one of the likeliest tokens at a position.
+type Alt struct {
+	ID      int32   `json:"id"`
+	Text    string  `json:"text"`
+	Logprob float32 `json:"lp"`
 }

@@ -288,7 +288,7 @@ func (s *State) fold(e Event) string {
 		default:
 			return fmt.Sprintf("%scancelled: %s", who, termtext.Clean(e.Reason))
 		}
-	case AgentDone:
+	case AgentDone, SettleOrder:
 	case ToolDispatch:
 	case ToolProgress:
 		a := s.agent(e.Agent)

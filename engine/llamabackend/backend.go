@@ -261,3 +261,13 @@ func (l *Backend) ThreadsLabel() string {
 	}
 	return fmt.Sprintf("%d–%d threads, the fastest per decode", c[len(c)-1], c[0])
 }
+
+// Logits is the branch's current row of logits (nil for an unknown branch
+// or one not decoded yet): engine.Logitser.
+func (l *Backend) Logits(b engine.BranchID) []float32 {
+	br, err := l.branch(b)
+	if err != nil {
+		return nil
+	}
+	return br.Logits()
+}

@@ -23,11 +23,14 @@ import (
 // Info identifies a model (for trace headers and the UI). Its fields and JSON
 // names match engine/event.ModelInfo, so one converts to the other.
 type Info struct {
-	Ref          string `json:"ref"`  // what the user asked for
-	Path         string `json:"path"` // the GGUF file
-	Name         string `json:"name,omitempty"`
-	Size         int64  `json:"size"`
-	SHA256First  string `json:"sha256FirstMiB,omitempty"`
+	Ref         string `json:"ref"`  // what the user asked for
+	Path        string `json:"path"` // the GGUF file
+	Name        string `json:"name,omitempty"`
+	Size        int64  `json:"size"`
+	SHA256First string `json:"sha256FirstMiB,omitempty"`
+	// SHA256 is the whole file's (a rerun checks it; an ollama blob's is
+	// its digest).
+	SHA256       string `json:"sha256,omitempty"`
 	OllamaDigest string `json:"ollamaDigest,omitempty"`
 	Architecture string `json:"architecture"`
 	NCtxTrain    int    `json:"nCtxTrain"`
@@ -83,8 +86,20 @@ func Open(ref string, o Options) (*Model, error) {
 	if err := checkHyperparameters(path, gf); err != nil {
 		return nil, err
 	}
+	// The whole file's hash is read beside the load, which reads the file
+	// too (a 4 GB model hashes in about as long as it loads).
+	sum := make(chan string, 1)
+	go func() {
+		if digest != "" {
+			sum <- strings.TrimPrefix(digest, "sha256:")
+			return
+		}
+		s, _ := sha256File(path, -1)
+		sum <- s
+	}()
 	lm, err := llama.LoadModel(path, llama.ModelParams{VocabOnly: o.VocabOnly})
 	if err != nil {
+		<-sum
 		return nil, err
 	}
 	m := &Model{Model: lm}
@@ -92,19 +107,26 @@ func Open(ref string, o Options) (*Model, error) {
 	m.Info = Info{Ref: ref, Path: path, Name: name, Size: gf.Size, OllamaDigest: digest, Architecture: arch,
 		NCtxTrain: lm.NCtxTrain(), NVocab: lm.NVocab(), NParams: lm.NParams()}
 	if digest == "" {
-		m.Info.SHA256First, _ = sha256FirstMiB(path)
+		m.Info.SHA256First, _ = sha256File(path, 1<<20)
 	}
+	m.Info.SHA256 = <-sum
 	return m, nil
 }
 
-func sha256FirstMiB(path string) (string, error) {
+// sha256File hashes the first n bytes of a file (all of it for n < 0).
+func sha256File(path string, n int64) (string, error) {
 	f, err := regular.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.CopyN(h, f, 1<<20); err != nil && !errors.Is(err, io.EOF) {
+	if n < 0 {
+		_, err = io.Copy(h, f)
+	} else if _, err = io.CopyN(h, f, n); errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

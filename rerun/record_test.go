@@ -1,0 +1,112 @@
+package rerun
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/trace"
+)
+
+func TestRunArgsDropWhatARerunSets(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want []string
+		err  string
+	}{
+		{[]string{"run", "--headless", "--seed", "3"}, []string{"--seed", "3"}, ""},
+		{[]string{"run", "h.yaml", "--trace", "x.jsonl", "--task", "Q"}, []string{"h.yaml", "--task", "Q"}, ""},
+		{[]string{"run", "--trace=x.jsonl", "--jsonl", "--model", "m.gguf"}, []string{"--model", "m.gguf"}, ""},
+		{[]string{"run", "--task", "--", "--trace", "kept"}, []string{"--task", "--", "--trace", "kept"}, ""},
+		{[]string{"run", "--headless", "--interactive"}, nil, "--interactive"},
+	} {
+		r := &Record{Path: "t.jsonl", Header: trace.Header{CommandLine: append([]string{"lloyal"}, c.in...)}}
+		got, err := r.RunArgs()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v: err %v, want one naming %s", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%v: %v %v, want %v", c.in, got, err, c.want)
+		}
+	}
+}
+
+// The record answers a call by the turn that made it: a result, a
+// refusal, a tool's error; a call that opened a pool of agents is run
+// again (its agents are rerun); sampled ids run across turns and the
+// tokens of a turn cut short.
+func TestRecordFoldsCallsByTurn(t *testing.T) {
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	r := FromEvents([]event.Event{
+		{ID: 1, Type: event.PoolOpen},
+		{Type: event.AgentTurn, Agent: 1, IDs: []int32{5, 6}},
+		{Type: event.AgentToolCall, Agent: 1, CallID: "c1"},
+		{Type: event.ToolResult, Agent: 1, CallID: "c1", Result: raw(`{"hits":[]}`)},
+		{Type: event.SettleOrder, Pool: 1, Tokens: 7, Data: raw(`[{"agent":1,"role":"toolResult","callId":"c1","tokens":9}]`)},
+		{Type: event.AgentTurn, Agent: 1, IDs: []int32{7}},
+		{Type: event.AgentToolCall, Agent: 1, CallID: "c2"},
+		{Type: event.AgentNudge, Agent: 1, CallID: "c2", Reason: "denied", Result: raw(`{"error":"no"}`)},
+		{Type: event.AgentTurn, Agent: 1, IDs: []int32{8}},
+		{Type: event.AgentToolCall, Agent: 1, CallID: "c3"},
+		{ID: 9, Type: event.PoolOpen, Agent: 1},
+		{Type: event.ToolResult, Agent: 1, CallID: "c3", Result: raw(`{"helpers":1}`)},
+		{Type: event.AgentDrop, Agent: 1, IDs: []int32{9, 9}},
+		{Type: event.AgentTurn, Agent: 1, Role: "recovery", IDs: []int32{10}},
+	})
+	if got, ok := r.Settled(1, 1); !ok || got.Kind != "result" || string(got.Body) != `{"hits":[]}` {
+		t.Errorf("turn 1: %+v %v", got, ok)
+	}
+	if got, ok := r.Settled(1, 2); !ok || got.Kind != "nudge" || got.Reason != "denied" {
+		t.Errorf("turn 2: %+v %v", got, ok)
+	}
+	if _, ok := r.Settled(1, 3); ok {
+		t.Error("a call that opened a pool is served from the record: its agents would not run")
+	}
+	if !slices.Equal(r.Sampled[1], []int32{5, 6, 7, 8, 9, 9, 10}) {
+		t.Errorf("sampled %v", r.Sampled[1])
+	}
+	if a, ok := r.Admission(1, 1); !ok || a.Step != 7 || len(a.Items) != 1 || a.Items[0].Role != "toolResult" {
+		t.Errorf("admission %+v %v", a, ok)
+	}
+	r.LiveTools = true
+	if _, ok := r.Settled(1, 1); ok {
+		t.Error("--live-tools served a recorded result")
+	}
+}
+
+func TestCompareNamesTheFirstDifference(t *testing.T) {
+	a := &Record{Path: "a", Sampled: map[int][]int32{1: {1, 2, 3}, 2: {4}}}
+	b := &Record{Path: "b", Sampled: map[int][]int32{1: {1, 2, 3}, 2: {4}}}
+	if m, err := Compare(a, b); err != nil || m.Agents != 2 || m.Tokens != 4 {
+		t.Fatalf("%+v %v", m, err)
+	}
+	b.Sampled[1] = []int32{1, 9, 3}
+	if _, err := Compare(a, b); err == nil || !strings.Contains(err.Error(), "agent 1's token 2") {
+		t.Fatalf("%v", err)
+	}
+	b.Sampled[1] = []int32{1, 2, 3}
+	b.Sampled[3] = []int32{1}
+	if _, err := Compare(a, b); err == nil || !strings.Contains(err.Error(), "agent 3 sampled 0 tokens in a and 1 in b") {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestLoadRefusesATraceWithoutTokens(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "old.jsonl")
+	h, _ := json.Marshal(trace.Header{Type: event.TraceHeader, FormatVersion: 1, CommandLine: []string{"lloyal", "run"}})
+	e, _ := json.Marshal(event.Event{ID: 1, Type: event.AgentTurn, Agent: 1, Text: "hi"})
+	c, _ := json.Marshal(trace.Closing{Type: event.TraceClose, Reason: "completed", Events: 1})
+	if err := os.WriteFile(p, []byte(string(h)+"\n"+string(e)+"\n"+string(c)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "holds no token ids") {
+		t.Fatalf("%v", err)
+	}
+}
