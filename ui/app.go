@@ -242,9 +242,9 @@ func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(cmds...)
 	}
 	// 1. An open text input takes every key.
-	for _, p := range []pane{m.approval, m.dev, m.followUp} {
+	for _, p := range []pane{m.approval, m.dev, m.followUp, m.detail} {
 		if t, ok := p.(typer); ok && t.Typing() {
-			if handled, cmd := p.Update(k); handled || p != m.followUp {
+			if handled, cmd := p.Update(k); handled || (p != m.followUp && p != m.detail) {
 				return m, cmd
 			}
 		}

@@ -14,8 +14,9 @@ import (
 )
 
 // detailPane shows the selected agent: its report once it has one, its tool
-// timeline (the latest result in full, progress bars, retry countdowns) and
-// the tail of its stream. pgup/pgdn scroll.
+// timeline (the latest result in full, progress bars, retry countdowns),
+// the tail of its stream and, when the run traced token probabilities, the
+// surprisal strip (surprisal.go). pgup/pgdn scroll.
 type detailPane struct {
 	*shared
 	scroll               int  // lines from the bottom
@@ -24,6 +25,14 @@ type detailPane struct {
 	scrollUp, scrollDown key.Binding
 	toggleJSON, nextCite key.Binding
 	reports              map[string]string // glamour-rendered reports by agent/width
+	// The token picker on the strip: picking (it then takes ←, →, ? and
+	// esc before the global keys), the token picked (from the newest) and
+	// whether its alternatives show.
+	picking       bool
+	pick          int
+	alts          bool
+	older, newer  key.Binding
+	showAlts, end key.Binding
 }
 
 func newDetail(s *shared) *detailPane {
@@ -32,15 +41,50 @@ func newDetail(s *shared) *detailPane {
 		scrollDown: key.NewBinding(key.WithKeys("pgdown", "J"), key.WithHelp("pgdn", "scroll down")),
 		toggleJSON: key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "result JSON")),
 		nextCite:   key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "cited lines")),
+		older:      key.NewBinding(key.WithKeys("left"), key.WithHelp("←", "pick a token")),
+		newer:      key.NewBinding(key.WithKeys("right"), key.WithHelp("→", "newer token")),
+		showAlts:   key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "alternatives")),
+		end:        key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "done")),
 	}
 }
 
 func (p *detailPane) Help() []key.Binding {
-	return []key.Binding{p.toggleJSON, p.nextCite, p.scrollUp, p.scrollDown}
+	if p.picking {
+		return []key.Binding{p.older, p.newer, p.showAlts, p.end}
+	}
+	return []key.Binding{p.toggleJSON, p.nextCite, p.scrollUp, p.scrollDown, p.older}
+}
+
+// Typing: while a token is picked the picker takes its keys first.
+func (p *detailPane) Typing() bool { return p.picking }
+
+// probs are the selected agent's token probabilities.
+func (p *detailPane) probs() []event.Sampled {
+	if a := p.st.Agents[p.sel]; a != nil {
+		return a.Probs
+	}
+	return nil
 }
 
 func (p *detailPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
+	if p.picking {
+		switch {
+		case key.Matches(k, p.older):
+			p.pick = min(p.pick+1, max(len(p.probs())-1, 0))
+		case key.Matches(k, p.newer):
+			p.pick = max(p.pick-1, 0)
+		case key.Matches(k, p.showAlts):
+			p.alts = !p.alts
+		case key.Matches(k, p.end):
+			p.picking, p.alts = false, false
+		default:
+			return false, nil
+		}
+		return true, nil
+	}
 	switch {
+	case key.Matches(k, p.older) && len(p.probs()) > 0:
+		p.picking, p.pick = true, 0
 	case key.Matches(k, p.scrollUp):
 		p.scroll += 5
 	case key.Matches(k, p.scrollDown):
@@ -191,6 +235,11 @@ func (p *detailPane) View(w, h int) string {
 			out = append(out, wrap(l, w)...)
 		}
 	}
+	pick := -1
+	if p.picking {
+		pick = p.pick
+	}
+	out = append(out, strip(t, a.Probs, w, pick, p.alts)...)
 	// Show the bottom (the newest), scrolled up by p.scroll lines.
 	end := max(len(out)-p.scroll, min(h, len(out)))
 	start := max(end-h, 0)

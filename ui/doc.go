@@ -21,7 +21,9 @@
 //
 //  1. a text input that is open (the dev filter, a deny reason, the
 //     "follow up:" question a finished run asks for) takes every key until
-//     Enter or Esc closes it (Ctrl-C still reaches the root);
+//     Enter or Esc closes it (Ctrl-C still reaches the root); the detail
+//     pane's token picker, while a token is picked, takes ←, →, ? and Esc
+//     (other keys go on down this list);
 //  2. the modal stack, top first: the approval prompt while a call waits
 //     for an answer, then (in a replay) the transport;
 //  3. the global keys: quit, Ctrl-C, help, focus, dev pane, pause, finish

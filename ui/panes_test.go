@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
@@ -198,4 +199,32 @@ func TestFollowUpPane(t *testing.T) {
 	if q := <-reply; q != "" || m.followUp.Typing() {
 		t.Fatalf("Esc sent %q, still open %v", q, m.followUp.Typing())
 	}
+}
+
+// The surprisal strip under a stream: one cell per sampled token, as tall
+// as the token was surprising; ← picks a token (the newest first, then
+// older), ? lists the alternatives the model weighed there, esc puts the
+// picker away (and ← reaches the picker before anything else while it is
+// open).
+func TestDetailPaneSurprisalStrip(t *testing.T) {
+	var ticks []event.Event
+	words := []string{"Replay", " reads", " the", " ledger", " back", "."}
+	for i, w := range words {
+		lp := -float32(i%4) * 1.7
+		top := []event.Alt{{ID: int32(100 + i), Text: w, Logprob: lp}, {ID: 7, Text: " queue", Logprob: lp - 1.2}}
+		ticks = append(ticks, event.Event{ID: uint64(200 + i), Type: event.PoolTick, At: time.Duration(71+i) * ms, Tokens: 1, CellsUsed: 6000, NCtx: 8192,
+			Texts: map[int]string{2: w}, Probs: map[int]event.TokenProb{2: {ID: int32(100 + i), Logprob: lp, Entropy: 1.5 + float32(i)/10, Top: top}}})
+	}
+	m := paneApp(t, append(fixture(), ticks...))
+	m.s.sel, m.s.moved = 2, true
+	m.Update(tea.KeyMsg{Type: tea.KeyTab}) // tree → detail
+	var frames []string
+	for _, k := range []tea.KeyMsg{{Type: tea.KeyLeft}, {Type: tea.KeyLeft}, {Type: tea.KeyRunes, Runes: []rune("?")}, {Type: tea.KeyEsc}} {
+		m.Update(k)
+		frames = append(frames, m.detail.View(60, 9))
+	}
+	if !strings.Contains(frames[1], `" back" p=1.000`) || !strings.Contains(frames[2], `" queue"`) || strings.Contains(frames[3], "▲") {
+		t.Fatalf("the picker did not pick, list or close:\n%s", strings.Join(frames, "\n---\n"))
+	}
+	golden.RequireEqual(t, []byte(strings.Join(frames, "\n---\n")))
 }

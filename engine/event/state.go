@@ -76,7 +76,20 @@ type Agent struct {
 	Result     json.RawMessage
 	Reason     string
 	Order      int // spawn order
+	// Probs are its newest sampled tokens' probabilities, oldest first
+	// (at most MaxProbs; a run with --trace-logprobs).
+	Probs []Sampled
 }
+
+// Sampled is one sampled token as the screen shows it: its text and what
+// the model thought of it.
+type Sampled struct {
+	Text string
+	TokenProb
+}
+
+// MaxProbs is how many tokens' probabilities the fold keeps per agent.
+const MaxProbs = 512
 
 // Done reports whether the agent has an outcome.
 func (a *Agent) Done() bool { return a.Outcome != Running }
@@ -203,6 +216,13 @@ func (s *State) fold(e Event) string {
 			a := s.agent(id)
 			a.write(t)
 			a.Tokens++
+		}
+		for id, p := range e.Probs {
+			a := s.agent(id)
+			a.Probs = append(a.Probs, Sampled{Text: e.Texts[id], TokenProb: p})
+			if n := len(a.Probs); n > MaxProbs {
+				a.Probs = a.Probs[n-MaxProbs:]
+			}
 		}
 		if s.NCtx > 0 {
 			s.History = append(s.History, float64(s.CellsUsed)/float64(s.NCtx))
