@@ -33,10 +33,11 @@ func (o Overhead) Scheduler() time.Duration { return o.Wall - o.Decode - o.Nativ
 
 // MeasureOverhead runs agents agents that each write tokens tokens (no tools)
 // on be and splits the pool's wall time into decode, other backend calls
-// and the scheduler.
-func MeasureOverhead(ctx context.Context, be Backend, agents, tokens int) (Overhead, error) {
+// and the scheduler. logprobs ≥ 0 traces each token's probabilities with
+// that many alternatives (--trace-logprobs; its cost is scheduler time).
+func MeasureOverhead(ctx context.Context, be Backend, agents, tokens, logprobs int) (Overhead, error) {
 	tb := &timed{Backend: be}
-	rt := New(tb, Options{})
+	rt := New(tb, Options{Logprobs: logprobs >= 0, LogprobTop: max(logprobs, 0)})
 	spine, err := rt.NewSpine(ctx, "You write.", nil, nil)
 	if err != nil {
 		return Overhead{}, err
@@ -99,6 +100,14 @@ func (t *timed) Logits(b BranchID) []float32 {
 		return l.Logits(b)
 	}
 	return nil
+}
+
+// SoftmaxSums passes the backend's faster sums through, when it has them.
+func (t *timed) SoftmaxSums(logits []float32) (mx float32, z, zl float64) {
+	if s, ok := t.Backend.(SoftmaxSummer); ok {
+		return s.SoftmaxSums(logits)
+	}
+	return SoftmaxSums(logits)
 }
 
 func (t *timed) Prefill(s []Span) error {

@@ -22,7 +22,7 @@ func BenchmarkSchedulerTick(b *testing.B) {
 		for a := 0; a < agents; a++ {
 			be.Script(fmt.Sprintf("task %d", a), prose("word ", tokens*4))
 		}
-		o, err := engine.MeasureOverhead(context.Background(), be, agents, tokens)
+		o, err := engine.MeasureOverhead(context.Background(), be, agents, tokens, -1)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -37,7 +37,7 @@ func TestMeasureOverheadSplitsTheWallTime(t *testing.T) {
 	for a := 0; a < 4; a++ {
 		be.Script(fmt.Sprintf("task %d", a), prose("word ", 40))
 	}
-	o, err := engine.MeasureOverhead(context.Background(), be, 4, 8)
+	o, err := engine.MeasureOverhead(context.Background(), be, 4, 8, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

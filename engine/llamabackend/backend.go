@@ -271,3 +271,8 @@ func (l *Backend) Logits(b engine.BranchID) []float32 {
 	}
 	return br.Logits()
 }
+
+// SoftmaxSums is llama.SoftmaxSums: engine.SoftmaxSummer.
+func (l *Backend) SoftmaxSums(logits []float32) (mx float32, z, zl float64) {
+	return llama.SoftmaxSums(logits)
+}

@@ -272,3 +272,15 @@ type UnknownTokenError struct {
 func (e *UnknownTokenError) Error() string {
 	return fmt.Sprintf("token %d is not in the vocabulary (0..%d)", e.Token, e.NVocab-1)
 }
+
+// SoftmaxSums is the largest of a row of logits, mx, and Σ e^(l-mx) and
+// Σ e^(l-mx)·(l-mx) over the row, computed in C where the loops vectorize.
+func SoftmaxSums(logits []float32) (mx float32, z, zl float64) {
+	if len(logits) == 0 {
+		return 0, 0, 0
+	}
+	var cmx C.float
+	var cz, czl C.double
+	C.lloyal_softmax_sums((*C.float)(unsafe.Pointer(&logits[0])), C.int32_t(len(logits)), &cmx, &cz, &czl)
+	return float32(cmx), float64(cz), float64(czl)
+}

@@ -2,6 +2,7 @@ package llama
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -167,5 +168,38 @@ func TestKVTypes(t *testing.T) {
 	}
 	if f16, q4 := KVBytesPerCell(m, KVF16), KVBytesPerCell(m, KVQ4); f16 <= 0 || q4*3 > f16 {
 		t.Fatalf("bytes per cell: f16 %.0f, q4_0 %.0f", f16, q4)
+	}
+}
+
+// The vectorized sums agree with a float64 softmax over a large
+// vocabulary's worth of logits.
+func TestSoftmaxSums(t *testing.T) {
+	for _, n := range []int{1, 15, 16, 17, 151936} {
+		l := make([]float32, n)
+		mx := float32(-1e30)
+		for i := range l {
+			l[i] = float32(math.Sin(float64(i)*0.37)*9 + math.Cos(float64(i)*1.3)*4)
+			mx = max(mx, l[i])
+		}
+		var wz, wzl float64
+		for _, x := range l {
+			d := float64(x - mx)
+			wz += math.Exp(d)
+			wzl += math.Exp(d) * d
+		}
+		gm, z, zl := SoftmaxSums(l)
+		if gm != mx || math.Abs(z-wz) > 1e-5*wz || math.Abs(zl-wzl) > 1e-4*math.Abs(wzl)+1e-9 {
+			t.Fatalf("n=%d: sums %v %v, want %v %v", n, z, zl, wz, wzl)
+		}
+	}
+}
+
+func BenchmarkSoftmaxSums(b *testing.B) {
+	l := make([]float32, 151936)
+	for i := range l {
+		l[i] = float32(math.Sin(float64(i)) * 9)
+	}
+	for b.Loop() {
+		SoftmaxSums(l)
 	}
 }

@@ -29,6 +29,13 @@ void lloyal_batch_fill(struct llama_batch *batch, int32_t n, const llama_token *
 llama_token lloyal_sample(struct llama_sampler *chain, const float *logits, int32_t n_vocab,
                           llama_token_data *scratch);
 
+// Reads a row of logits as a distribution: sets *max to its largest logit
+// mx, *z to the sum of e^(l-mx) and *zl to the sum of e^(l-mx)*(l-mx), so
+// that log Z and the entropy follow (--trace-logprobs, once per sampled
+// token over the whole vocabulary). Vectorized: 75 µs for 152k logits on a
+// 2-core Zen 5, a plain Go loop's 1 ms.
+void lloyal_softmax_sums(const float *logits, int32_t n, float *max, double *z, double *zl);
+
 // A scheduler eval callback (llama_context_params.cb_eval) that asks for no
 // tensor, so the graph still computes in one piece, and notes in *(int64_t
 // *)user the widest attention mask it meets: the KV cells a decode's
