@@ -14,39 +14,108 @@ import (
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
+// rerunFlags are what rerun and fork share: where the new trace goes and
+// how the run is shown.
+type rerunFlags struct {
+	out             string
+	headless, jsonl bool
+}
+
+func (f *rerunFlags) add(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.out, "trace", "", "write the new run's trace here (default: a new file under the state dir)")
+	fs.BoolVar(&f.headless, "headless", false, "print a readable log instead of the terminal app")
+	fs.BoolVar(&f.jsonl, "jsonl", false, "stream every event as a JSON line")
+}
+
 func newRerunCmd() *cobra.Command {
-	var out string
-	var headless, jsonl, live bool
+	var f rerunFlags
+	var live bool
 	cmd := &cobra.Command{
 		Use:   "rerun TRACE",
 		Short: "Run a recorded run again on the same model, token for token",
 		Long: `Runs the run a trace recorded again, as its command line said, on the same
 model file (its sha256 is checked against the trace's). Tools are not
 called again: each call gets the result the recorded run's agent read
-(tools that started agents run, and their agents are rerun too); sampling
-uses the recorded seeds. On the same build and model every agent samples
-the recorded tokens: rerun says so at the end. Where a token differs
-(another build, another thread count that changes float sums), the rerun
-stops there and says which agent, where, and both tokens with their
+(tools that started agents run, and their agents are rerun too); every
+prefill writes what the recorded one wrote, at the same tick; sampling uses
+the recorded seeds. On the same build and model every agent samples the
+recorded tokens: rerun says so at the end. Where a token differs (another
+build, another thread count that changes float sums), the rerun stops
+there and says which agent, where, and both tokens with their
 probabilities. --live-tools calls the tools for real.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRerun(cmd, args[0], out, headless, jsonl, live)
+			rec, err := rerun.Load(args[0])
+			if err != nil {
+				return err
+			}
+			rec.LiveTools = live
+			return f.reexecute(cmd, rec, nil)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&out, "trace", "", "write the rerun's trace here (default: a new file under the state dir)")
-	f.BoolVar(&headless, "headless", false, "print a readable log instead of the terminal app")
-	f.BoolVar(&jsonl, "jsonl", false, "stream every event as a JSON line")
-	f.BoolVar(&live, "live-tools", false, "call the tools for real instead of serving their recorded results")
+	f.add(cmd)
+	cmd.Flags().BoolVar(&live, "live-tools", false, "call the tools for real instead of serving their recorded results")
 	return cmd
 }
 
-func runRerun(cmd *cobra.Command, path, out string, headless, jsonl, live bool) error {
-	rec, err := rerun.Load(path)
-	if err != nil {
-		return err
+func newForkCmd() *cobra.Command {
+	var f rerunFlags
+	var at uint64
+	var replace, appendText string
+	cmd := &cobra.Command{
+		Use:   "fork TRACE --at EVENT (--replace-result FILE | --append TEXT)",
+		Short: "Run a recorded run again up to an agent's turn, then on from an edit of what it read",
+		Long: `Re-executes a recorded run (as lloyal rerun does) up to EVENT: an
+agent:spawn (the agent's task), a tool:result, or the agent:nudge of a
+denied call. There the agent reads the edit instead — --replace-result
+FILE's contents (JSON as it is, other text as a JSON string; for a task,
+the new task) or what it read with --append TEXT after it — and from
+there it, and every agent it starts, runs live on the model with real
+tools. The other agents go on as recorded until what they read changes
+(a publisher reading the forked agent's new findings), and then run live
+too. The new trace's header names forkOf: the trace and the event.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (replace == "") == (appendText == "") {
+				return errors.New("give exactly one of --replace-result FILE and --append TEXT: what the agent reads at the fork")
+			}
+			if !cmd.Flags().Changed("at") {
+				return errors.New("--at EVENT: the id of the event to fork at (lloyal replay's dev pane and --jsonl show ids)")
+			}
+			rec, err := rerun.Load(args[0])
+			if err != nil {
+				return err
+			}
+			p, err := rec.Point(at)
+			if err != nil {
+				return err
+			}
+			edited := p.Appended(appendText)
+			if replace != "" {
+				b, err := os.ReadFile(replace)
+				if err != nil {
+					return fmt.Errorf("--replace-result: %w", err)
+				}
+				edited = p.Replacement(string(b))
+			}
+			if err := rec.ForkAt(at, edited, rec.Header.Context.NCtx); err != nil {
+				return err
+			}
+			return f.reexecute(cmd, rec, &trace.ForkRef{Event: at})
+		},
 	}
+	f.add(cmd)
+	fs := cmd.Flags()
+	fs.Uint64Var(&at, "at", 0, "the id of the event to fork at: an agent:spawn, a tool:result or a denied call's agent:nudge")
+	fs.StringVar(&replace, "replace-result", "", "the agent reads this file's contents at the fork instead")
+	fs.StringVar(&appendText, "append", "", "the agent reads this after what it read at the fork")
+	return cmd
+}
+
+// reexecute runs rec's command line again with rec as its replay: a rerun,
+// or with fork set a fork (its header names it).
+func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trace.ForkRef) error {
 	if err := rec.CheckModel(); err != nil {
 		return err
 	}
@@ -54,6 +123,7 @@ func runRerun(cmd *cobra.Command, path, out string, headless, jsonl, live bool) 
 	if err != nil {
 		return err
 	}
+	out := f.out
 	if out == "" {
 		dir, err := trace.DefaultDir()
 		if err != nil {
@@ -63,7 +133,8 @@ func runRerun(cmd *cobra.Command, path, out string, headless, jsonl, live bool) 
 	}
 	// The recorded command line's relative paths (a harness file, a
 	// corpus) are relative to where it ran.
-	if path, err = filepath.Abs(path); err == nil {
+	path, err := filepath.Abs(rec.Path)
+	if err == nil {
 		out, err = filepath.Abs(out)
 	}
 	if err != nil {
@@ -75,20 +146,24 @@ func runRerun(cmd *cobra.Command, path, out string, headless, jsonl, live bool) 
 		}
 	}
 	if rec.Header.ProgramVersion != Version {
-		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s was recorded by lloyal %s and this is %s: tokens may differ (the rerun stops where they do)\n", path, rec.Header.ProgramVersion, Version)
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s was recorded by lloyal %s and this is %s: tokens may differ (a rerun stops where they do)\n", path, rec.Header.ProgramVersion, Version)
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
-	rec.LiveTools = live
 	rec.OnDiverge = func(engine.Divergence) { cancel() }
 	o := &runFlags{argv: rec.Header.CommandLine}
 	o.cfg.App.Replay = rec
-	o.cfg.App.Header.RerunOf = path
+	if fork != nil {
+		fork.Trace = path
+		o.cfg.App.Header.ForkOf = fork
+	} else {
+		o.cfg.App.Header.RerunOf = path
+	}
 	args = append(args, "--trace", out)
 	switch {
-	case jsonl:
+	case f.jsonl:
 		args = append(args, "--jsonl")
-	case headless:
+	case f.headless:
 		args = append(args, "--headless")
 	}
 	run := newRunCmd(o)
@@ -99,6 +174,12 @@ func runRerun(cmd *cobra.Command, path, out string, headless, jsonl, live bool) 
 	runErr := run.ExecuteContext(ctx)
 	if d := rec.Divergence(); d != nil {
 		return fmt.Errorf("the rerun diverged from %s: %s; its trace: %s", path, d, out)
+	}
+	if fork != nil {
+		if runErr == nil {
+			fmt.Fprintf(cmd.OutOrStdout(), "fork: %s, forked from %s at event %d\n", out, path, fork.Event)
+		}
+		return runErr
 	}
 	got, err := rerun.Load(out)
 	if err != nil {

@@ -148,3 +148,144 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// agentEvents are one agent's events of a trace, in order.
+func agentEvents(t *testing.T, path string, agent int) []event.Event {
+	t.Helper()
+	var out []event.Event
+	if _, _, err := trace.Follow(t.Context(), path, false, func(e event.Event) error {
+		if e.Agent == agent {
+			out = append(out, e)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A fork at a researcher's first tool result, replaced: up to the fork the
+// agent's branch holds exactly the recorded cells (the same spans, token
+// for token, the same unique cell count), it reads the replacement, and
+// the tokens it then samples differ from those it sampled after the
+// original result. The fork's header names the trace and event.
+func TestForkReplacesAResult(t *testing.T) {
+	bin := lloyalBinary(t)
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	rec, forked := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "fork.jsonl")
+	if out, err := lloyalCmd(bin, dir, cache, "run", "--headless", "--model", testmodel.Tiny(t), "--walk", "--ctx", "4096", "--temperature", "0",
+		"--deny-protected", "--trace", rec).CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	var at event.Event
+	if _, _, err := trace.Follow(t.Context(), rec, false, func(e event.Event) error {
+		if e.Type == event.ToolResult && at.ID == 0 && e.Tool == "search" {
+			at = e
+		}
+		return nil
+	}); err != nil || at.ID == 0 {
+		t.Fatalf("no search result to fork at: %v", err)
+	}
+	edit := filepath.Join(dir, "edit.json")
+	if err := os.WriteFile(edit, []byte(`{"hits":[],"note":"nothing matched"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := lloyalCmd(bin, dir, cache, "fork", rec, "--at", fmt.Sprint(at.ID), "--replace-result", edit, "--headless", "--trace", forked).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "forked from") {
+		t.Fatalf("fork: %v\n%s", err, out)
+	}
+	before, after := agentEvents(t, rec, at.Agent), agentEvents(t, forked, at.Agent)
+	// Up to the fork: the same spans and turns, token for token.
+	spans := func(es []event.Event, until uint64) []event.Event {
+		var out []event.Event
+		for _, e := range es {
+			if e.ID == until && until != 0 {
+				break
+			}
+			if e.Type == event.BranchPrefill && e.Role != "prune" || e.Type == event.AgentTurn {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	prefilled, again := spans(before, at.ID), spans(after, 0)
+	if len(prefilled) < 2 || len(again) < len(prefilled) {
+		t.Fatalf("%d spans before the fork, %d in the fork", len(prefilled), len(again))
+	}
+	for i, e := range prefilled {
+		x := again[i]
+		if x.Type != e.Type || !slices.Equal(x.IDs, e.IDs) || x.Unique != e.Unique || x.Role != e.Role {
+			t.Fatalf("before the fork, span %d differs: %s %q %d ids (unique %d) vs %s %q %d ids (unique %d)", i, x.Type, x.Role, len(x.IDs), x.Unique, e.Type, e.Role, len(e.IDs), e.Unique)
+		}
+	}
+	// At the fork: the replacement is what it reads, and it samples otherwise.
+	var read, turnBefore, turnAfter *event.Event
+	for i, e := range after {
+		if e.Type == event.BranchPrefill && e.Role == "toolResult" && read == nil {
+			read = &after[i]
+		}
+		if e.Type == event.AgentTurn && read != nil && turnAfter == nil {
+			turnAfter = &after[i]
+		}
+	}
+	seen := false
+	for i, e := range before {
+		seen = seen || e.ID == at.ID
+		if seen && e.Type == event.AgentTurn && turnBefore == nil {
+			turnBefore = &before[i]
+		}
+	}
+	if read == nil || !strings.Contains(read.Text, "nothing matched") || turnBefore == nil || turnAfter == nil {
+		t.Fatalf("the forked agent did not read the replacement and go on: %+v", read)
+	}
+	if slices.Equal(turnBefore.IDs[:min(8, len(turnBefore.IDs))], turnAfter.IDs[:min(8, len(turnAfter.IDs))]) {
+		t.Fatalf("the forked agent's first tokens are the original's: %v", head(turnAfter.IDs))
+	}
+	c, err := trace.CheckFile(forked)
+	if err != nil || c.Header == nil || c.Header.ForkOf == nil || c.Header.ForkOf.Event != at.ID || !strings.HasSuffix(c.Header.ForkOf.Trace, "run.jsonl") || c.Close == nil {
+		t.Fatalf("fork header %+v %v", c.Header, err)
+	}
+}
+
+// A fork is refused, before anything runs, at an event that is not a fork
+// point, without an edit, or with an edit larger than the context.
+func TestForkRefuses(t *testing.T) {
+	bin := lloyalBinary(t)
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	rec := filepath.Join(dir, "run.jsonl")
+	if out, err := lloyalCmd(bin, dir, cache, "run", "--headless", "--model", testmodel.Tiny(t), "--walk", "--ctx", "4096", "--deny-protected", "--trace", rec).CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	big := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(big, []byte(`"`+strings.Repeat("x", 20000)+`"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var spawn uint64
+	_, _, _ = trace.Follow(t.Context(), rec, false, func(e event.Event) error {
+		if e.Type == event.AgentSpawn && spawn == 0 {
+			spawn = e.ID
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"not a point", []string{"--at", "1", "--append", "x"}, "is not a point a fork can start at"},
+		{"no edit", []string{"--at", fmt.Sprint(spawn)}, "give exactly one of --replace-result FILE and --append TEXT"},
+		{"too big", []string{"--at", fmt.Sprint(spawn), "--replace-result", big}, "more than the run's whole context"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := lloyalCmd(bin, dir, cache, append([]string{"fork", rec, "--headless", "--trace", filepath.Join(dir, c.name+".jsonl")}, c.args...)...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), c.want) {
+				t.Fatalf("want a refusal saying %q, got %v:\n%s", c.want, err, out)
+			}
+			if _, err := os.Stat(filepath.Join(dir, c.name+".jsonl")); err == nil {
+				t.Fatal("a refused fork wrote a trace")
+			}
+		})
+	}
+}

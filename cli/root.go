@@ -51,7 +51,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 		Version:       versionString(),
 	}
-	root.AddCommand(newModelCmd(), newBenchCmd(), newGrantsCmd(), newTraceCmd(), newReplayCmd(), newRunCmd(new(runFlags)), newRerunCmd(), newAbilityCmd(), newHarnessCmd())
+	root.AddCommand(newModelCmd(), newBenchCmd(), newGrantsCmd(), newTraceCmd(), newReplayCmd(), newRunCmd(new(runFlags)), newRerunCmd(), newForkCmd(), newAbilityCmd(), newHarnessCmd())
 	return root
 }
 

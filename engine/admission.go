@@ -84,6 +84,14 @@ func (p *pool) reserved() int {
 }
 
 func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
+	// A fork at an agent's task starts it with the edited one (the id it
+	// will have: ids are given on this goroutine, in order).
+	fork := false
+	if r := p.rt.opts.Replay; r != nil && !p.rt.forked.Load() {
+		if task, ok := r.Task(int(p.rt.nextAgent.Load()) + 1); ok {
+			s.Task, fork = task, true
+		}
+	}
 	if s.Task == "" {
 		return nil, errors.New("spawn: the agent has no task")
 	}
@@ -116,6 +124,12 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 	p.agents = append(p.agents, a)
 	p.byID[id] = a
 	p.admit.spawnQ = append(p.admit.spawnQ, a)
+	switch {
+	case fork:
+		p.goLive(a, "fork: the agent starts on the edited task")
+	case p.parent != nil && p.parent.live:
+		a.live = true // started by a live agent: its tokens are new
+	}
 	return a, nil
 }
 
@@ -129,7 +143,7 @@ func (p *pool) prefill() {
 	// A rerun writes what the recorded run wrote at this tick, and only
 	// that (replay.go).
 	var allow *allowance
-	if r := p.rt.opts.Replay; r != nil && p.rt.tb == nil {
+	if r := p.rt.opts.Replay; r != nil && p.rt.tb == nil && !p.rt.forked.Load() {
 		allow = p.recordedNext(r)
 	}
 	type entry struct {

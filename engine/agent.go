@@ -60,6 +60,10 @@ type Agent struct {
 	turnIDs  []Token
 	sampled  int
 	lastProb *event.TokenProb
+	// live: in a fork (replay.go), the forked agent, an agent it starts,
+	// or one whose tokens left the record: it runs on the model with real
+	// tools, unchecked.
+	live bool
 	forked   bool
 	pruned   bool
 	slotWait bool // it waited for a branch slot (said once)

@@ -124,8 +124,10 @@ func (p *pool) sample(a *Agent) (Token, error) {
 			}
 		}
 	}
-	if r := o.Replay; r != nil && !p.rt.diverged.Load() {
-		if want, ok := r.Expect(a.ID, a.sampled); ok && want != tok {
+	if r := o.Replay; r != nil && !p.rt.diverged.Load() && !a.live {
+		if want, ok := r.Expect(a.ID, a.sampled); ok && want != tok && r.Forking() {
+			p.goLive(a, fmt.Sprintf("its token %d left the record (what it read changed): it runs on live", a.sampled+1))
+		} else if ok && want != tok {
 			d := Divergence{Agent: a.ID, Index: a.sampled, Position: len(a.turnIDs), Got: tok, Want: want,
 				GotText: string(p.be.Piece(tok)), WantText: string(p.be.Piece(want)), GotLogprob: math.NaN(), WantLogprob: math.NaN()}
 			if lg, ok := p.be.(Logitser); ok {

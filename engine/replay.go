@@ -31,6 +31,12 @@ type Replay interface {
 	// Expect is the index-th token (from 0, across its turns) the agent
 	// sampled in the recorded run, or false past the record.
 	Expect(agent, index int) (Token, bool)
+	// Task is the task a fork gives the agent with this id instead of the
+	// recorded one (the fork is at its task), or false.
+	Task(agent int) (string, bool)
+	// Forking says the run is a fork: an agent whose tokens leave the
+	// record goes on live instead of ending the run.
+	Forking() bool
 	// Admission is the k-th prefill (from 1) of the run's n-th pool (from
 	// 1, in the order pools opened): the tick it came before and what it
 	// wrote, in order. A rerun writes the same at the same tick, so every
@@ -60,6 +66,9 @@ type Admitted struct {
 
 // Recorded is how a recorded call settled.
 type Recorded struct {
+	// Fork: this is a fork's edit of what the agent read; from here the
+	// agent runs live.
+	Fork bool
 	// Kind is result (the tool's value), nudge (a refusal: a denied
 	// approval) or error (the tool failed and its agent with it).
 	Kind string
@@ -129,13 +138,16 @@ func (p *pool) diverged(d Divergence) {
 // a person for is not asked again: the record holds the answer.
 func (p *pool) replayed(pc *pendingCall) bool {
 	r := p.rt.opts.Replay
-	if r == nil {
+	a := pc.agent
+	if r == nil || a.live {
 		return false
 	}
-	a := pc.agent
 	rec, ok := r.Settled(a.ID, a.turns)
 	if !ok {
 		return false
+	}
+	if rec.Fork {
+		p.goLive(a, "fork: the agent reads the edited span and runs on from here")
 	}
 	switch rec.Kind {
 	case "nudge":
@@ -278,4 +290,11 @@ func (p *pool) waitReplay() {
 		p.diverged(Divergence{Agent: firstAgent(next), Reason: fmt.Sprintf("pool %d waited %s for its prefill %d (tick %d in the recorded run; the rerun is at tick %d): the rerun does not do what the recorded run did", p.ordinal, replayWait, p.admissions+1, next.Step, p.steps)})
 	default:
 	}
+}
+
+// goLive lets an agent of a fork run on the model from here, unchecked.
+func (p *pool) goLive(a *Agent, why string) {
+	a.live = true
+	p.rt.forked.Store(true)
+	p.emit(event.Event{Type: event.PoolNote, Role: "fork_live", Agent: a.ID, Pool: p.scope, Parent: p.scope, Reason: why})
 }

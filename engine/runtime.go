@@ -52,6 +52,9 @@ type Runtime struct {
 	// diverged: a rerun left its record (the replay no longer holds or
 	// checks anything; its caller ends the run).
 	diverged atomic.Bool
+	// forked: a fork's edit was written; prefills no longer follow the
+	// record (the forked agent's differ from here).
+	forked atomic.Bool
 	grammars grammars // the grammars the trace holds
 
 	cmdMu   sync.Mutex

@@ -44,6 +44,10 @@ type Record struct {
 	open   map[int]turnKey
 	byCall map[string]turnKey
 
+	// points are the events a fork may start at; fork the one it does.
+	points map[uint64]Point
+	fork   *forkEdit
+
 	mu        sync.Mutex
 	divergent *engine.Divergence
 }
@@ -99,7 +103,8 @@ func Load(path string) (*Record, error) {
 
 func newRecord(path string) *Record {
 	return &Record{Path: path, Sampled: map[int][]int32{}, settled: map[turnKey]engine.Recorded{}, live: map[turnKey]bool{},
-		admissions: map[int][]engine.Admission{}, pools: map[uint64]int{}, turns: map[int]int{}, open: map[int]turnKey{}, byCall: map[string]turnKey{}}
+		admissions: map[int][]engine.Admission{}, pools: map[uint64]int{}, turns: map[int]int{}, open: map[int]turnKey{}, byCall: map[string]turnKey{},
+		points: map[uint64]Point{}}
 }
 
 // FromEvents is the record of a run's events (a test's, or a run kept in
@@ -145,8 +150,16 @@ func (r *Record) fold(e *event.Event) {
 		}
 	case event.ToolResult:
 		settle(engine.Recorded{Kind: "result", Body: e.Result})
+		if k, ok := byCall[e.CallID]; ok {
+			r.points[e.ID] = Point{Event: e.ID, Agent: k.agent, Turn: k.turn, Kind: "result", Text: string(e.Result)}
+		}
+	case event.AgentSpawn:
+		r.points[e.ID] = Point{Event: e.ID, Agent: e.Agent, Kind: "task", Text: e.Text}
 	case event.AgentNudge:
 		settle(engine.Recorded{Kind: "nudge", Body: e.Result, Reason: e.Reason})
+		if k, ok := byCall[e.CallID]; ok && e.Reason == "denied" {
+			r.points[e.ID] = Point{Event: e.ID, Agent: k.agent, Turn: k.turn, Kind: "nudge", Text: string(e.Result)}
+		}
 	case event.ToolError:
 		settle(engine.Recorded{Kind: "error", Reason: e.Reason})
 	}
@@ -156,6 +169,9 @@ func (r *Record) fold(e *event.Event) {
 // false for a call that started agents (they run again) and with
 // LiveTools.
 func (r *Record) Settled(agent, turn int) (engine.Recorded, bool) {
+	if f := r.fork; f != nil && f.Kind != "task" && f.Agent == agent && f.Turn == turn {
+		return engine.Recorded{Kind: "result", Body: json.RawMessage(f.edited), Fork: true}, true
+	}
 	k := turnKey{agent, turn}
 	if r.LiveTools || r.live[k] {
 		return engine.Recorded{}, false
@@ -240,3 +256,14 @@ func sha256File(path string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// Task is the task a fork at an agent's task gives it.
+func (r *Record) Task(agent int) (string, bool) {
+	if f := r.fork; f != nil && f.Kind == "task" && f.Agent == agent {
+		return f.edited, true
+	}
+	return "", false
+}
+
+// Forking says whether the record is a fork's (ForkAt was called).
+func (r *Record) Forking() bool { return r.fork != nil }

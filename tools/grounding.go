@@ -6,6 +6,7 @@ package tools
 // guard and its repair are built from those.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -100,12 +101,16 @@ func (g *Grounding) Watch(t engine.Tool) engine.Tool {
 // their "text" lines from "lines" or "line" on; a glossary meaning as its
 // line of the glossary) for the agent and every agent above it.
 func (g *Grounding) record(a *engine.Agent, result any, read bool) {
-	raw, err := json.Marshal(result)
-	if err != nil {
-		return
+	raw, ok := result.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(result); err != nil {
+			return
+		}
 	}
+	// The first JSON value: a fork may have put text after a result.
 	var v any
-	if json.Unmarshal(raw, &v) != nil {
+	if json.NewDecoder(bytes.NewReader(raw)).Decode(&v) != nil {
 		return
 	}
 	var got []Line
