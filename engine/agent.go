@@ -63,7 +63,7 @@ type Agent struct {
 	// live: in a fork (replay.go), the forked agent, an agent it starts,
 	// or one whose tokens left the record: it runs on the model with real
 	// tools, unchecked.
-	live bool
+	live     bool
 	forked   bool
 	pruned   bool
 	slotWait bool // it waited for a branch slot (said once)

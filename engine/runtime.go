@@ -54,7 +54,7 @@ type Runtime struct {
 	diverged atomic.Bool
 	// forked: a fork's edit was written; prefills no longer follow the
 	// record (the forked agent's differ from here).
-	forked atomic.Bool
+	forked   atomic.Bool
 	grammars grammars // the grammars the trace holds
 
 	cmdMu   sync.Mutex
