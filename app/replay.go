@@ -1,7 +1,9 @@
 package app
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
@@ -23,16 +25,17 @@ func Theme(name string) (themes.Theme, error) {
 
 // Replay plays the trace at path in the app at speed (0: straight to the
 // end), following it as it grows when follow is set, until the person
-// quits.
-func Replay(path string, t themes.Theme, speed float64, follow bool) error {
+// quits, or asks with F for a fork: then it returns the fork to run.
+func Replay(path string, t themes.Theme, speed float64, follow bool) (*ui.ForkRequest, error) {
 	ix, err := trace.BuildIndex(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	title := "replay " + path
 	if ix.Header != nil && ix.Header.Model.Name != "" {
 		title = "replay · " + ix.Header.Model.Name
 	}
+	title += Lineage(ix.Header)
 	p := ui.NewPlayer(ix, speed)
 	if follow {
 		p.Follow()
@@ -41,6 +44,22 @@ func Replay(path string, t themes.Theme, speed float64, follow bool) error {
 	if ix.Header != nil {
 		o.Sources = ix.Header.AbilitySources()
 	}
-	_, err = tea.NewProgram(ui.New(o), tea.WithAltScreen()).Run()
-	return err
+	final, err := tea.NewProgram(ui.New(o), tea.WithAltScreen()).Run()
+	if m, ok := final.(*ui.Model); ok && err == nil {
+		return m.Fork(), nil
+	}
+	return nil, err
+}
+
+// Lineage says where a run came from, for a title: " · fork of TRACE at
+// event N", " · rerun of TRACE", or "".
+func Lineage(h *trace.Header) string {
+	switch {
+	case h == nil:
+	case h.ForkOf != nil:
+		return fmt.Sprintf(" · fork of %s at event %d", filepath.Base(h.ForkOf.Trace), h.ForkOf.Event)
+	case h.RerunOf != "":
+		return " · rerun of " + filepath.Base(h.RerunOf)
+	}
+	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/rerun"
 	"github.com/lloyal-ai/lloyal/trace"
+	"github.com/lloyal-ai/lloyal/ui"
 )
 
 // rerunFlags are what rerun and fork share: where the new trace goes and
@@ -198,4 +199,21 @@ func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trac
 		fmt.Fprintf(cmd.OutOrStdout(), "rerun: it ended as the recorded run did: %s\n", rec.Closing.Reason)
 	}
 	return nil
+}
+
+// forkFromReplay runs the fork F asked for in lloyal replay, in the app.
+func forkFromReplay(cmd *cobra.Command, path string, r *ui.ForkRequest) error {
+	rec, err := rerun.Load(path)
+	if err != nil {
+		return err
+	}
+	p, err := rec.Point(r.Event)
+	if err != nil {
+		return err
+	}
+	if err := rec.ForkAt(r.Event, p.Replacement(r.Text), rec.Header.Context.NCtx); err != nil {
+		return err
+	}
+	var f rerunFlags
+	return f.reexecute(cmd, rec, &trace.ForkRef{Event: r.Event})
 }

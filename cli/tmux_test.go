@@ -409,3 +409,56 @@ func TestTmuxFollowUpInTheApp(t *testing.T) {
 		t.Fatalf("closing %q, spines %d, turns appended %d, follow-up agent %d prefilled %d", reason, spines, extends, follow, prefilled[follow])
 	}
 }
+
+// F in a replay forks the run by keys in the real binary: on the selected
+// researcher's last tool result the editor opens, the typed edit is what
+// that agent reads in the fork, which runs live in the app (its title says
+// whose fork it is) and writes a trace whose header names the fork point.
+func TestTmuxForkFromReplay(t *testing.T) {
+	bin := tmuxBinary(t)
+	dir := t.TempDir()
+	tp := filepath.Join(dir, "run.jsonl")
+	env := append(homes(dir), "XDG_STATE_HOME="+filepath.Join(dir, "state"))
+	rec := exec.Command(bin, "run", "--headless", "--deny-protected", "--model", testmodel.Tiny(t), "--walk", "--ctx", "16384", "--temperature", "0",
+		"--workspace", filepath.Join(dir, "notes"), "--trace", tp)
+	rec.Env = append(os.Environ(), env...)
+	if out, err := rec.CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {
+		t.Fatalf("record: %v\n%s", err, out)
+	}
+	s := startTmux(t, bin+" replay --speed 0 "+tp, env...)
+	s.waitFor("replay finished", 20*time.Second)
+	s.keys("Up", "Up", "Up", "Up", "Up", "Up", "Up", "Up", "Down") // the first researcher (A2)
+	s.keys("F")
+	s.waitFor("A2 reads this tool result next", 10*time.Second)
+	s.keys("NOTHING-MATCHED-HERE")
+	s.waitFor("NOTHING-MATCHED-HERE", 10*time.Second)
+	s.keys("C-s")
+	s.waitFor("fork of run.jsonl", 30*time.Second)
+	s.endRun(60 * time.Second)
+	s.keys("q")
+	s.waitFor("LLOYAL-EXITED=0", 10*time.Second)
+	forks, _ := filepath.Glob(filepath.Join(dir, "state", "lloyal", "traces", "*.jsonl"))
+	if len(forks) != 1 {
+		t.Fatalf("fork traces: %v", forks)
+	}
+	c, err := trace.CheckFile(forks[0])
+	if err != nil || c.Header == nil || c.Header.ForkOf == nil || c.Header.ForkOf.Trace != tp || c.Close == nil || c.Close.Reason != "completed" {
+		t.Fatalf("fork trace: %+v %v", c, err)
+	}
+	// The agent of the fork point (the selected one) read the edit.
+	agent := 0
+	_, _, _ = trace.Follow(t.Context(), tp, false, func(e event.Event) error {
+		if e.ID == c.Header.ForkOf.Event {
+			agent = e.Agent
+		}
+		return nil
+	})
+	read := false
+	_, _, _ = trace.Follow(t.Context(), forks[0], false, func(e event.Event) error {
+		read = read || e.Type == event.BranchPrefill && e.Agent == agent && e.Role == "toolResult" && strings.Contains(e.Text, "NOTHING-MATCHED-HERE")
+		return nil
+	})
+	if agent == 0 || !read {
+		t.Fatalf("agent %d (the fork point's) did not read the edit", agent)
+	}
+}

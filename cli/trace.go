@@ -65,7 +65,11 @@ that is still being written until its run closes it.`,
 				if err != nil {
 					return err
 				}
-				return app.Replay(args[0], t, speed, follow)
+				fork, err := app.Replay(args[0], t, speed, follow)
+				if err != nil || fork == nil {
+					return err
+				}
+				return forkFromReplay(cmd, args[0], fork)
 			}
 			closing, problems, err := trace.Play(cmd.Context(), args[0], speed, follow, cmd.OutOrStdout())
 			for _, p := range problems {

@@ -69,6 +69,7 @@ type Model struct {
 	approval  *approvalPane
 	dev       *devPane
 	followUp  *followUpPane
+	fork      *forkPane
 	transport *transportPane // nil unless replaying
 
 	focusable []pane // tab order
@@ -97,12 +98,34 @@ func New(o Options) *Model {
 	m.approval = newApproval(s)
 	m.dev = newDev(s)
 	m.followUp = newFollowUp(s)
+	m.fork = newFork(s)
 	m.focusable = []pane{m.tree, m.detail, m.dev}
 	if o.Replay != nil {
 		m.transport = newTransport(s, o.Replay, m.applyStep)
 	}
 	m.syncModals()
 	return m
+}
+
+// Fork is the fork F asked for in a replay (nil: none): the app quit
+// with it, and the caller runs it.
+func (m *Model) Fork() *ForkRequest { return m.fork.request }
+
+// openFork opens the fork editor on what the selected agent reads next.
+func (m *Model) openFork() tea.Cmd {
+	p := m.o.Replay
+	events, err := p.ix.Events(0, p.ix.Len())
+	if err != nil {
+		m.s.notice = "cannot fork: " + err.Error()
+		return nil
+	}
+	r := pointFor(events, m.s.sel, p.next)
+	if r == nil {
+		m.s.notice = "nothing to fork at: pick an agent (↑/↓) that has a task or a tool result"
+		return nil
+	}
+	p.playing = false // the replay waits while the edit is made
+	return m.fork.open(r)
 }
 
 // State exposes the folded state (tests, the UI benchmark).
@@ -242,7 +265,7 @@ func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(cmds...)
 	}
 	// 1. An open text input takes every key.
-	for _, p := range []pane{m.approval, m.dev, m.followUp, m.detail} {
+	for _, p := range []pane{m.fork, m.approval, m.dev, m.followUp, m.detail} {
 		if t, ok := p.(typer); ok && t.Typing() {
 			if handled, cmd := p.Update(k); handled || (p != m.followUp && p != m.detail) {
 				return m, cmd
@@ -288,6 +311,8 @@ func (m *Model) global(k tea.KeyMsg) (bool, tea.Cmd) {
 		m.s.notice = "agents are still running: q again to quit (the trace is closed cleanly), f to finish up instead"
 	case key.Matches(k, m.keys.Help):
 		m.showHelp = !m.showHelp
+	case key.Matches(k, m.keys.Fork) && m.o.Replay != nil:
+		return true, m.openFork()
 	case key.Matches(k, m.keys.Focus):
 		m.focus = (m.focus + 1) % len(m.focusable)
 		if m.focusable[m.focus] == m.dev && !m.devOpen {
@@ -389,6 +414,9 @@ func (m *Model) View() string {
 	if m.approval.Open() {
 		right = m.box(m.approval, dw, mainH, true)
 	}
+	if m.fork.Typing() {
+		right = m.box(m.fork, dw, mainH, true)
+	}
 	parts := []string{header, lipgloss.JoinHorizontal(lipgloss.Top, left, right)}
 	if devH > 0 {
 		parts = append(parts, m.box(m.dev, m.w, devH, focused == m.dev))
@@ -469,11 +497,17 @@ func (m *Model) help() keyHelp {
 	g := m.keys
 	if m.o.Replay != nil {
 		tk := m.transport.Help()
-		return keyHelp{short: append(tk[:6:6], g.Help, g.Quit), full: [][]key.Binding{tk, m.tree.Help(), {g.Focus, g.Dev, g.Filter, g.Freeze, g.Help, g.Quit}}}
+		if m.fork.Typing() {
+			return keyHelp{short: append(m.fork.Help(), g.Interrupt)}
+		}
+		return keyHelp{short: append(tk[:5:5], g.Fork, g.Help, g.Quit), full: [][]key.Binding{tk, m.tree.Help(), {g.Focus, g.Dev, g.Filter, g.Freeze, g.Fork, g.Help, g.Quit}}}
 	}
 	short := append(m.focusable[m.focus].Help()[:1:1], g.Dev, g.Filter, g.Pause, g.Finish, g.Cancel, g.Help, g.Quit)
 	if m.followUp.Typing() {
 		short = append(m.followUp.Help(), g.Interrupt)
+	}
+	if m.fork.Typing() {
+		short = append(m.fork.Help(), g.Interrupt)
 	}
 	if m.s.done {
 		// Nothing is running: pause, finish up and cancel would do nothing.

@@ -19,8 +19,9 @@
 //
 // A key goes to the first of these that takes it:
 //
-//  1. a text input that is open (the dev filter, a deny reason, the
-//     "follow up:" question a finished run asks for) takes every key until
+//  1. a text input that is open (the fork editor of a replay, the dev
+//     filter, a deny reason, the "follow up:" question a finished run asks
+//     for) takes every key until
 //     Enter or Esc closes it (Ctrl-C still reaches the root); the detail
 //     pane's token picker, while a token is picked, takes ←, →, ? and Esc
 //     (other keys go on down this list);

@@ -4,7 +4,7 @@ import "github.com/charmbracelet/bubbles/key"
 
 // globalKeys are the keys routing step 3 answers, whatever has the focus.
 type globalKeys struct {
-	Focus, Dev, Inspect, Filter, Freeze, Pause, Finish, Cancel, Help, Quit, Interrupt key.Binding
+	Focus, Dev, Inspect, Filter, Freeze, Pause, Finish, Cancel, Fork, Help, Quit, Interrupt key.Binding
 }
 
 func defaultKeys() globalKeys {
@@ -20,6 +20,7 @@ func defaultKeys() globalKeys {
 		Pause:     b([]string{"p"}, "p", "pause/resume"),
 		Finish:    b([]string{"f"}, "f", "finish up"),
 		Cancel:    b([]string{"x"}, "x", "cancel agent"),
+		Fork:      b([]string{"F"}, "F", "fork here"),
 		Help:      b([]string{"?"}, "?", "help"),
 		Quit:      b([]string{"q"}, "q", "quit"),
 		Interrupt: b([]string{"ctrl+c"}, "ctrl+c", "finish up, twice: quit"),

@@ -59,6 +59,7 @@ func appOptions(cfg Config, m *backends.Opened, s engine.Sampling, tools []trace
 	o.Model, o.Server, o.Title = m.Model, m.Server, m.Title
 	o.Header = trace.Header{ProgramVersion: cfg.Version, Model: m.Info, Sampling: s, Context: m.Context, Server: m.ServerInfo,
 		Tools: tools, CommandLine: backends.RedactArgs(cfg.Args), RerunOf: cfg.App.Header.RerunOf, ForkOf: cfg.App.Header.ForkOf}
+	o.Title += app.Lineage(&o.Header)
 	return o
 }
 
