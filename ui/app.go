@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,8 +101,10 @@ func New(o Options) *Model {
 	m.followUp = newFollowUp(s)
 	m.fork = newFork(s)
 	m.focusable = []pane{m.tree, m.detail, m.dev}
+	m.dev.jump = func(id uint64) tea.Cmd { m.dev.selectEvent(id); return nil }
 	if o.Replay != nil {
 		m.transport = newTransport(s, o.Replay, m.applyStep)
+		m.dev.total, m.dev.jump = o.Replay.total, m.jumpTo
 	}
 	m.syncModals()
 	return m
@@ -110,6 +113,26 @@ func New(o Options) *Model {
 // Fork is the fork F asked for in a replay (nil: none): the app quit
 // with it, and the caller runs it.
 func (m *Model) Fork() *ForkRequest { return m.fork.request }
+
+// jumpTo seeks a replay to just after the event with this id and selects
+// it in the dev pane's list.
+func (m *Model) jumpTo(id uint64) tea.Cmd {
+	p := m.o.Replay
+	events, err := p.ix.Events(0, p.ix.Len())
+	if err != nil {
+		m.s.notice = "cannot jump: " + err.Error()
+		return nil
+	}
+	i := slices.IndexFunc(events, func(e event.Event) bool { return e.ID == id })
+	if i < 0 {
+		return nil
+	}
+	p.playing = false
+	st, cmd := p.seek(i + 1)
+	apply := m.applyStep(st)
+	m.dev.selectEvent(id)
+	return tea.Batch(cmd, apply)
+}
 
 // openFork opens the fork editor on what the selected agent reads next.
 func (m *Model) openFork() tea.Cmd {

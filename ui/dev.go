@@ -3,7 +3,9 @@ package ui
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
@@ -15,7 +17,9 @@ import (
 
 // devPane lists the newest events (the trace as it is written), filtered by
 // type and agent; frozen, it keeps a snapshot. With the focus, ↑/↓ select
-// an event and its whole JSON is shown beside the list.
+// an event and its whole JSON is shown beside the list. l turns it into the
+// timeline (lanes.go): ↑/↓ pick a lane, ←/→ a segment, enter jumps to the
+// event that began it.
 type devPane struct {
 	*shared
 	focused             bool // set by the root
@@ -29,6 +33,16 @@ type devPane struct {
 	jsonScroll          int  // lines the inspector is scrolled down
 	up, down, find, frz key.Binding
 	tick, jsUp, jsDown  key.Binding
+	// The timeline: shown, its selection, and the keys it adds.
+	showLanes                   bool
+	lanes                       lanes
+	laneKey, left, right, enter key.Binding
+	// jump shows the event with this id in the list (a replay seeks there);
+	// total is a replay's whole length (nil: a live run). The root sets
+	// both.
+	jump   func(id uint64) tea.Cmd
+	total  func() time.Duration
+	picked *event.Segment // the segment the timeline selects
 }
 
 func newDev(s *shared) *devPane {
@@ -36,13 +50,17 @@ func newDev(s *shared) *devPane {
 	fi.Placeholder = "type or agent (e.g. tool: or A3)"
 	fi.Prompt = "filter: "
 	return &devPane{shared: s, input: fi,
-		up:     key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "event")),
-		down:   key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "event")),
-		find:   key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
-		frz:    key.NewBinding(key.WithKeys("z"), key.WithHelp("z", "freeze dev pane")),
-		tick:   key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "show ticks")),
-		jsUp:   key.NewBinding(key.WithKeys("pgup", "K"), key.WithHelp("pgup", "scroll JSON")),
-		jsDown: key.NewBinding(key.WithKeys("pgdown", "J"), key.WithHelp("pgdn", "scroll JSON")),
+		up:      key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "event")),
+		down:    key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "event")),
+		find:    key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		frz:     key.NewBinding(key.WithKeys("z"), key.WithHelp("z", "freeze dev pane")),
+		tick:    key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "show ticks")),
+		jsUp:    key.NewBinding(key.WithKeys("pgup", "K"), key.WithHelp("pgup", "scroll JSON")),
+		jsDown:  key.NewBinding(key.WithKeys("pgdown", "J"), key.WithHelp("pgdn", "scroll JSON")),
+		laneKey: key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "timeline lanes")),
+		left:    key.NewBinding(key.WithKeys("left", "h"), key.WithHelp("←/h", "earlier segment")),
+		right:   key.NewBinding(key.WithKeys("right"), key.WithHelp("→", "later segment")),
+		enter:   key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "jump to its event")),
 	}
 }
 
@@ -50,7 +68,39 @@ func newDev(s *shared) *devPane {
 func (p *devPane) Typing() bool { return p.typing }
 
 func (p *devPane) Help() []key.Binding {
-	return []key.Binding{p.up, p.down, p.tick, p.jsUp, p.jsDown, p.find, p.frz}
+	if p.showLanes {
+		return []key.Binding{p.up, p.down, p.left, p.right, p.enter, p.laneKey}
+	}
+	return []key.Binding{p.up, p.down, p.tick, p.jsUp, p.jsDown, p.find, p.frz, p.laneKey}
+}
+
+// laneUpdate is Update while the timeline shows.
+func (p *devPane) laneUpdate(k tea.KeyMsg) (bool, tea.Cmd) {
+	agents := laneAgents(p.st)
+	i := max(slices.IndexFunc(agents, func(a *event.Agent) bool { return a.ID == p.lanes.agent }), 0) // none chosen: the first
+	switch {
+	case key.Matches(k, p.up) && len(agents) > 0:
+		p.lanes = lanes{agent: agents[max(i-1, 0)].ID}
+	case key.Matches(k, p.down) && len(agents) > 0:
+		p.lanes = lanes{agent: agents[min(i+1, len(agents)-1)].ID}
+	case key.Matches(k, p.left):
+		p.lanes.seg++
+		if i >= 0 {
+			p.lanes.seg = min(p.lanes.seg, len(agents[i].Lane)-1)
+		}
+	case key.Matches(k, p.right):
+		p.lanes.seg = max(p.lanes.seg-1, 0)
+	case key.Matches(k, p.enter) && p.picked != nil:
+		p.showLanes, p.sel = false, 0
+		if p.jump != nil {
+			return true, p.jump(p.picked.Event)
+		}
+	case key.Matches(k, p.laneKey):
+		p.showLanes = false
+	default:
+		return false, nil
+	}
+	return true, nil
 }
 
 // openFilter opens the filter input (the "/" key works from any pane).
@@ -72,7 +122,12 @@ func (p *devPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
 		p.input, cmd = p.input.Update(k)
 		return true, cmd
 	}
+	if p.showLanes {
+		return p.laneUpdate(k)
+	}
 	switch {
+	case key.Matches(k, p.laneKey):
+		p.showLanes = true
 	case key.Matches(k, p.up):
 		p.sel = max(p.sel-1, 0)
 		p.jsonScroll = 0
@@ -98,6 +153,9 @@ func (p *devPane) toggleFreeze() {
 }
 
 func (p *devPane) Title() string {
+	if p.showLanes {
+		return "dev · timeline: █ on the model ▒ tool ░ waiting ! nudge (l: events)"
+	}
 	s := fmt.Sprintf("dev · %d events", p.st.Events)
 	if p.filter != "" {
 		s += " · filter: " + p.filter
@@ -115,6 +173,15 @@ func (p *devPane) Title() string {
 func (p *devPane) InputView() string { return p.input.View() }
 
 func (p *devPane) View(w, h int) string {
+	if p.showLanes {
+		total, cursor := p.st.Now, time.Duration(-1)
+		if p.total != nil {
+			total, cursor = p.total(), p.st.Now
+		}
+		view, picked := drawLanes(p.theme, p.st, p.lanes, w, h, total, cursor)
+		p.picked = picked
+		return view
+	}
 	evs := p.st.Recent
 	if p.frozen {
 		evs = p.snap
@@ -200,4 +267,25 @@ func devLine(e event.Event) string {
 		detail = e.Text
 	}
 	return fmt.Sprintf("%s  %-3s %-18s %s", stamp(e.At), who, e.Type, oneLine(detail))
+}
+
+// selectEvent selects the event with this id in the list, when it shows.
+func (p *devPane) selectEvent(id uint64) {
+	evs := p.st.Recent
+	if p.frozen {
+		evs = p.snap
+	}
+	row := 0
+	for i := len(evs) - 1; i >= 0; i-- {
+		e := evs[i]
+		if p.filter != "" && !matches(e.Type, e.Agent, p.filter) || !p.ticks && e.Type.Kind() == event.KindTick {
+			continue
+		}
+		if e.ID == id {
+			p.sel, p.jsonScroll = row, 0
+			return
+		}
+		row++
+	}
+	p.notice = fmt.Sprintf("event %d is older than the events the list keeps", id)
 }

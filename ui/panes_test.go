@@ -228,3 +228,45 @@ func TestDetailPaneSurprisalStrip(t *testing.T) {
 	}
 	golden.RequireEqual(t, []byte(strings.Join(frames, "\n---\n")))
 }
+
+// The dev pane's timeline: a lane per agent over the run's time (turns on
+// the model, tool calls, waits, nudges); ↑/↓ pick a lane, ←/→ a segment,
+// and the line under the lanes says what it was.
+func TestDevPaneTimeline(t *testing.T) {
+	m := paneApp(t, append(fixture(), finish()...))
+	m.Update(tea.KeyMsg{Type: tea.KeyTab})
+	m.Update(tea.KeyMsg{Type: tea.KeyTab}) // tree → detail → dev
+	var frames []string
+	for _, k := range []tea.KeyMsg{{Type: tea.KeyRunes, Runes: []rune("l")}, {Type: tea.KeyDown}, {Type: tea.KeyLeft}} {
+		m.Update(k)
+		frames = append(frames, m.dev.Title()+"\n"+m.dev.View(100, 6))
+	}
+	if !strings.Contains(frames[2], "A2 ran search") || !strings.Contains(frames[0], "A1 ") {
+		t.Fatalf("the timeline does not show A2's search:\n%s", strings.Join(frames, "\n---\n"))
+	}
+	golden.RequireEqual(t, []byte(strings.Join(frames, "\n---\n")))
+}
+
+// In a replay the timeline's axis is the whole trace with a cursor where
+// the replay is, and enter on a segment seeks the replay to the event
+// that began it and shows that event in the list.
+func TestDevPaneTimelineJumpsInAReplay(t *testing.T) {
+	ix := fixtureTrace(t, append(fixture(), finish()...))
+	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix, 0)})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	m.Update(m.o.Replay.Start()()) // speed 0: straight to the end
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("i")}) // the dev pane, focused
+	for _, k := range []tea.KeyMsg{{Type: tea.KeyRunes, Runes: []rune("l")}, {Type: tea.KeyDown}, {Type: tea.KeyLeft}} {
+		m.Update(k)
+	}
+	view := m.dev.View(100, 6)
+	if !strings.Contains(view, "│") || m.dev.picked == nil || m.dev.picked.What != "search" {
+		t.Fatalf("no cursor or no search picked (%+v):\n%s", m.dev.picked, view)
+	}
+	want := m.dev.picked.Event
+	m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	evs := m.s.st.Recent
+	if m.dev.showLanes || len(evs) == 0 || evs[len(evs)-1].ID != want || m.dev.sel != 0 {
+		t.Fatalf("enter did not seek to event %d: newest %d, sel %d", want, evs[len(evs)-1].ID, m.dev.sel)
+	}
+}

@@ -79,6 +79,8 @@ type Agent struct {
 	// Probs are its newest sampled tokens' probabilities, oldest first
 	// (at most MaxProbs; a run with --trace-logprobs).
 	Probs []Sampled
+	// Lane is its time as segments, oldest first (lanes.go).
+	Lane []Segment
 }
 
 // Sampled is one sampled token as the screen shows it: its text and what
@@ -200,6 +202,7 @@ func (s *State) Apply(e Event) Change {
 
 // fold is the one switch over event types.
 func (s *State) fold(e Event) string {
+	s.lane(e)
 	who := ""
 	if e.Agent != 0 {
 		who = fmt.Sprintf("agent %d ", e.Agent)
