@@ -254,7 +254,7 @@ func TestDevPaneTimelineJumpsInAReplay(t *testing.T) {
 	ix := fixtureTrace(t, append(fixture(), finish()...))
 	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix, 0)})
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
-	m.Update(m.o.Replay.Start()()) // speed 0: straight to the end
+	m.Update(m.o.Replay.Start()())                               // speed 0: straight to the end
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("i")}) // the dev pane, focused
 	for _, k := range []tea.KeyMsg{{Type: tea.KeyRunes, Runes: []rune("l")}, {Type: tea.KeyDown}, {Type: tea.KeyLeft}} {
 		m.Update(k)
