@@ -128,7 +128,7 @@ func (p *pool) sample(a *Agent) (Token, error) {
 		if want, ok := r.Expect(a.ID, a.sampled); ok && want != tok && r.Forking() {
 			p.goLive(a, fmt.Sprintf("its token %d left the record (what it read changed): it runs on live", a.sampled+1))
 		} else if ok && want != tok {
-			d := Divergence{Agent: a.ID, Index: a.sampled, Position: len(a.turnIDs), Got: tok, Want: want,
+			d := Divergence{Agent: a.ID, Turn: a.turns + 1, Index: a.sampled, Position: len(a.turnIDs), Got: tok, Want: want,
 				GotText: string(p.be.Piece(tok)), WantText: string(p.be.Piece(want)), GotLogprob: math.NaN(), WantLogprob: math.NaN()}
 			if lg, ok := p.be.(Logitser); ok {
 				if logits := lg.Logits(a.branch); logits != nil {

@@ -84,9 +84,11 @@ type Divergence struct {
 	// could not write what the recorded run wrote next.
 	Reason string
 	Agent  int
-	// Index counts the agent's sampled tokens (from 0, all turns);
-	// Position is the token's place in its turn (from 0).
-	Index, Position int
+	// Turn is the agent's turn (from 1; its turns so far plus one, a
+	// recovery report included). Index counts the agent's sampled tokens
+	// (from 0, all turns); Position is the token's place in its turn
+	// (from 0).
+	Turn, Index, Position int
 	Got, Want       Token
 	GotText         string
 	WantText        string
@@ -105,8 +107,8 @@ func (d Divergence) String() string {
 		}
 		return fmt.Sprintf("p=%.4f", math.Exp(lp))
 	}
-	return fmt.Sprintf("agent %d, token %d of its turn (its %d%s sampled): the rerun sampled %d %q (%s) where the recorded run had %d %q (%s)",
-		d.Agent, d.Position+1, d.Index+1, ordinal(d.Index+1), d.Got, d.GotText, p(d.GotLogprob), d.Want, d.WantText, p(d.WantLogprob))
+	return fmt.Sprintf("agent %d, turn %d, token %d of the turn (its %d%s sampled): the rerun sampled %d %q (%s) where the recorded run had %d %q (%s)",
+		d.Agent, d.Turn, d.Position+1, d.Index+1, ordinal(d.Index+1), d.Got, d.GotText, p(d.GotLogprob), d.Want, d.WantText, p(d.WantLogprob))
 }
 
 func ordinal(n int) string {

@@ -95,7 +95,7 @@ func TestReplayStopsAtTheFirstDifferentToken(t *testing.T) {
 	rec.OnDiverge = func(d engine.Divergence) { told = append(told, d) }
 	h2 := newHarness(t, 4096, engine.Options{Replay: rec})
 	res := h2.run(replaySpec(h2, &n))
-	if len(told) != 1 || told[0].Agent != agent || told[0].Index != 3 || told[0].Got != want || told[0].Want != want+1 {
+	if len(told) != 1 || told[0].Agent != agent || told[0].Turn != 1 || told[0].Index != 3 || told[0].Got != want || told[0].Want != want+1 {
 		t.Fatalf("divergences %+v; want agent %d at index 3, got %d want %d", told, agent, want, want+1)
 	}
 	notes := 0
