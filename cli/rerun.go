@@ -154,6 +154,9 @@ func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trac
 	rec.OnDiverge = func(engine.Divergence) { cancel() }
 	o := &runFlags{argv: rec.Header.CommandLine}
 	o.cfg.App.Replay = rec
+	if h := rec.Header.Harness; h != nil {
+		o.cfg.HarnessSHA256 = h.SHA256
+	}
 	if fork != nil {
 		fork.Trace = path
 		o.cfg.App.Header.ForkOf = fork

@@ -129,6 +129,7 @@ func TestRerunRefuses(t *testing.T) {
 		{"no model", write("gone.jsonl", header(func(h map[string]any) { h["model"].(map[string]any)["path"] = filepath.Join(dir, "gone.gguf") })), "a rerun needs the same model file"},
 		{"a server run", write("server.jsonl", header(func(h map[string]any) { h["server"] = map[string]any{"url": "http://127.0.0.1:11434"} })), "cannot be rerun token for token"},
 		{"not a run", write("bench.jsonl", header(func(h map[string]any) { h["commandLine"] = []string{"lloyal", "bench", "demo"} })), "only runs can be rerun"},
+		{"another harness", write("harness.jsonl", header(func(h map[string]any) { h["harness"].(map[string]any)["sha256"] = strings.Repeat("cd", 32) })), "is not the one the recorded run ran"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := lloyalCmd(bin, dir, cache, "rerun", c.trace, "--headless", "--trace", filepath.Join(dir, c.name+".out.jsonl")).CombinedOutput()

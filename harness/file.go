@@ -14,7 +14,10 @@ import (
 type File struct {
 	// Path is where the file was read from; relative paths in it are
 	// relative to its folder.
-	Path     string          `yaml:"-"`
+	Path string `yaml:"-"`
+	// SHA256 is the hex sha256 of the text it was parsed from (with its
+	// profiles put over it, the text they made): a rerun checks it.
+	SHA256   string          `yaml:"-"`
 	Model    Model           `yaml:"model"`
 	Sampling Sampling        `yaml:"sampling"`
 	Tools    map[string]Tool `yaml:"tools"`

@@ -2,7 +2,9 @@ package harness
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,7 +109,8 @@ func Parse(path string, data []byte) (*File, error) {
 	if len(e.Problems) > 0 {
 		return nil, e
 	}
-	f := &File{}
+	sum := sha256.Sum256(data)
+	f := &File{SHA256: hex.EncodeToString(sum[:])}
 	f.doc, _ = doc.(map[string]any)
 	if err := yaml.UnmarshalWithOptions(data, f, yaml.Strict()); err != nil {
 		e.Problems = append(e.Problems, syntaxProblem(err))

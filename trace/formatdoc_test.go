@@ -34,7 +34,7 @@ var exampleStart = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 func exampleHeader() Header {
 	return Header{ProgramVersion: "v0.9.0",
 		Model: event.ModelInfo{Ref: "qwen3:0.6b", Path: "/home/me/.ollama/models/blobs/sha256-7f4030143c1c", Name: "Qwen3 0.6B", Size: 522653696,
-			SHA256First: "9c1ba4a5e1d2c3b4a5968778695a4b3c2d1e0f9e8d7c6b5a49382716a5b4c3d2", OllamaDigest: "sha256:7f4030143c1c",
+			SHA256First: "9c1ba4a5e1d2c3b4a5968778695a4b3c2d1e0f9e8d7c6b5a49382716a5b4c3d2", SHA256: "7f4030143c1c5e6d7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1", OllamaDigest: "sha256:7f4030143c1c",
 			Architecture: "qwen3", NCtxTrain: 40960, NVocab: 151936, NParams: 596049920, Format: "qwen3"},
 		Context: ContextInfo{NCtx: 8192, NBatch: 512, NSeqMax: 64, Threads: 4, ThreadChoices: []int{2, 4}, KVType: "q8_0", FlashAttn: true, SoftLimit: 1024, HardLimit: 512},
 		Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1.1, RepeatLastN: 64, Seed: 7,
@@ -48,8 +48,15 @@ func exampleHeader() Header {
 		Start:       exampleStart,
 		CommandLine: []string{"lloyal", "run", "--seed", "7", "When did the bridge open?"},
 		Abilities:   []AbilityInfo{{Name: "notes", Version: "1.2.0", Key: "a1b2c3d4", Tools: []string{"write_note"}}},
+		Dir:         "/home/me/research",
+		Logprobs:    &five,
+		Harness:     &HarnessRef{Path: "/home/me/research/review.yaml", SHA256: "0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e"},
+		RerunOf:     "/home/me/.local/state/lloyal/traces/trace-20250601T115500Z-1a2b3c4d.jsonl",
+		ForkOf:      &ForkRef{Trace: "/home/me/.local/state/lloyal/traces/trace-20250601T115500Z-1a2b3c4d.jsonl", Event: 122},
 	}
 }
+
+var five = 5
 
 // headerDocs says what each key of the header and the closing record
 // means, by path ("sampling.grammar.gbnf", "tools[].name").
@@ -106,6 +113,16 @@ var headerDocs = map[string]string{
 	"server.maxInflight":               "the most requests the run kept in flight",
 	"start":                            "when the run started, RFC 3339",
 	"commandLine":                      "the command line, credentials removed from URLs",
+	"model.sha256":                     "SHA-256 of the whole file, hex (lloyal rerun checks it; an ollama blob's is its digest)",
+	"dir":                              "the working directory the run started in: the command line's relative paths are relative to it",
+	"logprobs":                         "with --trace-logprobs: the alternatives each token's probabilities list (absent: off)",
+	"harness":                          "the harness file the run ran (the built-in research harness as research.yaml in dir)",
+	"harness.path":                     "its path",
+	"harness.sha256":                   "SHA-256 of its text, with the profiles the model needed put over it (lloyal rerun checks it)",
+	"rerunOf":                          "the trace this run re-executed (lloyal rerun)",
+	"forkOf":                           "where this run was forked (lloyal fork, F in a replay)",
+	"forkOf.trace":                     "the trace it was forked from",
+	"forkOf.event":                     "the event it was forked at: what that agent read there was edited",
 	"abilities":                        "the installed abilities whose tools the run offered",
 	"abilities[].name":                 "the ability's name",
 	"abilities[].version":              "its version",

@@ -47,10 +47,20 @@ type Header struct {
 	// Logprobs is the alternatives each sampled token's probabilities
 	// list, when the run traced them (--trace-logprobs; -1: off).
 	Logprobs *int `json:"logprobs,omitempty"`
+	// Harness is the harness file the run ran (the built-in research
+	// harness's as if it were research.yaml in Dir).
+	Harness *HarnessRef `json:"harness,omitempty"`
 	// RerunOf is the trace this run re-executed (lloyal rerun); ForkOf the
 	// trace and event it was forked from (lloyal fork).
 	RerunOf string   `json:"rerunOf,omitempty"`
 	ForkOf  *ForkRef `json:"forkOf,omitempty"`
+}
+
+// HarnessRef is a harness file as a run read it: its path and the sha256
+// of its text (with the profiles the run's model needed put over it).
+type HarnessRef struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
 }
 
 // ForkRef names where a forked run branched off: a trace file and the id

@@ -44,6 +44,10 @@ type Config struct {
 	// model, title and trace header.
 	App app.Options
 
+	// HarnessSHA256, for a rerun, is the sha256 the recorded run's harness
+	// file had: another file is refused before the model loads.
+	HarnessSHA256 string
+
 	// FollowUps are questions asked after a harness file's run, on its
 	// trunk (--follow-up); with Interactive more are read from App.Stdin,
 	// a line each; MaxFollowUps bounds them.
@@ -79,6 +83,9 @@ func open(ctx context.Context, cfg Config) (*backends.Opened, error) {
 // --workspace, --agents and --grounded override its tools and terminals,
 // its sampling flags and --seed (when not 0) its sampling.
 func Run(ctx context.Context, cfg Config, f *harness.File) error {
+	if want := cfg.HarnessSHA256; want != "" && f.SHA256 != want {
+		return fmt.Errorf("the harness file %s is not the one the recorded run ran (sha256 %.12s, recorded %.12s): a rerun needs the file as it was", f.Path, f.SHA256, want)
+	}
 	p, err := f.Build(harness.Options{Input: cfg.Task, Corpus: cfg.Corpus, Workspace: cfg.Workspace, Questions: cfg.Agents, Grounded: cfg.Grounded})
 	if err != nil {
 		return err
@@ -129,6 +136,7 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 	}
 	o := appOptions(cfg, m, p.Sampling, p.ToolInfos())
 	o.Header.Abilities, o.Asker = infos, asker
+	o.Header.Harness = &trace.HarnessRef{Path: f.Path, SHA256: f.SHA256}
 	if notes := p.Notes(); notes != "" {
 		o.Workspace = notes // where the summary looks for saved notes
 	}
