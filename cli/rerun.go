@@ -67,15 +67,16 @@ func newForkCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fork TRACE --at EVENT (--replace-result FILE | --append TEXT)",
 		Short: "Run a recorded run again up to an agent's turn, then on from an edit of what it read",
-		Long: `Re-executes a recorded run (as lloyal rerun does) up to EVENT: an
-agent:spawn (the agent's task), a tool:result, or the agent:nudge of a
-denied call. There the agent reads the edit instead — --replace-result
+		Long: `Runs a recorded run again up to EVENT, writing its past from the
+recorded tokens (prefilled a turn at a time) with tools answered from the
+record. EVENT is an agent:spawn (the agent's task), a tool:result, or the
+agent:nudge of a denied call. There the agent reads the edit instead — --replace-result
 FILE's contents (JSON as it is, other text as a JSON string; for a task,
 the new task) or what it read with --append TEXT after it — and from
 there it, and every agent it starts, runs live on the model with real
-tools. The other agents go on as recorded until what they read changes
-(a publisher reading the forked agent's new findings), and then run live
-too. The new trace's header names forkOf: the trace and the event.`,
+tools. The other agents stay as recorded while what they read is what
+they read, and run live from the first span that differs (a publisher
+reading the forked agent's new findings). The new trace's header names forkOf: the trace and the event.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (replace == "") == (appendText == "") {

@@ -167,9 +167,10 @@ func agentEvents(t *testing.T, path string, agent int) []event.Event {
 
 // A fork at a researcher's first tool result, replaced: up to the fork the
 // agent's branch holds exactly the recorded cells (the same spans, token
-// for token, the same unique cell count), it reads the replacement, and
-// the tokens it then samples differ from those it sampled after the
-// original result. The fork's header names the trace and event.
+// for token, the same unique cell count), written from the recorded ids a
+// turn at a time rather than sampled a token at a time, it reads the
+// replacement, and the tokens it then samples differ from those it sampled
+// after the original result. The fork's header names the trace and event.
 func TestForkReplacesAResult(t *testing.T) {
 	bin := lloyalBinary(t)
 	dir := t.TempDir()
@@ -219,6 +220,21 @@ func TestForkReplacesAResult(t *testing.T) {
 		if x.Type != e.Type || !slices.Equal(x.IDs, e.IDs) || x.Unique != e.Unique || x.Role != e.Role {
 			t.Fatalf("before the fork, span %d differs: %s %q %d ids (unique %d) vs %s %q %d ids (unique %d)", i, x.Type, x.Role, len(x.IDs), x.Unique, e.Type, e.Role, len(e.IDs), e.Unique)
 		}
+	}
+	// Its past was prefilled: a tick carried each of its turns whole.
+	ticks := func(path string) int {
+		n, at := 0, false
+		_, _, _ = trace.Follow(t.Context(), path, false, func(e event.Event) error {
+			at = at || e.Type == event.BranchPrefill && e.Agent == prefilled[0].Agent && e.Role == "toolResult"
+			if _, ok := e.Texts[prefilled[0].Agent]; ok && e.Type == event.PoolTick && !at {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	if run, fork := ticks(rec), ticks(forked); fork > 2 || run < 10 {
+		t.Fatalf("before the fork the agent wrote in %d ticks (the run: %d): its past was sampled, not prefilled", fork, run)
 	}
 	// At the fork: the replacement is what it reads, and it samples otherwise.
 	var read, turnBefore, turnAfter *event.Event

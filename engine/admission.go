@@ -143,7 +143,9 @@ func (p *pool) prefill() {
 	// A rerun writes what the recorded run wrote at this tick, and only
 	// that (replay.go).
 	var allow *allowance
-	if r := p.rt.opts.Replay; r != nil && p.rt.tb == nil && !p.rt.forked.Load() {
+	// A fork writes its past by prefill (forced.go): its ticks are not
+	// the recorded ones, so its prefills do not wait for them.
+	if r := p.rt.opts.Replay; r != nil && p.rt.tb == nil && !r.Forking() {
 		allow = p.recordedNext(r)
 	}
 	type entry struct {
@@ -301,6 +303,7 @@ func (p *pool) prefill() {
 				continue
 			}
 			order = append(order, settled{Agent: a.ID, Role: "suffix", Tokens: len(a.suffix)})
+			p.checkSpan(a, a.suffix)
 			a.activeAt = time.Now()
 			a.pausedAtStart = p.rt.pausedSoFar()
 			p.activate(a)
@@ -319,6 +322,7 @@ func (p *pool) prefill() {
 			}
 			p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)}, e.item.text, e.span.Tokens))
 			order = append(order, settled{Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens)})
+			p.checkSpan(a, e.span.Tokens)
 			p.activate(a)
 		}
 	}

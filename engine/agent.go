@@ -64,6 +64,9 @@ type Agent struct {
 	// or one whose tokens left the record: it runs on the model with real
 	// tools, unchecked.
 	live     bool
+	// spans counts the spans written into its branch (a fork compares
+	// each with the record's).
+	spans int
 	forked   bool
 	pruned   bool
 	slotWait bool // it waited for a branch slot (said once)

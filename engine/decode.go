@@ -46,6 +46,7 @@ func (p *pool) produce() bool {
 	var who []*Agent
 	texts := map[int]string{}
 	var probs map[int]event.TokenProb
+	var forced []forcedTurn
 	for _, a := range p.agents {
 		if a.status != event.StatusThinking || a.outcome != event.Running {
 			continue
@@ -64,6 +65,13 @@ func (p *pool) produce() bool {
 			held = true
 			continue
 		}
+		if p.forcing(a) {
+			if f, ok := p.planForced(a); ok {
+				forced = append(forced, f)
+				used += len(f.toks)
+				continue
+			}
+		}
 		used++
 		tok, err := p.sample(a)
 		if err != nil {
@@ -81,7 +89,12 @@ func (p *pool) produce() bool {
 		steps = append(steps, Step{Branch: a.branch, Token: tok})
 		who = append(who, a)
 	}
+	forcedOn := p.writeForced(forced, texts)
 	if len(steps) == 0 {
+		if len(forced) > 0 {
+			p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Texts: texts})
+			return true // forced turns ended: their agents' next steps come next tick
+		}
 		if held {
 			// A tick in which every agent at work waited for a cell.
 			p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx()})
@@ -103,7 +116,7 @@ func (p *pool) produce() bool {
 		steps, who = okSteps, okWho
 	}
 	p.steps++
-	thinking := false
+	thinking := forcedOn
 	for i, a := range who {
 		text := a.dec.Write(p.be.Piece(steps[i].Token))
 		a.raw.WriteString(text)

@@ -124,6 +124,7 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 		return
 	}
 	p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "recovery", Tokens: len(toks), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)}, prompt.String(), toks))
+	p.checkSpan(a, toks)
 	p.activate(a)
 	if a.outcome != event.Running {
 		return

@@ -31,6 +31,12 @@ type Replay interface {
 	// Expect is the index-th token (from 0, across its turns) the agent
 	// sampled in the recorded run, or false past the record.
 	Expect(agent, index int) (Token, bool)
+	// TurnRest is the recorded tokens from the agent's index-th to the
+	// end of the turn it falls in (a fork writes them without sampling).
+	TurnRest(agent, index int) []Token
+	// Span is the k-th span (from 0) written into the agent's branch in
+	// the recorded run: its task, results, nudges, recovery prompts.
+	Span(agent, k int) ([]Token, bool)
 	// Task is the task a fork gives the agent with this id instead of the
 	// recorded one (the fork is at its task), or false.
 	Task(agent int) (string, bool)

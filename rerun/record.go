@@ -48,6 +48,11 @@ type Record struct {
 	points map[uint64]Point
 	fork   *forkEdit
 
+	// turnEnds are where each agent's recorded turns end in Sampled;
+	// spans what was written into its branch, in order.
+	turnEnds map[int][]int
+	spans    map[int][][]int32
+
 	mu        sync.Mutex
 	divergent *engine.Divergence
 }
@@ -104,7 +109,7 @@ func Load(path string) (*Record, error) {
 func newRecord(path string) *Record {
 	return &Record{Path: path, Sampled: map[int][]int32{}, settled: map[turnKey]engine.Recorded{}, live: map[turnKey]bool{},
 		admissions: map[int][]engine.Admission{}, pools: map[uint64]int{}, turns: map[int]int{}, open: map[int]turnKey{}, byCall: map[string]turnKey{},
-		points: map[uint64]Point{}}
+		points: map[uint64]Point{}, turnEnds: map[int][]int{}, spans: map[int][][]int32{}}
 }
 
 // FromEvents is the record of a run's events (a test's, or a run kept in
@@ -129,11 +134,17 @@ func (r *Record) fold(e *event.Event) {
 	switch e.Type {
 	case event.AgentTurn:
 		r.Sampled[e.Agent] = append(r.Sampled[e.Agent], e.IDs...)
+		r.turnEnds[e.Agent] = append(r.turnEnds[e.Agent], len(r.Sampled[e.Agent]))
 		if e.Role != "recovery" {
 			turns[e.Agent]++
 		}
 	case event.AgentDrop:
 		r.Sampled[e.Agent] = append(r.Sampled[e.Agent], e.IDs...)
+		r.turnEnds[e.Agent] = append(r.turnEnds[e.Agent], len(r.Sampled[e.Agent]))
+	case event.BranchPrefill:
+		if len(e.IDs) > 0 {
+			r.spans[e.Agent] = append(r.spans[e.Agent], e.IDs)
+		}
 	case event.AgentToolCall:
 		k := turnKey{e.Agent, turns[e.Agent]}
 		byCall[e.CallID], open[e.Agent] = k, k
@@ -267,3 +278,24 @@ func (r *Record) Task(agent int) (string, bool) {
 
 // Forking says whether the record is a fork's (ForkAt was called).
 func (r *Record) Forking() bool { return r.fork != nil }
+
+// TurnRest is the recorded tokens from the agent's index-th to the end of
+// the turn (or the stop) it falls in.
+func (r *Record) TurnRest(agent, index int) []engine.Token {
+	ids := r.Sampled[agent]
+	for _, end := range r.turnEnds[agent] {
+		if index < end {
+			return ids[index:end]
+		}
+	}
+	return nil
+}
+
+// Span is the k-th span written into the agent's branch.
+func (r *Record) Span(agent, k int) ([]engine.Token, bool) {
+	s := r.spans[agent]
+	if k < 0 || k >= len(s) {
+		return nil, false
+	}
+	return s[k], true
+}

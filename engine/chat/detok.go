@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -89,3 +90,6 @@ func (d *Decoder) Flush() string {
 	d.pending = d.pending[:0]
 	return "\uFFFD"
 }
+
+// Clone is a decoder holding what d holds, sharing no memory with it.
+func (d *Decoder) Clone() Decoder { return Decoder{pending: slices.Clone(d.pending)} }
