@@ -76,7 +76,8 @@ the new task) or what it read with --append TEXT after it — and from
 there it, and every agent it starts, runs live on the model with real
 tools. The other agents stay as recorded while what they read is what
 they read, and run live from the first span that differs (a publisher
-reading the forked agent's new findings). The new trace's header names forkOf: the trace and the event.`,
+reading the forked agent's new findings). The new trace's header names
+forkOf: the trace and the event.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (replace == "") == (appendText == "") {

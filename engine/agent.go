@@ -63,10 +63,10 @@ type Agent struct {
 	// live: in a fork (replay.go), the forked agent, an agent it starts,
 	// or one whose tokens left the record: it runs on the model with real
 	// tools, unchecked.
-	live     bool
+	live bool
 	// spans counts the spans written into its branch (a fork compares
 	// each with the record's).
-	spans int
+	spans    int
 	forked   bool
 	pruned   bool
 	slotWait bool // it waited for a branch slot (said once)

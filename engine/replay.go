@@ -95,9 +95,9 @@ type Divergence struct {
 	// (from 0, all turns); Position is the token's place in its turn
 	// (from 0).
 	Turn, Index, Position int
-	Got, Want       Token
-	GotText         string
-	WantText        string
+	Got, Want             Token
+	GotText               string
+	WantText              string
 	// GotLogprob and WantLogprob are the two tokens' log-probabilities
 	// in the rerun's distribution (NaN when the backend cannot say).
 	GotLogprob, WantLogprob float64
