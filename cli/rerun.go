@@ -182,6 +182,9 @@ func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trac
 		return fmt.Errorf("the rerun diverged from %s: %s; its trace: %s", path, d, out)
 	}
 	if fork != nil {
+		if runErr == nil && !rec.Forked() {
+			return fmt.Errorf("the fork never reached event %d of %s (agent %d's %s): the run went on as recorded and nothing was forked; its trace: %s", fork.Event, path, rec.ForkPoint().Agent, rec.ForkPoint().Kind, out)
+		}
 		if runErr == nil {
 			fmt.Fprintf(cmd.OutOrStdout(), "fork: %s, forked from %s at event %d\n", out, path, fork.Event)
 		}

@@ -25,7 +25,8 @@ type Point struct {
 // instead.
 type forkEdit struct {
 	Point
-	edited string
+	edited  string
+	applied bool // the agent read it
 }
 
 // Point is the fork point at event id, or an error naming what a fork can
@@ -95,4 +96,12 @@ func (p Point) Replacement(text string) string {
 	}
 	b, _ := json.Marshal(text)
 	return string(b)
+}
+
+// ForkPoint is the point ForkAt chose (zero before).
+func (r *Record) ForkPoint() Point {
+	if r.fork == nil {
+		return Point{}
+	}
+	return r.fork.Point
 }

@@ -181,6 +181,9 @@ func (r *Record) fold(e *event.Event) {
 // LiveTools.
 func (r *Record) Settled(agent, turn int) (engine.Recorded, bool) {
 	if f := r.fork; f != nil && f.Kind != "task" && f.Agent == agent && f.Turn == turn {
+		r.mu.Lock()
+		f.applied = true
+		r.mu.Unlock()
 		return engine.Recorded{Kind: "result", Body: json.RawMessage(f.edited), Fork: true}, true
 	}
 	k := turnKey{agent, turn}
@@ -271,6 +274,9 @@ func sha256File(path string) (string, error) {
 // Task is the task a fork at an agent's task gives it.
 func (r *Record) Task(agent int) (string, bool) {
 	if f := r.fork; f != nil && f.Kind == "task" && f.Agent == agent {
+		r.mu.Lock()
+		f.applied = true
+		r.mu.Unlock()
 		return f.edited, true
 	}
 	return "", false
@@ -278,6 +284,14 @@ func (r *Record) Task(agent int) (string, bool) {
 
 // Forking says whether the record is a fork's (ForkAt was called).
 func (r *Record) Forking() bool { return r.fork != nil }
+
+// Forked says whether the fork's edit was read (the run reached its
+// point).
+func (r *Record) Forked() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fork != nil && r.fork.applied
+}
 
 // TurnRest is the recorded tokens from the agent's index-th to the end of
 // the turn (or the stop) it falls in.

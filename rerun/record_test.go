@@ -110,3 +110,44 @@ func TestLoadRefusesATraceWithoutTokens(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// A fork serves its edit at its point, once it is reached, and says so; a
+// task fork gives the agent its edited task; other events are not points.
+func TestForkAtServesTheEdit(t *testing.T) {
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	events := []event.Event{
+		{ID: 1, Type: event.PoolOpen},
+		{ID: 2, Type: event.AgentSpawn, Agent: 1, Text: "find it"},
+		{ID: 3, Type: event.AgentTurn, Agent: 1, IDs: []int32{5}},
+		{ID: 4, Type: event.AgentToolCall, Agent: 1, CallID: "c1"},
+		{ID: 5, Type: event.ToolResult, Agent: 1, CallID: "c1", Result: raw(`{"hits":[1]}`)},
+	}
+	r := FromEvents(events)
+	if _, err := r.Point(3); err == nil || !strings.Contains(err.Error(), "2: agent 1's task") {
+		t.Fatalf("a turn is a fork point: %v", err)
+	}
+	p, err := r.Point(5)
+	if err != nil || p.Replacement("nothing") != `"nothing"` || p.Replacement(`{"hits":[]}`) != `{"hits":[]}` {
+		t.Fatalf("%+v %v", p, err)
+	}
+	if err := r.ForkAt(5, p.Appended("look again"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	if r.Forked() {
+		t.Fatal("forked before the point was reached")
+	}
+	got, ok := r.Settled(1, 1)
+	if !ok || !got.Fork || string(got.Body) != "{\"hits\":[1]}\n\nlook again" || !r.Forked() {
+		t.Fatalf("%+v %v forked=%v", got, ok, r.Forked())
+	}
+	r = FromEvents(events)
+	if err := r.ForkAt(2, "find it twice", 4096); err != nil {
+		t.Fatal(err)
+	}
+	if task, ok := r.Task(1); !ok || task != "find it twice" || !r.Forked() {
+		t.Fatalf("task %q %v", task, ok)
+	}
+	if err := r.ForkAt(2, strings.Repeat("x", 3*4096+3), 4096); err == nil {
+		t.Fatal("an edit longer than the context was taken")
+	}
+}
