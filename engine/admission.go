@@ -19,6 +19,9 @@ type settleItem struct {
 	text     string // tokens as text, for the trace
 	callID   string // the call it answers, if one
 	role     string
+	// attend is the call's history entry, booked when the result is
+	// written into the branch: only a result the agent read is attended.
+	attend   *HistoryEntry
 	admitted bool // skip admission (a stall-break nudge sized to the reserve)
 	deferred bool // already reported as waiting for room
 }
@@ -319,6 +322,9 @@ func (p *pool) prefill() {
 					p.finish(a, event.Failed, reason, "")
 				}
 				continue
+			}
+			if e.item.attend != nil {
+				a.book(*e.item.attend)
 			}
 			p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)}, e.item.text, e.span.Tokens))
 			order = append(order, settled{Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens)})

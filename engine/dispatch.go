@@ -190,8 +190,10 @@ func (p *pool) settle(pc *pendingCall, body json.RawMessage) {
 		h(context.WithValue(p.ctx, keyCall, &callInfo{agent: a, call: pc.call, dispatchID: pc.dispatchID}), pc.call, body)
 	}
 	a.call = nil
-	a.book(HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: "result"})
 	p.queueResult(a, pc.call.Tool, pc.call.ID, body, "toolResult")
+	if n := len(p.admit.settle); n > 0 && p.admit.settle[n-1].agent == a {
+		p.admit.settle[n-1].attend = &HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: "result"}
+	}
 	n := 0
 	if len(p.admit.settle) > 0 {
 		n = len(p.admit.settle[len(p.admit.settle)-1].tokens)

@@ -714,3 +714,29 @@ func criticalKillsWithToolCalls(t *testing.T, shape engine.RecoveryShape) {
 		}
 	}
 }
+
+// A result counts as attended (Agent.AttendedResults) once it is written
+// into the agent's context, not when its tool returns: one the stall-break
+// replaced with a nudge was never read.
+func TestAttendedOnlyOnceAdmitted(t *testing.T) {
+	var seen []int
+	peek := engine.Typed(engine.ToolSpec{Name: "peek", Description: "What was read.", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)},
+		func(ctx context.Context, _ struct{}) (any, error) {
+			a := engine.CallingAgent(ctx)
+			seen = append(seen, len(a.AttendedResults("big"))+10*len(a.AttendedResults("lookup")))
+			return map[string]bool{"ok": true}, nil
+		})
+	const soft, hard = 160, 8
+	h := small(t, 1200)
+	var n atomic.Int32
+	h.be.Script("alone", call("lookup", `{"term":"spine"}`), call("peek", `{}`), call("big", `{}`), call("peek", `{}`), reportCall("done"))
+	h.run(engine.PoolSpec{Tools: []engine.Tool{bigTool(h.be, soft, 40), lookup(&n), peek}, Terminal: report, SoftLimit: soft, HardLimit: hard, MaxTurns: 8,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "alone"})})
+	if nudges := h.rec.Of(event.AgentNudge); len(nudges) != 1 || nudges[0].Reason != "settle_reject" {
+		t.Fatalf("the big result was not rejected: %+v", nudges)
+	}
+	// After lookup (read): 10; after big (rejected, never read): still 10.
+	if len(seen) != 2 || seen[0] != 10 || seen[1] != 10 {
+		t.Fatalf("attended counts %v, want [10 10]", seen)
+	}
+}
