@@ -120,9 +120,7 @@ func (p *pool) produce() bool {
 	for i, a := range who {
 		text := a.dec.Write(p.be.Piece(steps[i].Token))
 		a.raw.WriteString(text)
-		if text != "" {
-			texts[a.ID] += text
-		}
+		texts[a.ID] += text // listed even when empty: its branch grew a cell
 		a.addTokens(1)
 		a.turnTokens++
 		if text != "" {

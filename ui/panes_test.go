@@ -270,3 +270,21 @@ func TestDevPaneTimelineJumpsInAReplay(t *testing.T) {
 		t.Fatalf("enter did not seek to event %d: newest %d, sel %d", want, evs[len(evs)-1].ID, m.dev.sel)
 	}
 }
+
+// The tree's context share moves with every token an agent decodes, not
+// only when something is prefilled into its branch (A1: its 12-token task,
+// the fixture's 3 ticks, then 400 more).
+func TestTreeShareMovesDuringATurn(t *testing.T) {
+	m := paneApp(t, fixture())
+	before := m.tree.View(34, 8)
+	var ticks []event.Event
+	for i := range 400 {
+		ticks = append(ticks, event.Event{ID: uint64(300 + i), Type: event.PoolTick, At: time.Duration(71+i) * ms, Tokens: 1, CellsUsed: 6000 + i, NCtx: 8192, Texts: map[int]string{1: ""}})
+	}
+	m.Update(BatchMsg{Events: ticks})
+	after := m.tree.View(34, 8)
+	if before == after || m.State().Agents[1].Unique != 12+3+400 {
+		t.Fatalf("the share did not move (unique %d):\n%s\n---\n%s", m.State().Agents[1].Unique, before, after)
+	}
+	golden.RequireEqual(t, []byte(before+"\n---\n"+after))
+}

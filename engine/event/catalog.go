@@ -425,7 +425,7 @@ var fieldDocs = map[string]string{
 	"cellsUsed":   "KV cells in use after the event",
 	"nCtx":        "the context's size in cells",
 	"unique":      "cells only this agent's branch holds",
-	"texts":       "each thinking agent's new text, keyed by agent id",
+	"texts":       "every agent that decoded a token in the tick, keyed by agent id, with its new text (empty while a character is incomplete)",
 	"ids":         "the token ids of the span, once per span (what a rerun or a fork rebuilds a branch from)",
 	"probs":       "with --trace-logprobs: per agent id, the sampled token's id, log-probability lp and the distribution's entropy h (nats), and with --trace-logprobs=K its K likeliest alternatives",
 	"data":        "a JSON payload",

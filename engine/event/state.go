@@ -219,6 +219,7 @@ func (s *State) fold(e Event) string {
 			a := s.agent(id)
 			a.write(t)
 			a.Tokens++
+			a.Unique++ // its token's cell: the share moves with every token
 		}
 		for id, p := range e.Probs {
 			a := s.agent(id)
