@@ -66,10 +66,13 @@ type Agent struct {
 	live bool
 	// spans counts the spans written into its branch (a fork compares
 	// each with the record's).
-	spans    int
-	forked   bool
-	pruned   bool
-	slotWait bool // it waited for a branch slot (said once)
+	spans int
+	// workCalls are its calls of tools other than the terminal that ran;
+	// returnsRefused the returns a pool's rules refused (returns.go).
+	workCalls, returnsRefused int
+	forked                    bool
+	pruned                    bool
+	slotWait                  bool // it waited for a branch slot (said once)
 
 	extracting    bool // writing its recovery report
 	reportBudget  int  // in-loop report cap in tokens (0: none)

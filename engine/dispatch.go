@@ -156,8 +156,17 @@ func (p *pool) complete(c completion) {
 	if a.outcome != event.Running {
 		return // cancelled while the tool ran: its result is discarded
 	}
+	if h := pc.entry.spec.AfterExecute; h != nil && c.err == nil {
+		c.value, c.err = h(context.WithValue(p.ctx, keyCall, &callInfo{agent: a, call: pc.call, dispatchID: pc.dispatchID}), pc.call, c.value)
+	}
 	var retry *RetryError
+	var rejected *Rejection
 	switch {
+	case errors.As(c.err, &rejected):
+		a.call = nil
+		a.workCalls++ // it ran: the refusal is about its result
+		p.refuse(a, pc.call, "rejected", rejected.Msg)
+		return
 	case errors.As(c.err, &retry):
 		if pc.attempt <= p.spec.MaxRetries {
 			pc.attempt++
@@ -190,6 +199,7 @@ func (p *pool) settle(pc *pendingCall, body json.RawMessage) {
 		h(context.WithValue(p.ctx, keyCall, &callInfo{agent: a, call: pc.call, dispatchID: pc.dispatchID}), pc.call, body)
 	}
 	a.call = nil
+	a.workCalls++
 	p.queueResult(a, pc.call.Tool, pc.call.ID, body, "toolResult")
 	if n := len(p.admit.settle); n > 0 && p.admit.settle[n-1].agent == a {
 		p.admit.settle[n-1].attend = &HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: "result"}

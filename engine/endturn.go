@@ -80,6 +80,10 @@ func (p *pool) endTurn(a *Agent) {
 			p.refuse(a, Call{ID: p.newCallID(), Tool: "(empty)", Agent: a.ID}, "empty", "You wrote nothing. Continue the task: call a tool or give your answer.")
 			return
 		}
+		if why := p.returnRefusal(a, mustJSON(text), true); why != "" {
+			p.refuse(a, Call{ID: p.newCallID(), Tool: "(free text)", Agent: a.ID}, "free_text_refused", why)
+			return
+		}
 		p.finish(a, event.Returned, "", "free_text", mustJSON(text))
 		return
 	}
@@ -119,6 +123,10 @@ func (p *pool) endTurn(a *Agent) {
 		}
 	}
 	if call.Tool == p.tools.terminal {
+		if why := p.returnRefusal(a, call.Args, false); why != "" {
+			p.refuse(a, call, "return_refused", why)
+			return
+		}
 		p.finish(a, event.Returned, "", "voluntary_return", call.Args)
 		return
 	}

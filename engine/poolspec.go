@@ -3,6 +3,8 @@ package engine
 // What a pool is asked to do (PoolSpec) and what it ended with (PoolResult).
 
 import (
+	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -60,6 +62,18 @@ type PoolSpec struct {
 	// Thinking switches reasoning on or off for models whose chat template
 	// reads enable_thinking ("" or auto: the backend's setting).
 	Thinking chat.Think
+
+	// What a return must have (returns.go). MinToolCalls refuses a report
+	// before the agent made that many calls of other tools; RefuseFreeText
+	// refuses an answer in plain text (the terminal tool must be called);
+	// OnReturn sees every report and refuses one with an error (e.g. "cite
+	// at least one source"). A refusal is what the model reads next, as a
+	// nudge; after MaxReturnRefusals of them (default 2), or with no turn
+	// left, the report stands.
+	MinToolCalls      int
+	RefuseFreeText    bool
+	OnReturn          func(ctx context.Context, a *Agent, report json.RawMessage) error
+	MaxReturnRefusals int
 }
 
 // PoolResult is what a pool ended with.

@@ -45,6 +45,11 @@ type ToolSpec struct {
 	// without running the tool, so what a tool keeps about what an agent
 	// has read belongs here, not in Execute.
 	BeforeAdmit func(ctx context.Context, call Call, result json.RawMessage)
+	// AfterExecute sees a call's value when its tool returns, and may
+	// replace it, refuse it (Reject: the agent reads the reason as a nudge)
+	// or ask for a retry (Retry). CallingAgent(ctx) is the agent. A rerun
+	// serves recorded results, which were already through it.
+	AfterExecute func(ctx context.Context, call Call, value any) (any, error)
 	// ParametersFor narrows Parameters for one agent's next turn (a nil
 	// answer: Parameters as they are): a report whose sources may only
 	// name what its agent has read offers exactly those paths, an enum
@@ -82,6 +87,15 @@ func (e *RetryError) Unwrap() error { return e.Err }
 
 // Retry wraps err as transient, to be retried after delay.
 func Retry(delay time.Duration, err error) error { return &RetryError{Err: err, Delay: delay} }
+
+// Rejection is a result an AfterExecute hook refused: the agent reads Msg
+// as the call's result, a nudge, and goes on.
+type Rejection struct{ Msg string }
+
+func (r *Rejection) Error() string { return "rejected: " + r.Msg }
+
+// Reject refuses a call's result with a message for the model.
+func Reject(msg string) error { return &Rejection{Msg: msg} }
 
 // ErrorResult is the conventional domain-failure result.
 func ErrorResult(format string, args ...any) map[string]any {
