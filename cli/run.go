@@ -35,7 +35,8 @@ type runFlags struct {
 	theme, think, template string
 	// argv is the command line the trace header records (nil: os.Args):
 	// a rerun records the run it re-executes, so it can be rerun too.
-	argv []string
+	argv     []string
+	logprobs int // --trace-logprobs: -1 off, else the alternatives
 }
 
 func newRunCmd(o *runFlags) *cobra.Command {
@@ -87,7 +88,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	// Parsed when given: a bad value is refused before anything loads.
 	f.Func("kv-type", "KV cache element `type`: f16, q8_0 or q4_0 (default f16; quantized: more cells per GB, flash attention on)", func(v string) (err error) { c.KVType, err = llamabackend.ParseKVType(v); return err })
 	f.StringVar(&c.App.TracePath, "trace", "", "write the trace here (default: a new file under the state dir)")
-	f.Var(&logprobsFlag{o: &c.App}, "trace-logprobs", "record each sampled token's log-probability and entropy in the trace; =K adds its K likeliest alternatives, 1 to 20 (the detail pane draws them)")
+	f.IntVar(&o.logprobs, "trace-logprobs", -1, "record each sampled token's log-probability and entropy in the trace; `=K` adds its K likeliest alternatives, 1 to 20 (the detail pane draws them)")
 	f.Lookup("trace-logprobs").NoOptDefVal = "0"
 	f.StringVar(&c.App.Workspace, "workspace", "lloyal-notes", "folder write_note saves notes in (default: the harness's, lloyal-notes for the research harness)")
 	f.BoolVar(&o.headless, "headless", false, "print a readable log instead of the terminal app")
@@ -151,6 +152,10 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 	if err := checkRun(c); err != nil {
 		return err
 	}
+	if o.logprobs < -1 || o.logprobs > 20 {
+		return fmt.Errorf("--trace-logprobs=%d: give the alternatives to record per token, 0 to 20, or no value", o.logprobs)
+	}
+	c.App.Logprobs, c.App.LogprobTop = o.logprobs >= 0, max(o.logprobs, 0)
 	if c.Interactive && !o.headless {
 		return fmt.Errorf("--interactive reads follow-ups from stdin: add --headless")
 	}
@@ -320,25 +325,3 @@ func (o *runFlags) applyPrompt(c *session.Config) error {
 	}
 	return nil
 }
-
-// logprobsFlag is --trace-logprobs[=K]: on with no alternatives, or with
-// K of them.
-type logprobsFlag struct{ o *app.Options }
-
-func (f *logprobsFlag) String() string {
-	if f.o == nil || !f.o.Logprobs {
-		return ""
-	}
-	return strconv.Itoa(f.o.LogprobTop)
-}
-
-func (f *logprobsFlag) Set(v string) error {
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n > 20 {
-		return fmt.Errorf("%q: give the alternatives to record per token, 0 to 20 (e.g. --trace-logprobs=5), or no value", v)
-	}
-	f.o.Logprobs, f.o.LogprobTop = true, n
-	return nil
-}
-
-func (f *logprobsFlag) Type() string { return "K" }

@@ -2,7 +2,9 @@ package rerun
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 )
@@ -104,4 +106,37 @@ func (r *Record) ForkPoint() Point {
 		return Point{}
 	}
 	return r.fork.Point
+}
+
+// ForkWith forks at event id as lloyal fork's flags say: the agent reads
+// the file replace's contents (Replacement), or what it read with
+// appendText after it (Appended); exactly one of them.
+func (r *Record) ForkWith(id uint64, replace, appendText string) error {
+	if (replace == "") == (appendText == "") {
+		return errors.New("give exactly one of --replace-result FILE and --append TEXT: what the agent reads at the fork")
+	}
+	p, err := r.Point(id)
+	if err != nil {
+		return err
+	}
+	edited := p.Appended(appendText)
+	if replace != "" {
+		b, err := os.ReadFile(replace)
+		if err != nil {
+			return fmt.Errorf("--replace-result: %w", err)
+		}
+		edited = p.Replacement(string(b))
+	}
+	return r.ForkAt(id, edited, r.Header.Context.NCtx)
+}
+
+// ForkEdited forks at event id where the agent reads text, edited from
+// what it read (F in a replay): a result that is not JSON reads as a JSON
+// string.
+func (r *Record) ForkEdited(id uint64, text string) error {
+	p, err := r.Point(id)
+	if err != nil {
+		return err
+	}
+	return r.ForkAt(id, p.Replacement(text), r.Header.Context.NCtx)
 }
