@@ -109,6 +109,10 @@ func (p *pool) endTurn(a *Agent) {
 	// Guards before the budget: a call a guard refuses gets the guard's
 	// message, not a budget nudge. A report is guarded too (its sources
 	// must be what its agent read).
+	if name, msg := p.guard(a, e, call); msg != "" && call.Tool != p.tools.terminal {
+		p.refuse(a, call, "guard:"+name, msg)
+		return
+	}
 	if g := e.spec.BeforeDispatch; g != nil {
 		if msg := g(p.ctx, call); msg != "" {
 			if call.Tool == p.tools.terminal && a.turns >= p.spec.MaxTurns {

@@ -45,6 +45,10 @@ type ToolSpec struct {
 	// without running the tool, so what a tool keeps about what an agent
 	// has read belongs here, not in Execute.
 	BeforeAdmit func(ctx context.Context, call Call, result json.RawMessage)
+	// Guards refuse a call for what the agent or its siblings already did
+	// (guards.go: SameArgument, SiblingsSameArgument), before
+	// BeforeDispatch; the first refusal is what the model reads.
+	Guards []Guard
 	// AfterExecute sees a call's value when its tool returns, and may
 	// replace it, refuse it (Reject: the agent reads the reason as a nudge)
 	// or ask for a retry (Retry). CallingAgent(ctx) is the agent. A rerun
