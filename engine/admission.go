@@ -14,11 +14,11 @@ import (
 )
 
 type settleItem struct {
-	agent    *Agent
-	tokens   []Token
-	text     string // tokens as text, for the trace
-	callID   string // the call it answers, if one
-	role     string
+	agent  *Agent
+	tokens []Token
+	text   string // tokens as text, for the trace
+	callID string // the call it answers, if one
+	role   string
 	// attend is the call's history entry, booked when the result is
 	// written into the branch: only a result the agent read is attended.
 	attend   *HistoryEntry

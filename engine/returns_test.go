@@ -87,7 +87,9 @@ func TestAfterExecute(t *testing.T) {
 			}
 		}, "rewritten by the hook", "", 1},
 		{"reject", func(int) func(context.Context, engine.Call, any) (any, error) {
-			return func(context.Context, engine.Call, any) (any, error) { return nil, engine.Reject("that term is off topic") }
+			return func(context.Context, engine.Call, any) (any, error) {
+				return nil, engine.Reject("that term is off topic")
+			}
 		}, "that term is off topic", "rejected", 1},
 		{"retry", func(int) func(context.Context, engine.Call, any) (any, error) {
 			var tries atomic.Int32
