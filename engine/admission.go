@@ -27,6 +27,7 @@ type settleItem struct {
 }
 
 type request struct {
+	fit       *AgentSpec // CanFit asks
 	spawn     []AgentSpec
 	user, ans string // extend
 	leave     int    // cells an extension must leave free above the soft limit
@@ -38,6 +39,7 @@ type reqReply struct {
 	agents []*Agent
 	errs   []error
 	err    error
+	fits   bool // a CanFit's answer
 }
 
 // admissionQueue is what waits to be written into the context: spawns
@@ -64,6 +66,11 @@ func (p *pool) drainRequests() {
 }
 
 func (p *pool) handleRequest(r request) {
+	if r.fit != nil {
+		toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.User, Content: r.fit.Task}, false))
+		r.reply <- reqReply{err: err, fits: err == nil && !p.woundDown && len(toks) <= p.pressure().Headroom-p.reserved()}
+		return
+	}
 	if r.spawn == nil {
 		p.admit.extendQ = append(p.admit.extendQ, r)
 		return

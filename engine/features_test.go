@@ -418,3 +418,28 @@ func TestAnExtensionWithNoRoomIsRefused(t *testing.T) {
 		t.Fatal("the refusal is not traced")
 	}
 }
+
+// FanOutReduce: after the follow-ups, one more agent gets their results
+// (here as its task) and runs last.
+func TestFanOutReduce(t *testing.T) {
+	h := newHarness(t, 8192, engine.Options{})
+	h.be.Script("survey", reportCall("two parts"))
+	h.be.Script("part one", reportCall("one found"))
+	h.be.Script("part two", reportCall("two found"))
+	h.be.Script("merge: one found; two found", reportCall("merged"))
+	var got []string
+	res := h.run(engine.PoolSpec{Terminal: report, Orchestrate: engine.FanOutReduce(engine.AgentSpec{Task: "survey"},
+		func(engine.AgentResult) []engine.AgentSpec {
+			return []engine.AgentSpec{{Task: "part one"}, {Task: "part two"}}
+		},
+		func(_ engine.AgentResult, rs []engine.AgentResult) (engine.AgentSpec, bool) {
+			for _, r := range rs {
+				got = append(got, r.Text())
+			}
+			return engine.AgentSpec{Task: "merge: " + strings.Join(got, "; ")}, true
+		})})
+	last := res.Agents[len(res.Agents)-1]
+	if len(res.Agents) != 4 || last.Task != "merge: one found; two found" || last.Text() != "merged" {
+		t.Fatalf("agents %+v", res.Agents)
+	}
+}

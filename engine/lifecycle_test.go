@@ -740,3 +740,28 @@ func TestAttendedOnlyOnceAdmitted(t *testing.T) {
 		t.Fatalf("attended counts %v, want [10 10]", seen)
 	}
 }
+
+// CanFit answers whether a spawn would be admitted now, by the task's
+// tokens against the room above the soft limit: a task that fits, yes; one
+// larger than the room, no; and a spawn it said no to is refused.
+func TestCanFit(t *testing.T) {
+	h := small(t, 400)
+	h.be.Script("fits", reportCall("ok"))
+	huge := strings.Repeat("tell me everything about the harbor ", 200)
+	var small, big bool
+	var refused error
+	h.run(engine.PoolSpec{Terminal: report, SoftLimit: 100, HardLimit: 8, Orchestrate: func(ctx context.Context, pc *engine.PoolContext) error {
+		var err error
+		if small, err = pc.CanFit(ctx, engine.AgentSpec{Task: "fits"}); err != nil {
+			return err
+		}
+		if big, err = pc.CanFit(ctx, engine.AgentSpec{Task: huge}); err != nil {
+			return err
+		}
+		_, refused = pc.Spawn(ctx, engine.AgentSpec{Task: huge})
+		return engine.Parallel(engine.AgentSpec{Task: "fits"})(ctx, pc)
+	}})
+	if !small || big || !errors.Is(refused, engine.ErrNoRoom) {
+		t.Fatalf("CanFit small %v, big %v; the big spawn: %v", small, big, refused)
+	}
+}

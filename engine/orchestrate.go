@@ -70,6 +70,24 @@ func (pc *PoolContext) SpawnAll(ctx context.Context, specs []AgentSpec) (agents 
 	return r.agents, r.errs, nil
 }
 
+// CanFit reports whether an agent with spec's task would be admitted now:
+// its task fits the room above the soft limit, less what queued spawns
+// have promised. It asks the pool's loop (only it tokenizes), so the
+// answer holds for that moment; a spawn may still wait or be refused if
+// room goes meanwhile.
+func (pc *PoolContext) CanFit(ctx context.Context, spec AgentSpec) (bool, error) {
+	reply := make(chan reqReply, 1)
+	select {
+	case pc.p.orch.reqs <- request{fit: &spec, reply: reply}:
+	case <-pc.p.closed:
+		return false, ErrPoolClosed
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	r := <-reply
+	return r.fits, r.err
+}
+
 // Wait blocks until the agent has an outcome.
 func (pc *PoolContext) Wait(ctx context.Context, a *Agent) (AgentResult, error) {
 	select {
@@ -171,26 +189,35 @@ func AsRoomAllows(specs ...AgentSpec) Orchestrator {
 // Parallel spawns every task at once and waits for all.
 func Parallel(specs ...AgentSpec) Orchestrator {
 	return func(ctx context.Context, pc *PoolContext) error {
-		spawned, spawnErrs, err := pc.SpawnAll(ctx, specs)
-		if err != nil {
-			return err
-		}
-		var agents []*Agent
-		var errs []error
-		for i, a := range spawned {
-			if spawnErrs[i] != nil {
-				errs = append(errs, fmt.Errorf("spawn %q: %w", truncate(specs[i].Task, 40), spawnErrs[i]))
-				continue
-			}
-			agents = append(agents, a)
-		}
-		for _, a := range agents {
-			if _, err := pc.Wait(ctx, a); err != nil {
-				return err
-			}
-		}
-		return errors.Join(errs...)
+		_, err := parallel(ctx, pc, specs)
+		return err
 	}
+}
+
+// parallel is Parallel returning the results of the agents that started.
+func parallel(ctx context.Context, pc *PoolContext, specs []AgentSpec) ([]AgentResult, error) {
+	spawned, spawnErrs, err := pc.SpawnAll(ctx, specs)
+	if err != nil {
+		return nil, err
+	}
+	var agents []*Agent
+	var errs []error
+	for i, a := range spawned {
+		if spawnErrs[i] != nil {
+			errs = append(errs, fmt.Errorf("spawn %q: %w", truncate(specs[i].Task, 40), spawnErrs[i]))
+			continue
+		}
+		agents = append(agents, a)
+	}
+	var results []AgentResult
+	for _, a := range agents {
+		r, err := pc.Wait(ctx, a)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, r)
+	}
+	return results, errors.Join(errs...)
 }
 
 // Chain runs agents one after another. Each returned result extends the
@@ -244,6 +271,38 @@ func FanOut(first AgentSpec, then func(first AgentResult) []AgentSpec) Orchestra
 			}
 		}
 		return Parallel(then(r)...)(ctx, pc)
+	}
+}
+
+// FanOutReduce is FanOut whose follow-ups' results go to one more agent:
+// reduce builds its spec from the first agent's result and theirs (ok
+// false: none), and it runs once they are all done, e.g. to merge their
+// findings into one answer.
+func FanOutReduce(first AgentSpec, then func(first AgentResult) []AgentSpec, reduce func(first AgentResult, results []AgentResult) (AgentSpec, bool)) Orchestrator {
+	return func(ctx context.Context, pc *PoolContext) error {
+		a, err := pc.Spawn(ctx, first)
+		if err != nil {
+			return fmt.Errorf("fan-out first agent: %w", err)
+		}
+		r, err := pc.Wait(ctx, a)
+		if err != nil {
+			return err
+		}
+		if r.Ok() {
+			if err := pc.ExtendSpine(ctx, first.Task, r.Text()); err != nil {
+				return err
+			}
+		}
+		results, err := parallel(ctx, pc, then(r))
+		if err != nil && len(results) == 0 {
+			return err
+		}
+		spec, ok := reduce(r, results)
+		if !ok {
+			return err
+		}
+		_, rerr := parallel(ctx, pc, []AgentSpec{spec})
+		return errors.Join(err, rerr)
 	}
 }
 
