@@ -102,7 +102,7 @@ func (p *pool) toolContext(pc *pendingCall, inline bool) context.Context {
 	pc.started = time.Now()
 	pct := percentFree(p.be)
 	a := pc.agent
-	ci := &callInfo{agent: a, call: pc.call, dispatchID: d.ID, pressure: pct, explore: pct > 40, scorer: p.spec.Scorer,
+	ci := &callInfo{agent: a, call: pc.call, dispatchID: d.ID, pressure: pct, explore: p.policy().Explore(a, pct, p.elapsed(a)), scorer: p.spec.Scorer,
 		attach: append([]Attachment(nil), p.attachments...), inline: inline,
 		emit: func(e event.Event) { p.rt.em.emit(e) },
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -31,6 +30,14 @@ func (p *pool) endTurn(a *Agent) {
 	a.turns++
 	p.emit(event.Event{Type: event.AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, IDs: p.turnIDs(a),
 		Data: p.turnData(a, map[string]any{"turn": a.turns, "content": out.Content, "reasoning": out.Reasoning, "calls": len(out.Calls)})})
+	switch d := p.policy().OnProduced(a, Turn{Raw: raw, Content: out.Content, Calls: len(out.Calls)}); d.Kind {
+	case DecideNudge:
+		p.refuse(a, Call{ID: p.newCallID(), Tool: "(policy)", Agent: a.ID}, "policy", d.Message)
+		return
+	case DecideAccept:
+		p.finish(a, event.Returned, "", "policy", mustJSON(stripDanglingCall(out.Content, f)))
+		return
+	}
 	if len(out.Calls) == 0 {
 		var pe *chat.ParseError
 		if errors.As(perr, &pe) && pe.Unclosed && out.Content != "" {
@@ -189,15 +196,8 @@ func parseReason(err error) string {
 // headroom or its time, and how to tell it.
 func (p *pool) overBudget(a *Agent) (string, string) {
 	pr := p.pressure()
-	switch {
-	case a.turns >= p.spec.MaxTurns:
-		return "max_turns", fmt.Sprintf("You have used all %d of your turns.", p.spec.MaxTurns)
-	case pr.Headroom < 0:
-		return "pressure_softcut", fmt.Sprintf("The shared context is nearly full (%d%% left).", pr.PercentAvailable)
-	case p.spec.TimeSoft > 0 && p.elapsed(a) > p.spec.TimeSoft:
-		return "time_soft", fmt.Sprintf("Your time is up (%s).", p.spec.TimeSoft.Round(time.Second))
-	}
-	return "", ""
+	return p.policy().ShouldExit(ExitState{Agent: a, Turns: a.turns, MaxTurns: p.spec.MaxTurns, Headroom: pr.Headroom,
+		PercentAvailable: pr.PercentAvailable, Elapsed: p.elapsed(a), TimeSoft: p.spec.TimeSoft})
 }
 
 // loopNudge traces that a turn was stopped at a loop and what it kept,

@@ -70,6 +70,10 @@ type PoolSpec struct {
 	// at least one source"). A refusal is what the model reads next, as a
 	// nudge; after MaxReturnRefusals of them (default 2), or with no turn
 	// left, the report stands.
+	// Policy makes the runtime's decisions about agents (policy.go; nil:
+	// DefaultPolicy).
+	Policy Policy
+
 	MinToolCalls      int
 	RefuseFreeText    bool
 	OnReturn          func(ctx context.Context, a *Agent, report json.RawMessage) error

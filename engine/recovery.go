@@ -55,6 +55,10 @@ func (p *pool) drop(a *Agent, reason string, shape RecoveryShape) {
 		p.finish(a, event.Failed, reason+": there is no terminal tool to report with", "")
 		return
 	}
+	if ok, why := p.policy().OnRecovery(a, reason); !ok {
+		p.finish(a, event.Failed, why, "")
+		return
+	}
 	if shape == InLoop {
 		p.recoverInLoop(a, reason)
 		return

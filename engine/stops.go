@@ -90,7 +90,7 @@ func (p *pool) stallBreak() {
 		switch {
 		case it.role == "recovery":
 			p.failRecovery(a, "scope_error: no room left to write its report", "")
-		case p.tools.terminal != "" && !a.stallNudged:
+		case p.tools.terminal != "" && !a.stallNudged && p.policy().OnStall(a) == StallNudge:
 			a.stallNudged = true
 			msg := fmt.Sprintf("That result is too large for the room left in the shared context (%d cells). Do not call more tools: call %s now with what you have, within %d words.",
 				pr.Remaining, p.tools.terminal, wordsFor(max(pr.Remaining-pr.HardLimit, 0)))

@@ -516,7 +516,11 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 	hard, _ := parseDuration(r.TimeHard)
 	spec := engine.PoolSpec{System: system + research.Catalogue(abs), Tools: ts, Terminal: terminal, Sampling: p.Sampling,
 		MaxTurns: r.MaxTurns, MaxTurnTokens: r.TurnTokens, TimeSoft: soft, TimeHard: hard,
-		SoftLimit: cmp.Or(r.Pressure.Soft, p.soft), HardLimit: cmp.Or(r.Pressure.Hard, p.hard), RecoveryPrompt: r.RecoveryPrompt, ToolChoice: engine.ToolChoice(r.ToolChoice)}
+		SoftLimit: cmp.Or(r.Pressure.Soft, p.soft), HardLimit: cmp.Or(r.Pressure.Hard, p.hard), RecoveryPrompt: r.RecoveryPrompt, ToolChoice: engine.ToolChoice(r.ToolChoice),
+		MinToolCalls: r.MinToolCalls, RefuseFreeText: r.RefuseFreeText}
+	if r.Policy == PolicySkipIdle {
+		spec.Policy = engine.SkipIdleRecovery{MinCalls: 1, MinTokens: 32}
+	}
 	first, rest := p.walks(r, abs)
 	// A walked agent has a turn for each call and one to spare (0 keeps
 	// the engine's default when that is enough).

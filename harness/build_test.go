@@ -227,3 +227,29 @@ func TestASystemFileIsTheRolesPrompt(t *testing.T) {
 		t.Fatalf("system %q, %v", spec.System, err)
 	}
 }
+
+// A role's policy and return rules reach its pool: skip_idle_recovery is
+// the engine's SkipIdleRecovery, min_tool_calls and refuse_free_text the
+// pool's return rules; without them, the engine's defaults.
+func TestARolesPolicyAndReturnRules(t *testing.T) {
+	for _, c := range []struct {
+		keys       string
+		skip, free bool
+		min        int
+	}{
+		{"", false, false, 0},
+		{"\n    policy: skip_idle_recovery\n    min_tool_calls: 2\n    refuse_free_text: true", true, true, 2},
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "agents.yaml")
+		if err := os.WriteFile(path, []byte("roles:\n  r:\n    system: You read."+c.keys+answerRole+"\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := built(t, path, "")
+		spec, err := p.pool(p.f.Run.Steps[0], nil)
+		_, skip := spec.Policy.(engine.SkipIdleRecovery)
+		if err != nil || skip != c.skip || spec.RefuseFreeText != c.free || spec.MinToolCalls != c.min {
+			t.Fatalf("%q: policy %T, free text refused %v, min calls %d, %v", c.keys, spec.Policy, spec.RefuseFreeText, spec.MinToolCalls, err)
+		}
+	}
+}

@@ -123,7 +123,20 @@ type Role struct {
 	Walk           []string `yaml:"walk"`
 	// WalkFirst walks the first agent of each step of the role alone.
 	WalkFirst []string `yaml:"walk_first"`
+	// Policy names the agent policy (PolicyDefault, PolicySkipIdle);
+	// MinToolCalls and RefuseFreeText are the pool's return rules.
+	Policy         string `yaml:"policy"`
+	MinToolCalls   int    `yaml:"min_tool_calls"`
+	RefuseFreeText bool   `yaml:"refuse_free_text"`
 }
+
+// Named agent policies a role may pick.
+const (
+	PolicyDefault = "default"
+	// PolicySkipIdle: an agent stopped before it made a tool call or
+	// wrote 32 tokens fails without a recovery report.
+	PolicySkipIdle = "skip_idle_recovery"
+)
 
 // Terminal is the tool a role's agents end with; its arguments are their
 // result.

@@ -37,7 +37,7 @@ func TestBadHarnessFiles(t *testing.T) {
 		want      string
 	}{
 		{"unknown top-level key", "model:\n", "modle:\n", "testdata/bad.yaml:2: modle: unknown key: remove it, or use one of model, profiles, roles, run, sampling, tools"},
-		{"unknown role key", "    max_turns: 4\n", "    max_turn: 4\n", "testdata/bad.yaml:29: roles.reader.max_turn: unknown key: remove it, or use one of max_turns, pressure, recovery_prompt, system, system_file, terminal, time_hard, time_soft, tool_choice, tools, turn_tokens, walk, walk_first"},
+		{"unknown role key", "    max_turns: 4\n", "    max_turn: 4\n", "testdata/bad.yaml:29: roles.reader.max_turn: unknown key: remove it, or use one of max_turns, min_tool_calls, policy, pressure, recovery_prompt, refuse_free_text, system, system_file, terminal, time_hard, time_soft, tool_choice, tools, turn_tokens, walk, walk_first"},
 		{"wrong type", "    max_turns: 4\n", "    max_turns: four\n", "testdata/bad.yaml:29: roles.reader.max_turns: Value is string but should be integer"},
 		{"missing terminal schema", "      name: answer\n      schema:\n        type: object\n        properties:\n          text: {type: string}\n        required: [text]\n", "      name: answer\n", "testdata/bad.yaml:22: roles.reader.terminal: missing key schema: add it"},
 		{"terminal schema not an object", "      schema:\n        type: object\n", "      schema:\n        type: string\n", "testdata/bad.yaml:24: roles.reader.terminal.schema: the terminal tool's schema must be a JSON Schema object (\"type\": \"object\") with the result's fields"},
