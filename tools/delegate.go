@@ -97,6 +97,18 @@ func (d Delegate) Tool() engine.Tool {
 		if len(tasks) == 0 {
 			return engine.ErrorResult("no sub-questions given: pass tasks as a list of questions"), nil
 		}
+		if caller := engine.CallingAgent(ctx); caller != nil {
+			var out []dropped
+			// Offered sub-questions come from what the caller read: they
+			// are checked for echoes only.
+			tasks, out = keepSubQuestions(tasks, caller.Task, d.Offer == nil)
+			for _, x := range out {
+				engine.TraceEvent(ctx, "delegate_dropped", x)
+			}
+			if len(tasks) == 0 {
+				return engine.ErrorResult("no helper started: %s. Ask sub-questions that are parts of your own question.", out[0].Why), nil
+			}
+		}
 		pool, err := d.Pool(tasks)
 		if err != nil {
 			return engine.ErrorResult("the helpers could not start: %v", err), nil

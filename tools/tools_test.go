@@ -221,7 +221,7 @@ func TestReportSchemaIsValid(t *testing.T) {
 
 func TestDelegateRunsSubAgentsFromTheCaller(t *testing.T) {
 	be := enginetest.New(1 << 16)
-	be.Script("lead", enginetest.ToolCall("delegate", `{"tasks":["what is a harbor?","what is a skiff?"]}`), enginetest.ToolCall("report", `{"answer":"merged","sources":["glossary.md"]}`))
+	be.Script("What are harbors and skiffs?", enginetest.ToolCall("delegate", `{"tasks":["what is a harbor?","what is a skiff?"]}`), enginetest.ToolCall("report", `{"answer":"merged","sources":["glossary.md"]}`))
 	be.Script("what is a harbor?", enginetest.ToolCall("report", `{"answer":"a queue","sources":["glossary.md"]}`))
 	be.Script("what is a skiff?", enginetest.ToolCall("report", `{"answer":"a worker","sources":["glossary.md"]}`))
 	rec := &engine.Recorder{}
@@ -229,7 +229,7 @@ func TestDelegateRunsSubAgentsFromTheCaller(t *testing.T) {
 	report := Report(nil)
 	sub := func() []engine.Tool { return nil }
 	res, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{DelegateTool(sub, func() engine.Tool { return report }, 3, nil)}, Terminal: report,
-		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "lead"})})
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "What are harbors and skiffs?"})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,5 +334,60 @@ func TestDelegateNarrowsToDifferentSubQuestions(t *testing.T) {
 	}
 	if s := schema(nil); s != "" {
 		t.Errorf("not narrowed: %s", s)
+	}
+}
+
+// A delegate call drops a sub-question that echoes the caller's own
+// question, and one the model wrote that shares no word with the caller's
+// task; offered sub-questions (from what the caller read) are checked for
+// echoes only. Drops are traced.
+func TestDelegateDropsEchoesAndDrift(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		tasks   []string
+		offered bool
+		ran     []string
+		drops   int
+	}{
+		{"an echo", []string{"What is a harbor in Tidewater?", "what is a skiff?"}, false, []string{"what is a skiff?"}, 1},
+		{"drift", []string{"How do I bake bread?", "what does a harbor hold?"}, false, []string{"what does a harbor hold?"}, 1},
+		{"offered: drift allowed", []string{"What is manifest?"}, true, []string{"What is manifest?"}, 0},
+		{"offered: echo dropped", []string{"What is a harbor in Tidewater?"}, true, nil, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			be := enginetest.New(1 << 16)
+			lead := "What is a harbor in Tidewater?\n\n(Part of the task: harbors and skiffs)"
+			args, _ := json.Marshal(map[string][]string{"tasks": c.tasks})
+			be.Script(lead, enginetest.ToolCall("delegate", string(args)), enginetest.ToolCall("report", `{"answer":"done","sources":["glossary.md"]}`))
+			for _, task := range c.tasks {
+				be.Script(task, enginetest.ToolCall("report", `{"answer":"helped","sources":["glossary.md"]}`))
+			}
+			rec := &engine.Recorder{}
+			report := Report(nil)
+			var offer func(*engine.Agent) []string
+			if c.offered {
+				offer = func(*engine.Agent) []string { return c.tasks }
+			}
+			d := DelegateTool(func() []engine.Tool { return nil }, func() engine.Tool { return report }, 3, offer)
+			if _, err := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}}).Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{d}, Terminal: report,
+				Orchestrate: engine.Parallel(engine.AgentSpec{Task: lead})}); err != nil {
+				t.Fatal(err)
+			}
+			var ran []string
+			for _, e := range rec.Of(event.AgentSpawn) {
+				if e.ParentAgent != 0 {
+					ran = append(ran, e.Text)
+				}
+			}
+			drops := 0
+			for _, e := range rec.Of(event.ToolNote) {
+				if e.Role == "delegate_dropped" {
+					drops++
+				}
+			}
+			if strings.Join(ran, "|") != strings.Join(c.ran, "|") || drops != c.drops {
+				t.Fatalf("helpers %q (want %q), %d drops traced (want %d)", ran, c.ran, drops, c.drops)
+			}
+		})
 	}
 }
