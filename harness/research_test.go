@@ -169,7 +169,7 @@ func TestAWholeReportFitsAResearchersTurn(t *testing.T) {
 // character, then its sources — comes back whole, not cut at the default
 // turn budget.
 func TestAWholeReportFitsAHelpersTurn(t *testing.T) {
-	const task, question, sub = "Plan the sky.", "Why is the sky long?", "Ask a helper about clouds."
+	const task, question, sub = "Plan the sky.", "Why is the sky long?", "Ask a helper about the sky's clouds."
 	p := researchProgram(t, task)
 	be := enginetest.New(1 << 16)
 	plan, _ := json.Marshal(map[string]any{"questions": []string{question}})

@@ -44,14 +44,16 @@ func normalized(s string) string {
 // stop are words too common to say what a question is about.
 var stop = map[string]bool{"what": true, "which": true, "where": true, "when": true, "does": true, "about": true, "there": true,
 	"their": true, "with": true, "from": true, "that": true, "this": true, "have": true, "into": true, "how": true, "why": true,
-	"should": true, "would": true, "could": true, "handbook": true, "part": true, "task": true, "say": true, "says": true}
+	"should": true, "would": true, "could": true, "handbook": true, "part": true, "task": true, "say": true, "says": true,
+	"the": true, "and": true, "are": true, "for": true, "was": true, "you": true, "not": true, "but": true, "can": true, "its": true,
+	"any": true, "all": true, "who": true, "out": true, "has": true, "had": true, "one": true, "ask": true, "use": true}
 
-// contentWords are s's words of four letters or more, not stop words, cut
-// to five letters (so "harbors" and "harbor" meet).
+// contentWords are s's words of three letters or more, not stop words,
+// cut to five letters (so "harbors" and "harbor" meet).
 func contentWords(s string) map[string]bool {
 	out := map[string]bool{}
 	for _, w := range strings.Fields(normalized(s)) {
-		if len([]rune(w)) < 4 || stop[w] {
+		if len([]rune(w)) < 3 || stop[w] {
 			continue
 		}
 		if r := []rune(w); len(r) > 5 {
