@@ -11,6 +11,8 @@ package engine
 // differs from the one it read (checkSpan), goes live.
 
 import (
+	"slices"
+
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/repetition"
 )
@@ -152,19 +154,7 @@ func (p *pool) checkSpan(a *Agent, toks []Token) {
 	k := a.spans
 	a.spans++
 	want, ok := p.rt.opts.Replay.Span(a.ID, k)
-	if !ok || !equalTokens(want, toks) {
+	if !ok || !slices.Equal(want, toks) {
 		p.goLive(a, "what it reads differs from the recorded run: it runs on live")
 	}
-}
-
-func equalTokens(a, b []Token) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

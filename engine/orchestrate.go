@@ -257,18 +257,9 @@ func Chain(next func(i int, prev AgentResult) (spec AgentSpec, label string, ok 
 // extends the spine; then every follow-up runs in parallel, forked from it.
 func FanOut(first AgentSpec, then func(first AgentResult) []AgentSpec) Orchestrator {
 	return func(ctx context.Context, pc *PoolContext) error {
-		a, err := pc.Spawn(ctx, first)
-		if err != nil {
-			return fmt.Errorf("fan-out first agent: %w", err)
-		}
-		r, err := pc.Wait(ctx, a)
+		r, err := survey(ctx, pc, first)
 		if err != nil {
 			return err
-		}
-		if r.Ok() {
-			if err := pc.ExtendSpine(ctx, first.Task, r.Text()); err != nil {
-				return err
-			}
 		}
 		return Parallel(then(r)...)(ctx, pc)
 	}
@@ -280,18 +271,9 @@ func FanOut(first AgentSpec, then func(first AgentResult) []AgentSpec) Orchestra
 // findings into one answer.
 func FanOutReduce(first AgentSpec, then func(first AgentResult) []AgentSpec, reduce func(first AgentResult, results []AgentResult) (AgentSpec, bool)) Orchestrator {
 	return func(ctx context.Context, pc *PoolContext) error {
-		a, err := pc.Spawn(ctx, first)
-		if err != nil {
-			return fmt.Errorf("fan-out first agent: %w", err)
-		}
-		r, err := pc.Wait(ctx, a)
+		r, err := survey(ctx, pc, first)
 		if err != nil {
 			return err
-		}
-		if r.Ok() {
-			if err := pc.ExtendSpine(ctx, first.Task, r.Text()); err != nil {
-				return err
-			}
 		}
 		results, err := parallel(ctx, pc, then(r))
 		if err != nil && len(results) == 0 {
@@ -304,6 +286,25 @@ func FanOutReduce(first AgentSpec, then func(first AgentResult) []AgentSpec, red
 		_, rerr := parallel(ctx, pc, []AgentSpec{spec})
 		return errors.Join(err, rerr)
 	}
+}
+
+// survey runs a fan-out's first agent; its result, when it has one,
+// extends the spine its follow-ups fork from.
+func survey(ctx context.Context, pc *PoolContext, first AgentSpec) (AgentResult, error) {
+	a, err := pc.Spawn(ctx, first)
+	if err != nil {
+		return AgentResult{}, fmt.Errorf("fan-out first agent: %w", err)
+	}
+	r, err := pc.Wait(ctx, a)
+	if err != nil {
+		return r, err
+	}
+	if r.Ok() {
+		if err := pc.ExtendSpine(ctx, first.Task, r.Text()); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
 }
 
 // Node is one step of a DAG.
