@@ -419,7 +419,7 @@ func TestTmuxForkFromReplay(t *testing.T) {
 	dir := t.TempDir()
 	tp := filepath.Join(dir, "run.jsonl")
 	env := append(homes(dir), "XDG_STATE_HOME="+filepath.Join(dir, "state"))
-	rec := exec.Command(bin, "run", "--headless", "--deny-protected", "--model", testmodel.Tiny(t), "--walk", "--ctx", "16384", "--temperature", "0",
+	rec := exec.Command(bin, "run", "--headless", "--deny-protected", "--model", testmodel.Tiny(t), "--walk", "--ctx", "16384", "--temperature", "0", "--threads", "1",
 		"--workspace", filepath.Join(dir, "notes"), "--trace", tp)
 	rec.Env = append(os.Environ(), env...)
 	if out, err := rec.CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {

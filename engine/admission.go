@@ -146,17 +146,17 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 // prefill writes queued spawn suffixes, spine extensions and tool results in
 // one backend call.
 func (p *pool) prefill() {
-	p.replayHeld = false
-	if len(p.admit.spawnQ) == 0 && len(p.admit.extendQ) == 0 && len(p.admit.settle) == 0 {
-		return
-	}
+	p.replayHeld, p.replayDue = false, false
 	// A rerun writes what the recorded run wrote at this tick, and only
-	// that (replay.go).
+	// that (replay.go); a prefill due now with nothing queued yet holds
+	// the tick too. A fork writes its past by prefill (forced.go): its
+	// ticks are not the recorded ones, so its prefills do not wait.
 	var allow *allowance
-	// A fork writes its past by prefill (forced.go): its ticks are not
-	// the recorded ones, so its prefills do not wait for them.
 	if r := p.rt.opts.Replay; r != nil && p.rt.tb == nil && !r.Forking() {
 		allow = p.recordedNext(r)
+	}
+	if len(p.admit.spawnQ) == 0 && len(p.admit.extendQ) == 0 && len(p.admit.settle) == 0 {
+		return
 	}
 	type entry struct {
 		span  Span

@@ -34,6 +34,10 @@ type pool struct {
 	// the recorded run's prefills by (replay.go).
 	ordinal, admissions int
 	replayHeld          bool   // a rerun holds queued work back until the recorded tick
+	// replayDue: a rerun's recorded prefill is due at this tick and a
+	// spawn or extension of it is not queued yet: the tick waits for the
+	// orchestrator before it decodes.
+	replayDue bool
 	parent              *Agent // the calling agent of a nested pool
 	start               time.Time
 	closed              chan struct{} // the loop has ended: nobody is left to receive
@@ -241,6 +245,14 @@ func (p *pool) loop() error {
 		}
 		p.dispatch()
 		if !p.hold() {
+			continue
+		}
+		if p.replayDue {
+			// The recorded run wrote more before this tick's decode: wait
+			// for it (a spawn request, a result) rather than decode past it.
+			if !p.tick.kick {
+				p.waitReplay()
+			}
 			continue
 		}
 		thinking := p.produce()

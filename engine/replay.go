@@ -250,6 +250,12 @@ func (p *pool) recordedNext(r Replay) *allowance {
 		}
 	}
 	al.ok = spawns == len(al.spawns) && items == len(al.items) && len(p.admit.extendQ) >= al.exts
+	// A spawn or an extension the orchestrator has not asked for yet (its
+	// goroutine is a moment late) holds the tick: decoding on would write
+	// cells where the recorded run wrote the task. Results and nudges are
+	// not waited for: they come from this loop's own dispatch and
+	// stall-break, which the tick must run to reach them.
+	p.replayDue = spawns < len(al.spawns) || len(p.admit.extendQ) < al.exts
 	if al.ok {
 		slices.SortStableFunc(p.admit.settle, func(x, y settleItem) int {
 			return al.place(x) - al.place(y)
