@@ -33,14 +33,14 @@ type pool struct {
 	// admissions the prefills it has written so far: what a rerun knows
 	// the recorded run's prefills by (replay.go).
 	ordinal, admissions int
-	replayHeld          bool   // a rerun holds queued work back until the recorded tick
+	replayHeld          bool // a rerun holds queued work back until the recorded tick
 	// replayDue: a rerun's recorded prefill is due at this tick and a
 	// spawn or extension of it is not queued yet: the tick waits for the
 	// orchestrator before it decodes.
 	replayDue bool
-	parent              *Agent // the calling agent of a nested pool
-	start               time.Time
-	closed              chan struct{} // the loop has ended: nobody is left to receive
+	parent    *Agent // the calling agent of a nested pool
+	start     time.Time
+	closed    chan struct{} // the loop has ended: nobody is left to receive
 
 	spine    *Spine
 	ownSpine bool
