@@ -129,6 +129,12 @@ func (p *pool) startFanout(pc *pendingCall) {
 	}()
 }
 
+// hookContext is the context a call's hooks (AfterExecute, BeforeAdmit)
+// run in: CallingAgent and CurrentCall answer for the call.
+func (p *pool) hookContext(pc *pendingCall) context.Context {
+	return context.WithValue(p.ctx, keyCall, &callInfo{agent: pc.agent, call: pc.call, dispatchID: pc.dispatchID})
+}
+
 // runTool runs Execute, turning a panic into an error.
 func runTool(ctx context.Context, pc *pendingCall) (v any, err error) {
 	defer func() {
@@ -157,7 +163,7 @@ func (p *pool) complete(c completion) {
 		return // cancelled while the tool ran: its result is discarded
 	}
 	if h := pc.entry.spec.AfterExecute; h != nil && c.err == nil {
-		c.value, c.err = h(context.WithValue(p.ctx, keyCall, &callInfo{agent: a, call: pc.call, dispatchID: pc.dispatchID}), pc.call, c.value)
+		c.value, c.err = h(p.hookContext(pc), pc.call, c.value)
 	}
 	var retry *RetryError
 	var rejected *Rejection
@@ -196,7 +202,7 @@ func (p *pool) complete(c completion) {
 func (p *pool) settle(pc *pendingCall, body json.RawMessage) {
 	a := pc.agent
 	if h := pc.entry.spec.BeforeAdmit; h != nil {
-		h(context.WithValue(p.ctx, keyCall, &callInfo{agent: a, call: pc.call, dispatchID: pc.dispatchID}), pc.call, body)
+		h(p.hookContext(pc), pc.call, body)
 	}
 	a.call = nil
 	a.workCalls++

@@ -26,7 +26,7 @@ type forcedTurn struct {
 	text string  // the text they add
 	dec  chat.Decoder
 	end  forcedEnd
-	keep int // for endLoopAt: the text kept
+	keep int // forcedLoop: the text kept (endLoop)
 }
 
 type forcedEnd uint8

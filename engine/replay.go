@@ -285,24 +285,11 @@ func firstAgent(a Admission) int {
 // request or a command wakes it (wait), and a rerun that waits longer than
 // replayWait with no agent thinking has left the record.
 func (p *pool) waitReplay() {
-	done := make(chan struct{})
-	timer := time.AfterFunc(replayWait, func() { close(done) })
-	defer timer.Stop()
-	woke := make(chan struct{})
-	go func() {
-		select {
-		case <-done:
-			p.rt.wake()
-		case <-woke:
-		}
-	}()
+	timer := time.AfterFunc(replayWait, p.rt.wake)
 	p.wait()
-	close(woke)
-	select {
-	case <-done:
+	if !timer.Stop() { // it fired: the wait lasted replayWait
 		next, _ := p.rt.opts.Replay.Admission(p.ordinal, p.admissions+1)
 		p.diverged(Divergence{Agent: firstAgent(next), Reason: fmt.Sprintf("pool %d waited %s for its prefill %d (tick %d in the recorded run; the rerun is at tick %d): the rerun does not do what the recorded run did", p.ordinal, replayWait, p.admissions+1, next.Step, p.steps)})
-	default:
 	}
 }
 

@@ -6,6 +6,8 @@
 package regular
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -110,3 +112,23 @@ func Links(fi fs.FileInfo) (id FileID, nlink uint64, ok bool) {
 
 // FileID identifies a file across its names.
 type FileID struct{ Dev, Ino uint64 }
+
+// SHA256 is the hex sha256 of the first n bytes of the regular file at
+// path (all of it for n < 0; a shorter file is hashed whole).
+func SHA256(path string, n int64) (string, error) {
+	f, err := Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if n < 0 {
+		_, err = io.Copy(h, f)
+	} else if _, err = io.CopyN(h, f, n); errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("hash %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -5,11 +5,8 @@
 package rerun
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 
@@ -246,9 +243,9 @@ func (r *Record) CheckModel() error {
 	if st.Size() != m.Size {
 		return fmt.Errorf("the model at %s is %d bytes, the recorded one was %d: a rerun needs the same model file", m.Path, st.Size(), m.Size)
 	}
-	sum, err := sha256File(m.Path)
+	sum, err := regular.SHA256(m.Path, -1)
 	if err != nil {
-		return fmt.Errorf("hash the model %s: %w", m.Path, err)
+		return fmt.Errorf("the recorded model: %w", err)
 	}
 	if sum != m.SHA256 {
 		return fmt.Errorf("the model at %s has sha256 %s, the recorded one %s: a rerun needs the same model file", m.Path, sum[:12], m.SHA256[:12])
@@ -257,19 +254,6 @@ func (r *Record) CheckModel() error {
 }
 
 var _ engine.Replay = (*Record)(nil)
-
-func sha256File(path string) (string, error) {
-	f, err := regular.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
 
 // Task is the task a fork at an agent's task gives it.
 func (r *Record) Task(agent int) (string, bool) {

@@ -6,11 +6,7 @@
 package model
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -94,7 +90,7 @@ func Open(ref string, o Options) (*Model, error) {
 			sum <- strings.TrimPrefix(digest, "sha256:")
 			return
 		}
-		s, _ := sha256File(path, -1)
+		s, _ := regular.SHA256(path, -1)
 		sum <- s
 	}()
 	lm, err := llama.LoadModel(path, llama.ModelParams{VocabOnly: o.VocabOnly})
@@ -107,29 +103,10 @@ func Open(ref string, o Options) (*Model, error) {
 	m.Info = Info{Ref: ref, Path: path, Name: name, Size: gf.Size, OllamaDigest: digest, Architecture: arch,
 		NCtxTrain: lm.NCtxTrain(), NVocab: lm.NVocab(), NParams: lm.NParams()}
 	if digest == "" {
-		m.Info.SHA256First, _ = sha256File(path, 1<<20)
+		m.Info.SHA256First, _ = regular.SHA256(path, 1<<20)
 	}
 	m.Info.SHA256 = <-sum
 	return m, nil
-}
-
-// sha256File hashes the first n bytes of a file (all of it for n < 0).
-func sha256File(path string, n int64) (string, error) {
-	f, err := regular.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if n < 0 {
-		_, err = io.Copy(h, f)
-	} else if _, err = io.CopyN(h, f, n); errors.Is(err, io.EOF) {
-		err = nil
-	}
-	if err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // TokenizeContent tokenizes text that came from a user, a tool or a file.
