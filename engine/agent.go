@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -60,6 +61,11 @@ type Agent struct {
 	turnIDs  []Token
 	sampled  int
 	lastProb *event.TokenProb
+	// surprise sums its sampled tokens' surprisal (nats) under the
+	// model's distribution and the sampler's, over surprised tokens (a
+	// backend that reports it: engine.Surpriser): its perplexities.
+	surprise  [2]float64
+	surprised int
 	// live: in a fork (replay.go), the forked agent, an agent it starts,
 	// or one whose tokens left the record: it runs on the model with real
 	// tools, unchecked.
@@ -144,14 +150,45 @@ type AgentResult struct {
 	Tokens    int             `json:"tokens"`
 	ToolCalls int             `json:"toolCalls"`
 	Turns     int             `json:"turns"`
+	// Ppl is the perplexity of what it sampled under the model's own
+	// distribution: e to the mean surprisal of its tokens (1 is certainty;
+	// a high figure, a model unsure of its words). SamplingPpl is the same
+	// under the distribution the sampler drew from (after grammar,
+	// penalties, truncation and temperature; 1 under greedy decoding). A
+	// grammar that forces what the model would not write shows as a Ppl
+	// far above SamplingPpl. Both are 0 when the backend cannot say (a
+	// server).
+	Ppl         float64 `json:"ppl,omitempty"`
+	SamplingPpl float64 `json:"samplingPpl,omitempty"`
 }
 
 // Result returns the agent's result (meaningful once Done is closed).
 func (a *Agent) Result() AgentResult {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	ppl, sppl := a.perplexities()
 	return AgentResult{ID: a.ID, ParentID: a.ParentID, Task: a.Task, Outcome: a.outcome, Result: a.result,
-		Source: a.source, Reason: a.reason, Tokens: a.tokens, ToolCalls: a.toolCalls, Turns: a.turns}
+		Source: a.source, Reason: a.reason, Tokens: a.tokens, ToolCalls: a.toolCalls, Turns: a.turns,
+		Ppl: ppl, SamplingPpl: sppl}
+}
+
+// perplexities are the agent's Ppl and SamplingPpl so far (a.mu held).
+func (a *Agent) perplexities() (ppl, sampling float64) {
+	if a.surprised == 0 {
+		return 0, 0
+	}
+	n := float64(a.surprised)
+	return math.Exp(a.surprise[0] / n), math.Exp(a.surprise[1] / n)
+}
+
+// surprisedBy adds a sampled token's surprisal under the model and the
+// sampler.
+func (a *Agent) surprisedBy(model, sampling float64) {
+	a.mu.Lock()
+	a.surprise[0] += model
+	a.surprise[1] += sampling
+	a.surprised++
+	a.mu.Unlock()
 }
 
 // Text is the agent's result as text: the "result" (or "answer") field of a

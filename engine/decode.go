@@ -92,12 +92,13 @@ func (p *pool) produce() bool {
 	forcedOn := p.writeForced(forced, texts)
 	if len(steps) == 0 {
 		if len(forced) > 0 {
-			p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Texts: texts})
+			p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Texts: texts, Probs: probs})
 			return true // forced turns ended: their agents' next steps come next tick
 		}
-		if held {
-			// A tick in which every agent at work waited for a cell.
-			p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx()})
+		if held || probs != nil {
+			// A tick in which every agent at work waited for a cell, or
+			// sampled only stops (traced with their probabilities).
+			p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Probs: probs})
 		}
 		return held // a held agent thinks on the next tick
 	}

@@ -5,6 +5,7 @@ package engine
 
 import (
 	"encoding/json"
+	"math"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
 )
@@ -35,8 +36,18 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 	a.call = nil
 	p.tick.kick = true
 	ev := event.Event{Type: o.Type(), Agent: a.ID, Reason: reason, Result: a.result, Tokens: a.tokens}
+	d := map[string]any{}
 	if o == event.Returned {
-		ev.Data = mustJSON(map[string]string{"source": source})
+		d["source"] = source
+	}
+	a.mu.Lock()
+	ppl, sppl := a.perplexities()
+	a.mu.Unlock()
+	if ppl > 0 {
+		d["ppl"], d["samplingPpl"] = round3(ppl), round3(sppl)
+	}
+	if len(d) > 0 {
+		ev.Data = mustJSON(d)
 	}
 	if o != event.Cancelled && !a.doneEmitted {
 		a.doneEmitted = true
@@ -52,6 +63,10 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 	}
 	close(a.done)
 }
+
+// round3 keeps three decimals: a trace records a perplexity, not its
+// float noise.
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 
 // interrupt ends every running agent when the pool's context is cancelled.
 func (p *pool) interrupt(err error) {

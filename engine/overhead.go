@@ -102,6 +102,14 @@ func (t *timed) Logits(b BranchID) []float32 {
 	return nil
 }
 
+// Surprisal passes the backend's surprisal through, when it reports it.
+func (t *timed) Surprisal(b BranchID) (model, sampling float64, ok bool) {
+	if s, ok := t.Backend.(Surpriser); ok {
+		return s.Surprisal(b)
+	}
+	return 0, 0, false
+}
+
 // SoftmaxSums passes the backend's faster sums through, when it has them.
 func (t *timed) SoftmaxSums(logits []float32) (mx float32, z, zl float64) {
 	if s, ok := t.Backend.(SoftmaxSummer); ok {

@@ -26,6 +26,13 @@ type Logitser interface {
 	Logits(b BranchID) []float32
 }
 
+// Surpriser is a Backend that says how unexpected a branch's last sampled
+// token was, in nats: under the model's own distribution and under the one
+// its sampler drew from (0 for greedy). Agents' perplexities come from it.
+type Surpriser interface {
+	Surprisal(b BranchID) (model, sampling float64, ok bool)
+}
+
 // settled is one span a prefill wrote into an agent's branch, as
 // tool:settle_order lists it.
 type settled struct {
@@ -111,6 +118,11 @@ func (p *pool) sample(a *Agent) (Token, error) {
 		return tok, err
 	}
 	a.lastProb = nil
+	if s, ok := p.be.(Surpriser); ok {
+		if m, sm, ok := s.Surprisal(a.branch); ok {
+			a.surprisedBy(m, sm)
+		}
+	}
 	o := p.rt.opts
 	if o.Logprobs {
 		if lg, ok := p.be.(Logitser); ok {

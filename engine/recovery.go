@@ -146,6 +146,11 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 		}
 		if p.be.IsStop(tok) {
 			a.raw.WriteString(a.dec.Flush())
+			if a.lastProb != nil {
+				// The stop was sampled too: its probability is traced,
+				// as a turn's is (decode.go), though nothing is written.
+				p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Role: "recovery", Probs: addProb(nil, a)})
+			}
 			break
 		}
 		if p.be.NCtx()-p.be.CellsUsed() < 1 {

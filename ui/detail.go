@@ -109,6 +109,11 @@ func (p *detailPane) Title() string {
 	if a == nil {
 		return "agent"
 	}
+	if a.Ppl > 0 {
+		// How sure the model was of its words: a high figure beside a
+		// report is a reason to check it.
+		return fmt.Sprintf("A%d · %s · ppl %.2f · %s", a.ID, a.State(), a.Ppl, oneLine(a.Task))
+	}
 	return fmt.Sprintf("A%d · %s · %s", a.ID, a.State(), oneLine(a.Task))
 }
 

@@ -288,3 +288,18 @@ func TestTreeShareMovesDuringATurn(t *testing.T) {
 	}
 	golden.RequireEqual(t, []byte(before+"\n---\n"+after))
 }
+
+// An agent's perplexity reaches the detail pane's title when it ends, from
+// its terminal event (a backend that cannot say leaves it out).
+func TestDetailTitleShowsPerplexity(t *testing.T) {
+	m := paneApp(t, fixture()[:11])
+	m.s.sel, m.s.moved = 2, true
+	if strings.Contains(m.detail.Title(), "ppl") {
+		t.Fatalf("a running agent's title shows a perplexity: %q", m.detail.Title())
+	}
+	m.Update(BatchMsg{Events: []event.Event{{ID: 60, Type: event.AgentReturn, At: 50 * ms, Agent: 2, Tokens: 40,
+		Result: json.RawMessage(`{"result":"done"}`), Data: json.RawMessage(`{"ppl":3.412,"samplingPpl":1,"source":"voluntary_return"}`)}}})
+	if got := m.detail.Title(); !strings.Contains(got, "A2 · returned · ppl 3.41 · ") {
+		t.Fatalf("title %q", got)
+	}
+}

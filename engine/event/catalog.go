@@ -222,10 +222,10 @@ var entries = []entry{
 		fields: map[string]string{
 			"tokens": "tokens it generated in all",
 			"result": "its report: the terminal tool's arguments, or its text when it answered in plain text",
-			"data":   "source: voluntary_return (it called the terminal tool) or free_text",
+			"data":   "source: voluntary_return (it called the terminal tool) or free_text; " + pplDoc,
 		},
 		example: Event{Parent: 1, Pool: 1, Agent: 1, Tokens: 39, Result: raw(`{"result":"It opened in 1912.","sources":["notes/bridge.md"]}`),
-			Data: raw(`{"source":"voluntary_return"}`)},
+			Data: raw(`{"ppl":3.412,"samplingPpl":1,"source":"voluntary_return"}`)},
 	}},
 	{AgentRecovered, info{
 		doc: "A stopped agent ended with the report it wrote after it was stopped.",
@@ -233,6 +233,7 @@ var entries = []entry{
 			"reason": "why it was stopped",
 			"tokens": "tokens it generated in all",
 			"result": "its report",
+			"data":   pplDoc,
 		},
 		example: Event{Parent: 1, Pool: 1, Agent: 2, Reason: "time_exceeded", Tokens: 310, Result: raw(`{"result":"Partial: two of three sources read."}`)},
 	}},
@@ -241,6 +242,7 @@ var entries = []entry{
 		fields: map[string]string{
 			"reason": "why",
 			"tokens": "tokens it generated in all",
+			"data":   pplDoc,
 		},
 		example: Event{Parent: 1, Pool: 1, Agent: 2, Reason: "recovery failed: no_terminal_call", Tokens: 512},
 	}},
@@ -511,3 +513,6 @@ func (e entry) fieldsOf(ex Event) []Field {
 	}
 	return out
 }
+
+// pplDoc documents the perplexities terminal events carry.
+const pplDoc = "ppl: the perplexity of what it sampled under the model's own distribution (e to the mean surprisal of its tokens); samplingPpl: the same under the distribution the sampler drew from (1 under greedy decoding); both absent when the backend cannot say (a server)"

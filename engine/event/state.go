@@ -81,6 +81,9 @@ type Agent struct {
 	Probs []Sampled
 	// Lane is its time as segments, oldest first (lanes.go).
 	Lane []Segment
+	// Ppl and SamplingPpl are its perplexities once it ended (0 when the
+	// backend cannot say): see AgentReturn's data.
+	Ppl, SamplingPpl float64
 }
 
 // Sampled is one sampled token as the screen shows it: its text and what
@@ -299,6 +302,10 @@ func (s *State) fold(e Event) string {
 		a := s.agent(e.Agent)
 		a.Outcome, a.Status = e.Type.Outcome(), StatusFinished
 		a.Result, a.Reason, a.Tool = e.Result, e.Reason, ""
+		var d struct{ Ppl, SamplingPpl float64 }
+		if json.Unmarshal(e.Data, &d) == nil {
+			a.Ppl, a.SamplingPpl = d.Ppl, d.SamplingPpl
+		}
 		s.Outcomes[a.Outcome]++
 		s.dropApprovalsOf(e.Agent)
 		switch e.Type {

@@ -272,6 +272,17 @@ func (l *Backend) Logits(b engine.BranchID) []float32 {
 	return br.Logits()
 }
 
+// Surprisal is how unexpected the branch's last sampled token was, under
+// the model's distribution and the sampler's: engine.Surpriser.
+func (l *Backend) Surprisal(b engine.BranchID) (model, sampling float64, ok bool) {
+	br, err := l.branch(b)
+	if err != nil {
+		return 0, 0, false
+	}
+	s := br.Surprisal()
+	return float64(s.Model), float64(s.Sampling), true
+}
+
 // SoftmaxSums is llama.SoftmaxSums: engine.SoftmaxSummer.
 func (l *Backend) SoftmaxSums(logits []float32) (mx float32, z, zl float64) {
 	return llama.SoftmaxSums(logits)

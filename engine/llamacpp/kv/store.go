@@ -261,6 +261,15 @@ func (s *Store) Force(b *Branch, t Token) error {
 // owned by the store: read it, do not keep it.
 func (b *Branch) Logits() []float32 { return b.logits }
 
+// Surprisal is how unexpected the branch's last sampled token was (zero
+// before its first Sample).
+func (b *Branch) Surprisal() llama.Surprisal {
+	if b.sampler == nil {
+		return llama.Surprisal{}
+	}
+	return b.sampler.Last()
+}
+
 // Span is a run of tokens to append to one branch.
 type Span struct {
 	Branch *Branch

@@ -22,6 +22,7 @@ package llama
 import "C"
 
 import (
+	"math"
 	"errors"
 	"fmt"
 	"os"
@@ -283,4 +284,13 @@ func SoftmaxSums(logits []float32) (mx float32, z, zl float64) {
 	var cz, czl C.double
 	C.lloyal_softmax_sums((*C.float)(unsafe.Pointer(&logits[0])), C.int32_t(len(logits)), &cmx, &cz, &czl)
 	return float32(cmx), float64(cz), float64(czl)
+}
+
+// LogSumExp is log Σ e^l over a row of logits, computed in C where the loops
+// vectorize: the normaliser that makes a logit a log-probability.
+func LogSumExp(logits []float32) float32 {
+	if len(logits) == 0 {
+		return float32(math.Inf(-1))
+	}
+	return float32(C.lloyal_logsumexp((*C.float)(unsafe.Pointer(&logits[0])), C.int32_t(len(logits))))
 }

@@ -10,6 +10,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"unsafe"
 )
@@ -55,6 +56,16 @@ type Sampler struct {
 	chain   *C.struct_llama_sampler
 	scratch *C.llama_token_data
 	nVocab  int
+	last    Surprisal
+}
+
+// Surprisal is how unexpected a sampled token was, in nats (-log p): under
+// the model's own distribution (its raw logits), and under the distribution
+// the sampler drew it from (after grammar, penalties, truncation and
+// temperature; 0 for greedy selection, which draws with certainty). A
+// perplexity is e to the mean of either over a stretch of tokens.
+type Surprisal struct {
+	Model, Sampling float32
 }
 
 // ErrGrammarDeadEnd means the grammar admits no token from here.
@@ -158,12 +169,19 @@ func (s *Sampler) Sample(logits []float32) (Token, error) {
 	if len(logits) < s.nVocab {
 		return -1, fmt.Errorf("sample: logits row has %d entries, vocabulary has %d", len(logits), s.nVocab)
 	}
-	t := C.lloyal_sample(s.chain, (*C.float)(unsafe.Pointer(&logits[0])), C.int32_t(s.nVocab), s.scratch)
+	row := (*C.float)(unsafe.Pointer(&logits[0]))
+	var drawn C.float
+	t := C.lloyal_sample(s.chain, row, C.int32_t(s.nVocab), s.scratch, &drawn)
 	if t < 0 {
 		return -1, ErrGrammarDeadEnd
 	}
+	lse := C.lloyal_logsumexp(row, C.int32_t(s.nVocab))
+	s.last = Surprisal{Model: float32(lse) - logits[t], Sampling: -float32(math.Log(float64(drawn)))}
 	return Token(t), nil
 }
+
+// Last is the surprisal of the token Sample last returned.
+func (s *Sampler) Last() Surprisal { return s.last }
 
 // Accept advances the chain's state (grammar, repetition history) by t.
 func (s *Sampler) Accept(t Token) { C.llama_sampler_accept(s.chain, C.llama_token(t)) }

@@ -69,7 +69,7 @@ void lloyal_batch_fill(struct llama_batch *batch, int32_t n, const llama_token *
 }
 
 llama_token lloyal_sample(struct llama_sampler *chain, const float *logits, int32_t n_vocab,
-                          llama_token_data *scratch) {
+                          llama_token_data *scratch, float *drawn_p) {
     for (int32_t i = 0; i < n_vocab; i++) {
         scratch[i].id = i;
         scratch[i].logit = logits[i];
@@ -80,6 +80,10 @@ llama_token lloyal_sample(struct llama_sampler *chain, const float *logits, int3
     if (arr.selected < 0 || (size_t)arr.selected >= arr.size) {
         return -1;
     }
+    // A seeded draw leaves the normalised probabilities of what it drew
+    // from; greedy selection leaves them unset and draws with certainty.
+    float p = arr.data[arr.selected].p;
+    *drawn_p = p > 0.0f ? p : 1.0f;
     return arr.data[arr.selected].id;
 }
 
@@ -145,5 +149,28 @@ void lloyal_softmax_sums(const float *logits, int32_t n, float *max, double *z, 
     }
     *z = zs;
     *zl = zls;
+}
+// lloyal_logsumexp is log Σ e^l over a row: in 16 float lanes (a
+// perplexity needs parts in 10^4, not the entropy's 10^5), one pass for
+// the maximum and one for the sum, both vectorized.
+float lloyal_logsumexp(const float *logits, int32_t n) {
+    float m[16];
+    for (int j = 0; j < 16; j++) m[j] = -__builtin_inff();
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (int j = 0; j < 16; j++) m[j] = logits[i + j] > m[j] ? logits[i + j] : m[j];
+    }
+    float mx = -__builtin_inff();
+    for (int j = 0; j < 16; j++) mx = m[j] > mx ? m[j] : mx;
+    for (int32_t k = i; k < n; k++) mx = logits[k] > mx ? logits[k] : mx;
+    float s[16] = {0};
+    i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (int j = 0; j < 16; j++) s[j] += lloyal_exp(logits[i + j] - mx);
+    }
+    double z = 0;
+    for (int j = 0; j < 16; j++) z += s[j];
+    for (; i < n; i++) z += lloyal_exp(logits[i] - mx);
+    return mx + (float)__builtin_log(z);
 }
 #pragma GCC pop_options

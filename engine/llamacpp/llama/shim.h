@@ -25,9 +25,16 @@ void lloyal_batch_fill(struct llama_batch *batch, int32_t n, const llama_token *
 
 // Runs the sampler chain over a caller-owned logits row and returns the
 // selected token (or -1 when the chain selected nothing, e.g. a grammar that
-// admits no token). scratch must hold n_vocab entries.
+// admits no token). scratch must hold n_vocab entries. *drawn_p is the
+// selected token's probability under the distribution the chain drew from
+// (1 for greedy selection).
 llama_token lloyal_sample(struct llama_sampler *chain, const float *logits, int32_t n_vocab,
-                          llama_token_data *scratch);
+                          llama_token_data *scratch, float *drawn_p);
+
+// log of the sum of e^l over a row of logits (the normaliser of the
+// model's own distribution: a token's log-probability is its logit less
+// this). Vectorized in float lanes.
+float lloyal_logsumexp(const float *logits, int32_t n);
 
 // Reads a row of logits as a distribution: sets *max to its largest logit
 // mx, *z to the sum of e^(l-mx) and *zl to the sum of e^(l-mx)*(l-mx), so
