@@ -21,7 +21,10 @@ type settleItem struct {
 	role   string
 	// attend is the call's history entry, booked when the result is
 	// written into the branch: only a result the agent read is attended.
-	attend   *HistoryEntry
+	attend *HistoryEntry
+	// after is the call's AfterAdmit, run once the result is written: a
+	// follow-up it answers is queued for the agent to read next.
+	after    func() string
 	admitted bool // skip admission (a stall-break nudge sized to the reserve)
 	deferred bool // already reported as waiting for room
 }
@@ -336,6 +339,12 @@ func (p *pool) prefill() {
 			p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)}, e.item.text, e.span.Tokens))
 			order = append(order, settled{Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens)})
 			p.checkSpan(a, e.span.Tokens)
+			if e.item.after != nil && a.outcome == event.Running {
+				if text := e.item.after(); text != "" {
+					p.queueFollowUp(a, text) // it writes once it has read this too
+					continue
+				}
+			}
 			p.activate(a)
 		}
 	}

@@ -1,8 +1,8 @@
 package engine
 
 import (
-	"math"
 	"encoding/json"
+	"math"
 	"strings"
 	"sync"
 	"time"

@@ -208,7 +208,20 @@ func (p *pool) settle(pc *pendingCall, body json.RawMessage) {
 	a.workCalls++
 	p.queueResult(a, pc.call.Tool, pc.call.ID, body, "toolResult")
 	if n := len(p.admit.settle); n > 0 && p.admit.settle[n-1].agent == a {
-		p.admit.settle[n-1].attend = &HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: "result"}
+		it := &p.admit.settle[n-1]
+		it.attend = &HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: "result"}
+		if h := pc.entry.spec.AfterAdmit; h != nil {
+			it.after = func() (followUp string) {
+				// A hook that panics costs its follow-up, not the run.
+				defer func() {
+					if r := recover(); r != nil {
+						followUp = ""
+						p.emit(event.Event{Type: event.ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: fmt.Sprintf("AfterAdmit panicked: %v", r)})
+					}
+				}()
+				return h(p.hookContext(pc), pc.call, body)
+			}
+		}
 	}
 	n := 0
 	if len(p.admit.settle) > 0 {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Guard is a named check on a call before it runs: a non-empty answer
@@ -113,4 +114,19 @@ func WithoutGuard(t Tool, name string) Tool {
 	s := t.Spec()
 	s.Guards = slices.DeleteFunc(slices.Clone(s.Guards), func(g Guard) bool { return g.Name == name })
 	return Func{S: s, Fn: t.Execute}
+}
+
+// NamedGuard is the built-in guard a name stands for, as a harness file
+// names it: "same-FIELD" refuses a call that repeats one the agent made
+// with the same FIELD argument (SameArgument: "same-query", "same-url"),
+// "sibling-FIELD" one another agent of the pool made
+// (SiblingsSameArgument). The field is the name without its prefix.
+func NamedGuard(name string) (g Guard, field string, ok bool) {
+	if f, ok := strings.CutPrefix(name, "same-"); ok && f != "" {
+		return SameArgument(name, f), f, true
+	}
+	if f, ok := strings.CutPrefix(name, "sibling-"); ok && f != "" {
+		return SiblingsSameArgument(name, f), f, true
+	}
+	return Guard{}, "", false
 }

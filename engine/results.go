@@ -93,6 +93,22 @@ func (p *pool) queueResult(a *Agent, tool, callID string, body json.RawMessage, 
 	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), callID: callID, role: role})
 }
 
+// queueFollowUp writes an AfterAdmit hook's follow-up to the agent as a
+// user turn after its result. The result's turn already opened the
+// assistant's reply, so that reply is closed empty first: the agent has
+// not written a token since it read the result.
+func (p *pool) queueFollowUp(a *Agent, text string) {
+	prompt := p.fmt.Turn(chat.Message{Role: chat.User, Content: text}, true)
+	toks, err := p.be.Tokenize(prompt)
+	if err != nil {
+		p.finish(a, event.Failed, "could not tokenize a follow-up: "+err.Error(), "")
+		return
+	}
+	a.status = event.StatusSettling
+	p.tick.kick = true
+	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), role: "followup"})
+}
+
 // percentFree is the share of the context still free, in percent.
 func percentFree(be Backend) int {
 	n := be.NCtx()

@@ -120,3 +120,65 @@ func TestAfterExecute(t *testing.T) {
 		})
 	}
 }
+
+// AfterAdmit runs once a result is in the agent's context, with exactly
+// what it was shown, and never for a refusal; its follow-up is the next
+// thing the agent reads, before it writes again.
+func TestAfterAdmitFollowUp(t *testing.T) {
+	var n atomic.Int32
+	h := newHarness(t, 4096, engine.Options{})
+	h.be.Script("task", call("lookup", `{"term":"spine"}`), call("lookup", `{"term":"nope"}`), reportCall("done"))
+	var shown []json.RawMessage
+	tool := lookup(&n)
+	spec := tool.Spec()
+	spec.AfterAdmit = func(ctx context.Context, c engine.Call, body json.RawMessage) string {
+		if engine.CallingAgent(ctx) == nil {
+			t.Error("AfterAdmit ran without its agent")
+		}
+		shown = append(shown, body)
+		return "Now say what the term means."
+	}
+	h.run(engine.PoolSpec{Tools: []engine.Tool{engine.Func{S: spec, Fn: tool.Execute}}, Terminal: report,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "task"})})
+	results := h.rec.Of(event.ToolResult)
+	if len(shown) != 1 || len(results) != 1 || string(shown[0]) != string(results[0].Result) {
+		t.Fatalf("AfterAdmit saw %q; the results were %d (a refusal must not reach it)", shown, len(results))
+	}
+	var order []string
+	for _, e := range h.rec.Events() {
+		switch {
+		case e.Type == event.BranchPrefill && e.Agent != 0:
+			order = append(order, e.Role)
+		case e.Type == event.AgentTurn:
+			order = append(order, "turn")
+		case e.Type == event.PoolTick && len(e.Texts) > 0:
+			order = append(order, "token")
+		}
+	}
+	got := strings.Join(order, " ")
+	if !strings.Contains(got, "toolResult followup token") {
+		t.Fatalf("prefills and turns %q: want the follow-up written right after the result, before the agent writes a token", got)
+	}
+	for _, e := range h.rec.Of(event.BranchPrefill) {
+		if e.Role == "followup" && !strings.Contains(e.Text, "Now say what the term means.") {
+			t.Fatalf("follow-up prefill %q", e.Text)
+		}
+	}
+}
+
+// An AfterAdmit hook that panics costs its follow-up (a tool:error says
+// why), not the agent or the run.
+func TestAfterAdmitPanicIsAToolError(t *testing.T) {
+	var n atomic.Int32
+	h := newHarness(t, 4096, engine.Options{})
+	h.be.Script("task", call("lookup", `{"term":"spine"}`), reportCall("done"))
+	tool := lookup(&n)
+	spec := tool.Spec()
+	spec.AfterAdmit = func(context.Context, engine.Call, json.RawMessage) string { panic("boom") }
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{engine.Func{S: spec, Fn: tool.Execute}}, Terminal: report,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "task"})})
+	errs := h.rec.Of(event.ToolError)
+	if a := byTask(res, "task"); a.Outcome != event.Returned || len(errs) != 1 || !strings.Contains(errs[0].Reason, "AfterAdmit panicked: boom") {
+		t.Fatalf("outcome %s, tool errors %v", a.Outcome, errs)
+	}
+}

@@ -45,6 +45,12 @@ type ToolSpec struct {
 	// without running the tool, so what a tool keeps about what an agent
 	// has read belongs here, not in Execute.
 	BeforeAdmit func(ctx context.Context, call Call, result json.RawMessage)
+	// AfterAdmit runs once a call's result is in the agent's context, with
+	// exactly what the agent was shown (never for a refusal, a dropped
+	// result or a recovery prompt); CallingAgent(ctx) is the agent. A
+	// non-empty answer is a follow-up the agent reads next, as a user
+	// turn, before it writes again ("now read the file you found").
+	AfterAdmit func(ctx context.Context, call Call, shown json.RawMessage) (followUp string)
 	// Guards refuse a call for what the agent or its siblings already did
 	// (guards.go: SameArgument, SiblingsSameArgument), before
 	// BeforeDispatch; the first refusal is what the model reads.

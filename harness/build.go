@@ -110,6 +110,9 @@ func (f *File) Build(o Options) (*Program, error) {
 	}
 	for _, name := range sortedKeys(f.Tools) {
 		t, err := p.tool(name, f.Tools[name])
+		if err == nil {
+			t, err = guarded(t, f.Tools[name])
+		}
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("%s: tools.%s: %w", f.Path, name, err)
@@ -183,6 +186,35 @@ func (p *Program) corpus(t Tool) (*corpus, error) {
 	}
 	p.corpora[dir] = &corpus{c: c, g: tools.NewGrounding(c), glossary: tools.LoadGlossary(c)}
 	return p.corpora[dir], nil
+}
+
+// guarded is tl with the guards its entry names, or a built-in's default
+// ones (DefaultGuards) when it names none. A guard on an argument the tool
+// does not have is an error naming the ones it has.
+func guarded(tl engine.Tool, t Tool) (engine.Tool, error) {
+	names := t.Guards
+	if names == nil {
+		names = DefaultGuards[t.Builtin]
+	}
+	if tl == nil || len(names) == 0 {
+		return tl, nil
+	}
+	var params struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(tl.Spec().Parameters, &params)
+	var gs []engine.Guard
+	for _, n := range names {
+		g, field, ok := engine.NamedGuard(n)
+		if !ok {
+			return nil, fmt.Errorf("guards: %q is no guard: write same-FIELD or sibling-FIELD", n)
+		}
+		if _, has := params.Properties[field]; !has {
+			return nil, fmt.Errorf("guards: %s checks the argument %q, which %s does not have (its arguments: %s)", n, field, tl.Spec().Name, strings.Join(sortedKeys(params.Properties), ", "))
+		}
+		gs = append(gs, g)
+	}
+	return engine.WithGuards(tl, gs...), nil
 }
 
 // tool builds one of the file's tools under its name.
@@ -518,6 +550,11 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 		MaxTurns: r.MaxTurns, MaxTurnTokens: r.TurnTokens, TimeSoft: soft, TimeHard: hard,
 		SoftLimit: cmp.Or(r.Pressure.Soft, p.soft), HardLimit: cmp.Or(r.Pressure.Hard, p.hard), RecoveryPrompt: r.RecoveryPrompt, ToolChoice: engine.ToolChoice(r.ToolChoice),
 		MinToolCalls: r.MinToolCalls, RefuseFreeText: r.RefuseFreeText}
+	if read != nil {
+		// The role's search turns toward each agent's own question, and
+		// its delegate drops sub-questions that drift from it.
+		spec.Scorer = tools.NewOverlap(read.c)
+	}
 	if r.Policy == PolicySkipIdle {
 		spec.Policy = engine.SkipIdleRecovery{MinCalls: 1, MinTokens: 32}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/tools"
 )
 
 // program loads text as a harness file in a new folder and builds it.
@@ -251,5 +252,44 @@ func TestARolesPolicyAndReturnRules(t *testing.T) {
 		if err != nil || skip != c.skip || spec.RefuseFreeText != c.free || spec.MinToolCalls != c.min {
 			t.Fatalf("%q: policy %T, free text refused %v, min calls %d, %v", c.keys, spec.Policy, spec.RefuseFreeText, spec.MinToolCalls, err)
 		}
+	}
+}
+
+// A built-in search carries the same-query guard unless its entry names
+// other guards; [] turns them off; a guard on an argument the tool lacks
+// is an error naming the ones it has. A role that reads a corpus gets the
+// Overlap scorer.
+func TestToolGuardsAndTheScorer(t *testing.T) {
+	names := func(tl engine.Tool) string {
+		var out []string
+		for _, g := range tl.Spec().Guards {
+			out = append(out, g.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct{ guards, want string }{
+		{"", "same-query"},
+		{", guards: []", ""},
+		{", guards: [sibling-query, same-limit]", "sibling-query,same-limit"},
+	} {
+		p := program(t, "tools:\n  search: {builtin: search"+c.guards+"}\nroles:\n  r:\n    system: You read.\n    tools: [search]"+answerRole+"\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n", "")
+		if got := names(p.tools["search"]); got != c.want {
+			t.Errorf("guards%q: %q, want %q", c.guards, got, c.want)
+		}
+		spec, err := p.pool(p.f.Run.Steps[0], nil)
+		if _, ok := spec.Scorer.(tools.Overlap); err != nil || !ok {
+			t.Errorf("guards%q: the pool's scorer is %T (%v), want tools.Overlap", c.guards, spec.Scorer, err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	if err := os.WriteFile(path, []byte("tools:\n  search: {builtin: search, guards: [same-url]}\nroles:\n  r:\n    system: You read.\n    tools: [search]"+answerRole+"\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Build(Options{}); err == nil || !strings.Contains(err.Error(), `same-url checks the argument "url", which search does not have (its arguments: limit, query)`) {
+		t.Fatalf("a guard on a missing argument: %v", err)
 	}
 }

@@ -90,6 +90,11 @@ func (c *checker) tool(name string, t Tool) {
 	if want, ok := narrows[t.Narrow]; ok && !(t.Builtin == want || want == "delegate" && t.Delegate != "") {
 		c.add(at+"/narrow", "narrow: %s is for %s tools only: remove it", t.Narrow, want)
 	}
+	for i, g := range t.Guards {
+		if _, _, ok := engine.NamedGuard(g); !ok {
+			c.add(fmt.Sprintf("%s/guards/%d", at, i), "%q is no guard: write same-FIELD (the agent's own repeat) or sibling-FIELD (another agent's), FIELD an argument of the tool, e.g. same-query", g)
+		}
+	}
 	if t.Timeout != "" {
 		if _, err := time.ParseDuration(t.Timeout); err != nil {
 			c.add(at+"/timeout", "%q is not a duration: write 30s, 2m or 1m30s", t.Timeout)

@@ -94,7 +94,16 @@ type Tool struct {
 	// Narrow narrows the model's arguments by grammar (NarrowQuestion,
 	// NarrowHits, NarrowSubQuestions).
 	Narrow string `yaml:"narrow"`
+	// Guards are the named guards on the tool (engine.NamedGuard:
+	// same-FIELD, sibling-FIELD), in place of its default ones
+	// (DefaultGuards); an empty list turns them all off.
+	Guards []string `yaml:"guards"`
 }
+
+// DefaultGuards are the guards a built-in tool carries unless its entry
+// names others: a search repeated word for word by the same agent shows
+// it what it already read.
+var DefaultGuards = map[string][]string{"search": {"same-query"}}
 
 // Narrowings a built-in tool may have.
 const (

@@ -101,7 +101,11 @@ func (d Delegate) Tool() engine.Tool {
 			var out []dropped
 			// Offered sub-questions come from what the caller read: they
 			// are checked for echoes only.
-			tasks, out = keepSubQuestions(tasks, caller.Task, d.Offer == nil)
+			sc := engine.ScorerFrom(ctx)
+			if sc == nil {
+				sc = NewOverlap(nil)
+			}
+			tasks, out = keepSubQuestions(tasks, caller.Task, d.Offer == nil, sc)
 			for _, x := range out {
 				engine.TraceEvent(ctx, "delegate_dropped", x)
 			}

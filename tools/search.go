@@ -83,8 +83,28 @@ type plan struct {
 	stemmed bool
 }
 
+// Focus turns a search toward the asking agent's question, beyond the
+// words of its query: Rate scores a passage against the question from 0
+// to 1 (a pool's engine.Scorer). The likeliest passages by BM25 are
+// weighted by it (one that holds none of the question keeps half its
+// score, so the query's own ranking still leads), and with Narrow (the
+// agent exploits) those rated 0 are left out while any other is left.
+type Focus struct {
+	Rate   func(text string) float64
+	Narrow bool
+}
+
+// focusDepth is how many passages per asked-for hit a Focus re-rates: the
+// ones BM25 ranked near the top, not the whole corpus.
+const focusDepth = 4
+
 // Search ranks chunks for query with BM25, reporting progress as it scores.
 func (c *Corpus) Search(ctx context.Context, query string, limit int, prefer map[string]bool) []Hit {
+	return c.SearchFocused(ctx, query, limit, prefer, Focus{})
+}
+
+// SearchFocused is Search turned toward a question by f.
+func (c *Corpus) SearchFocused(ctx context.Context, query string, limit int, prefer map[string]bool, f Focus) []Hit {
 	q := c.plan(query)
 	type scored struct {
 		ch    *Chunk
@@ -106,6 +126,21 @@ func (c *Corpus) Search(ctx context.Context, query string, limit int, prefer map
 	}
 	engine.OnProgress(ctx, len(c.Chunks), len(c.Chunks))
 	sort.SliceStable(out, func(i, j int) bool { return out[i].score > out[j].score })
+	if f.Rate != nil {
+		top := out[:min(len(out), limit*focusDepth)]
+		var kept []scored
+		for _, s := range top {
+			r := f.Rate(s.ch.Text)
+			if f.Narrow && r <= 0 {
+				continue
+			}
+			kept = append(kept, scored{s.ch, s.score * (0.5 + 0.5*r)})
+		}
+		if len(kept) > 0 {
+			out = kept
+			sort.SliceStable(out, func(i, j int) bool { return out[i].score > out[j].score })
+		}
+	}
 	hits := make([]Hit, 0, limit)
 	seen := map[string]int{}
 	for _, s := range out {
@@ -375,7 +410,7 @@ func SearchTool(c *Corpus) engine.Tool {
 				}
 			}
 		}
-		hits := c.Search(ctx, a.Query, a.Limit, prefer)
+		hits := c.SearchFocused(ctx, a.Query, a.Limit, prefer, focus(ctx))
 		if len(hits) == 0 {
 			return engine.ErrorResult("nothing in the corpus matches %q: try other words, or grep for an exact phrase", a.Query), nil
 		}
@@ -386,4 +421,16 @@ func SearchTool(c *Corpus) engine.Tool {
 		// two runs of the same agent differ with the machine's load.
 		return map[string]any{"query": a.Query, "hits": hits, "scored": fmt.Sprintf("%d passages", len(c.Chunks))}, nil
 	})
+}
+
+// focus is a search's Focus from its call: the pool's scorer against the
+// calling agent's question (its task's first line), narrowing when the
+// agent exploits. None without a scorer or a caller.
+func focus(ctx context.Context) Focus {
+	sc, ag := engine.ScorerFrom(ctx), engine.CallingAgent(ctx)
+	if sc == nil || ag == nil {
+		return Focus{}
+	}
+	question, _, _ := strings.Cut(ag.Task, "\n")
+	return Focus{Rate: func(text string) float64 { return sc.Score(question, text) }, Narrow: !engine.Explore(ctx)}
 }

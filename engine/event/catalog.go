@@ -105,7 +105,7 @@ var entries = []entry{
 	{SettleDeferred, info{quiet: true,
 		doc: "Something an agent must read (a tool result, a nudge, a report prompt) waits for room in the context.",
 		fields: map[string]string{
-			"role":   "what waits: toolResult, nudge or recovery",
+			"role":   "what waits: toolResult, nudge, followup or recovery",
 			"tokens": "its size in tokens",
 			"reason": "how much room it needs and how much there is",
 		},
@@ -169,7 +169,7 @@ var entries = []entry{
 	{BranchPrefill, info{quiet: true,
 		doc: "Tokens were written into an agent's branch without sampling (its task, a tool result, a nudge), or its branch was pruned.",
 		fields: map[string]string{
-			"role":   "what was written: suffix (the task), toolResult, nudge, recovery, server (a turn a server evaluated), prune (the branch was freed)",
+			"role":   "what was written: suffix (the task), toolResult, nudge, followup (what a tool's AfterAdmit asked the agent to read after a result), recovery, server (a turn a server evaluated), prune (the branch was freed)",
 			"tokens": "tokens written",
 			"text":   "what was written, chat template applied (a model in this process)",
 			"ids":    "its token ids (a model in this process)",
@@ -316,7 +316,7 @@ var entries = []entry{
 		doc: "One prefill wrote into the context: agents' tasks, spine extensions, and what agents waited to read (tool results, nudges, recovery prompts), in the order written. A rerun writes the same at the same tick, so every cell lands where it did.",
 		fields: map[string]string{
 			"tokens": "the pool's decode ticks so far (the tick the prefill came before)",
-			"data":   "one object per span, in the order written: agent (0 for a spine extension), role (suffix: a task; extend; toolResult, nudge, recovery), callId (the call it answers, if one), tokens",
+			"data":   "one object per span, in the order written: agent (0 for a spine extension), role (suffix: a task; extend; toolResult, nudge, followup, recovery), callId (the call it answers, if one), tokens",
 		},
 		example: Event{Parent: 1, Pool: 1, Tokens: 42, Data: raw(`[{"agent":4,"role":"suffix","tokens":40},{"agent":2,"callId":"call_1_3","role":"toolResult","tokens":118},{"agent":3,"role":"nudge","tokens":31}]`)},
 	}},

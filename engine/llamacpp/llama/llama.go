@@ -22,9 +22,9 @@ package llama
 import "C"
 
 import (
-	"math"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"

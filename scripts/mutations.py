@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""The mutation table of engine/INVARIANTS.md, applied: each row's change is
+made to the source, the test that should catch it is run, and the file is
+restored (even when interrupted). Prints "caught" or "SURVIVED" per row, and
+"STALE" for a row whose code has moved (mend the row).
+
+    eval "$(scripts/cgo-env.sh)"; scripts/mutations.py [ROW ...]
+"""
+import os, subprocess, sys
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+rows = [
+ ("engine/endturn.go", "case pr.Critical && !p.tick.killed:", "case pr.Critical:", "./engine", "TestCriticalKillsOnePerTickWhenAgentsCallTools/in_loop"),
+ ("engine/stops.go", "case pr.Critical && !p.tick.killed:", "case pr.Critical:", "./engine", "TestCriticalKillsOnePerTickAndRecovers/in_loop"),
+ ("engine/stops.go", "case pr.Critical && !p.tick.killed:", "case pr.Critical && !p.tick.killed && !p.midTerminal(a):", "./engine", "TestCriticalKillSalvagesAReportInProgress"),
+ ("engine/commands.go", 'if c.kind == "cancel" && a.outcome == event.Running {', 'if c.kind == "cancel" && a.outcome == event.Running && a.status != event.StatusThinking {', "./engine", "TestCancelAThinkingAgent"),
+ ("engine/outcome.go", "\tp.emit(ev)\n", "\tp.emit(ev)\n\tif o == event.Recovered {\n\t\tp.emit(event.Event{Type: event.AgentReturn, Agent: a.ID})\n\t}\n", "./engine", "TestRecoveredAgentsEmitOnlyRecovered"),
+ ("engine/endturn.go", "\tif call.Tool == p.tools.terminal {\n\t\tif why", "\tif call.Tool == p.tools.terminal && !e.spec.Protected {\n\t\tif why", "./engine", "TestTerminalToolIsNeverAuthBlocked"),
+ ("engine/admission.go", "\t\tif need > room {\n", "\t\tif false {\n", "./engine", "TestExtendWaitsForHeadroom"),
+ ("engine/admission.go", "if errors.Is(err, ErrNoBranch) && p.holdsBranches() {", "if false && errors.Is(err, ErrNoBranch) && p.holdsBranches() {", "./engine/llamabackend", "TestAgentsBeyondTheSlotsWait"),
+ ("engine/decode.go", "case !a.extracting && used > pr.Remaining-pr.HardLimit:", "case false:", "./engine/llamabackend", "TestLoadNeverEndsAnAgentWithAFullCache"),
+ ("engine/pool.go", " && !errors.Is(p.orch.err, ErrFinishingUp)", "", "./engine", "TestFinishingUpIsNoOrchestratorError"),
+ ("engine/dispatch.go", "\tp.queueResult(a, pc.call.Tool, pc.call.ID, body, \"toolResult\")\n", "\ta.book(HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: \"result\"})\n\tp.queueResult(a, pc.call.Tool, pc.call.ID, body, \"toolResult\")\n", "./engine", "TestAttendedOnlyOnceAdmitted"),
+ ("engine/endturn.go", "if why := p.returnRefusal(a, call.Args, false); why != \"\" {", "if why := p.returnRefusal(a, call.Args, false); false && why != \"\" {", "./engine", "TestReturnRules"),
+ ("engine/dispatch.go", "if h := pc.entry.spec.AfterExecute; h != nil && c.err == nil {", "if h := pc.entry.spec.AfterExecute; false && h != nil && c.err == nil {", "./engine", "TestAfterExecute"),
+ ("engine/stops.go", " && p.policy().OnStall(a) == StallNudge", "", "./engine", "TestPolicyMethods/OnStall"),
+ ("engine/dispatch.go", "explore: p.policy().Explore(a, pct, p.elapsed(a))", "explore: pct > 40", "./engine", "TestPolicyMethods/Explore"),
+ ("engine/recovery.go", "if ok, why := p.policy().OnRecovery(a, reason); !ok {", "if ok, why := p.policy().OnRecovery(a, reason); false && !ok {", "./engine", "TestPolicyMethods/OnRecovery"),
+ ("engine/endturn.go", "if name, msg := p.guard(a, e, call); msg != \"\"", "if name, msg := p.guard(a, e, call); false && msg != \"\"", "./engine", "TestGuards"),
+ ("engine/dispatch.go", "if p.replayed(pc) {", "if false && p.replayed(pc) {", "./cli", "TestRerunIsTokenForToken"),
+ ("engine/forced.go", "return r != nil && r.Forking()", "return false && r != nil && r.Forking()", "./cli", "TestForkReplacesAResult"),
+ ("engine/record.go", "a.surprisedBy(m, sm)", "a.surprisedBy(m, m+0*sm)", "./engine/llamabackend", "TestPerplexityAgreesWithTracedLogprobs"),
+ ("engine/admission.go", "p.queueFollowUp(a, text) // it writes once it has read this too\n\t\t\t\t\tcontinue", "p.queueFollowUp(a, text) // it writes once it has read this too", "./engine", "TestAfterAdmitFollowUp"),
+ ("engine/dispatch.go", "if h := pc.entry.spec.AfterAdmit; h != nil {", "if h := pc.entry.spec.AfterAdmit; false && h != nil {", "./engine", "TestAfterAdmitFollowUp"),
+ ("tools/search.go", "if sc == nil || ag == nil {", "if true {", "./tools", "TestSearchToolFocusesWithThePoolsScorer"),
+ ("tools/subtasks.go", "case checkDrift && sc.Score(t, callerTask) <= 0:", "case false:", "./tools", "TestDelegateDropsEchoesAndDrift"),
+]
+only = set(sys.argv[1:])
+survived = False
+for i, (f, old, new, pkg, test) in enumerate(rows, 1):
+    if only and str(i) not in only:
+        continue
+    path = os.path.join(ROOT, f)
+    src = open(path).read()
+    if old not in src:
+        print(f"{i:2d} STALE  {f}: {old!r} not found", flush=True)
+        survived = True
+        continue
+    try:
+        open(path, 'w').write(src.replace(old, new, 1))
+        r = subprocess.run(f'go test {pkg} -count=1 -run "^{test.split("/")[0]}$/{"/".join(test.split("/")[1:])}" 2>&1 | tail -3', shell=True, cwd=ROOT, capture_output=True, text=True, executable='/bin/bash')
+        out = r.stdout
+        if 'build failed' in out or 'setup failed' in out:
+            print(f"{i:2d} BROKEN {f}: the mutation does not compile (mend the row)\n{out}", flush=True)
+            survived = True
+            continue
+        caught = 'FAIL' in out
+        survived = survived or not caught
+        print(f"{i:2d} {'caught  ' if caught else 'SURVIVED'} {f} -> {test}" + ('' if caught else '\n' + out), flush=True)
+    finally:
+        open(path, 'w').write(src)
+sys.exit(1 if survived else 0)
