@@ -31,6 +31,8 @@ type Config struct {
 
 	Server         string        // an inference server's URL ("": run the model here)
 	APIKey         string        // sent to the server, never traced
+	Headers        string        // LLOYAL_HEADERS: more headers sent to the server, never traced
+	API            string        // --api: the server's dialect ("" or auto: detected)
 	RequestTimeout time.Duration // a silent server's requests give up after this
 	MaxInflight    int           // recorded in the header (the app bounds the requests)
 }
@@ -90,7 +92,16 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 // openServer dials the server; its key comes from the config (the
 // environment), never from the trace.
 func openServer(ctx context.Context, cfg Config) (*Opened, error) {
-	c, err := serverbackend.Dial(ctx, serverbackend.Options{URL: cfg.Server, Model: cfg.Model, APIKey: cfg.APIKey, NCtx: cfg.NCtx, RequestTimeout: cfg.RequestTimeout})
+	api, err := serverbackend.ParseAPI(cfg.API)
+	if err != nil {
+		return nil, err
+	}
+	headers, err := serverbackend.ParseHeaders(cfg.Headers)
+	if err != nil {
+		return nil, err
+	}
+	c, err := serverbackend.Dial(ctx, serverbackend.Options{URL: cfg.Server, Model: cfg.Model, APIKey: cfg.APIKey, Headers: headers, API: api,
+		NCtx: cfg.NCtx, RequestTimeout: cfg.RequestTimeout})
 	if err != nil {
 		return nil, err
 	}

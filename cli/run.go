@@ -16,6 +16,7 @@ import (
 	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/tools/research/demomodel"
@@ -110,6 +111,7 @@ The trace is written as the run goes and its path printed at exit.`,
 // model runs on an inference server instead of here.
 func serverFlags(fs *pflag.FlagSet, c *session.Config) {
 	fs.StringVar(&c.Server, "server", "", "run the model on this inference server (ollama, vLLM, SGLang, llama-server), e.g. http://127.0.0.1:11434; --model names it there (default $LLOYAL_SERVER; API key from $LLOYAL_API_KEY)")
+	fs.StringVar(&c.API, "api", "auto", "with --server: the server's API: chat (/v1/chat/completions, tools as tools), completions (/v1/completions, a raw prompt), generate (ollama's /api/generate) or auto (ollama: generate; others: completions where they take raw prompts, else chat); more headers from $LLOYAL_HEADERS (Name: value; …)")
 	fs.IntVar(&c.App.MaxInflight, "max-inflight", 8, "with --server: most requests in flight at once (one per active agent)")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", time.Minute, "with --server: give up on a request when the server has sent nothing for this long")
 	fs.BoolVar(&c.Walk, "walk", false, "walk the model through the tools (for a model that never calls one itself, like a generated random-weight model)")
@@ -173,7 +175,7 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 	if err := checkServer(c); err != nil {
 		return err
 	}
-	c.APIKey = os.Getenv("LLOYAL_API_KEY")
+	c.APIKey, c.Headers = os.Getenv("LLOYAL_API_KEY"), os.Getenv("LLOYAL_HEADERS")
 	// The app when there is a terminal to draw on; a log otherwise.
 	switch {
 	case o.jsonl:
@@ -302,6 +304,9 @@ func checkServer(c session.Config) error {
 		return fmt.Errorf("--max-inflight %d: use 1 to 1024", c.App.MaxInflight)
 	case c.RequestTimeout <= 0:
 		return fmt.Errorf("--request-timeout %s: use a positive time (e.g. 1m)", c.RequestTimeout)
+	}
+	if _, err := serverbackend.ParseAPI(c.API); err != nil {
+		return err
 	}
 	return nil
 }

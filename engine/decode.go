@@ -5,6 +5,7 @@ package engine
 // are serverloop.go).
 
 import (
+	"errors"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/repetition"
 )
@@ -146,6 +147,9 @@ func (p *pool) produce() bool {
 
 // decodeFailed fails one agent whose token could not be written.
 func (p *pool) decodeFailed(a *Agent, err error) {
+	// A full context is pressure, which the runtime answers; anything else
+	// is the backend failing.
+	a.backendFailed = !errors.Is(err, ErrContextFull)
 	if a.extracting {
 		p.failRecovery(a, "scope_error: "+err.Error(), a.raw.String())
 		return

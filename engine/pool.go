@@ -34,6 +34,9 @@ type pool struct {
 	// the recorded run's prefills by (replay.go).
 	ordinal, admissions int
 	replayHeld          bool // a rerun holds queued work back until the recorded tick
+	// fatal is a backend failure that ended every agent at once
+	// (ErrRefused): the loop stops and Run returns it.
+	fatal error
 	// replayDue: a rerun's recorded prefill is due at this tick and a
 	// spawn or extension of it is not queued yet: the tick waits for the
 	// orchestrator before it decodes.
@@ -195,7 +198,25 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	if p.orch.err != nil && !errors.Is(p.orch.err, context.Canceled) && !errors.Is(p.orch.err, ErrFinishingUp) {
 		return res, fmt.Errorf("orchestrator: %w", p.orch.err)
 	}
+	if why := p.backendFailure(); why != "" {
+		return res, fmt.Errorf("%w: %s", ErrBackendFailed, why)
+	}
 	return res, nil
+}
+
+// backendFailure is why the pool produced nothing, when no agent ended
+// with a result and the backend failed one of them ("" otherwise).
+func (p *pool) backendFailure() string {
+	why := ""
+	for _, a := range p.agents {
+		switch {
+		case a.outcome.Ok():
+			return ""
+		case a.backendFailed && why == "":
+			why = a.reason
+		}
+	}
+	return why
 }
 
 func agentID(a *Agent) int {
@@ -220,6 +241,10 @@ func (p *pool) loop() error {
 		if err := p.ctx.Err(); err != nil {
 			p.interrupt(err)
 			return err
+		}
+		if p.fatal != nil {
+			p.interrupt(p.fatal)
+			return p.fatal
 		}
 		p.tick.kick = false
 		if !p.hold() {

@@ -95,33 +95,49 @@ func (p *pool) produceTurns() bool {
 	return false
 }
 
-// callSchema is the JSON Schema the turn's grammar forces, or nil for free
-// text (no grammar, or a lazy one the model arms itself).
-func (p *pool) callSchema(g *chat.Grammar) ([]byte, error) {
+// callSpecs are the tools the turn's grammar forces a call of, or nil for
+// free text (no grammar, or a lazy one the model arms itself).
+func (p *pool) callSpecs(g *chat.Grammar) []chat.ToolSpec {
 	if g == nil || g.Lazy {
-		return nil, nil
+		return nil
 	}
-	specs := p.tools.specsOf[g] // narrowed for the agent (ParametersFor)
-	if specs != nil {
-		return p.be.Format().CallSchema(specs)
+	if specs := p.tools.specsOf[g]; specs != nil {
+		return specs // narrowed for the agent (ParametersFor)
 	}
 	if g == p.tools.gRequired {
-		for _, name := range p.tools.order {
+		return p.toolSpecs()
+	}
+	for name, ng := range p.tools.gNamed {
+		if ng == g {
 			e := p.tools.byName[name]
-			specs = append(specs, chat.ToolSpec{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters})
-		}
-	} else {
-		for name, ng := range p.tools.gNamed {
-			if ng == g {
-				e := p.tools.byName[name]
-				specs = []chat.ToolSpec{{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters}}
-			}
+			return []chat.ToolSpec{{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters}}
 		}
 	}
-	if len(specs) == 0 {
-		return nil, nil
+	return nil
+}
+
+// toolSpecs are the pool's tools as the spine lists them, word for word.
+func (p *pool) toolSpecs() []chat.ToolSpec {
+	var specs []chat.ToolSpec
+	for _, name := range p.tools.order {
+		e := p.tools.byName[name]
+		specs = append(specs, chat.ToolSpec{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters})
 	}
-	return p.be.Format().CallSchema(specs)
+	return specs
+}
+
+// toolChoice is a chat endpoint's tool_choice for a turn forcing specs:
+// auto (free text or a call), required (a call of any), or the one tool's
+// name.
+func toolChoice(specs []chat.ToolSpec) string {
+	switch len(specs) {
+	case 0:
+		return "auto"
+	case 1:
+		return specs[0].Name
+	default:
+		return "required"
+	}
 }
 
 // startTurn sends the agent's conversation to the server.
@@ -133,10 +149,14 @@ func (p *pool) startTurn(a *Agent, g *generation) {
 		ts.gens[a] = g
 	}
 	s := cells.samplingOf(a.branch)
-	schema, err := p.callSchema(s.Grammar)
-	if err != nil {
-		p.finish(a, event.Failed, "could not build its call's schema: "+err.Error(), "")
-		return
+	forced := p.callSpecs(s.Grammar)
+	var schema []byte
+	if len(forced) > 0 {
+		var err error
+		if schema, err = p.be.Format().CallSchema(forced); err != nil {
+			p.finish(a, event.Failed, "could not build its call's schema: "+err.Error(), "")
+			return
+		}
 	}
 	text, segs := cells.prompt(a.branch)
 	maxTok := p.spec.MaxTurnTokens
@@ -145,7 +165,8 @@ func (p *pool) startTurn(a *Agent, g *generation) {
 	}
 	// The answer must fit beside the prompt.
 	maxTok = max(1, min(maxTok, p.be.NCtx()-cells.count(len(text))))
-	req := TurnRequest{Agent: a.ID, Prompt: text, Segments: segs, MaxTokens: maxTok, Sampling: s, Call: schema, Stops: p.be.Format().Stops}
+	req := TurnRequest{Agent: a.ID, Prompt: text, Segments: segs, MaxTokens: maxTok, Sampling: s, Call: schema, Stops: p.be.Format().Stops,
+		Tools: p.toolSpecs(), ToolChoice: toolChoice(forced)}
 	req.Sampling.Grammar = nil
 	ctx, cancel := context.WithCancel(p.ctx)
 	g.seq++
@@ -292,6 +313,17 @@ func (p *pool) endServerTurn(ev turnEvent) {
 		a.status = event.StatusParked
 		p.emit(event.Event{Type: event.ToolRetry, Agent: a.ID, Tool: "server", Attempt: g.attempt + 1, RetryAfter: retry.Delay, Reason: retry.Err.Error()})
 		return
+	case ev.err != nil && errors.Is(ev.err, ErrRefused):
+		// Every agent would be refused alike: all end now, and Run says why.
+		if p.fatal == nil {
+			p.fatal = ev.err
+			for _, b := range p.agents {
+				if b.outcome == event.Running {
+					p.serverFailed(b, ev.err)
+				}
+			}
+		}
+		return
 	case ev.err != nil:
 		if p.ctx.Err() != nil {
 			return // the run is being interrupted: interrupt gives the outcome
@@ -325,6 +357,7 @@ func (p *pool) endServerTurn(ev turnEvent) {
 // serverFailed ends an agent whose request failed: the reason is the
 // server's, shown and traced; the other agents go on.
 func (p *pool) serverFailed(a *Agent, err error) {
+	a.backendFailed = true
 	if a.extracting {
 		p.failRecovery(a, "server_error: "+err.Error(), a.raw.String())
 		return

@@ -9,6 +9,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 )
@@ -39,6 +40,17 @@ type TurnBackend interface {
 	Generate(ctx context.Context, req TurnRequest, text func(string)) (TurnResult, error)
 }
 
+// ErrRefused is what a TurnBackend wraps when the server refuses the run
+// itself (401, 403: the credentials): every agent would be refused alike,
+// so the pool ends them all at once and Run returns the error.
+var ErrRefused = errors.New("the server refused the request's credentials")
+
+// ErrBackendFailed is what Run wraps when no agent of a pool ended with a
+// result and the backend is why (a server that failed, refused or went
+// away; a decode that failed): the run has nothing to go on with, and its
+// exit says so.
+var ErrBackendFailed = errors.New("the backend failed")
+
 // TurnRequest is one turn to generate.
 type TurnRequest struct {
 	// Agent is the agent the turn is for (for logs and tests).
@@ -61,6 +73,14 @@ type TurnRequest struct {
 	Call json.RawMessage
 	// Stops end the turn besides the model's end-of-generation tokens.
 	Stops []string
+	// Tools are the pool's tools, word for word and in the spine's order
+	// (the same for every agent, so a server caches them with the system
+	// prompt), and ToolChoice what this turn may do: "auto" (text or a
+	// call), "required" (a call of any tool) or the name of the one tool
+	// it must call. A chat endpoint takes them as tools and tool_choice; a
+	// raw-prompt one has the tools in Prompt and the constraint in Call.
+	Tools      []chat.ToolSpec
+	ToolChoice string
 }
 
 // TurnResult is what a turn ended with, as the server reported it.

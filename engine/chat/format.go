@@ -141,6 +141,8 @@ func Detect(template string) Format {
 // FormatOf returns the format of a kind.
 func FormatOf(k Kind) Format {
 	switch k {
+	case API:
+		return apiFormat()
 	case ChatML:
 		return Format{Kind: ChatML, Required: []string{"<|im_start|>", "<|im_end|>"}, CallOpen: "<tool_call>\n", CallClose: "\n</tool_call>", ArgsKey: "arguments", Thinking: true}
 	case Llama3:
@@ -185,6 +187,9 @@ func (f Format) toolsPreamble(tools []ToolSpec) string {
 // with the tools, with no generation prompt. Spine is the one entry point;
 // a templated format never falls back to this.
 func (f Format) system(system string, tools []ToolSpec) Prompt {
+	if f.Kind == API {
+		return apiSystem(system) // the tools travel beside the messages
+	}
 	var p Prompt
 	content := system + f.toolsPreamble(tools)
 	switch f.Kind {
@@ -224,6 +229,9 @@ func (f Format) Turn(m Message, afterAssistant bool) Prompt {
 		default:
 			return f.pat.user.fill(m.Content)
 		}
+	}
+	if f.Kind == API {
+		return apiTurn(m, afterAssistant)
 	}
 	var p Prompt
 	if afterAssistant {
@@ -274,6 +282,8 @@ func (f Format) Separator() Prompt {
 	}
 	var p Prompt
 	switch f.Kind {
+	case API:
+		p.special(apiEnd)
 	case ChatML:
 		p.special("<|im_end|>\n")
 	case Llama3:
@@ -291,6 +301,9 @@ func (f Format) Separator() Prompt {
 func (f Format) Exchange(user, assistant string) Prompt {
 	if f.tmpl != nil {
 		return f.pat.exchange.fill(user, assistant)
+	}
+	if f.Kind == API {
+		return apiExchange(user, assistant)
 	}
 	var p Prompt
 	switch f.Kind {

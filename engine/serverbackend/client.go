@@ -23,6 +23,7 @@ package serverbackend
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,7 +48,22 @@ type Dialect string
 const (
 	Ollama Dialect = "ollama" // /api/generate, raw prompts
 	OpenAI Dialect = "openai" // /v1/completions, raw prompts
+	Chat   Dialect = "chat"   // /v1/chat/completions, messages and tools
 )
+
+// Dialects by the name --api takes.
+var apis = map[string]Dialect{"generate": Ollama, "completions": OpenAI, "chat": Chat}
+
+// ParseAPI reads --api: auto (""), generate, completions or chat.
+func ParseAPI(s string) (Dialect, error) {
+	if s == "" || s == "auto" {
+		return "", nil
+	}
+	if d, ok := apis[s]; ok {
+		return d, nil
+	}
+	return "", fmt.Errorf("--api %q: use auto, chat (/v1/chat/completions), completions (/v1/completions) or generate (ollama's /api/generate)", s)
+}
 
 // Options configure a Client.
 type Options struct {
@@ -68,6 +84,32 @@ type Options struct {
 	// Format overrides the chat format the prompts are rendered in (default:
 	// detected from the model's template or vocabulary).
 	Format chat.Kind
+	// API picks the dialect (--api); "" detects it: ollama's raw
+	// /api/generate on an ollama server, else /v1/completions, or
+	// /v1/chat/completions where the server has no raw completions.
+	API Dialect
+	// Headers are sent with every request (a gateway's keys, an
+	// organisation); like APIKey, never logged or traced.
+	Headers map[string]string
+}
+
+// ParseHeaders reads LLOYAL_HEADERS: "Name: value" pairs, one per line or
+// separated by ";".
+func ParseHeaders(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == ';' }) {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(f, ":")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return nil, fmt.Errorf("LLOYAL_HEADERS: %q is not a header: write Name: value, several separated by ; or new lines", chat.Clip(f, 40))
+		}
+		out[http.CanonicalHeaderKey(k)] = v
+	}
+	return out, nil
 }
 
 // Client is a turn-level backend on one model of one server. It is safe for
@@ -168,14 +210,46 @@ func (c *Client) probe(ctx context.Context) error {
 	var ver struct {
 		Version string `json:"version"`
 	}
-	if err := c.getJSON(ctx, "/api/version", nil, &ver); err == nil && ver.Version != "" {
-		c.dialect = Ollama
-		return c.probeOllama(ctx)
-	} else if isUnreachable(err) {
+	err := c.getJSON(ctx, "/api/version", nil, &ver)
+	switch {
+	case isUnreachable(err) || errors.Is(err, engine.ErrRefused):
 		return err
+	case err == nil && ver.Version != "":
+		c.dialect = cmp.Or(c.o.API, Ollama)
+		if err := c.probeOllama(ctx); err != nil {
+			return err
+		}
+	default:
+		if c.o.API == Ollama {
+			return fmt.Errorf("server %s is not ollama (it does not answer /api/version): use --api chat or completions", c.Name())
+		}
+		if err := c.probeOpenAI(ctx); err != nil {
+			return err
+		}
+		c.dialect = c.o.API
+		if c.dialect == "" {
+			c.dialect = c.detectOpenAI(ctx)
+		}
 	}
-	c.dialect = OpenAI
-	return c.probeOpenAI(ctx)
+	if c.dialect == Chat {
+		// The server renders its model's own template: lloyal sends
+		// messages, in a format whose markers only it reads.
+		c.format = chat.FormatOf(chat.API)
+	}
+	return nil
+}
+
+// detectOpenAI asks /v1/completions for one token of a raw prompt: a
+// server without it (404, 405) or that refuses raw prompts for this model
+// (a chat model: 400) is spoken to in messages.
+func (c *Client) detectOpenAI(ctx context.Context) Dialect {
+	var out map[string]any
+	err := c.getJSON(ctx, "/v1/completions", map[string]any{"model": c.o.Model, "prompt": "Hello", "max_tokens": 1}, &out)
+	var se *statusErr
+	if errors.As(err, &se) && (se.code == http.StatusNotFound || se.code == http.StatusMethodNotAllowed || se.code == http.StatusBadRequest) {
+		return Chat
+	}
+	return OpenAI
 }
 
 func (c *Client) probeOllama(ctx context.Context) error {
@@ -316,6 +390,9 @@ func (c *Client) newRequest(ctx context.Context, path string, body any) (*http.R
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	for k, v := range c.o.Headers {
+		req.Header.Set(k, v)
+	}
 	if c.o.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.o.APIKey)
 	}
@@ -363,12 +440,23 @@ func statusError(resp *http.Response) error {
 			}
 		}
 	}
-	err := fmt.Errorf("the server answered %s: %s", resp.Status, msg)
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+	err := &statusErr{code: resp.StatusCode, msg: fmt.Sprintf("the server answered %s: %s", resp.Status, msg)}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		return engine.Retry(retryAfter(resp.Header.Get("Retry-After")), err)
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Errorf("%w (%s): check LLOYAL_API_KEY and LLOYAL_HEADERS", engine.ErrRefused, err.msg)
 	}
 	return err
 }
+
+// statusErr is a server's refusal: its status code and message.
+type statusErr struct {
+	code int
+	msg  string
+}
+
+func (e *statusErr) Error() string { return e.msg }
 
 // retryAfter reads Retry-After (seconds or an HTTP date); 1s without one.
 func retryAfter(v string) time.Duration {
@@ -386,7 +474,10 @@ func retryAfter(v string) time.Duration {
 
 // Generate sends one turn and streams its answer.
 func (c *Client) Generate(ctx context.Context, tr engine.TurnRequest, text func(string)) (engine.TurnResult, error) {
-	path, body := c.body(tr)
+	path, body, err := c.body(tr)
+	if err != nil {
+		return engine.TurnResult{}, err
+	}
 	// The watchdog: every byte from the server resets it; silence for
 	// RequestTimeout cancels the request.
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -415,9 +506,12 @@ func (c *Client) Generate(ctx context.Context, tr engine.TurnRequest, text func(
 	r := &watchReader{r: resp.Body, dog: dog, d: c.o.RequestTimeout}
 	var res engine.TurnResult
 	var pieces int
-	if c.dialect == Ollama {
+	switch c.dialect {
+	case Ollama:
 		res, pieces, err = c.readOllama(r, text)
-	} else {
+	case Chat:
+		res, pieces, err = c.readChat(r, text)
+	default:
 		res, pieces, err = c.readOpenAI(r, text)
 	}
 	if err != nil {
@@ -475,8 +569,11 @@ func repeatPenalty(s engine.Sampling) (float32, int) {
 }
 
 // body is the request for the dialect.
-func (c *Client) body(tr engine.TurnRequest) (string, map[string]any) {
+func (c *Client) body(tr engine.TurnRequest) (string, map[string]any, error) {
 	s := tr.Sampling
+	if c.dialect == Chat {
+		return c.chatBody(tr)
+	}
 	if c.dialect == Ollama {
 		opts := map[string]any{"num_ctx": c.nctx, "num_predict": tr.MaxTokens, "temperature": s.Temperature, "seed": s.Seed}
 		if s.TopK > 0 {
@@ -498,7 +595,7 @@ func (c *Client) body(tr engine.TurnRequest) (string, map[string]any) {
 		if len(tr.Call) > 0 {
 			b["format"] = json.RawMessage(tr.Call)
 		}
-		return "/api/generate", b
+		return "/api/generate", b, nil
 	}
 	b := map[string]any{"model": c.o.Model, "prompt": tr.Prompt, "stream": true, "max_tokens": tr.MaxTokens,
 		"temperature": s.Temperature, "seed": s.Seed, "stream_options": map[string]any{"include_usage": true}}
@@ -522,7 +619,7 @@ func (c *Client) body(tr engine.TurnRequest) (string, map[string]any) {
 		b["json_schema"] = json.RawMessage(tr.Call) // llama-server
 		b["guided_json"] = json.RawMessage(tr.Call) // vLLM
 	}
-	return "/v1/completions", b
+	return "/v1/completions", b, nil
 }
 
 // readOllama reads /api/generate's NDJSON stream.

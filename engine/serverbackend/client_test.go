@@ -3,6 +3,7 @@ package serverbackend_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -147,8 +148,9 @@ func dial(t *testing.T, srv *httptest.Server, o serverbackend.Options) *serverba
 }
 
 type recorder struct {
-	mu  sync.Mutex
-	evs []event.Event
+	mu     sync.Mutex
+	evs    []event.Event
+	runErr error // what runPool's run returned
 }
 
 func (r *recorder) Emit(e event.Event) {
@@ -184,9 +186,10 @@ func runPool(t *testing.T, c *serverbackend.Client, rec *recorder, agents int, i
 		Terminal:    engine.Terminal("report", "Report.", engine.ReportSchema),
 		Orchestrate: engine.Parallel(tasks...), SoftLimit: 256, HardLimit: 128,
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, engine.ErrBackendFailed) {
 		t.Fatal(err)
 	}
+	rec.runErr = err // a pool the server left with nothing says so
 	return res
 }
 
@@ -335,6 +338,9 @@ func TestSilentServerTimesOut(t *testing.T) {
 	c := dial(t, srv, serverbackend.Options{RequestTimeout: 300 * time.Millisecond})
 	rec := &recorder{}
 	res := runPool(t, c, rec, 2, 2, nil)
+	if !errors.Is(rec.runErr, engine.ErrBackendFailed) {
+		t.Fatalf("the run's error %v: want the backend failed", rec.runErr)
+	}
 	for _, a := range res.Agents {
 		if a.Outcome != event.Failed || !strings.Contains(a.Reason, "sent nothing") {
 			t.Fatalf("agent %d: %s (%s): want failed, the server sent nothing", a.ID, a.Outcome, a.Reason)
@@ -400,6 +406,9 @@ func TestDeadServer(t *testing.T) {
 	srv.Close() // nothing listens any more: connections are refused
 	rec := &recorder{}
 	res := runPool(t, c, rec, 2, 2, nil)
+	if !errors.Is(rec.runErr, engine.ErrBackendFailed) || !strings.Contains(rec.runErr.Error(), "cannot reach") {
+		t.Fatalf("the run's error %v: want the backend failed, naming why", rec.runErr)
+	}
 	for _, a := range res.Agents {
 		if a.Outcome != event.Failed || !strings.Contains(a.Reason, "cannot reach") {
 			t.Fatalf("agent %d: %s (%s): want failed, the server cannot be reached", a.ID, a.Outcome, a.Reason)
@@ -458,6 +467,11 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var req map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		prompt, _ := req["prompt"].(string)
+		if req["stream"] != true {
+			// Dial's probe for raw completions: one token, not a turn.
+			fmt.Fprint(w, `{"choices":[{"text":"!","finish_reason":"length"}]}`)
+			return
+		}
 		f.mu.Lock()
 		f.prompts = append(f.prompts, prompt)
 		f.bodies = append(f.bodies, req)

@@ -1,0 +1,276 @@
+package serverbackend
+
+// The chat-completions dialect: each turn is the agent's conversation as
+// messages with the pool's tools, streamed back as content, reasoning and
+// tool-call deltas. The server renders its model's own template; the
+// runtime reads the answer as it reads a local model's turn, because the
+// reader writes reasoning between <think> markers and a call between the
+// API format's call markers.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
+)
+
+// chatBody is a turn as a /v1/chat/completions request.
+func (c *Client) chatBody(tr engine.TurnRequest) (string, map[string]any, error) {
+	msgs, err := c.format.Messages(tr.Segments)
+	if err != nil {
+		return "", nil, err
+	}
+	s := tr.Sampling
+	b := map[string]any{"model": c.o.Model, "messages": wireMessages(msgs), "stream": true, "max_tokens": tr.MaxTokens,
+		"temperature": s.Temperature, "seed": s.Seed, "stream_options": map[string]any{"include_usage": true}}
+	if len(tr.Tools) > 0 {
+		tools := make([]map[string]any, len(tr.Tools))
+		for i, t := range tr.Tools {
+			params := t.Parameters
+			if len(params) == 0 {
+				params = json.RawMessage(`{"type":"object","properties":{}}`)
+			}
+			// The schemas word for word: a RawMessage is sent as written.
+			tools[i] = map[string]any{"type": "function", "function": map[string]any{"name": t.Name, "description": t.Description, "parameters": params}}
+		}
+		b["tools"] = tools
+		b["parallel_tool_calls"] = false
+		switch tr.ToolChoice {
+		case "", "auto":
+			b["tool_choice"] = "auto"
+		case "required":
+			b["tool_choice"] = "required"
+		default:
+			b["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": tr.ToolChoice}}
+		}
+	}
+	if s.TopK > 0 {
+		b["top_k"] = s.TopK
+	}
+	if s.TopP > 0 {
+		b["top_p"] = s.TopP
+	}
+	if s.MinP > 0 {
+		b["min_p"] = s.MinP
+	}
+	if p, n := repeatPenalty(s); p != 1 {
+		b["repeat_penalty"], b["repeat_last_n"] = p, n
+		b["repetition_penalty"] = p
+	}
+	return "/v1/chat/completions", b, nil
+}
+
+// wireMessages are messages as the endpoint takes them: a call's
+// arguments as a JSON string, as OpenAI's API defines them.
+func wireMessages(msgs []chat.Message) []map[string]any {
+	out := make([]map[string]any, 0, len(msgs))
+	for _, m := range msgs {
+		w := map[string]any{"role": string(m.Role), "content": m.Content}
+		if len(m.Calls) > 0 {
+			calls := make([]map[string]any, len(m.Calls))
+			for i, c := range m.Calls {
+				args := string(c.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				calls[i] = map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": args}}
+			}
+			w["tool_calls"] = calls
+			if m.Content == "" {
+				w["content"] = nil
+			}
+		}
+		if m.Role == chat.Tool {
+			w["tool_call_id"] = m.CallID
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// callDelta is a piece of a tool call as a stream carries it. Servers
+// differ: the id only in the first piece or in every one, the index absent
+// (one call), arguments as pieces of a JSON string or, from some, as a
+// whole JSON object.
+type callDelta struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// pendingCall is a tool call being assembled from its deltas.
+type pendingCall struct {
+	name string
+	args strings.Builder
+}
+
+// readChat reads /v1/chat/completions' server-sent events: content is
+// passed on as it comes, reasoning between <think> markers, and the tool
+// call, once complete, as the API format writes it.
+func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, int, error) {
+	res := engine.TurnResult{Evaluated: -1}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	pieces := 0
+	finished, thinking := false, false
+	calls := map[int]*pendingCall{}
+	emit := func(s string) {
+		if s != "" {
+			pieces++
+			text(s)
+		}
+	}
+	endThinking := func() {
+		if thinking {
+			thinking = false
+			emit("</think>")
+		}
+	}
+	flush := func() error {
+		endThinking()
+		idx := make([]int, 0, len(calls))
+		for i := range calls {
+			idx = append(idx, i)
+		}
+		sort.Ints(idx)
+		// One call per turn is all the runtime runs (parallel_tool_calls is
+		// off); a server that sends more gets the first run.
+		for _, i := range idx {
+			pc := calls[i]
+			args := strings.TrimSpace(pc.args.String())
+			if args == "" {
+				args = "{}"
+			}
+			name, _ := json.Marshal(pc.name)
+			// Arguments that are not JSON go to the runtime as written: its
+			// parser refuses them back to the model, as it would a local
+			// model's.
+			emit(c.format.CallOpen + fmt.Sprintf(`{"name": %s, "arguments": %s}`, name, args) + c.format.CallClose)
+		}
+		calls = map[int]*pendingCall{}
+		return nil
+	}
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		data = bytes.TrimSpace(data)
+		if string(data) == "[DONE]" {
+			if !finished {
+				return res, pieces, io.ErrUnexpectedEOF
+			}
+			return res, pieces, nil
+		}
+		var m struct {
+			Choices []struct {
+				Delta struct {
+					Content          *string     `json:"content"`
+					ReasoningContent *string     `json:"reasoning_content"`
+					Reasoning        *string     `json:"reasoning"`
+					ToolCalls        []callDelta `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage *struct {
+				PromptTokens     int `json:"prompt_tokens"`
+				CompletionTokens int `json:"completion_tokens"`
+				Details          *struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+			Timings *struct {
+				PromptN int `json:"prompt_n"`
+			} `json:"timings"`
+			Error any `json:"error"`
+		}
+		if err := json.Unmarshal(data, &m); err != nil {
+			return res, pieces, fmt.Errorf("an unreadable event %q: %w", chat.Clip(string(data), 120), err)
+		}
+		if m.Error != nil {
+			return res, pieces, fmt.Errorf("the server reported: %v", m.Error)
+		}
+		for _, ch := range m.Choices {
+			d := ch.Delta
+			for _, r := range []*string{d.ReasoningContent, d.Reasoning} {
+				if r != nil && *r != "" {
+					if !thinking {
+						thinking = true
+						emit("<think>")
+					}
+					emit(*r)
+				}
+			}
+			if d.Content != nil && *d.Content != "" {
+				endThinking()
+				emit(*d.Content)
+			}
+			for _, cd := range d.ToolCalls {
+				endThinking()
+				i := 0
+				if cd.Index != nil {
+					i = *cd.Index
+				}
+				pc := calls[i]
+				if pc == nil {
+					pc = &pendingCall{}
+					calls[i] = pc
+				}
+				if cd.Function.Name != "" {
+					pc.name = cd.Function.Name
+				}
+				pc.args.WriteString(argumentsPiece(cd.Function.Arguments))
+			}
+			if ch.FinishReason != nil && *ch.FinishReason != "" {
+				finished = true
+				res.Cut = *ch.FinishReason == "length"
+				if err := flush(); err != nil {
+					return res, pieces, err
+				}
+			}
+		}
+		if u := m.Usage; u != nil {
+			res.PromptTokens, res.Tokens = u.PromptTokens, u.CompletionTokens
+			if u.Details != nil {
+				res.Evaluated = u.PromptTokens - u.Details.Cached
+			}
+		}
+		if m.Timings != nil {
+			res.Evaluated = m.Timings.PromptN
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return res, pieces, err
+	}
+	if finished {
+		return res, pieces, nil // a server that ends without [DONE]
+	}
+	return res, pieces, io.ErrUnexpectedEOF
+}
+
+// argumentsPiece is a delta's arguments as text to append: a JSON string's
+// value (the OpenAI shape: pieces of the arguments' JSON text), or an
+// object written whole (servers that send it parsed).
+func argumentsPiece(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+	}
+	return string(raw)
+}
