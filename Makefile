@@ -53,6 +53,7 @@ fuzz:
 	go test ./engine/chat -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./engine/chat -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./engine/chat -run '^$$' -fuzz '^FuzzTemplateContent$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	go test ./engine/chat -run '^$$' -fuzz '^FuzzTemplateJinja2$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./engine/llamacpp/gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 	go test ./trace -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime $(FUZZTIME)
 	go test ./tools -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME)

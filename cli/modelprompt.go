@@ -2,19 +2,22 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 )
 
 func newModelPromptCmd() *cobra.Command {
 	var r llamabackend.PromptRequest
 	var msgFile, toolsFile, think string
+	var check bool
 	cmd := &cobra.Command{
-		Use:   "prompt (PATH|OLLAMA_NAME|--template FILE) --messages FILE.json",
+		Use:   "prompt (PATH|OLLAMA_NAME|--template FILE) (--messages FILE.json | --check)",
 		Short: "Print the exact prompt lloyal gives a model for a conversation",
 		Long: `Renders a conversation (an OpenAI-style JSON array of messages, and tools)
 with the model's own chat template — or the hand-written format lloyal falls
@@ -25,16 +28,29 @@ no newline added. Use it to see what a misbehaving model was given.
 suffix begins; --tokens prints the token ids instead (template text tokenized
 with special tokens on, content with them off). --template FILE renders a
 template file without a model (bos_token and eos_token are then empty
-unless --bos and --eos give them).`,
+unless --bos and --eos give them).
+
+--check prints, one line each, whether lloyal serves the model's own
+template (or --template FILE) as it declares itself: that it renders, the
+roles it names, the tools it shows and its thinking switch, each compared
+with the template's own render; it exits non-zero when one does not match.`,
 		Example: `  lloyal model prompt qwen3:8b --messages chat.json --tools tools.json --think off
-  lloyal model prompt --template tmpl.jinja --messages chat.json --mark`,
+  lloyal model prompt --template tmpl.jinja --messages chat.json --mark
+  lloyal model prompt ./model.gguf --check`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if msgFile == "" {
-				return fmt.Errorf("say which conversation to render: --messages FILE.json")
-			}
 			if len(args) == 0 && r.TemplateFile == "" {
 				return fmt.Errorf("name a model (PATH or OLLAMA_NAME) or a template (--template FILE)")
+			}
+			if check {
+				model := ""
+				if len(args) == 1 {
+					model = args[0]
+				}
+				return checkTemplate(cmd.OutOrStdout(), model, r)
+			}
+			if msgFile == "" {
+				return fmt.Errorf("say which conversation to render: --messages FILE.json (or --check the template)")
 			}
 			r.Model = ""
 			if len(args) == 1 {
@@ -64,7 +80,61 @@ unless --bos and --eos give them).`,
 	fl.StringVar(&r.BOS, "bos", "", "bos_token's text for --template without a model")
 	fl.StringVar(&r.EOS, "eos", "", "eos_token's text for --template without a model")
 	fl.BoolVar(&r.NoGenerationPrompt, "no-generation-prompt", false, "leave out the assistant's generation prompt at the end")
+	fl.BoolVar(&check, "check", false, "check how lloyal serves the template: roles, tools and thinking, one line each")
 	return cmd
+}
+
+// checkTemplate prints chat.CheckTemplate's lines for the model's own
+// template, or r.TemplateFile's; it is an error when one does not match.
+func checkTemplate(w io.Writer, modelRef string, r llamabackend.PromptRequest) error {
+	var t *chat.Template
+	if r.TemplateFile != "" {
+		b, err := os.ReadFile(r.TemplateFile)
+		if err != nil {
+			return fmt.Errorf("--template: %w", err)
+		}
+		r.Template = string(b)
+	}
+	switch {
+	case modelRef != "":
+		m, err := model.Open(modelRef, model.Options{VocabOnly: true})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		f, err := llamabackend.Identify(m, llamabackend.FormatOptions{Template: r.Template})
+		if err != nil {
+			return err
+		}
+		if !f.Templated() {
+			fmt.Fprintf(w, "%-9s %-8s %s\n", "template:", "MISMATCH", "lloyal does not render with the model's own template: it uses the hand-written "+string(f.Kind)+" format")
+			if f.Warning != "" {
+				fmt.Fprintln(w, "  "+f.Warning)
+			}
+			return fmt.Errorf("%s: the model's own template is not used", modelRef)
+		}
+		t = f.Template()
+		t.Name = modelRef
+	default:
+		var err error
+		if t, err = chat.NewTemplate(r.Template, r.BOS, r.EOS); err != nil {
+			fmt.Fprintf(w, "%-9s %-8s %v\n", "template:", "MISMATCH", err)
+			return fmt.Errorf("--template %s does not compile", r.TemplateFile)
+		}
+		t.Name = r.TemplateFile
+	}
+	bad := 0
+	lines := chat.CheckTemplate(t)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+		if !l.OK {
+			bad++
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%s: %d of %d checks do not match", t.Name, bad, len(lines))
+	}
+	return nil
 }
 
 // readConversation reads --think, --messages, --tools and --template into r.

@@ -252,3 +252,53 @@ func TestModelPromptContentIsNotSpecial(t *testing.T) {
 		t.Fatalf("marker token counts: %v for plain messages, %v for messages that spell the markers (content became special tokens)", plain, hostile)
 	}
 }
+
+// TestModelPromptCheck: `lloyal model prompt --template F --check` prints
+// one line per aspect — the template, its roles, tools and thinking — and
+// says which lloyal serves as the template declares; a template lloyal
+// cannot serve is a MISMATCH line and an error. With LLOYAL_TEST_MODELS,
+// the same for a real model's own template.
+func TestModelPromptCheck(t *testing.T) {
+	refuses := filepath.Join(t.TempDir(), "refuses.jinja")
+	if err := os.WriteFile(refuses, []byte("{% if messages[0].role == 'system' %}{{ raise_exception('no system role here') }}{% endif %}"+
+		"{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		want    []string
+		wantErr bool
+	}{
+		{"qwen3 serves all", []string{"--template", filepath.Join(chatTestdata, "templates", "qwen3.jinja"), "--check"},
+			[]string{"template: ok", "roles:    ok", "tools:    ok", "thinking: ok", "enable_thinking: --think on and off give its two prompts"}, false},
+		{"gemma adapts", []string{"--template", filepath.Join(chatTestdata, "templates", "gemma.jinja"), "--check"},
+			[]string{"roles:    ok", "no tool role"}, false},
+		{"a template that refuses", []string{"--template", refuses, "--check"},
+			[]string{"template: MISMATCH", "no system role here"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _, err := runPrompt(t, tt.args...)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want an error: %v\n%s", err, tt.wantErr, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("--check output lacks %q:\n%s", w, out)
+				}
+			}
+			if !tt.wantErr && strings.Count(out, "\n") != 4 {
+				t.Errorf("want one line for each of template, roles, tools and thinking:\n%s", out)
+			}
+		})
+	}
+	if dir := os.Getenv("LLOYAL_TEST_MODELS"); dir != "" {
+		p := filepath.Join(dir, "ggml-vocab-phi-3.gguf")
+		if _, err := os.Stat(p); err == nil {
+			out, _, err := runPrompt(t, p, "--check")
+			if err != nil || !strings.Contains(out, "no system role") {
+				t.Fatalf("--check on %s: %v\n%s", p, err, out)
+			}
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/lloyal-ai/lloyal/engine/chat/jinja"
 )
 
 func FuzzParse(f *testing.F) {
@@ -144,7 +146,10 @@ func FuzzTemplateContent(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, user, result string) {
-		if !utf8.ValidString(user) || !utf8.ValidString(result) || strings.TrimSpace(user) == "" || strings.TrimSpace(result) == "" {
+		// Content a template's trim empties (Python's whitespace, which
+		// includes \x1c to \x1f) renders no content segment at all.
+		blank := func(s string) bool { return strings.TrimFunc(s, jinja.IsSpace) == "" }
+		if !utf8.ValidString(user) || !utf8.ValidString(result) || blank(user) || blank(result) {
 			return
 		}
 		for _, n := range names {

@@ -72,7 +72,8 @@ func ParseMessages(data []byte) ([]Message, error) {
 
 // ParseTools reads a JSON array of tools, each either in the OpenAI shape
 // {"type": "function", "function": {"name", "description", "parameters"}} or
-// bare {"name", "description", "parameters"}.
+// bare {"name", "description", "parameters"}. An empty array is an empty,
+// non-nil list (a template sees []), null is nil (a template sees None).
 func ParseTools(data []byte) ([]ToolSpec, error) {
 	var wire []struct {
 		ToolSpec
@@ -81,7 +82,10 @@ func ParseTools(data []byte) ([]ToolSpec, error) {
 	if err := json.Unmarshal(data, &wire); err != nil {
 		return nil, fmt.Errorf("tools: %w (want a JSON array of {\"type\": \"function\", \"function\": {…}} objects)", err)
 	}
-	var out []ToolSpec
+	if wire == nil {
+		return nil, nil
+	}
+	out := make([]ToolSpec, 0, len(wire))
 	for i, w := range wire {
 		t := w.ToolSpec
 		if w.Function != nil {

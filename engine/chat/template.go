@@ -3,18 +3,19 @@ package chat
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/lloyal-ai/lloyal/engine/chat/jinja"
 )
 
 // Think says whether a model that can reason first should: on and off are
@@ -47,21 +48,53 @@ type Template struct {
 	Source string
 	// BOS and EOS are the texts of the model's bos_token and eos_token.
 	BOS, EOS string
-	t        *jinja.Template
+	// Name names the template in errors (a file, a model); empty, errors
+	// name it by a hash of its source.
+	Name string
+	t    *jinja.Template
 }
 
 // NewTemplate compiles a chat template.
 func NewTemplate(src, bos, eos string) (*Template, error) {
 	t, err := jinja.Compile(src)
 	if err != nil {
-		return nil, fmt.Errorf("chat template: %w (fix the template or pass --template FILE)", err)
+		tm := &Template{Source: src}
+		return nil, fmt.Errorf("%s: %w (fix the template or pass --template FILE)", tm.label(), err)
 	}
 	return &Template{Source: src, BOS: bos, EOS: eos, t: t}, nil
 }
 
+// label names the template in an error message.
+func (t *Template) label() string {
+	if t.Name != "" {
+		return "chat template " + t.Name
+	}
+	sum := sha256.Sum256([]byte(t.Source))
+	return "chat template (sha256 " + hex.EncodeToString(sum[:4]) + ")"
+}
+
+// exec renders the template with data. The engine recovers its own
+// panics, and a panic anywhere on the way is turned into an error here
+// too: no template may take the process down.
+func (t *Template) exec(data map[string]jinja.Value) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("%s: the template engine failed: %v", t.label(), r)
+		}
+	}()
+	out, err = t.t.RenderValues(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", t.label(), err)
+	}
+	return out, nil
+}
+
 // Conversation is what a template renders.
 type Conversation struct {
-	Messages            []Message
+	Messages []Message
+	// Tools is what the template sees as tools, as Hugging Face passes
+	// them: nil is None (no tools given), an empty non-nil slice is []
+	// (templates that test `tools is not none` tell them apart).
 	Tools               []ToolSpec
 	AddGenerationPrompt bool
 	Think               Think
@@ -79,43 +112,32 @@ const (
 	rightTrimmed
 	jsonEscaped
 	jsonTrimmed
-	jsonHTML // tojson(indent=N): the engine escapes <, > and & there
-	jsonHTMLTrimmed
 )
 
 // transforms in the order they are tried.
-var transforms = []transform{asIs, trimmed, leftTrimmed, rightTrimmed, jsonEscaped, jsonTrimmed, jsonHTML, jsonHTMLTrimmed}
+var transforms = []transform{asIs, trimmed, leftTrimmed, rightTrimmed, jsonEscaped, jsonTrimmed}
 
 func (x transform) apply(s string) string {
 	switch x {
 	case trimmed:
-		return strings.TrimSpace(s)
+		return strings.TrimFunc(s, jinja.IsSpace)
 	case leftTrimmed:
-		return strings.TrimLeftFunc(s, unicode.IsSpace)
+		return strings.TrimLeftFunc(s, jinja.IsSpace)
 	case rightTrimmed:
-		return strings.TrimRightFunc(s, unicode.IsSpace)
+		return strings.TrimRightFunc(s, jinja.IsSpace)
 	case jsonEscaped:
-		return jsonInner(s, false)
+		return jsonInner(s)
 	case jsonTrimmed:
-		return jsonInner(strings.TrimSpace(s), false)
-	case jsonHTML:
-		return jsonInner(s, true)
-	case jsonHTMLTrimmed:
-		return jsonInner(strings.TrimSpace(s), true)
+		return jsonInner(strings.TrimFunc(s, jinja.IsSpace))
 	}
 	return s
 }
 
 // jsonInner is s as a JSON string literal without its quotes, escaped as
-// Python's json.dumps(ensure_ascii=False) and the template's tojson do
-// (html: as its indented form does).
-func jsonInner(s string, html bool) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(html)
-	_ = enc.Encode(s)
-	out := strings.TrimSuffix(b.String(), "\n")
-	return out[1 : len(out)-1]
+// Python's json.dumps(ensure_ascii=False) and the template's tojson do.
+func jsonInner(s string) string {
+	q := jinja.JSONString(s)
+	return q[1 : len(q)-1]
 }
 
 // piece is a run of rendered text; content pieces name the string they came
@@ -161,29 +183,30 @@ func (t *Template) Render(c Conversation) (Prompt, error) {
 
 // Text renders a conversation as plain text (what Python's jinja2 renders).
 func (t *Template) Text(c Conversation) (string, error) {
-	return t.t.RenderValues(t.data(c, nil))
+	return t.exec(t.data(c, nil))
 }
 
 func (t *Template) render(c Conversation) (pieces, []string, error) {
-	real, err := t.t.RenderValues(t.data(c, nil))
+	real, err := t.exec(t.data(c, nil))
 	if err != nil {
-		return nil, nil, templateError(err)
+		return nil, nil, err
 	}
 	var nonce [6]byte
 	if _, err := io.ReadFull(rand.Reader, nonce[:]); err != nil {
 		return nil, nil, err
 	}
 	s := &sentinels{prefix: "LLOYAL" + hex.EncodeToString(nonce[:])}
-	marked, err := t.t.RenderValues(t.data(c, s))
+	// The first pass only collects the content strings; the sentinels
+	// are then numbered in the strings' own sort order, so the second
+	// pass's sentinels sort as the real strings do.
+	t.data(c, s)
+	s.number()
+	marked, err := t.exec(t.data(c, s))
 	if err != nil {
-		return nil, nil, templateError(err)
+		return nil, nil, err
 	}
 	ps, err := align(real, marked, s.prefix, s.strings)
 	return ps, s.strings, err
-}
-
-func templateError(err error) error {
-	return fmt.Errorf("chat template: %w", err)
 }
 
 // align walks the real render along the sentinel render: the text between
@@ -254,26 +277,62 @@ func Clip(s string, n int) string {
 // sentinels hands out a stand-in for each content string. Equal strings get
 // the same stand-in, so a template that compares them (a property name
 // against a schema's "required" list) branches as it does on the real ones.
+//
+// The stand-ins sort as the strings they stand for: numbered in the order
+// jinja2's sort, dictsort and unique put strings (case-insensitively, then
+// by code point) with numbers of one width, so a template that sorts
+// content (dictsort over a schema's properties) walks the sentinels in the
+// same order as the real strings, and its render lines up with the real
+// one. Numbering needs every string first: a collecting pass (index nil
+// until number) records them, and number assigns the numbers.
 type sentinels struct {
 	prefix  string
-	strings []string
+	strings []string        // by number, once numbered
+	seen    map[string]bool // the collecting pass's strings
 	index   map[string]int
+	format  string
 }
 
 func (s *sentinels) of(v string) string {
 	if s == nil || v == "" {
 		return v
 	}
+	if s.index == nil {
+		if s.seen == nil {
+			s.seen = map[string]bool{}
+		}
+		s.seen[v] = true
+		return v
+	}
 	n, ok := s.index[v]
 	if !ok {
-		if s.index == nil {
-			s.index = map[string]int{}
-		}
+		// Not seen while collecting (data is deterministic, so this
+		// cannot happen); still a distinct sentinel, numbered last.
 		s.strings = append(s.strings, v)
 		n = len(s.strings) - 1
 		s.index[v] = n
 	}
-	return fmt.Sprintf("%sS%dE", s.prefix, n)
+	return fmt.Sprintf(s.format, s.prefix, n)
+}
+
+// number numbers the collected strings in sort order.
+func (s *sentinels) number() {
+	s.strings = s.strings[:0]
+	for v := range s.seen {
+		s.strings = append(s.strings, v)
+	}
+	sort.Slice(s.strings, func(i, j int) bool {
+		a, b := strings.ToLower(s.strings[i]), strings.ToLower(s.strings[j])
+		if a != b {
+			return a < b
+		}
+		return s.strings[i] < s.strings[j]
+	})
+	s.index = make(map[string]int, len(s.strings))
+	for i, v := range s.strings {
+		s.index[v] = i
+	}
+	s.format = "%sS%0" + strconv.Itoa(len(strconv.Itoa(len(s.strings)+1))) + "dE"
 }
 
 // data is the template's input, in the shape Hugging Face's
@@ -291,8 +350,8 @@ func (t *Template) data(c Conversation, s *sentinels) map[string]jinja.Value {
 		"eos_token":             jinja.NewString(t.EOS),
 		"tools":                 jinja.None(),
 	}
-	if len(c.Tools) > 0 {
-		var ts []jinja.Value
+	if c.Tools != nil {
+		ts := []jinja.Value{}
 		for _, tool := range c.Tools {
 			ts = append(ts, toolValue(tool, s))
 		}

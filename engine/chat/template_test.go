@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/lloyal-ai/lloyal/engine/chat/jinja"
 )
 
 type templateCase struct {
@@ -185,7 +187,7 @@ func TestTemplateContentStaysContent(t *testing.T) {
 	}
 }
 
-func mustRead(t *testing.T, path string) []byte {
+func mustRead(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -296,5 +298,93 @@ func TestClip(t *testing.T) {
 		if got := Clip(tt.s, tt.n); got != tt.want || !utf8.ValidString(got) {
 			t.Errorf("Clip(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
 		}
+	}
+}
+
+// TestTemplateToolsEmptyIsNotNone: as Hugging Face passes them, an empty
+// tool list is [] and no tools is None, and a template that tests `tools is
+// not none` tells them apart; ParseTools keeps the difference.
+func TestTemplateToolsEmptyIsNotNone(t *testing.T) {
+	tm, err := NewTemplate("{% if tools is not none %}[tools: {{ tools | length }}]{% endif %}{{ messages[0].content }}", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := ParseTools([]byte(`[]`))
+	if err != nil || empty == nil {
+		t.Fatalf("ParseTools([]) = %#v, %v; want an empty non-nil list", empty, err)
+	}
+	if none, err := ParseTools([]byte(`null`)); err != nil || none != nil {
+		t.Fatalf("ParseTools(null) = %#v, %v; want nil", none, err)
+	}
+	msgs := []Message{{Role: User, Content: "hi"}}
+	for _, tt := range []struct {
+		name  string
+		tools []ToolSpec
+		want  string
+	}{
+		{"empty list", empty, "[tools: 0]hi"},
+		{"none", nil, "hi"},
+	} {
+		p, err := tm.Render(Conversation{Messages: msgs, Tools: tt.tools})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.String() != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, p.String(), tt.want)
+		}
+	}
+}
+
+// TestTemplateContentCheckIgnoresOrder: a template that sorts content
+// (dictsort over a schema's property names, Gemma-4-style) or writes a
+// schema through tojson(indent=N) renders, with the names and descriptions
+// as content segments: the content check does not depend on key order.
+func TestTemplateContentCheckIgnoresOrder(t *testing.T) {
+	params := json.RawMessage(`{"type":"object","properties":{"zeta":{"type":"string","description":"last <|im_end|>"},"alpha":{"type":"string","description":"first"},"Mid":{"type":"integer","description":"middle"}}}`)
+	tools := []ToolSpec{{Name: "f", Description: "d", Parameters: params}}
+	msgs := []Message{{Role: User, Content: "hi"}}
+	for _, src := range []string{
+		"{% for name, p in tools[0].function.parameters.properties | dictsort %}<{{ name }}:{{ p.description }}>{% endfor %}{{ messages[0].content }}",
+		"{{ tools[0].function.parameters | tojson(indent=2) }}{{ messages[0].content }}",
+		"{% for name in tools[0].function.parameters.properties | sort %}<{{ name }}>{% endfor %}",
+	} {
+		tm, err := NewTemplate(src, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv := Conversation{Messages: msgs, Tools: tools}
+		p, err := tm.Render(conv)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		text, err := tm.Text(conv)
+		if err != nil || p.String() != text {
+			t.Fatalf("%s: segments %q, render %q (%v)", src, p.String(), text, err)
+		}
+		for _, s := range p {
+			if s.Special && (strings.Contains(s.Text, "alpha") || strings.Contains(s.Text, "im_end")) {
+				t.Fatalf("%s: content in template text %q", src, s.Text)
+			}
+		}
+	}
+}
+
+// TestTemplatePanicIsError: a panic while rendering is an error that names
+// the template and the construct, not a crash.
+func TestTemplatePanicIsError(t *testing.T) {
+	tm, err := NewTemplate("{{ messages[0].content }}\n{{ boom() }}", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm.Name = "model.jinja"
+	data := tm.data(Conversation{Messages: []Message{{Role: User, Content: "hi"}}}, nil)
+	data["boom"] = jinja.NewCallable("boom", func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+		var m map[string]int
+		m["x"] = 1 // assignment to a nil map: a panic, as an engine bug would be
+		return jinja.None(), nil
+	})
+	_, err = tm.exec(data)
+	if err == nil || !strings.Contains(err.Error(), "chat template model.jinja") || !strings.Contains(err.Error(), "{{ boom() }}") || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("want an error naming the template and the construct, got %v", err)
 	}
 }

@@ -119,7 +119,16 @@ func FromTemplate(t *Template, think Think) (Format, error) {
 	if k == Generic {
 		f.Warning = "the model's chat template is of no family lloyal knows: its prompts follow the template, but tool calls use the generic <tool_call>{…}</tool_call> format, which the model may follow badly"
 	}
-	p, err := probe(t, think, f)
+	probeTools := []ToolSpec{{Name: probeName, Description: "probe", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	p, err := probe(t, think, f, nil)
+	if err != nil {
+		// Some templates raise without tools (they loop over tools
+		// whenever it is defined, and None is): lloyal's agents always
+		// have tools, so probe them with one.
+		if pt, terr := probe(t, think, f, probeTools); terr == nil {
+			p, err = pt, nil
+		}
+	}
 	if err != nil {
 		return Format{}, err
 	}
@@ -137,7 +146,6 @@ func FromTemplate(t *Template, think Think) (Format, error) {
 	// A template that never shows the tools (DeepSeek-R1 distills, Phi-3)
 	// would leave the model unaware of them: lloyal then lists them in the
 	// system prompt in the generic call format.
-	probeTools := []ToolSpec{{Name: probeName, Description: "probe", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	msgs := []Message{{Role: System, Content: probeSystem}, {Role: User, Content: probeA}}
 	with, err1 := t.Text(Conversation{Messages: msgs, Tools: probeTools, AddGenerationPrompt: true, Think: think})
 	without, err2 := t.Text(Conversation{Messages: msgs, AddGenerationPrompt: true, Think: think})
@@ -302,7 +310,9 @@ func (t *Template) renderProbe(c Conversation) (rendered, error) {
 	return rendered{ps, strs}, err
 }
 
-func probe(t *Template, think Think, f Format) (*patterns, error) {
+// probe learns the patterns from probe conversations; tools are the tools
+// they carry (nil: None, as most templates are probed).
+func probe(t *Template, think Think, f Format, tools []ToolSpec) (*patterns, error) {
 	sys := Message{Role: System, Content: probeSystem}
 	u := Message{Role: User, Content: probeA}
 	a := Message{Role: Assistant, Content: probeB}
@@ -311,7 +321,7 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 		return fmt.Errorf("%w (rendering %s)", err, what)
 	}
 
-	r, err := t.renderProbe(Conversation{Messages: []Message{sys, u}, AddGenerationPrompt: true, Think: think})
+	r, err := t.renderProbe(Conversation{Messages: []Message{sys, u}, Tools: tools, AddGenerationPrompt: true, Think: think})
 	if err != nil {
 		return nil, wrap(err, "a system prompt and a user message")
 	}
@@ -327,7 +337,7 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 	p.systemInUser = r.at(probeSystem) < 0
 
 	after := func(last Message, gen bool) (rendered, int, error) {
-		r, err := t.renderProbe(Conversation{Messages: []Message{sys, u, a, last}, AddGenerationPrompt: gen, Think: think})
+		r, err := t.renderProbe(Conversation{Messages: []Message{sys, u, a, last}, Tools: tools, AddGenerationPrompt: gen, Think: think})
 		if err != nil {
 			return r, 0, err
 		}
@@ -361,7 +371,7 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 	// given as text, and — for templates with no tool role (Gemma's
 	// alternation check) — as a user message in the family's wrapper.
 	tries := []func() (pattern, error){
-		func() (pattern, error) { return afterCall(t, think, sys, u) },
+		func() (pattern, error) { return afterCall(t, think, sys, u, tools) },
 		func() (pattern, error) {
 			r, b, err := after(Message{Role: Tool, Content: probeC, CallID: probeCallID, Name: probeName}, true)
 			if err != nil {
@@ -409,7 +419,7 @@ func probe(t *Template, think Think, f Format) (*patterns, error) {
 		}
 	}
 
-	r, err = t.renderProbe(Conversation{Messages: []Message{sys, u, a}, Think: think})
+	r, err = t.renderProbe(Conversation{Messages: []Message{sys, u, a}, Tools: tools, Think: think})
 	if err != nil {
 		return nil, wrap(err, "an assistant's answer")
 	}
@@ -430,10 +440,10 @@ const probeArg = "lloyal-probe-arg"
 // call: what the template writes after the call's arguments. The model
 // wrote the arguments' JSON itself (up to its closing brace), so the
 // pattern starts after it.
-func afterCall(t *Template, think Think, sys, u Message) (pattern, error) {
+func afterCall(t *Template, think Think, sys, u Message, tools []ToolSpec) (pattern, error) {
 	call := Message{Role: Assistant, Calls: []ToolCall{{ID: probeCallID, Name: probeName, Arguments: json.RawMessage(`{"probe": "` + probeArg + `"}`)}}}
 	res := Message{Role: Tool, Content: probeC, CallID: probeCallID, Name: probeName}
-	r, err := t.renderProbe(Conversation{Messages: []Message{sys, u, call, res}, AddGenerationPrompt: true, Think: think})
+	r, err := t.renderProbe(Conversation{Messages: []Message{sys, u, call, res}, Tools: tools, AddGenerationPrompt: true, Think: think})
 	if err != nil {
 		return nil, err
 	}

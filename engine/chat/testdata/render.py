@@ -2,7 +2,15 @@
 """Render the chat-template test cases with Python's jinja2, as Hugging Face's
 apply_chat_template does, into golden/ (run by hand after changing a case:
 python3 engine/chat/testdata/render.py). Go tests compare lloyal's renders
-with these files, and re-render live when jinja2 is importable."""
+with these files, and re-render live when jinja2 is importable.
+
+render.py --serve answers one JSON request a line on stdin with one JSON reply
+a line on stdout, so a Go test or fuzz target pays for one Python process, not
+one per render. A request is {"template", "messages", "tools", "think", "bos",
+"eos", "add_generation_prompt"} (a chat render, as apply_chat_template does
+it) or {"template", "context"} (the template rendered with exactly that
+context: the differential fuzz target). The reply is {"text": RENDER} or
+{"error": "ExceptionType: message"}."""
 import json, os, sys
 from datetime import datetime
 from jinja2 import nodes
@@ -46,11 +54,29 @@ def render(template, messages, tools=None, think="auto", bos="", eos="", add_gen
         kw["enable_thinking"] = False
     return environment().from_string(template).render(**kw)
 
+def serve():
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            if "context" in req:
+                text = environment().from_string(req["template"]).render(**req["context"])
+            else:
+                text = render(req["template"], req["messages"], req.get("tools"), req.get("think", "auto"),
+                              req.get("bos", ""), req.get("eos", ""), req.get("add_generation_prompt", True))
+            reply = {"text": text}
+        except Exception as e:  # every failure is a reply: the Go side compares errors too
+            reply = {"error": "%s: %s" % (type(e).__name__, e)}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
 def load(rel):
     with open(os.path.join(HERE, rel), encoding="utf-8") as f:
         return f.read() if rel.endswith(".jinja") else json.load(f)
 
 def main():
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+        return
     if len(sys.argv) == 5 or len(sys.argv) == 6:
         # render.py TEMPLATE MESSAGES TOOLS|- THINK [BOS,EOS]: print one render (used by the live test).
         with open(sys.argv[1], encoding="utf-8") as f:
