@@ -108,7 +108,7 @@ func openServer(ctx context.Context, cfg Config) (*Opened, error) {
 	return &Opened{Server: c, Info: event.ModelInfo{Ref: cfg.Model, Name: cfg.Model, Format: string(c.Format().Kind)},
 		Context:    trace.ContextInfo{NCtx: c.NCtx()},
 		ServerInfo: &trace.ServerInfo{URL: c.Name(), Dialect: string(c.Dialect()), Model: cfg.Model, MaxInflight: cfg.MaxInflight},
-		Title:      fmt.Sprintf("%s on %s", cfg.Model, c.Name()), Close: c.Close}, nil
+		Title:      fmt.Sprintf("%s on %s", cfg.Model, c.Name()), Warning: c.Note(), Close: c.Close}, nil
 }
 
 // RedactArgs is a command line with any credentials in a URL removed, for

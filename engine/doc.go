@@ -40,10 +40,12 @@
 //   - Pressure is measured differently. Locally the cells used are the one
 //     cache every agent shares, counted exactly. On a server every request
 //     must fit the context on its own and the server manages its cache, so
-//     pressure is the longest conversation against the server's context,
-//     counted in estimated tokens (bytes over the bytes-per-token the server's
-//     usage reports have shown, three before the first answer). Nudges,
-//     kills and admission act on that estimate.
+//     pressure is the longest conversation against the server's context, in
+//     tokens: the server's own count of what it has seen (its last answer's
+//     prompt and completion tokens) and an estimate of what came since
+//     (bytes over the bytes-per-token its counts have shown, three before
+//     the first answer), never above the context. Nudges, kills and
+//     admission act on that figure.
 //   - 57 (staggered recovery is blocking, writing until the context is
 //     exhausted): a server has no token-at-a-time loop to block on, so every
 //     recovery on a turn-level backend is in-loop, one more turn capped by its

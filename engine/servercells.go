@@ -36,6 +36,15 @@ type textBranch struct {
 	segs   chat.Prompt
 	nbytes int
 	base   int // bytes shared with the branch it was forked from
+	// counted of its first bytes the server counted as tokens tokens (its
+	// last turn's prompt and answer): only what came after is estimated.
+	counted, tokens int
+}
+
+// length is the branch's length in tokens: the server's count of what it
+// counted, and an estimate of the rest.
+func (c *serverCells) length(b *textBranch) int {
+	return b.tokens + c.count(b.nbytes-b.counted)
 }
 
 func newServerCells(tb TurnBackend) *serverCells {
@@ -101,23 +110,42 @@ func (c *serverCells) SchemaToGrammar([]byte) (string, error) {
 	return `root ::= "{" [^\x00]* "}"`, nil
 }
 
-// CellsUsed is the longest conversation, in estimated tokens: on a server
-// every request must fit the context on its own, and the server's cache is
-// its own to manage, so the pressure an agent feels is its own length.
+// CellsUsed is the longest conversation in tokens (the server's count of
+// what it has seen, an estimate of the rest): on a server every request
+// must fit the context on its own, and the server's cache is its own to
+// manage, so the pressure an agent feels is its own length. It is never
+// more than the context: a conversation that would not fit is refused at
+// its prefill, and an estimate that runs over is the estimate's error.
 func (c *serverCells) CellsUsed() int {
 	most := 0
 	for _, b := range c.branches {
-		most = max(most, b.nbytes)
+		most = max(most, c.length(b))
 	}
-	return c.count(most)
+	return min(most, c.NCtx())
 }
 
 // Unique is what a branch holds beyond the branch it was forked from.
 func (c *serverCells) Unique(id BranchID) int {
 	if b, ok := c.branches[id]; ok {
-		return c.count(b.nbytes - b.base)
+		return min(c.count(b.nbytes-b.base), c.NCtx())
 	}
 	return 0
+}
+
+// lengthOf is a branch's length in tokens (0 for none).
+func (c *serverCells) lengthOf(id BranchID) int {
+	if b := c.branches[id]; b != nil {
+		return c.length(b)
+	}
+	return 0
+}
+
+// counted records that a branch's first n bytes were tokens tokens, as
+// the server counted its last turn (prompt and answer).
+func (c *serverCells) counted(id BranchID, n, tokens int) {
+	if b := c.branches[id]; b != nil && n > 0 && tokens > 0 && n <= b.nbytes {
+		b.counted, b.tokens = n, tokens
+	}
 }
 
 func (c *serverCells) Create() (BranchID, error) {
@@ -132,7 +160,7 @@ func (c *serverCells) Fork(parent BranchID) (BranchID, error) {
 		return 0, fmt.Errorf("fork: no branch %d", parent)
 	}
 	c.next++
-	c.branches[c.next] = &textBranch{segs: append(chat.Prompt(nil), p.segs...), nbytes: p.nbytes, base: p.nbytes}
+	c.branches[c.next] = &textBranch{segs: append(chat.Prompt(nil), p.segs...), nbytes: p.nbytes, base: p.nbytes, counted: p.counted, tokens: p.tokens}
 	return c.next, nil
 }
 
@@ -168,8 +196,8 @@ func (c *serverCells) Prefill(spans []Span) error {
 		if _, ok := c.pending[s.Tokens[0]]; !ok {
 			return fmt.Errorf("prefill: tokens were not made by this backend's Tokenize")
 		}
-		if c.count(b.nbytes)+len(s.Tokens) > c.NCtx() {
-			return fmt.Errorf("prefill %d tokens onto %d of %d: %w", len(s.Tokens), c.count(b.nbytes), c.NCtx(), ErrContextFull)
+		if c.length(b)+len(s.Tokens) > c.NCtx() {
+			return fmt.Errorf("prefill %d tokens onto %d of %d: %w", len(s.Tokens), c.length(b), c.NCtx(), ErrContextFull)
 		}
 	}
 	for _, s := range spans {

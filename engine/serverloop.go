@@ -164,7 +164,7 @@ func (p *pool) startTurn(a *Agent, g *generation) {
 		maxTok = a.reportBudget
 	}
 	// The answer must fit beside the prompt.
-	maxTok = max(1, min(maxTok, p.be.NCtx()-cells.count(len(text))))
+	maxTok = max(1, min(maxTok, p.be.NCtx()-cells.lengthOf(a.branch)))
 	req := TurnRequest{Agent: a.ID, Prompt: text, Segments: segs, MaxTokens: maxTok, Sampling: s, Call: schema, Stops: p.be.Format().Stops,
 		Tools: p.toolSpecs(), ToolChoice: toolChoice(forced)}
 	req.Sampling.Grammar = nil
@@ -337,7 +337,8 @@ func (p *pool) endServerTurn(ev turnEvent) {
 		a.addTokens(res.Tokens - g.pieces)
 		a.turnTokens = res.Tokens
 	}
-	p.rt.cells.noteUsage(g.promptLen, res.PromptTokens)
+	cells := p.rt.cells
+	cells.noteUsage(g.promptLen, res.PromptTokens)
 	raw := a.raw.String()
 	f := p.be.Format()
 	if s := p.rt.cells.samplingOf(a.branch); s.Grammar != nil && !s.Grammar.Lazy && f.CallOpen != "" && !strings.HasPrefix(strings.TrimSpace(raw), strings.TrimSpace(f.CallOpen)) {
@@ -345,7 +346,10 @@ func (p *pool) endServerTurn(ev turnEvent) {
 		a.raw.Reset()
 		a.raw.WriteString(raw)
 	}
-	p.rt.cells.appendPrompt(a.branch, chat.Prompt{{Text: raw}})
+	cells.appendPrompt(a.branch, chat.Prompt{{Text: raw}})
+	if res.PromptTokens > 0 && res.Tokens > 0 {
+		cells.counted(a.branch, g.promptLen+len(raw), res.PromptTokens+res.Tokens)
+	}
 	p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "server", Tokens: res.PromptTokens, CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch),
 		Data: mustJSON(map[string]int{"promptTokens": res.PromptTokens, "evaluated": res.Evaluated, "tokens": res.Tokens})})
 	if res.Cut && !a.extracting {

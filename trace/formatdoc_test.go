@@ -108,7 +108,7 @@ var headerDocs = map[string]string{
 	"tools[].terminal":                 "the tool that ends an agent with its report",
 	"server":                           "the inference server the run drove its model on (absent for a model run here)",
 	"server.url":                       "its URL, without credentials (an API key is never written)",
-	"server.dialect":                   "its API: ollama or openai",
+	"server.dialect":                   "its API: ollama (/api/generate), openai (/v1/completions) or chat (/v1/chat/completions)",
 	"server.model":                     "the model's name there",
 	"server.maxInflight":               "the most requests the run kept in flight",
 	"start":                            "when the run started, RFC 3339",

@@ -125,7 +125,7 @@ type ContextInfo struct {
 // credentials; the API key is never written) and the model's name there.
 type ServerInfo struct {
 	URL         string `json:"url"`
-	Dialect     string `json:"dialect"` // ollama or openai
+	Dialect     string `json:"dialect"` // ollama (/api/generate), openai (/v1/completions) or chat (/v1/chat/completions)
 	Model       string `json:"model"`
 	MaxInflight int    `json:"maxInflight,omitempty"`
 }

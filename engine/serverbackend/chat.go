@@ -50,6 +50,12 @@ func (c *Client) chatBody(tr engine.TurnRequest) (string, map[string]any, error)
 			b["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": tr.ToolChoice}}
 		}
 	}
+	if len(tr.Call) > 0 && c.ollama {
+		// ollama's chat endpoint does not force a tool: the call's JSON is
+		// constrained instead, and the runtime writes it between the call
+		// markers as it does a raw server's forced call.
+		b["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "call", "schema": json.RawMessage(tr.Call)}}
+	}
 	if s.TopK > 0 {
 		b["top_k"] = s.TopK
 	}

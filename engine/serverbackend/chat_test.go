@@ -1,6 +1,7 @@
 package serverbackend_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +33,8 @@ type chatStyle struct {
 type fakeChat struct {
 	style  chatStyle
 	status int // answer every chat request with this status, when set
+	ctx    int // max_model_len (default 4096)
+	prompt int // the prompt_tokens it reports (default 120)
 	mu     sync.Mutex
 	bodies []map[string]any
 	raw    []string
@@ -41,7 +44,7 @@ type fakeChat struct {
 func (f *fakeChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/models":
-		fmt.Fprint(w, `{"object":"list","data":[{"id":"m","max_model_len":4096}]}`)
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":"m","max_model_len":%d}]}`, cmp.Or(f.ctx, 4096))
 	case "/v1/chat/completions":
 		raw, _ := io.ReadAll(r.Body)
 		var req map[string]any
@@ -91,7 +94,7 @@ func (f *fakeChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		send(map[string]any{}, s.finish)
-		fmt.Fprint(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":120,\"completion_tokens\":9,\"prompt_tokens_details\":{\"cached_tokens\":100}}}\n\n")
+		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":9,\"prompt_tokens_details\":{\"cached_tokens\":100}}}\n\n", cmp.Or(f.prompt, 120))
 		if !s.noDone {
 			fmt.Fprint(w, "data: [DONE]\n\n")
 		}
@@ -262,5 +265,37 @@ func TestParseHeaders(t *testing.T) {
 		if (err != nil) != c.bad || (!c.bad && fmt.Sprint(got) != fmt.Sprint(c.want)) {
 			t.Errorf("ParseHeaders(%q) = %v, %v", c.in, got, err)
 		}
+	}
+}
+
+// A server whose context is smaller than --ctx is planned for as it is,
+// and says so; its own token counts, however far they run past lloyal's
+// estimate, never make the context share pass 100 %.
+func TestServerContextShareNeverPassesTheContext(t *testing.T) {
+	f := &fakeChat{style: chatStyle{finish: "tool_calls"}, ctx: 2048, prompt: 5000}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	cl, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m", NCtx: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if cl.NCtx() != 2048 || !strings.Contains(cl.Note(), "2048 tokens, smaller than the 8192 asked for") {
+		t.Fatalf("context %d, note %q", cl.NCtx(), cl.Note())
+	}
+	rec := &recorder{}
+	runPool(t, cl, rec, 2, 2, nil)
+	st := event.NewState()
+	rec.mu.Lock()
+	evs := append([]event.Event(nil), rec.evs...)
+	rec.mu.Unlock()
+	for _, e := range evs {
+		st.Apply(e)
+		if e.CellsUsed > cl.NCtx() || (e.NCtx > 0 && e.NCtx != cl.NCtx()) {
+			t.Fatalf("%s: %d of %d cells", e.Type, e.CellsUsed, e.NCtx)
+		}
+	}
+	if st.PeakCells > st.NCtx || st.PeakCells == 0 {
+		t.Fatalf("peak %d of %d", st.PeakCells, st.NCtx)
 	}
 }

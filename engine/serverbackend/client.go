@@ -51,6 +51,10 @@ const (
 	Chat   Dialect = "chat"   // /v1/chat/completions, messages and tools
 )
 
+// ollamaChatCtx is ollama's context when its chat endpoint is used and no
+// --ctx says the server was started with another (OLLAMA_CONTEXT_LENGTH).
+const ollamaChatCtx = 4096
+
 // Dialects by the name --api takes.
 var apis = map[string]Dialect{"generate": Ollama, "completions": OpenAI, "chat": Chat}
 
@@ -123,9 +127,20 @@ type Client struct {
 	tr      *http.Transport
 	hc      *http.Client
 
+	// ollama: the server is ollama (whose chat endpoint ignores
+	// tool_choice: a forced call is constrained by response_format).
+	ollama bool
+	// note says how the context was chosen when it is not what was asked
+	// for (Note).
+	note string
+
 	mu    sync.Mutex
 	usage Usage
 }
+
+// Note says how the client's context differs from the one asked for (a
+// server whose context is smaller than --ctx), or "".
+func (c *Client) Note() string { return c.note }
 
 // Usage sums what the server reported over a client's requests.
 type Usage struct {
@@ -215,6 +230,7 @@ func (c *Client) probe(ctx context.Context) error {
 	case isUnreachable(err) || errors.Is(err, engine.ErrRefused):
 		return err
 	case err == nil && ver.Version != "":
+		c.ollama = true
 		c.dialect = cmp.Or(c.o.API, Ollama)
 		if err := c.probeOllama(ctx); err != nil {
 			return err
@@ -278,6 +294,13 @@ func (c *Client) probeOllama(ctx context.Context) error {
 	}
 	if trained > 0 && c.nctx > trained {
 		c.nctx = trained
+		c.note = fmt.Sprintf("the model was trained on %d tokens of context: lloyal plans for %d, not the %d asked for", trained, trained, c.o.NCtx)
+	}
+	if c.o.API == Chat && c.o.NCtx == 0 {
+		// ollama's chat endpoint takes no context size: the server's own
+		// (OLLAMA_CONTEXT_LENGTH, 4096 by default) applies.
+		c.nctx = min(c.nctx, ollamaChatCtx)
+		c.note = fmt.Sprintf("ollama's chat endpoint uses the server's context size: lloyal plans for %d tokens (start ollama with OLLAMA_CONTEXT_LENGTH and pass the same --ctx for more)", c.nctx)
 	}
 	if c.nctx <= 0 {
 		return fmt.Errorf("server %s: model %q does not say its context size; pass --ctx", c.Name(), c.o.Model)
@@ -328,8 +351,11 @@ func (c *Client) probeOpenAI(ctx context.Context) error {
 	if props.Settings.NCtx > 0 {
 		c.nctx = props.Settings.NCtx
 	}
-	if c.o.NCtx > 0 && (c.nctx == 0 || c.o.NCtx < c.nctx) {
+	switch {
+	case c.o.NCtx > 0 && (c.nctx == 0 || c.o.NCtx < c.nctx):
 		c.nctx = c.o.NCtx // a smaller context than the server's is the user's to choose
+	case c.o.NCtx > c.nctx && c.nctx > 0:
+		c.note = fmt.Sprintf("the server's context is %d tokens, smaller than the %d asked for: lloyal plans for %d", c.nctx, c.o.NCtx, c.nctx)
 	}
 	if c.nctx <= 0 {
 		return fmt.Errorf("server %s: model %q does not say its context size; pass --ctx", c.Name(), c.o.Model)

@@ -3,6 +3,7 @@ package serverbackend_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -52,7 +53,7 @@ func startOllama(t *testing.T, parallel int) *ollamatest.Server {
 	if err := modelgen.WriteFile(p, o); err != nil {
 		t.Fatal(err)
 	}
-	srv.Create(t, tinyName, p)
+	srv.CreateWith(t, tinyName, p, ollamatest.ChatMLTools) // its chat endpoint takes tools
 	srv.Load(t, tinyName, 16384)
 	return srv
 }
@@ -197,6 +198,17 @@ func TestResearchHarnessOnOllama(t *testing.T) {
 // model every agent's outcome is decided by the server, not by the text.
 func reportPool(t *testing.T, c *serverbackend.Client, agents int, sinks ...engine.Sink) *engine.PoolResult {
 	t.Helper()
+	res, err := reportPoolErr(t, c, agents, sinks...)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	return res
+}
+
+// reportPoolErr is reportPool with the run's error, for runs the server
+// may leave with nothing.
+func reportPoolErr(t *testing.T, c *serverbackend.Client, agents int, sinks ...engine.Sink) (*engine.PoolResult, error) {
+	t.Helper()
 	rt := engine.NewOnServer(c, engine.Options{Sinks: sinks, MaxInflight: agents})
 	var specs []engine.AgentSpec
 	for i := range agents {
@@ -205,10 +217,7 @@ func reportPool(t *testing.T, c *serverbackend.Client, agents int, sinks ...engi
 	res, err := rt.Run(t.Context(), engine.PoolSpec{System: "You answer briefly.", Terminal: engine.Terminal("report", "Report.", engine.ReportSchema),
 		Orchestrate: engine.Parallel(specs...), MaxTurnTokens: 160, MaxTurns: 2, SoftLimit: 512, HardLimit: 256,
 		Sampling: engine.Sampling{Temperature: 0.7, Seed: 1}})
-	if err != nil {
-		t.Fatalf("pool: %v", err)
-	}
-	return res
+	return res, err
 }
 
 // A server killed mid-run ends the agents whose requests it had, with the
@@ -225,7 +234,10 @@ func TestOllamaKilledMidRun(t *testing.T) {
 			once.Do(func() { go srv.Kill() })
 		}
 	})
-	res := reportPool(t, c, 4, kill)
+	res, err := reportPoolErr(t, c, 4, kill)
+	if err != nil && !errors.Is(err, engine.ErrBackendFailed) {
+		t.Fatalf("pool: %v", err)
+	}
 	failed := 0
 	for _, a := range res.Agents {
 		if a.Outcome == event.Failed {
@@ -237,6 +249,11 @@ func TestOllamaKilledMidRun(t *testing.T) {
 	}
 	if failed == 0 {
 		t.Fatalf("no agent failed when the server died: %+v", res.Agents)
+	}
+	// A pool the dead server left with no result says so; one where an
+	// agent finished first does not.
+	if (failed == len(res.Agents)) != (err != nil) {
+		t.Fatalf("%d of %d agents failed, and the run's error is %v", failed, len(res.Agents), err)
 	}
 	c.Close()
 	noLeaks(t)
@@ -256,7 +273,7 @@ type faultProxy struct {
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	gen := r.URL.Path == "/api/generate"
+	gen := r.URL.Path == "/api/generate" || r.URL.Path == "/v1/chat/completions"
 	cut := false
 	if gen {
 		p.mu.Lock()
@@ -308,15 +325,25 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // 429 and 503 park the agent until the server takes it (Retry-After
-// honoured); a stream cut mid-answer ends only its agent.
+// honoured); a stream cut mid-answer ends only its agent: on ollama's raw
+// /api/generate and on its /v1/chat/completions alike.
 func TestOllamaBehindAFaultyProxy(t *testing.T) {
 	srv := startOllama(t, 4)
+	for _, api := range []serverbackend.Dialect{serverbackend.Ollama, serverbackend.Chat} {
+		t.Run(string(api), func(t *testing.T) { faultyProxyRun(t, srv, api) })
+	}
+}
+
+func faultyProxyRun(t *testing.T, srv *ollamatest.Server, api serverbackend.Dialect) {
 	fp := &faultProxy{target: srv.URL, tr: &http.Transport{}, refuse: []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}, cutNth: 2}
 	proxy := httptest.NewServer(fp)
 	defer proxy.Close()
-	c, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: proxy.URL, Model: tinyName, NCtx: 16384, RequestTimeout: time.Minute})
+	c, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: proxy.URL, Model: tinyName, NCtx: 16384, RequestTimeout: time.Minute, API: api})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Dialect() != api {
+		t.Fatalf("dialect %s, want %s", c.Dialect(), api)
 	}
 	var mu sync.Mutex
 	var retries []event.Event
@@ -357,5 +384,35 @@ func TestOllamaBehindAFaultyProxy(t *testing.T) {
 	c.Close()
 	proxy.CloseClientConnections()
 	fp.tr.CloseIdleConnections()
+	noLeaks(t)
+}
+
+// A 401 from the server (behind a gateway that wants a key) ends the run
+// at once, every agent with it, on both of ollama's endpoints.
+func TestOllamaRefusedCredentials(t *testing.T) {
+	srv := startOllama(t, 4)
+	for _, api := range []serverbackend.Dialect{serverbackend.Ollama, serverbackend.Chat} {
+		t.Run(string(api), func(t *testing.T) {
+			fp := &faultProxy{target: srv.URL, tr: &http.Transport{}, refuse: []int{http.StatusUnauthorized, http.StatusUnauthorized, http.StatusUnauthorized}}
+			proxy := httptest.NewServer(fp)
+			defer proxy.Close()
+			c, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: proxy.URL, Model: tinyName, NCtx: 16384, RequestTimeout: time.Minute, API: api})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := reportPoolErr(t, c, 3)
+			if !errors.Is(err, engine.ErrRefused) {
+				t.Fatalf("run error %v: want the refusal", err)
+			}
+			for _, a := range res.Agents {
+				if a.Outcome != event.Failed {
+					t.Fatalf("agent %d: %s", a.ID, a.Outcome)
+				}
+			}
+			c.Close()
+			proxy.CloseClientConnections()
+			fp.tr.CloseIdleConnections()
+		})
+	}
 	noLeaks(t)
 }

@@ -214,12 +214,18 @@ func Start(t testing.TB, bin string, parallel int) *Server {
 // Create imports a GGUF file as model name (ollama create name -f Modelfile).
 func (s *Server) Create(t testing.TB, name, gguf string) {
 	t.Helper()
+	s.CreateWith(t, name, gguf, "")
+}
+
+// CreateWith is Create with more Modelfile lines (a TEMPLATE, a PARAMETER).
+func (s *Server) CreateWith(t testing.TB, name, gguf, modelfile string) {
+	t.Helper()
 	abs, err := filepath.Abs(gguf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mf := filepath.Join(t.TempDir(), "Modelfile")
-	if err := os.WriteFile(mf, []byte("FROM "+abs+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(mf, []byte("FROM "+abs+"\n"+modelfile), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -271,3 +277,47 @@ func (s *Server) Stop() {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	<-s.done
 }
+
+// ChatMLTools is a Modelfile TEMPLATE (ollama's Go text/template) that
+// renders a ChatML conversation with tools, calls and their results: what
+// ollama's chat endpoint needs to take tools for a model without one (the
+// generated test models). CreateWith takes it.
+const ChatMLTools = `TEMPLATE """{{- if or .System .Tools }}<|im_start|>system
+{{ if .System }}{{ .System }}{{ end }}
+{{- if .Tools }}
+
+# Tools
+
+You are provided with function signatures within <tools></tools> XML tags:
+<tools>
+{{- range .Tools }}
+{"type": "function", "function": {{ .Function }}}
+{{- end }}
+</tools>
+
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
+<tool_call>
+{"name": <function-name>, "arguments": <args-json-object>}
+</tool_call>
+{{- end }}<|im_end|>
+{{ end }}
+{{- range $i, $_ := .Messages }}
+{{- $last := eq (len (slice $.Messages $i)) 1 -}}
+{{- if eq .Role "user" }}<|im_start|>user
+{{ .Content }}<|im_end|>
+{{ else if eq .Role "assistant" }}<|im_start|>assistant
+{{ if .Content }}{{ .Content }}
+{{- else if .ToolCalls }}<tool_call>
+{{ range .ToolCalls }}{"name": "{{ .Function.Name }}", "arguments": {{ .Function.Arguments }}}
+{{ end }}</tool_call>
+{{- end }}{{ if not $last }}<|im_end|>
+{{ end }}
+{{- else if eq .Role "tool" }}<|im_start|>user
+<tool_response>
+{{ .Content }}
+</tool_response><|im_end|>
+{{ end }}
+{{- if and (ne .Role "assistant") $last }}<|im_start|>assistant
+{{ end }}
+{{- end }}"""
+`
