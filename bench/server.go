@@ -39,6 +39,7 @@ type benchRow struct {
 	tokens    int
 	prompt    int // prompt tokens given to the backend
 	evaluated int // … really evaluated (-1: not reported)
+	turns     int // turns written (bench agents: calls and reports)
 	promptT   time.Duration
 }
 

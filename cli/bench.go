@@ -23,7 +23,7 @@ func newBenchCmd() *cobra.Command {
 		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { cmd.SetOut(load.Begin(cmd.OutOrStdout())) },
 		PersistentPostRun: func(cmd *cobra.Command, _ []string) { load.End(cmd.OutOrStdout()) },
 	}
-	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAppCmd(), newBenchDemoCmd(), newBenchResearchersCmd())
+	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAgentsCmd(), newBenchAppCmd(), newBenchDemoCmd(), newBenchResearchersCmd())
 	return cmd
 }
 
@@ -199,6 +199,48 @@ the server for a like-for-like row.`,
 	f.StringVar(&o.LocalModel, "local-model", "", "GGUF file for the local rows (default: the generated tiny model)")
 	f.IntVar(&o.Spine, "spine", 1000, "tokens of the shared system prompt")
 	f.IntVar(&o.Tokens, "tokens", 64, "tokens each agent writes")
+	f.IntSliceVar(&o.Agents, "agents", []int{1, 8, 32}, "agent counts")
+	f.IntVar(&o.Threads, "threads", 0, "fix the local rows' CPU threads (default: the fastest per decode)")
+	f.DurationVar(&o.Timeout, "request-timeout", 5*time.Minute, "give up on a server request after this long without an answer")
+	return cmd
+}
+
+func newBenchAgentsCmd() *cobra.Command {
+	var o bench.AgentsOptions
+	cmd := &cobra.Command{
+		Use:   "agents",
+		Short: "The agent loop (calls and results) on the local backend and on an inference server",
+		Long: `N agents share a --spine-token system prompt; each makes --turns tool
+calls, every call writing a note of --call characters (forced by grammar, so
+every model does the same work) and reading a --result-token result, then
+reports. Locally a result is appended to the agent's branch; a server is
+sent the agent's whole conversation each turn and must find its prefix
+again in its cache.
+
+Columns: wall time, tokens written (and per turn), aggregate tokens/s, the
+prompt tokens the backend was given and how many it evaluated (locally what
+was prefilled; on a server what it reports), and peak memory: this
+process's resident peak for the local rows, the resident sum of this
+machine's ollama or llama-server processes for the server's.`,
+		Example: `  lloyal bench agents --server http://127.0.0.1:11434 --model lloyal-tiny --agents 8`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Server == "" {
+				o.Server = os.Getenv("LLOYAL_SERVER")
+			}
+			o.APIKey = os.Getenv("LLOYAL_API_KEY")
+			return bench.Agents(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Server, "server", "", "inference server URL (default $LLOYAL_SERVER; none: local rows only)")
+	f.StringVar(&o.Model, "model", "", "the model's name on the server")
+	f.StringVar(&o.API, "api", "auto", "the server's API: chat, completions, generate or auto")
+	f.StringVar(&o.LocalModel, "local-model", "", "GGUF file for the local rows (default: the generated tiny model)")
+	f.IntVar(&o.Spine, "spine", 1000, "tokens of the shared system prompt")
+	f.IntVar(&o.Turns, "turns", 6, "tool calls each agent makes before its report")
+	f.IntVar(&o.Call, "call", 120, "characters of the note each call writes")
+	f.IntVar(&o.Result, "result", 300, "tokens of each tool result")
 	f.IntSliceVar(&o.Agents, "agents", []int{1, 8, 32}, "agent counts")
 	f.IntVar(&o.Threads, "threads", 0, "fix the local rows' CPU threads (default: the fastest per decode)")
 	f.DurationVar(&o.Timeout, "request-timeout", 5*time.Minute, "give up on a server request after this long without an answer")
