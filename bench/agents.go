@@ -15,7 +15,6 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 )
@@ -63,20 +62,12 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 	// caps its context at the model's.
 	tiny := modelgen.Tiny()
 	tiny.CtxTrain = 16384
-	m, err := openModel(o.LocalModel, "tiny-16k", tiny)
+	// Room for every agent's whole loop: pressure is not what this measures.
+	m, be, err := openLocal(o.LocalModel, "tiny-16k", tiny, o.Agents, 131072, o.Threads)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	nseq := 2
-	for _, n := range o.Agents {
-		nseq = max(nseq, n+2)
-	}
-	// Room for every agent's whole loop: pressure is not what this measures.
-	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: 131072, NBatch: 512, NSeqMax: nseq, NThreads: o.Threads})
-	if err != nil {
-		return err
-	}
 	defer be.Close()
 	system, got, err := spineText(be, o.Spine)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 	"github.com/lloyal-ai/lloyal/tools/research"
@@ -71,19 +72,11 @@ func Server(ctx context.Context, w io.Writer, o ServerOptions) error {
 type serverBench struct{ ServerOptions }
 
 func (b *serverBench) run(ctx context.Context, w io.Writer) error {
-	m, err := openModel(b.LocalModel, "tiny", modelgen.Tiny())
+	m, be, err := openLocal(b.LocalModel, "tiny", modelgen.Tiny(), b.Agents, 65536, b.Threads)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	nseq := 2
-	for _, n := range b.Agents {
-		nseq = max(nseq, n+2)
-	}
-	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: 65536, NBatch: 512, NSeqMax: nseq, NThreads: b.Threads})
-	if err != nil {
-		return err
-	}
 	defer be.Close()
 	system, got, err := spineText(be, b.Spine)
 	if err != nil {
@@ -138,6 +131,26 @@ func (b *serverBench) print(w io.Writer, name string, n int, r benchRow) {
 		pt = fmt.Sprintf("%.2f", r.promptT.Seconds())
 	}
 	fmt.Fprintf(w, "%s\t%d\t%.2f\t%d\t%.1f\t%d\t%s\t%s\t\n", name, n, r.wall.Seconds(), r.tokens, float64(r.tokens)/r.wall.Seconds(), r.prompt, eval, pt)
+}
+
+// openLocal opens the local rows' model (ref, or the generated model name
+// of o) and a context of nctx cells with a branch slot for each of the
+// most agents (and the spine).
+func openLocal(ref, name string, o modelgen.Options, agents []int, nctx, threads int) (*model.Model, *llamabackend.Backend, error) {
+	m, err := openModel(ref, name, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	nseq := 2
+	for _, n := range agents {
+		nseq = max(nseq, n+2)
+	}
+	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: nctx, NBatch: 512, NSeqMax: nseq, NThreads: threads})
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	return m, be, nil
 }
 
 // spineText is handbook text of about n tokens by the backend's tokenizer.

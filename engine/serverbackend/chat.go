@@ -8,7 +8,6 @@ package serverbackend
 // API format's call markers.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -124,10 +123,8 @@ type pendingCall struct {
 // call, once complete, as the API format writes it.
 func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, int, error) {
 	res := engine.TurnResult{Evaluated: -1}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	pieces := 0
-	finished, thinking := false, false
+	thinking := false
 	calls := map[int]*pendingCall{}
 	emit := func(s string) {
 		if s != "" {
@@ -141,7 +138,7 @@ func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, in
 			emit("</think>")
 		}
 	}
-	flush := func() error {
+	flush := func() {
 		endThinking()
 		idx := make([]int, 0, len(calls))
 		for i := range calls {
@@ -163,21 +160,8 @@ func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, in
 			emit(c.format.CallOpen + fmt.Sprintf(`{"name": %s, "arguments": %s}`, name, args) + c.format.CallClose)
 		}
 		calls = map[int]*pendingCall{}
-		return nil
 	}
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue
-		}
-		data = bytes.TrimSpace(data)
-		if string(data) == "[DONE]" {
-			if !finished {
-				return res, pieces, io.ErrUnexpectedEOF
-			}
-			return res, pieces, nil
-		}
+	err := readSSE(r, func(data []byte) (bool, error) {
 		var m struct {
 			Choices []struct {
 				Delta struct {
@@ -188,24 +172,15 @@ func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, in
 				} `json:"delta"`
 				FinishReason *string `json:"finish_reason"`
 			} `json:"choices"`
-			Usage *struct {
-				PromptTokens     int `json:"prompt_tokens"`
-				CompletionTokens int `json:"completion_tokens"`
-				Details          *struct {
-					Cached int `json:"cached_tokens"`
-				} `json:"prompt_tokens_details"`
-			} `json:"usage"`
-			Timings *struct {
-				PromptN int `json:"prompt_n"`
-			} `json:"timings"`
-			Error any `json:"error"`
+			openAIEvent
 		}
-		if err := json.Unmarshal(data, &m); err != nil {
-			return res, pieces, fmt.Errorf("an unreadable event %q: %w", chat.Clip(string(data), 120), err)
+		if err := decodeEvent(data, &m); err != nil {
+			return false, err
 		}
-		if m.Error != nil {
-			return res, pieces, fmt.Errorf("the server reported: %v", m.Error)
+		if err := m.apply(&res); err != nil {
+			return false, err
 		}
+		finished := false
 		for _, ch := range m.Choices {
 			d := ch.Delta
 			for _, r := range []*string{d.ReasoningContent, d.Reasoning} {
@@ -240,28 +215,12 @@ func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, in
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
 				finished = true
 				res.Cut = *ch.FinishReason == "length"
-				if err := flush(); err != nil {
-					return res, pieces, err
-				}
+				flush()
 			}
 		}
-		if u := m.Usage; u != nil {
-			res.PromptTokens, res.Tokens = u.PromptTokens, u.CompletionTokens
-			if u.Details != nil {
-				res.Evaluated = u.PromptTokens - u.Details.Cached
-			}
-		}
-		if m.Timings != nil {
-			res.Evaluated = m.Timings.PromptN
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return res, pieces, err
-	}
-	if finished {
-		return res, pieces, nil // a server that ends without [DONE]
-	}
-	return res, pieces, io.ErrUnexpectedEOF
+		return finished, nil
+	})
+	return res, pieces, err
 }
 
 // argumentsPiece is a delta's arguments as text to append: a JSON string's

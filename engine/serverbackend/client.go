@@ -700,46 +700,22 @@ func (c *Client) readOllama(r io.Reader, text func(string)) (engine.TurnResult, 
 // readOpenAI reads /v1/completions' server-sent events.
 func (c *Client) readOpenAI(r io.Reader, text func(string)) (engine.TurnResult, int, error) {
 	res := engine.TurnResult{Evaluated: -1}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	pieces := 0
-	finished := false
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue
-		}
-		data = bytes.TrimSpace(data)
-		if string(data) == "[DONE]" {
-			if !finished {
-				return res, pieces, io.ErrUnexpectedEOF
-			}
-			return res, pieces, nil
-		}
+	err := readSSE(r, func(data []byte) (bool, error) {
 		var m struct {
 			Choices []struct {
 				Text         string  `json:"text"`
 				FinishReason *string `json:"finish_reason"`
 			} `json:"choices"`
-			Usage *struct {
-				PromptTokens     int `json:"prompt_tokens"`
-				CompletionTokens int `json:"completion_tokens"`
-				Details          *struct {
-					Cached int `json:"cached_tokens"`
-				} `json:"prompt_tokens_details"`
-			} `json:"usage"`
-			Timings *struct {
-				PromptN int `json:"prompt_n"`
-			} `json:"timings"` // llama-server
-			Error any `json:"error"`
+			openAIEvent
 		}
-		if err := json.Unmarshal(data, &m); err != nil {
-			return res, pieces, fmt.Errorf("an unreadable event %q: %w", chat.Clip(string(data), 120), err)
+		if err := decodeEvent(data, &m); err != nil {
+			return false, err
 		}
-		if m.Error != nil {
-			return res, pieces, fmt.Errorf("the server reported: %v", m.Error)
+		if err := m.apply(&res); err != nil {
+			return false, err
 		}
+		finished := false
 		for _, ch := range m.Choices {
 			if ch.Text != "" {
 				pieces++
@@ -750,18 +726,7 @@ func (c *Client) readOpenAI(r io.Reader, text func(string)) (engine.TurnResult, 
 				res.Cut = *ch.FinishReason == "length"
 			}
 		}
-		if u := m.Usage; u != nil {
-			res.PromptTokens, res.Tokens = u.PromptTokens, u.CompletionTokens
-			if u.Details != nil {
-				res.Evaluated = u.PromptTokens - u.Details.Cached
-			}
-		}
-		if m.Timings != nil {
-			res.Evaluated = m.Timings.PromptN
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return res, pieces, err
-	}
-	return res, pieces, io.ErrUnexpectedEOF
+		return finished, nil
+	})
+	return res, pieces, err
 }
