@@ -45,6 +45,7 @@ type Agent struct {
 	raw                      strings.Builder // the current turn's output
 	dec                      chat.Decoder
 	forceTerminal            bool
+	overNudges               int  // nudges to report for calls past its budget (maxOverNudges)
 	cut                      bool // the current turn ended at MaxTurnTokens
 	looped                   bool // the current turn ended in a loop (endLoop)
 

@@ -152,11 +152,19 @@ func (p *pool) endTurn(a *Agent) {
 			p.tick.killed = true
 			p.drop(a, "pressure_critical", p.spec.RecoveryShape)
 			return
+		case a.overNudges >= maxOverNudges:
+			// Told to report that many times, its turns forced to, and it
+			// calls another tool still: a server that does not honour a
+			// forced call (tool_choice ignored) would be told again for
+			// ever. It is stopped and its work recovered.
+			p.drop(a, over, p.spec.RecoveryShape)
+			return
 		case !p.tick.nudged:
 			// One nudge per tick; other agents over budget this tick have their
 			// call run (a trailing stop) and are nudged on a later turn.
 			p.tick.nudged = true
 			a.forceTerminal = true
+			a.overNudges++
 			p.refuse(a, call, over, fmt.Sprintf("%s Call %s now with what you have found, within %d words.", why, p.tools.terminal, wordsFor(pr.Remaining-pr.HardLimit)))
 			return
 		}
@@ -165,6 +173,11 @@ func (p *pool) endTurn(a *Agent) {
 	a.status = event.StatusDispatch
 	p.calls.dispatchQ = append(p.calls.dispatchQ, a)
 }
+
+// maxOverNudges bounds the nudges to report an agent gets for calls past
+// its budget: a model under a grammar cannot need more than one, and a
+// server that ignores forced calls would otherwise loop for ever.
+const maxOverNudges = 8
 
 func (p *pool) newCallID() string {
 	p.calls.seq++

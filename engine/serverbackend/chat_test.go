@@ -2,6 +2,7 @@ package serverbackend_test
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -32,9 +34,11 @@ type chatStyle struct {
 // raw /v1/completions, so Dial must pick the chat dialect.
 type fakeChat struct {
 	style  chatStyle
-	status int // answer every chat request with this status, when set
-	ctx    int // max_model_len (default 4096)
-	prompt int // the prompt_tokens it reports (default 120)
+	status int  // answer every chat request with this status, when set
+	ctx    int  // max_model_len (default 4096)
+	badQ   bool // the first call's arguments fail lookup's schema (q a number)
+	always bool // calls lookup every turn, whatever tool_choice says
+	prompt int  // the prompt_tokens it reports (default 120)
 	mu     sync.Mutex
 	bodies []map[string]any
 	raw    []string
@@ -60,7 +64,10 @@ func (f *fakeChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		msgs, _ := req["messages"].([]any)
 		name, args := "lookup", `{"q": "tides"}`
-		if last, _ := msgs[len(msgs)-1].(map[string]any); last["role"] == "tool" {
+		if f.badQ && len(msgs) == 2 {
+			args = `{"q": 42}`
+		}
+		if last, _ := msgs[len(msgs)-1].(map[string]any); !f.always && last["role"] == "tool" && !(f.badQ && strings.Contains(fmt.Sprint(last["content"]), "error")) {
 			name, args = "report", `{"result": "found it"}`
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -297,5 +304,60 @@ func TestServerContextShareNeverPassesTheContext(t *testing.T) {
 	}
 	if st.PeakCells > st.NCtx || st.PeakCells == 0 {
 		t.Fatalf("peak %d of %d", st.PeakCells, st.NCtx)
+	}
+}
+
+// A call that fails the tool's schema goes back to the model as an
+// {"error"} result answering that call, as on a local model; the model
+// then calls again and the agent ends as usual.
+func TestChatInvalidArgumentsAreRefusedBack(t *testing.T) {
+	f := &fakeChat{style: chatStyle{finish: "tool_calls"}, badQ: true}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	cl, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rec := &recorder{}
+	res := runPool(t, cl, rec, 1, 1, nil)
+	if a := res.Agents[0]; a.Outcome != event.Returned || a.Text() != "found it" {
+		t.Fatalf("agent: %s %q (%s)", a.Outcome, a.Text(), a.Reason)
+	}
+	if n := rec.of(event.AgentNudge); len(n) != 1 || n[0].Reason != "invalid_arguments" {
+		t.Fatalf("nudges %+v: want one invalid_arguments", n)
+	}
+	msgs, _ := f.bodies[1]["messages"].([]any)
+	tool, _ := json.Marshal(msgs[len(msgs)-1])
+	if !strings.Contains(string(tool), `"role":"tool"`) || !strings.Contains(string(tool), `"tool_call_id":"call_1"`) || !strings.Contains(string(tool), "error") {
+		t.Fatalf("the refusal sent back as %s: want a tool message answering call_1 with the error", tool)
+	}
+}
+
+// A server that ignores tool_choice and calls a tool every turn, though
+// the agent's turns are spent, cannot keep the agent for ever: its
+// refusals are bounded and the agent ends.
+func TestChatServerIgnoringToolChoiceEnds(t *testing.T) {
+	f := &fakeChat{style: chatStyle{finish: "tool_calls"}, always: true}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	cl, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	rt := engine.NewOnServer(cl, engine.Options{MaxInflight: 1})
+	res, err := rt.Run(ctx, engine.PoolSpec{System: "You research tides.", Tools: []engine.Tool{lookup}, MaxTurns: 1,
+		Terminal: engine.Terminal("report", "Report.", engine.ReportSchema), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "a"})})
+	if ctx.Err() != nil {
+		t.Fatalf("the run was still going after 20 s and %d requests", len(f.bodies))
+	}
+	if err != nil && !errors.Is(err, engine.ErrBackendFailed) {
+		t.Fatal(err)
+	}
+	if a := res.Agents[0]; a.Outcome == event.Running || len(f.bodies) > 12 {
+		t.Fatalf("agent %s after %d requests", a.Outcome, len(f.bodies))
 	}
 }
