@@ -1,8 +1,10 @@
 package llamabackend
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -62,6 +64,11 @@ func Identify(m *model.Model, o FormatOptions) (chat.Format, error) {
 		t, err := chat.NewTemplate(src, string(m.Piece(m.BOS())), string(m.Piece(m.EOS())))
 		var tf chat.Format
 		if err == nil {
+			// Errors name the template by where it came from.
+			t.Name = "of " + cmp.Or(m.Info.Ref, filepath.Base(m.Info.Path))
+			if o.Template != "" {
+				t.Name = "from --template"
+			}
 			tf, err = chat.FromTemplate(t, o.Think)
 		}
 		switch {

@@ -69,6 +69,7 @@ func RenderPrompt(r PromptRequest) (RenderedPrompt, error) {
 		if err != nil {
 			return out, fmt.Errorf("--template %s: %w", r.TemplateFile, err)
 		}
+		t.Name = r.TemplateFile
 		if f, err = chat.FromTemplate(t, r.Think); err != nil {
 			// The template cannot carry agents (lloyal could not cut it
 			// into turns), but it still renders: show that.

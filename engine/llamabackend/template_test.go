@@ -99,3 +99,17 @@ TOOL-USE VARIANT<|im_end|>
 		t.Fatalf("a broken --template: %v", err)
 	}
 }
+
+// A template lloyal cannot use is named in the error by where it came
+// from, not by a hash of its text.
+func TestTemplateErrorsNameTheTemplate(t *testing.T) {
+	m, err := model.Open(testmodel.Tiny(t), model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, err = Identify(m, FormatOptions{Template: "{{ raise_exception('this template takes no agents') }}"})
+	if err == nil || !strings.Contains(err.Error(), "chat template from --template") || !strings.Contains(err.Error(), "takes no agents") {
+		t.Fatalf("error %v: want the template named and its message", err)
+	}
+}
