@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -132,6 +133,20 @@ func TestRunOnOllamaChat(t *testing.T) {
 	}
 	if s := c.Header.Server; s == nil || s.Dialect != "chat" || c.Header.Model.Format != "api" {
 		t.Fatalf("header %+v: want the chat dialect", c.Header.Server)
+	}
+	// ollama's chat endpoint runs the model with the server's default
+	// context, not --ctx: the run plans for what the server says it has.
+	var ps struct {
+		Models []struct {
+			ContextLength int `json:"context_length"`
+		} `json:"models"`
+	}
+	if resp, err := http.Get(srv.URL + "/api/ps"); err == nil {
+		_ = json.NewDecoder(resp.Body).Decode(&ps)
+		resp.Body.Close()
+	}
+	if len(ps.Models) == 0 || c.Header.Context.NCtx != min(8192, ps.Models[0].ContextLength) || !strings.Contains(out, "ollama's chat endpoint runs") && c.Header.Context.NCtx < 8192 {
+		t.Fatalf("planned for %d cells; the server runs %+v:\n%s", c.Header.Context.NCtx, ps.Models, out)
 	}
 	raw, _ := os.ReadFile(tp)
 	if strings.Contains(string(raw), "sk-header") {

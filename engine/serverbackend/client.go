@@ -51,8 +51,8 @@ const (
 	Chat   Dialect = "chat"   // /v1/chat/completions, messages and tools
 )
 
-// ollamaChatCtx is ollama's context when its chat endpoint is used and no
-// --ctx says the server was started with another (OLLAMA_CONTEXT_LENGTH).
+// ollamaChatCtx is ollama's default context on a machine without a GPU:
+// what its chat endpoint is taken to run when the server does not say.
 const ollamaChatCtx = 4096
 
 // Dialects by the name --api takes.
@@ -296,17 +296,51 @@ func (c *Client) probeOllama(ctx context.Context) error {
 		c.nctx = trained
 		c.note = fmt.Sprintf("the model was trained on %d tokens of context: lloyal plans for %d, not the %d asked for", trained, trained, c.o.NCtx)
 	}
-	if c.o.API == Chat && c.o.NCtx == 0 {
+	if c.o.API == Chat {
 		// ollama's chat endpoint takes no context size: the server's own
-		// (OLLAMA_CONTEXT_LENGTH, 4096 by default) applies.
-		c.nctx = min(c.nctx, ollamaChatCtx)
-		c.note = fmt.Sprintf("ollama's chat endpoint uses the server's context size: lloyal plans for %d tokens (start ollama with OLLAMA_CONTEXT_LENGTH and pass the same --ctx for more)", c.nctx)
+		// default applies (OLLAMA_CONTEXT_LENGTH, else 4k to 256k by its
+		// memory). The model is loaded as a chat request would load it,
+		// and the server says the context it got.
+		served := c.ollamaChatContext(ctx)
+		if served <= 0 {
+			served = ollamaChatCtx
+		}
+		if served < c.nctx {
+			c.note = fmt.Sprintf("ollama's chat endpoint runs %s with a context of %d tokens, less than the %d asked for: lloyal plans for %d (start ollama with a larger OLLAMA_CONTEXT_LENGTH for more)", c.o.Model, served, c.nctx, served)
+			c.nctx = served
+		}
 	}
 	if c.nctx <= 0 {
 		return fmt.Errorf("server %s: model %q does not say its context size; pass --ctx", c.Name(), c.o.Model)
 	}
 	c.format = c.pickFormat(show.Template, vocab)
 	return nil
+}
+
+// ollamaChatContext loads the model with the server's default options (as
+// its chat endpoint does) and reads the context it was given (/api/ps); 0
+// when the server does not say.
+func (c *Client) ollamaChatContext(ctx context.Context) int {
+	var loaded map[string]any
+	if err := c.getJSON(ctx, "/api/generate", map[string]any{"model": c.o.Model, "stream": false}, &loaded); err != nil {
+		return 0
+	}
+	var ps struct {
+		Models []struct {
+			Name          string `json:"name"`
+			Model         string `json:"model"`
+			ContextLength int    `json:"context_length"`
+		} `json:"models"`
+	}
+	if err := c.getJSON(ctx, "/api/ps", nil, &ps); err != nil {
+		return 0
+	}
+	for _, m := range ps.Models {
+		if m.Name == c.o.Model || m.Model == c.o.Model || strings.TrimSuffix(m.Name, ":latest") == c.o.Model {
+			return m.ContextLength
+		}
+	}
+	return 0
 }
 
 func (c *Client) probeOpenAI(ctx context.Context) error {
