@@ -273,7 +273,8 @@ type faultProxy struct {
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	gen := r.URL.Path == "/api/generate" || r.URL.Path == "/v1/chat/completions"
+	// Turns only: not Dial's load of the model (a generate without a prompt).
+	gen := r.URL.Path == "/api/generate" && strings.Contains(string(body), `"prompt"`) || r.URL.Path == "/v1/chat/completions"
 	cut := false
 	if gen {
 		p.mu.Lock()
