@@ -379,11 +379,14 @@ func TestTmuxFollowUpInTheApp(t *testing.T) {
 	}
 	tp := filepath.Join(dir, "run.jsonl")
 	s := startTmux(t, bin+" run "+path+" --model "+testmodel.Tiny(t)+" --trace "+tp+" --grants-file "+filepath.Join(dir, "grants.json"), homes(dir)...)
-	s.waitFor("follow up:", time.Minute)
+	// The notice, not the input's prompt: the prompt is drawn before the
+	// program asks, and keys typed then reach the other panes.
+	const asked = "the run is over: ask a follow-up"
+	s.waitFor(asked, time.Minute)
 	const q = "And what is a skiff?"
 	s.keys(q, "Enter")
-	s.waitFor(q, 30*time.Second)         // the follow-up's agent in the tree
-	s.waitFor("follow up:", time.Minute) // asked again once it has answered
+	s.waitFor(q, 30*time.Second)  // the follow-up's agent in the tree
+	s.waitFor(asked, time.Minute) // asked again once it has answered
 	s.keys("Escape")
 	s.waitFor("run finished", 30*time.Second)
 	s.keys("q")
