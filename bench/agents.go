@@ -175,12 +175,7 @@ func agentLoop(ctx context.Context, o AgentsOptions, local engine.Backend, c *se
 		before = c.Usage()
 	}
 	opts := engine.Options{Sinks: []engine.Sink{count}, MaxInflight: n}
-	var rt *engine.Runtime
-	if c != nil {
-		rt = engine.NewOnServer(c, opts)
-	} else {
-		rt = engine.New(local, opts)
-	}
+	rt := runtimeOn(local, c, opts)
 	note := engine.Typed(engine.ToolSpec{Name: "note", Description: "Write down what you have, and read the next page.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","minLength":` + strconv.Itoa(o.Call) + `,"maxLength":` + strconv.Itoa(o.Call) + `}},"required":["text"]}`)},
 		func(context.Context, struct{ Text string }) (any, error) { return result, nil })
@@ -209,12 +204,7 @@ func agentLoop(ctx context.Context, o AgentsOptions, local engine.Backend, c *se
 		}
 	}
 	if c != nil {
-		u := c.Usage()
-		r.prompt = u.PromptTokens - before.PromptTokens
-		r.evaluated = -1
-		if u.EvaluatedKnown > before.EvaluatedKnown {
-			r.evaluated = u.Evaluated - before.Evaluated
-		}
+		r.fromServer(c.Usage(), before)
 	}
 	return r, nil
 }

@@ -211,12 +211,7 @@ func (b *serverBench) workload(ctx context.Context, local engine.Backend, system
 		before = c.Usage()
 	}
 	o := engine.Options{Sinks: []engine.Sink{count}, MaxInflight: n}
-	var rt *engine.Runtime
-	if c != nil {
-		rt = engine.NewOnServer(c, o)
-	} else {
-		rt = engine.New(local, o)
-	}
+	rt := runtimeOn(local, c, o)
 	var specs []engine.AgentSpec
 	for i := range n {
 		specs = append(specs, engine.AgentSpec{Task: fmt.Sprintf("Agent %d: summarise the handbook's section %d.", i+1, i+1)})
@@ -247,15 +242,28 @@ func (b *serverBench) workload(ctx context.Context, local engine.Backend, system
 		}
 	}
 	if c != nil {
-		u := c.Usage()
-		r.prompt = u.PromptTokens - before.PromptTokens
-		r.promptT = u.PromptTime - before.PromptTime
-		r.evaluated = -1
-		if u.EvaluatedKnown > before.EvaluatedKnown {
-			r.evaluated = u.Evaluated - before.Evaluated
-		}
+		r.fromServer(c.Usage(), before)
 	}
 	return r, nil
+}
+
+// runtimeOn is a runtime on the server c or, where c is nil, on local.
+func runtimeOn(local engine.Backend, c *serverbackend.Client, o engine.Options) *engine.Runtime {
+	if c != nil {
+		return engine.NewOnServer(c, o)
+	}
+	return engine.New(local, o)
+}
+
+// fromServer sets the row's prompt figures from what the server reported
+// between before and u.
+func (r *benchRow) fromServer(u, before serverbackend.Usage) {
+	r.prompt = u.PromptTokens - before.PromptTokens
+	r.promptT = u.PromptTime - before.PromptTime
+	r.evaluated = -1
+	if u.EvaluatedKnown > before.EvaluatedKnown {
+		r.evaluated = u.Evaluated - before.Evaluated
+	}
 }
 
 // handbookText is every page of the built-in handbook, in file order.
