@@ -191,7 +191,7 @@ func agentLoop(ctx context.Context, o AgentsOptions, local engine.Backend, c *se
 	start := time.Now()
 	res, err := rt.Run(ctx, engine.PoolSpec{System: system, Tools: []engine.Tool{note}, Terminal: report, ToolChoice: engine.ToolRequired,
 		Orchestrate: engine.Parallel(specs...), MaxTurns: o.Turns, MaxTurnTokens: 4 * o.Call,
-		Sampling: engine.Sampling{Temperature: 0.8, Seed: 1}})
+		Sampling: engine.Sampling{Temperature: 0.8, Seed: 1, JumpForward: true}}) // as lloyal run decodes
 	if err != nil {
 		return r, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/engine/repetition"
 	"github.com/lloyal-ai/lloyal/engine/report"
@@ -49,6 +50,9 @@ type DemoOptions struct {
 	// Traces is a folder to write each question's trace into ("": none).
 	Traces      string
 	CommandLine []string
+	// NoJumpForward samples grammar-forced text one token per tick, as
+	// before jump-forward decoding (for its row in docs/speed.md).
+	NoJumpForward bool
 }
 
 // Question is one held-out question: its form, the files that answer it,
@@ -89,7 +93,9 @@ func ParseQuestions(text string) ([]Question, error) {
 // demoRun is what one question's run came to.
 type demoRun struct {
 	answered, cited, looped bool
-	found                   bool     // the question, searched, ranks a file that answers it first (the ceiling of a run that reads its top hit)
+	found                   bool // the question, searched, ranks a file that answers it first (the ceiling of a run that reads its top hit)
+	ticks, tokens, forced   int  // batched decodes, the tokens they wrote, those a grammar forced
+	attention               kv.Attention
 	nonexistent             []string // cited paths the corpus does not hold
 	salvaged, reports       int      // reports salvaged or recovered, of all reports
 	wall                    time.Duration
@@ -190,9 +196,17 @@ func demoQuestion(ctx context.Context, m *model.Model, corpus *tools.Corpus, o D
 	defer p.Close()
 	p.Fit(be.NCtx(), be.NBatch())
 	p.Sampling.Seed = o.Seed
+	p.Sampling.JumpForward = !o.NoJumpForward
 	var mu sync.Mutex
 	var reports []json.RawMessage
 	sinks := []engine.Sink{engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.PoolTick && e.Tokens > 0 {
+			mu.Lock()
+			defer mu.Unlock()
+			r.ticks++
+			r.tokens += e.Tokens
+			r.forced += e.Forced
+		}
 		if e.Type == event.AgentReturn || e.Type == event.AgentRecovered {
 			mu.Lock()
 			defer mu.Unlock()
@@ -218,6 +232,7 @@ func demoQuestion(ctx context.Context, m *model.Model, corpus *tools.Corpus, o D
 	start := time.Now()
 	all, err := p.Run(ctx, rt)
 	r.wall = time.Since(start)
+	r.attention = be.Store().Attention()
 	if err != nil {
 		return r, err
 	}
@@ -315,6 +330,18 @@ func printDemo(w io.Writer, forms []string, runs map[string][]demoRun) {
 			}
 		}
 	}
+	var ticks, tokens, forced int
+	var attended, held int64
+	for _, r := range every {
+		ticks += r.ticks
+		tokens += r.tokens
+		forced += r.forced
+		attended += r.attention.Attended
+		held += r.attention.Held
+	}
+	fmt.Fprintf(w, "decoding: %d batched decodes wrote %d tokens, %.2f per decode; %d (%d %%) forced by a grammar and written forward\n",
+		ticks, tokens, float64(tokens)/float64(max(ticks, 1)), forced, 100*forced/max(tokens, 1))
+	fmt.Fprintf(w, "KV cells attended %.2f× those held (holes below the highest cell in use, and llama.cpp's rounding to 256)\n", float64(attended)/float64(max(held, 1)))
 	fmt.Fprintln(w, "search finds it first: the question, searched as asked, ranks a file that answers it first (what a run reading its top hit can reach)")
 	fmt.Fprintln(w, "targets (issue #36): answer in the note ≥ 70 % / 60 % / 50 % (what-is / handbook-says / natural); right citation ≥ 85 % / 75 % / 60 %; no file that does not exist; no loops")
 }

@@ -299,6 +299,7 @@ as lloyal run sets it up.`,
 	f.IntVar(&o.Ctx, "ctx", 8192, fmt.Sprintf("context size in tokens, as lloyal run --ctx (%d for the demo model)", research.DemoModelContext))
 	f.Uint32Var(&o.Seed, "seed", 1, "sampling seed")
 	f.StringVar(&o.Traces, "traces", "", "write each question's trace into this folder")
+	f.BoolVar(&o.NoJumpForward, "no-jump-forward", false, "sample the text a grammar forces one token per tick (to measure jump-forward decoding)")
 	return cmd
 }
 

@@ -102,6 +102,10 @@ func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trac
 	rec.OnDiverge = func(engine.Divergence) { cancel() }
 	o := &runFlags{argv: rec.Header.CommandLine}
 	o.cfg.App.Replay = rec
+	// The record's tokens were decoded with or without jump-forward (runs
+	// before it have none); the rerun must split text into tokens alike.
+	jf := rec.Header.Sampling.JumpForward
+	o.cfg.Sampling.JumpForward = &jf
 	if h := rec.Header.Harness; h != nil {
 		o.cfg.HarnessSHA256 = h.SHA256
 	}

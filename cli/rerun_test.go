@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -179,7 +180,7 @@ func TestForkReplacesAResult(t *testing.T) {
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "cache")
 	rec, forked := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "fork.jsonl")
-	if out, err := lloyalCmd(bin, dir, cache, "run", "--headless", "--model", testmodel.Tiny(t), "--walk", "--ctx", "4096", "--temperature", "0", "--threads", "1",
+	if out, err := lloyalCmd(bin, dir, cache, "run", "--headless", "--model", testmodel.Tiny(t), "--walk", "--ctx", "8192", "--temperature", "0", "--threads", "1",
 		"--deny-protected", "--trace", rec).CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
@@ -259,8 +260,9 @@ func TestForkReplacesAResult(t *testing.T) {
 	if read == nil || !strings.Contains(read.Text, "nothing matched") || turnBefore == nil || turnAfter == nil {
 		t.Fatalf("the forked agent did not read the replacement and go on: %+v", read)
 	}
-	if slices.Equal(turnBefore.IDs[:min(8, len(turnBefore.IDs))], turnAfter.IDs[:min(8, len(turnAfter.IDs))]) {
-		t.Fatalf("the forked agent's first tokens are the original's: %v", head(turnAfter.IDs))
+	// Its whole turn: a call's first tokens are the grammar's, forced alike.
+	if slices.Equal(turnBefore.IDs, turnAfter.IDs) {
+		t.Fatalf("the forked agent's tokens are the original's: %v", head(turnAfter.IDs))
 	}
 	c, err := trace.CheckFile(forked)
 	if err != nil || c.Header == nil || c.Header.ForkOf == nil || c.Header.ForkOf.Event != at.ID || !strings.HasSuffix(c.Header.ForkOf.Trace, "run.jsonl") || c.Close == nil {
@@ -307,5 +309,64 @@ func TestForkRefuses(t *testing.T) {
 				t.Fatal("a refused fork wrote a trace")
 			}
 		})
+	}
+}
+
+// A trace written before jump-forward decoding (its header's sampling says
+// nothing of it) sampled grammar-forced text a token at a time; its rerun
+// must too. Such a trace is made here by recording with the built-in
+// harness's own text and jump_forward: false, then writing the header as an
+// older lloyal would have: no harness file, no jumpForward.
+func TestRerunOfARunBeforeJumpForward(t *testing.T) {
+	bin := lloyalBinary(t)
+	model := testmodel.Tiny(t)
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	show, err := lloyalCmd(bin, dir, cache, "harness", "show", "research").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "research.yaml")
+	text := strings.Replace(string(show), "\nroles:", "\nsampling: {jump_forward: false}\nroles:", 1)
+	if text == string(show) {
+		t.Fatal("the built-in harness has no roles: line to put sampling before")
+	}
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, again := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "rerun.jsonl")
+	if out, err := lloyalCmd(bin, dir, cache, "run", file, "--headless", "--model", model, "--walk", "--ctx", "4096", "--threads", "1", "--temperature", "0",
+		"--deny-protected", "--trace", rec).CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, _ := bytes.Cut(b, []byte("\n"))
+	var h map[string]any
+	if err := json.Unmarshal(first, &h); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := h["sampling"].(map[string]any); s == nil || s["jumpForward"] != nil {
+		t.Fatalf("the run's header sampling %v", h["sampling"])
+	}
+	argv, _ := h["commandLine"].([]any)
+	h["commandLine"] = slices.DeleteFunc(argv, func(a any) bool { return a == file })
+	delete(h, "harness")
+	first, _ = json.Marshal(h)
+	if err := os.WriteFile(rec, append(append(first, '\n'), rest...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless", "--trace", again).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rerun: %v\n%s", err, out)
+	}
+	want, _ := sampledIDs(t, rec)
+	got, _ := sampledIDs(t, again)
+	for a, ids := range want {
+		if !slices.Equal(got[a], ids) {
+			t.Fatalf("agent %d: rerun sampled %d tokens, the run %d; first ids %v vs %v", a, len(got[a]), len(ids), head(got[a]), head(ids))
+		}
 	}
 }

@@ -31,6 +31,22 @@ type Span struct {
 type Step struct {
 	Branch BranchID
 	Token  Token
+	// Forced are the tokens the branch's grammar forces after Token
+	// (Forcer), written in the same decode.
+	Forced []Token
+}
+
+// Forcer is a Backend that can decode jump-forward: when a branch's grammar
+// allows exactly one continuation, the tokens of that text are appended in
+// the same tick as the token sampled before them instead of one per tick.
+type Forcer interface {
+	// Forced is at most max tokens the branch's grammar forces next, already
+	// accepted by its sampler: the caller must decode them after the token
+	// it just sampled. The text is tokenized as the model tokenizes it, and
+	// its last token is left to the model to sample unless nothing may
+	// follow it (the model may join it with the free text after). None
+	// where the grammar allows a choice, or before a lazy grammar is armed.
+	Forced(b BranchID, max int) []Token
 }
 
 // Sampling configures a branch's sampler.
@@ -52,6 +68,12 @@ type Sampling struct {
 	// RepeatLastN is how many of the last accepted tokens the penalty looks
 	// at; 0 with a penalty set means 64, llama.cpp's default.
 	RepeatLastN int `json:"repeatLastN,omitempty"`
+	// JumpForward writes the text a grammar forces (a call's fixed keys, the
+	// rest of a tool's name or of an enum's string once its first token is
+	// chosen) in the tick that reaches it, not one token per tick, on a
+	// Backend that is a Forcer. The text is the same; its tokens may be
+	// split differently from what the model would have sampled.
+	JumpForward bool `json:"jumpForward,omitempty"`
 }
 
 // Backend is what the runtime needs from a model and its context.

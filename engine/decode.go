@@ -87,7 +87,23 @@ func (p *pool) produce() bool {
 			p.endTurn(a)
 			continue
 		}
-		steps = append(steps, Step{Branch: a.branch, Token: tok})
+		st := Step{Branch: a.branch, Token: tok}
+		if f, ok := p.be.(Forcer); ok && a.sampling.JumpForward {
+			room := min(maxForced, p.be.NBatch()-1, p.spec.MaxTurnTokens-a.turnTokens-1)
+			switch {
+			case a.extracting:
+				room = min(room, pr.Remaining-used)
+				if a.reportBudget > 0 {
+					room = min(room, a.reportBudget-a.turnTokens-1)
+				}
+			default:
+				room = min(room, pr.Remaining-pr.HardLimit-used)
+			}
+			st.Forced = f.Forced(a.branch, room)
+			used += len(st.Forced)
+			p.forcedIDs(a, st.Forced)
+		}
+		steps = append(steps, st)
 		who = append(who, a)
 	}
 	forcedOn := p.writeForced(forced, texts)
@@ -119,12 +135,20 @@ func (p *pool) produce() bool {
 	}
 	p.steps++
 	thinking := forcedOn
+	tokens, nForced := 0, 0
 	for i, a := range who {
-		text := a.dec.Write(p.be.Piece(steps[i].Token))
+		st := steps[i]
+		text := a.dec.Write(p.be.Piece(st.Token))
+		for _, t := range st.Forced {
+			text += a.dec.Write(p.be.Piece(t))
+		}
 		a.raw.WriteString(text)
 		texts[a.ID] += text // listed even when empty: its branch grew a cell
-		a.addTokens(1)
-		a.turnTokens++
+		n := 1 + len(st.Forced)
+		tokens += n
+		nForced += len(st.Forced)
+		a.addTokens(n)
+		a.turnTokens += n
 		if text != "" {
 			// A small model can repeat one n-gram until the turn's limit:
 			// its turn ends at the loop's fourth copy, not 1,600 tokens on.
@@ -141,9 +165,13 @@ func (p *pool) produce() bool {
 		}
 		thinking = true
 	}
-	p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: len(steps), Texts: texts, Probs: probs})
+	p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: tokens, Forced: nForced, Texts: texts, Probs: probs})
 	return thinking
 }
+
+// maxForced bounds the tokens one agent writes forward in one tick (a long
+// enum string goes on the next tick).
+const maxForced = 64
 
 // decodeFailed fails one agent whose token could not be written.
 func (p *pool) decodeFailed(a *Agent, err error) {

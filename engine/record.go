@@ -77,6 +77,14 @@ func (p *pool) span(e event.Event, text string, toks []Token) event.Event {
 	return e
 }
 
+// forcedIDs records tokens a grammar forced after the agent's sampled one
+// (jump-forward): they are part of the turn's ids, and a rerun, which forces
+// the same tokens after the same history, counts them as sampled.
+func (p *pool) forcedIDs(a *Agent, toks []Token) {
+	a.sampled += len(toks)
+	a.turnIDs = append(a.turnIDs, toks...)
+}
+
 // turnIDs takes the tokens the agent sampled since its turn began or
 // they were last taken (nil on a server): each sampled token is recorded
 // once, by the event that ends its turn.

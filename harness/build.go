@@ -75,7 +75,7 @@ type Options struct {
 
 // DefaultSampling is how a harness samples unless its file says
 // otherwise: temperature 0.7, top-k 40, top-p 0.95, min-p 0.05, seed 1.
-var DefaultSampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: 1}
+var DefaultSampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: 1, JumpForward: true}
 
 // maxFileText is how much of a file each_file puts in a task ({{text}}).
 const maxFileText = 8 << 10
@@ -342,6 +342,9 @@ func (s Sampling) Over(base engine.Sampling) engine.Sampling {
 	}
 	if s.RepeatLastN != nil {
 		base.RepeatLastN = *s.RepeatLastN
+	}
+	if s.JumpForward != nil {
+		base.JumpForward = *s.JumpForward
 	}
 	if s.Seed != nil {
 		base.Seed = *s.Seed

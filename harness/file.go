@@ -75,6 +75,9 @@ type Sampling struct {
 	RepeatPenalty *float32 `yaml:"repeat_penalty"`
 	RepeatLastN   *int     `yaml:"repeat_last_n"`
 	Seed          *uint32  `yaml:"seed"`
+	// JumpForward off samples grammar-forced text one token per tick
+	// (engine.Sampling.JumpForward; on by default).
+	JumpForward *bool `yaml:"jump_forward"`
 }
 
 // Tool is one tool roles may use: a built-in one or a command.

@@ -83,7 +83,7 @@ func TestResearchFileIsWhatTheDemoModelTrainedOn(t *testing.T) {
 // small context nobody is walked.
 func TestResearchFileOnTheDemoModel(t *testing.T) {
 	p := researchProgram(t, research.DemoTask, ProfileDemo)
-	if p.Sampling != (engine.Sampling{Seed: 1}) {
+	if p.Sampling != (engine.Sampling{Seed: 1, JumpForward: true}) {
 		t.Errorf("sampling %+v: want greedy", p.Sampling)
 	}
 	plan, err := p.pool(p.f.Run.Steps[0], nil)

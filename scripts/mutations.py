@@ -33,6 +33,12 @@ rows = [
  ("engine/dispatch.go", "if h := pc.entry.spec.AfterAdmit; h != nil {", "if h := pc.entry.spec.AfterAdmit; false && h != nil {", "./engine", "TestAfterAdmitFollowUp"),
  ("tools/search.go", "if sc == nil || ag == nil {", "if true {", "./tools", "TestSearchToolFocusesWithThePoolsScorer"),
  ("tools/subtasks.go", "case checkDrift && sc.Score(t, callerTask) <= 0:", "case false:", "./tools", "TestDelegateDropsEchoesAndDrift"),
+ ("engine/llamacpp/llama/forced.cpp", "pos[1].type == LLAMA_GRETYPE_CHAR_ALT ||", "false ||", "./engine/llamacpp/llama", "TestForcedText"),
+ ("engine/llamabackend/forced.go", "\t\ttoks = toks[:len(toks)-1]", "\t\ttoks = toks[:len(toks)-0]", "./engine/llamabackend", "TestForcedTokensAreTheModelsOwn"),
+ ("engine/llamacpp/kv/store.go", "\t\t\tlast[i] = len(s.toks) - 1\n", "\t\t\tlast[i] = len(s.toks) - 1 - len(st.Forced)\n", "./engine/llamacpp/kv", "TestForcedTokensInOneStep"),
+ ("engine/record.go", "\ta.turnIDs = append(a.turnIDs, toks...)", "", "./engine/llamabackend", "TestJumpForwardInARun"),
+ ("engine/decode.go", "room := min(maxForced, p.be.NBatch()-1, p.spec.MaxTurnTokens-a.turnTokens-1)", "room := min(maxForced, p.be.NBatch()-1)", "./engine/llamabackend", "TestJumpForwardKeepsTheTurnLimit"),
+ ("cli/rerun.go", "\to.cfg.Sampling.JumpForward = &jf", "\t_ = &jf", "./cli", "TestRerunOfARunBeforeJumpForward"),
 ]
 only = set(sys.argv[1:])
 survived = False

@@ -90,6 +90,9 @@ type Event struct {
 	Text   string `json:"text,omitempty"`   // streamed text, a turn's raw output, a prompt
 	Tokens int    `json:"tokens,omitempty"` // tokens this event covers
 	Role   string `json:"role,omitempty"`   // prefill role (spine, suffix, toolResult, nudge, extend) or a note's name
+	// Forced is how many of a PoolTick's tokens a grammar forced (jump-
+	// forward decoding: written without being sampled).
+	Forced int `json:"forced,omitempty"`
 
 	Args   json.RawMessage `json:"args,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`

@@ -222,7 +222,7 @@ func (l *Backend) DecodeEach(steps []engine.Step) error {
 		if err != nil {
 			return err
 		}
-		ks = append(ks, kv.Step{Branch: br, Token: st.Token})
+		ks = append(ks, kv.Step{Branch: br, Token: st.Token, Forced: st.Forced})
 	}
 	return wrapFull(l.store.DecodeEach(ks))
 }

@@ -383,33 +383,69 @@ func (s *Store) Prefill(spans []Span) error {
 type Step struct {
 	Branch *Branch
 	Token  Token
+	// Forced are tokens the branch's grammar forces after Token (jump-
+	// forward decoding), written in the same decode; the logits kept are
+	// those after the last of them.
+	Forced []Token
 }
 
-// DecodeEach appends one token to each branch in a single llama_decode (split
-// only if there are more branches than n_batch) and keeps every branch's new
-// logits. On ErrKVFull nothing from the failing call is written.
+// DecodeEach appends each step's token (and the tokens it forces) to its
+// branch in a single llama_decode (split only when the tokens are more than
+// n_batch; a step is never split) and keeps every branch's new logits. On
+// ErrKVFull nothing from the failing call is written.
 func (s *Store) DecodeEach(steps []Step) error {
 	nb := s.ctx.NBatch()
-	for start := 0; start < len(steps); start += nb {
-		chunk := steps[start:min(start+nb, len(steps))]
+	for start := 0; start < len(steps); {
+		end, n := start, 0
+		for end < len(steps) && n+1+len(steps[end].Forced) <= nb {
+			n += 1 + len(steps[end].Forced)
+			end++
+		}
+		if end == start {
+			return fmt.Errorf("decode: a step of %d tokens is more than a batch of %d", 1+len(steps[start].Forced), nb)
+		}
+		chunk := steps[start:end]
 		s.resetBatch()
-		for _, st := range chunk {
+		last := make([]int, len(chunk))
+		for i, st := range chunk {
 			if st.Branch.pruned {
 				return fmt.Errorf("decode: %w", ErrPruned)
 			}
-			s.add(st.Token, int32(st.Branch.pos), st.Branch.seq, true)
+			pos := int32(st.Branch.pos)
+			s.add(st.Token, pos, st.Branch.seq, len(st.Forced) == 0)
+			for j, t := range st.Forced {
+				s.add(t, pos+1+int32(j), st.Branch.seq, j == len(st.Forced)-1)
+			}
+			last[i] = len(s.toks) - 1
 		}
 		if err := s.ctx.Decode(s.toks, s.pos, s.seqs, s.logits); err != nil {
 			return fmt.Errorf("decode: %w", err)
 		}
 		s.noteAttention()
 		for i, st := range chunk {
-			st.Branch.pos++
-			s.cells++
-			st.Branch.logits = append(st.Branch.logits[:0], s.ctx.Logits(i)...)
+			k := 1 + len(st.Forced)
+			st.Branch.pos += k
+			s.cells += k
+			st.Branch.logits = append(st.Branch.logits[:0], s.ctx.Logits(last[i])...)
 		}
+		start = end
 	}
 	return nil
+}
+
+// ForcedText is the text the branch's grammar allows as the only
+// continuation (llama.Sampler.ForcedText): "" without a sampler.
+func (b *Branch) ForcedText(maxBytes int) (text string, ends bool) {
+	if b.sampler == nil {
+		return "", false
+	}
+	return b.sampler.ForcedText(maxBytes)
+}
+
+// GrammarAccepts reports whether the branch's grammar would accept toks in
+// turn, leaving it unchanged (true without a sampler).
+func (b *Branch) GrammarAccepts(toks []Token) bool {
+	return b.sampler == nil || b.sampler.Accepts(toks)
 }
 
 // Attention adds up, over a store's decodes, the KV cells each decode's

@@ -145,7 +145,7 @@ func generate(t *testing.T, s *Store, bs []*Branch, n int) [][]Token {
 			tok, err := s.Sample(b)
 			must(t, err)
 			out[i] = append(out[i], tok)
-			steps[i] = Step{b, tok}
+			steps[i] = Step{Branch: b, Token: tok}
 		}
 		must(t, s.DecodeEach(steps))
 	}
@@ -292,7 +292,7 @@ func TestAttentionCountsHolesBelowTheTop(t *testing.T) {
 			before := s.Attention()
 			tok, err := s.Sample(high)
 			must(t, err)
-			must(t, s.DecodeEach([]Step{{high, tok}}))
+			must(t, s.DecodeEach([]Step{{Branch: high, Token: tok}}))
 			after := s.Attention()
 			if after.Decodes != before.Decodes+1 {
 				t.Fatalf("flash %s: one decode counted as %d", fl.name, after.Decodes-before.Decodes)
@@ -311,5 +311,47 @@ func TestAttentionCountsHolesBelowTheTop(t *testing.T) {
 		}
 		c.Close()
 		m.Close()
+	}
+}
+
+// A step that carries forced tokens writes them after its token in the same
+// decode: the branch ends at the same position with the same next logits as
+// when the tokens go one decode each, beside another branch's one-token
+// step; a batch too small for a step is an error, not a split step.
+func TestForcedTokensInOneStep(t *testing.T) {
+	s := newStore(t, 1024, 4)
+	forced := tokens(5, 3)
+	run := func(oneStep bool) ([]float32, int) {
+		s.Reset()
+		spine, _ := s.Create()
+		must(t, s.Prefill([]Span{{spine, tokens(20, 0)}}))
+		a, _ := s.Fork(spine)
+		b, _ := s.Fork(spine)
+		if oneStep {
+			must(t, s.DecodeEach([]Step{{Branch: a, Token: 400, Forced: forced}, {Branch: b, Token: 401}}))
+		} else {
+			must(t, s.DecodeEach([]Step{{Branch: a, Token: 400}, {Branch: b, Token: 401}}))
+			for _, tok := range forced {
+				must(t, s.DecodeEach([]Step{{Branch: a, Token: tok}}))
+			}
+		}
+		return slices.Clone(a.Logits()), a.Pos()
+	}
+	one, pos1 := run(true)
+	each, pos2 := run(false)
+	if pos1 != pos2 || pos1 != 20+1+len(forced) {
+		t.Fatalf("positions %d and %d, want %d", pos1, pos2, 20+1+len(forced))
+	}
+	if len(one) == 0 || len(one) != len(each) {
+		t.Fatalf("logits rows of %d and %d", len(one), len(each))
+	}
+	for i := range one {
+		if d := one[i] - each[i]; d > 1e-3 || d < -1e-3 {
+			t.Fatalf("logit %d: %g in one step, %g one by one", i, one[i], each[i])
+		}
+	}
+	b, _ := s.Create()
+	if err := s.DecodeEach([]Step{{Branch: b, Token: 400, Forced: tokens(64, 1)}}); err == nil {
+		t.Fatal("a step of 65 tokens went into a batch of 64")
 	}
 }

@@ -54,6 +54,7 @@ const DefaultRepeatLastN = 64
 // Sampler is a llama.cpp sampler chain with its own scratch space.
 type Sampler struct {
 	chain   *C.struct_llama_sampler
+	grammar *C.struct_llama_sampler // the chain's grammar sampler, or nil
 	scratch *C.llama_token_data
 	nVocab  int
 	last    Surprisal
@@ -77,6 +78,7 @@ var ErrGrammarDeadEnd = errors.New("sampler: the grammar admits no token")
 func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 	ensureInit()
 	chain := C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
+	var grammar *C.struct_llama_sampler
 	if p.Grammar != nil && p.Grammar.GBNF != "" {
 		g, err := newGrammarSampler(m, p.Grammar)
 		if err != nil {
@@ -84,6 +86,7 @@ func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 			return nil, err
 		}
 		C.llama_sampler_chain_add(chain, g)
+		grammar = g
 	}
 	if p.RepeatPenalty > 0 && p.RepeatPenalty != 1 {
 		// Before the selection, so greedy decoding feels it too. It only
@@ -111,7 +114,7 @@ func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 		C.llama_sampler_chain_add(chain, C.llama_sampler_init_temp(C.float(p.Temperature)))
 		C.llama_sampler_chain_add(chain, C.llama_sampler_init_dist(C.uint32_t(p.Seed)))
 	}
-	s := &Sampler{chain: chain, nVocab: m.nVocab}
+	s := &Sampler{chain: chain, grammar: grammar, nVocab: m.nVocab}
 	s.scratch = (*C.llama_token_data)(C.malloc(C.size_t(m.nVocab) * C.size_t(unsafe.Sizeof(C.llama_token_data{}))))
 	return s, nil
 }
@@ -185,6 +188,30 @@ func (s *Sampler) Last() Surprisal { return s.last }
 
 // Accept advances the chain's state (grammar, repetition history) by t.
 func (s *Sampler) Accept(t Token) { C.llama_sampler_accept(s.chain, C.llama_token(t)) }
+
+// ForcedText is the text the sampler's grammar allows as the only
+// continuation from its state (at most maxBytes, whole characters), and
+// whether only the end may follow it: "" without a grammar, before a lazy
+// grammar is armed, and where the grammar allows a choice next. Jump-forward
+// decoding writes such text without sampling it.
+func (s *Sampler) ForcedText(maxBytes int) (text string, ends bool) {
+	if s.grammar == nil || maxBytes <= 0 {
+		return "", false
+	}
+	buf := make([]byte, maxBytes)
+	var e C.bool
+	n := C.lloyal_forced_text(s.grammar, (*C.char)(unsafe.Pointer(&buf[0])), C.int32_t(maxBytes), &e)
+	return string(buf[:n]), bool(e)
+}
+
+// Accepts reports whether the grammar would accept the tokens in turn (true
+// without a grammar). The sampler's state is unchanged.
+func (s *Sampler) Accepts(toks []Token) bool {
+	if s.grammar == nil || len(toks) == 0 {
+		return true
+	}
+	return bool(C.lloyal_grammar_accepts(s.grammar, (*C.llama_token)(unsafe.Pointer(&toks[0])), C.int32_t(len(toks))))
+}
 
 // Close frees the sampler.
 func (s *Sampler) Close() {

@@ -54,6 +54,16 @@ bool lloyal_span_cb(struct ggml_tensor *t, bool ask, void *user);
 // error message and 1 is returned. The caller frees *out.
 int lloyal_schema_to_grammar(const char *schema_json, char **out);
 
+// Jump-forward decoding (forced.cpp). lloyal_forced_text writes into buf
+// (at most cap bytes, whole characters) the text the grammar sampler
+// `grammar` allows as the only continuation from its state, and returns its
+// length; *ends is set when nothing but the end may follow it. 0 when the
+// grammar is not armed yet or allows a choice next.
+int32_t lloyal_forced_text(struct llama_sampler *grammar, char *buf, int32_t cap, bool *ends);
+// lloyal_grammar_accepts reports whether the grammar sampler would accept
+// the n tokens in turn (on a copy of its state: the sampler is unchanged).
+bool lloyal_grammar_accepts(struct llama_sampler *grammar, const llama_token *tokens, int32_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,163 @@
+package llamabackend
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+// Forced gives the tokens the model's tokenizer makes of the text the
+// grammar forces, less the last unless only the end may follow: whatever
+// the model then writes, its own tokenization of the whole text starts with
+// them. They are accepted by the branch's sampler (the grammar moved past
+// them), and max bounds them.
+func TestForcedTokensAreTheModelsOwn(t *testing.T) {
+	be := open(t, 2048)
+	m := be.Model()
+	const opening = `{"name": "`
+	for _, c := range []struct {
+		name    string
+		gbnf    string
+		max     int
+		forced  string   // the grammar's forced text
+		ends    bool     // nothing may follow it
+		follows []string // what the model may write next
+	}{
+		{"a call's opening", `root ::= "{\"name\": \"" ("search" | "read_file") "\"}"`, 64, opening, false, []string{`search"}`, `read_file"}`}},
+		{"a whole forced text", `root ::= "{\"answer\": \"the harbor\"}"`, 64, `{"answer": "the harbor"}`, true, []string{""}},
+		{"at most max", `root ::= "{\"answer\": \"the harbor\"}"`, 2, `{"answer": "the harbor"}`, true, []string{""}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := be.Create()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.Prune(b)
+			prompt, _ := m.Tokenize("Call a tool.", true, false)
+			if err := be.Prefill([]engine.Span{{Branch: b, Tokens: prompt}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := be.SetSampling(b, engine.Sampling{Grammar: &chat.Grammar{GBNF: c.gbnf}, JumpForward: true}); err != nil {
+				t.Fatal(err)
+			}
+			toks := be.Forced(b, c.max)
+			if len(toks) == 0 {
+				t.Fatal("nothing forced")
+			}
+			var text string
+			for _, tok := range toks {
+				text += string(m.Piece(tok))
+			}
+			own, _ := m.Tokenize(c.forced, false, true)
+			switch {
+			case c.max < len(own) && len(toks) != c.max:
+				t.Fatalf("%d tokens forced, max %d", len(toks), c.max)
+			case c.max >= len(own) && c.ends && text != c.forced:
+				t.Fatalf("forced %q, want all of %q", text, c.forced)
+			case !c.ends && (!strings.HasPrefix(c.forced, text) || len(toks) != len(own)-1):
+				t.Fatalf("forced %q (%d tokens), want %q less its last of %d tokens", text, len(toks), c.forced, len(own))
+			}
+			for _, f := range c.follows {
+				whole, _ := m.Tokenize(c.forced+f, false, true)
+				if !slices.Equal(whole[:min(len(toks), len(whole))], toks) {
+					t.Errorf("the model tokenizes %q as %v: it does not start with the forced %v", c.forced+f, whole, toks)
+				}
+			}
+			// The sampler moved past them: what is forced now is the rest.
+			br, _ := be.branch(b)
+			rest, _ := br.ForcedText(256)
+			if !c.ends && rest != strings.TrimPrefix(c.forced, text) {
+				t.Fatalf("after forcing %q the grammar forces %q", text, rest)
+			}
+		})
+	}
+}
+
+// A run with jump-forward writes, in one tick, the text its report's
+// grammar forces: its ticks forced tokens, each agent's turn ids spell its
+// text, and the report still validates.
+func TestJumpForwardInARun(t *testing.T) {
+	for _, jump := range []bool{false, true} {
+		be := open(t, 4096)
+		rec := &engine.Recorder{}
+		rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
+		report := engine.Terminal("report", "Report what you found.", reportSchema)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		spine, err := rt.NewSpine(ctx, "You are a research agent. Report.", nil, report)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := rt.Run(ctx, engine.PoolSpec{Spine: spine, MaxTurns: 2, MaxTurnTokens: 256,
+			Sampling:    engine.Sampling{Temperature: 0.8, Seed: 3, JumpForward: jump},
+			Orchestrate: engine.Parallel(engine.AgentSpec{Task: "What is a spine?"}, engine.AgentSpec{Task: "What is a branch?"})})
+		cancel()
+		spine.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		forced := 0
+		for _, e := range rec.Of(event.PoolTick) {
+			forced += e.Forced
+		}
+		if jump != (forced > 0) {
+			t.Fatalf("jump-forward %v: %d tokens forced", jump, forced)
+		}
+		for _, a := range res.Agents {
+			if a.Outcome != event.Returned {
+				t.Fatalf("jump-forward %v: agent %d did not return: %+v", jump, a.ID, a)
+			}
+		}
+		for _, e := range rec.Of(event.AgentTurn) {
+			var spelt string
+			for _, id := range e.IDs {
+				if !be.IsStop(id) {
+					spelt += string(be.Piece(id))
+				}
+			}
+			if strings.ToValidUTF8(spelt, "\uFFFD") != e.Text {
+				t.Fatalf("jump-forward %v: agent %d's turn ids spell %q, its text is %q", jump, e.Agent, spelt, e.Text)
+			}
+		}
+		t.Logf("jump-forward %v: %d ticks, %d tokens, %d forced", jump, res.Steps, res.TotalTokens, forced)
+	}
+}
+
+// Text written forward counts against the turn's token limit: no turn
+// passes MaxTurnTokens because a grammar forced a long run at its end.
+func TestJumpForwardKeepsTheTurnLimit(t *testing.T) {
+	be := open(t, 4096)
+	rec := &engine.Recorder{}
+	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
+	answer := engine.Terminal("answer", "Answer.", []byte(`{"type":"object","properties":{"text":{"enum":["a spine is the prompt every agent shares in the cache"]}},"required":["text"]}`))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spine, err := rt.NewSpine(ctx, "Answer.", nil, answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spine.Close()
+	const limit = 30
+	if _, err := rt.Run(ctx, engine.PoolSpec{Spine: spine, MaxTurns: 1, MaxTurnTokens: limit, ToolChoice: engine.ToolRequired,
+		Sampling:    engine.Sampling{Temperature: 0.8, Seed: 3, JumpForward: true},
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "What is a spine?"})}); err != nil {
+		t.Fatal(err)
+	}
+	forced := 0
+	for _, e := range rec.Of(event.PoolTick) {
+		forced += e.Forced
+	}
+	for _, e := range rec.Of(event.AgentTurn) {
+		if e.Role == "" && e.Tokens > limit {
+			t.Fatalf("a turn of %d tokens, the limit is %d", e.Tokens, limit)
+		}
+	}
+	if forced == 0 {
+		t.Fatal("nothing was forced: the test would not notice")
+	}
+}
