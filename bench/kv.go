@@ -37,8 +37,13 @@ func KV(w io.Writer, o KVOptions) error {
 	}
 	defer m.Close()
 	fmt.Fprintf(w, "kv: %s (%.0fM params), %d agents, %d steps per row\n", m.Info.Name, float64(m.Info.NParams)/1e6, o.Agents, o.Steps)
+	limit, err := measureLimit(m.Model, o.Agents, o.Threads)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, limit)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "spine\tkv type\tflash attention\tbytes per cell\tcells per GiB\ttokens/s (all agents)\tms per step\t")
+	fmt.Fprintln(tw, "spine\tkv type\tflash attention\tbytes per cell\tcells per GiB\ttokens/s (all agents)\tms per step\t× the limit\t")
 	for _, spine := range o.Spines {
 		for _, t := range llama.KVTypes {
 			for _, fl := range []llama.Flash{llama.FlashOff, llama.FlashOn} {
@@ -50,10 +55,10 @@ func KV(w io.Writer, o KVOptions) error {
 				row := fmt.Sprintf("%d\t%s\t%s\t%.0f\t%.0f", spine, t, onOff(fl == llama.FlashOn), per, float64(1<<30)/per)
 				tps, step, err := kv.MeasureDecode(m.Model, o.Agents, o.Steps, spine, cp)
 				if err != nil {
-					fmt.Fprintf(tw, "%s\t%s\t\t\n", row, "fails: "+err.Error())
+					fmt.Fprintf(tw, "%s\t%s\t\t\t\n", row, "fails: "+err.Error())
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t\n", row, tps, ms(step))
+				fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t\n", row, tps, ms(step), float64(step)/float64(limit.step()))
 			}
 		}
 	}
