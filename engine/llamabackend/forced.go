@@ -9,9 +9,8 @@ import (
 // Forced is engine.Forcer: at most max tokens of the text the branch's
 // grammar forces next, accepted by its sampler. The text is tokenized as the
 // model tokenizes text (special tokens such as a call's closing marker as
-// themselves), and the tokens must spell it exactly and keep to the grammar;
-// a tokenizer that spells it otherwise (a leading space a SentencePiece
-// vocabulary adds) forces nothing. The last token is held back unless only
+// themselves), and the tokens must spell it exactly and keep to the grammar.
+// The last token is held back unless only
 // the end may follow: the model's own tokenization may join it with the
 // free text it writes next (`"` and the first letters of a string).
 func (l *Backend) Forced(b engine.BranchID, max int) []engine.Token {
@@ -25,18 +24,8 @@ func (l *Backend) Forced(b engine.BranchID, max int) []engine.Token {
 	if text == "" {
 		return nil
 	}
-	toks, err := l.m.Tokenize(text, false, true)
-	if err != nil || len(toks) == 0 {
-		return nil
-	}
-	var spelt []byte
-	for _, t := range toks {
-		if l.m.IsStop(t) {
-			return nil // an end of turn is the model's to sample
-		}
-		spelt = append(spelt, l.m.Piece(t)...)
-	}
-	if !bytes.Equal(spelt, []byte(text)) {
+	toks := l.tokensOf(text)
+	if len(toks) == 0 {
 		return nil
 	}
 	if !ends {
@@ -48,6 +37,52 @@ func (l *Backend) Forced(b engine.BranchID, max int) []engine.Token {
 	}
 	for _, t := range toks {
 		if err := l.store.Force(br, t); err != nil {
+			return nil
+		}
+	}
+	return toks
+}
+
+// tokensOf is text as the model tokenizes it in the middle of a sequence,
+// or nil. A SentencePiece vocabulary adds a space before text that starts
+// a sequence, so where the tokens do not spell text exactly, text is
+// tokenized after a newline and the tokens that spell the newline (and the
+// space) are dropped, if they end at a token boundary. A stop token is the
+// model's to sample: nil.
+func (l *Backend) tokensOf(text string) []engine.Token {
+	spell := func(toks []engine.Token) []byte {
+		var b []byte
+		for _, t := range toks {
+			b = append(b, l.m.Piece(t)...)
+		}
+		return b
+	}
+	toks, err := l.m.Tokenize(text, false, true)
+	if err != nil {
+		return nil
+	}
+	if !bytes.Equal(spell(toks), []byte(text)) {
+		const lead = "\n"
+		toks, err = l.m.Tokenize(lead+text, false, true)
+		if err != nil {
+			return nil
+		}
+		var head []byte
+		k := 0
+		for k < len(toks) && len(head) < len(lead)+1 && string(head) != lead && string(head) != " "+lead {
+			head = append(head, l.m.Piece(toks[k])...)
+			k++
+		}
+		if string(head) != lead && string(head) != " "+lead {
+			return nil
+		}
+		toks = toks[k:]
+		if !bytes.Equal(spell(toks), []byte(text)) {
+			return nil
+		}
+	}
+	for _, t := range toks {
+		if l.m.IsStop(t) {
 			return nil
 		}
 	}

@@ -2,6 +2,7 @@ package llamabackend
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,73 +11,116 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 )
 
 // Forced gives the tokens the model's tokenizer makes of the text the
 // grammar forces, less the last unless only the end may follow: whatever
-// the model then writes, its own tokenization of the whole text starts with
-// them. They are accepted by the branch's sampler (the grammar moved past
-// them), and max bounds them.
+// the model then writes, its own tokenization of the whole text after a
+// line of its own starts with them. They are accepted by the branch's
+// sampler (the grammar moved past them), and max bounds them. On a
+// SentencePiece vocabulary (phi-3's, which puts a space before a
+// sequence's first word) as on the tiny model's.
 func TestForcedTokensAreTheModelsOwn(t *testing.T) {
-	be := open(t, 2048)
-	m := be.Model()
-	const opening = `{"name": "`
-	for _, c := range []struct {
-		name    string
-		gbnf    string
-		max     int
-		forced  string   // the grammar's forced text
-		ends    bool     // nothing may follow it
-		follows []string // what the model may write next
-	}{
-		{"a call's opening", `root ::= "{\"name\": \"" ("search" | "read_file") "\"}"`, 64, opening, false, []string{`search"}`, `read_file"}`}},
-		{"a whole forced text", `root ::= "{\"answer\": \"the harbor\"}"`, 64, `{"answer": "the harbor"}`, true, []string{""}},
-		{"at most max", `root ::= "{\"answer\": \"the harbor\"}"`, 2, `{"answer": "the harbor"}`, true, []string{""}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			b, err := be.Create()
+	backends := map[string]func(t *testing.T) *Backend{
+		"tiny": func(t *testing.T) *Backend { return open(t, 2048) },
+		"phi-3 vocabulary": func(t *testing.T) *Backend {
+			v, err := modelgen.VocabFrom(filepath.Join(testmodel.SharedModels(t), "ggml-vocab-phi-3.gguf"))
+			must(t, err)
+			o := modelgen.Tiny()
+			o.Vocab = v
+			m, err := model.Open(testmodel.Path(t, "tiny-phi3-v1", o), model.Options{})
+			must(t, err)
+			be, err := New(m, ContextOptions{NCtx: 2048, NBatch: 256, NSeqMax: 8, NThreads: 1})
 			if err != nil {
+				m.Close()
 				t.Fatal(err)
 			}
-			defer be.Prune(b)
-			prompt, _ := m.Tokenize("Call a tool.", true, false)
-			if err := be.Prefill([]engine.Span{{Branch: b, Tokens: prompt}}); err != nil {
-				t.Fatal(err)
-			}
-			if err := be.SetSampling(b, engine.Sampling{Grammar: &chat.Grammar{GBNF: c.gbnf}, JumpForward: true}); err != nil {
-				t.Fatal(err)
-			}
-			toks := be.Forced(b, c.max)
-			if len(toks) == 0 {
-				t.Fatal("nothing forced")
-			}
-			var text string
-			for _, tok := range toks {
-				text += string(m.Piece(tok))
-			}
-			own, _ := m.Tokenize(c.forced, false, true)
-			switch {
-			case c.max < len(own) && len(toks) != c.max:
-				t.Fatalf("%d tokens forced, max %d", len(toks), c.max)
-			case c.max >= len(own) && c.ends && text != c.forced:
-				t.Fatalf("forced %q, want all of %q", text, c.forced)
-			case !c.ends && (!strings.HasPrefix(c.forced, text) || len(toks) != len(own)-1):
-				t.Fatalf("forced %q (%d tokens), want %q less its last of %d tokens", text, len(toks), c.forced, len(own))
-			}
-			for _, f := range c.follows {
-				whole, _ := m.Tokenize(c.forced+f, false, true)
-				if !slices.Equal(whole[:min(len(toks), len(whole))], toks) {
-					t.Errorf("the model tokenizes %q as %v: it does not start with the forced %v", c.forced+f, whole, toks)
-				}
-			}
-			// The sampler moved past them: what is forced now is the rest.
-			br, _ := be.branch(b)
-			rest, _ := br.ForcedText(256)
-			if !c.ends && rest != strings.TrimPrefix(c.forced, text) {
-				t.Fatalf("after forcing %q the grammar forces %q", text, rest)
-			}
-		})
+			t.Cleanup(func() { be.Close(); m.Close() })
+			return be
+		},
 	}
+	const opening = `{"name": "`
+	for vocab, open := range backends {
+		for _, c := range []struct {
+			name    string
+			gbnf    string
+			max     int
+			forced  string   // the grammar's forced text
+			ends    bool     // nothing may follow it
+			follows []string // what the model may write next
+		}{
+			{"a call's opening", `root ::= "{\"name\": \"" ("search" | "read_file") "\"}"`, 64, opening, false, []string{`search"}`, `read_file"}`}},
+			{"a whole forced text", `root ::= "{\"answer\": \"the harbor\"}"`, 64, `{"answer": "the harbor"}`, true, []string{""}},
+			{"at most max", `root ::= "{\"answer\": \"the harbor\"}"`, 2, `{"answer": "the harbor"}`, true, []string{""}},
+		} {
+			t.Run(vocab+"/"+c.name, func(t *testing.T) {
+				be := open(t)
+				m := be.Model()
+				b, err := be.Create()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer be.Prune(b)
+				prompt, _ := m.Tokenize("Call a tool.", true, false)
+				if err := be.Prefill([]engine.Span{{Branch: b, Tokens: prompt}}); err != nil {
+					t.Fatal(err)
+				}
+				if err := be.SetSampling(b, engine.Sampling{Grammar: &chat.Grammar{GBNF: c.gbnf}, JumpForward: true}); err != nil {
+					t.Fatal(err)
+				}
+				toks := be.Forced(b, c.max)
+				if len(toks) == 0 {
+					t.Fatal("nothing forced")
+				}
+				var text string
+				for _, tok := range toks {
+					text += string(m.Piece(tok))
+				}
+				own := afterALine(t, m, c.forced)
+				switch {
+				case c.max < len(own) && len(toks) != c.max:
+					t.Fatalf("%d tokens forced, max %d", len(toks), c.max)
+				case c.max >= len(own) && c.ends && text != c.forced:
+					t.Fatalf("forced %q, want all of %q", text, c.forced)
+				case !c.ends && (!strings.HasPrefix(c.forced, text) || len(toks) != len(own)-1):
+					t.Fatalf("forced %q (%d tokens), want %q less its last of %d tokens", text, len(toks), c.forced, len(own))
+				}
+				for _, f := range c.follows {
+					whole := afterALine(t, m, c.forced+f)
+					if !slices.Equal(whole[:min(len(toks), len(whole))], toks) {
+						t.Errorf("the model tokenizes %q as %v: it does not start with the forced %v", c.forced+f, whole, toks)
+					}
+				}
+				// The sampler moved past them: what is forced now is the rest.
+				br, _ := be.branch(b)
+				rest, _ := br.ForcedText(256)
+				if !c.ends && rest != strings.TrimPrefix(c.forced, text) {
+					t.Fatalf("after forcing %q the grammar forces %q", text, rest)
+				}
+			})
+		}
+	}
+}
+
+// afterALine is how m tokenizes text in the middle of a sequence: after a
+// line of text, whose tokens are dropped.
+func afterALine(t *testing.T, m *model.Model, text string) []engine.Token {
+	t.Helper()
+	const line = "Call a tool.\n"
+	toks, err := m.Tokenize(line+text, false, true)
+	must(t, err)
+	var head string
+	for k, tok := range toks {
+		head += string(m.Piece(tok))
+		if strings.TrimPrefix(head, " ") == line {
+			return toks[k+1:]
+		}
+	}
+	t.Fatalf("no token ends at the line's end in %v", toks)
+	return nil
 }
 
 // A run with jump-forward writes, in one tick, the text its report's
