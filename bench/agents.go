@@ -15,6 +15,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 )
@@ -62,8 +63,8 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 	// caps its context at the model's.
 	tiny := modelgen.Tiny()
 	tiny.CtxTrain = 16384
-	// Room for every agent's whole loop: pressure is not what this measures.
-	m, be, err := openLocal(o.LocalModel, "tiny-16k", tiny, o.Agents, 131072, o.Threads)
+	// This context only tokenizes; each row gets its own (loopCells).
+	m, be, err := openLocal(o.LocalModel, "tiny-16k", tiny, nil, 4096, o.Threads)
 	if err != nil {
 		return err
 	}
@@ -83,13 +84,22 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tagents\twall s\ttokens\tturns\ttokens/turn\ttokens/s\tprompt tokens\tevaluated\tpeak memory\t")
 	for _, n := range o.Agents {
-		mem := watchMemory(ownProcess)
-		r, err := agentLoop(ctx, o, be, nil, system, result, n)
-		peak := mem.stop()
+		// Room for every agent's whole loop at its longest (pressure is not
+		// what this measures), and no more: the cache is most of the
+		// memory a row holds.
+		rb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: loopCells(o, got, n), NBatch: 512, NSeqMax: n + 2, NThreads: o.Threads})
 		if err != nil {
 			return fmt.Errorf("local, %d agents: %w", n, err)
 		}
-		printLoopRow(tw, "local ("+be.ThreadsLabel()+")", n, r, peak)
+		mem := watchMemory(ownProcess)
+		r, err := agentLoop(ctx, o, rb, nil, system, result, n)
+		peak := mem.stop()
+		label := rb.ThreadsLabel()
+		rb.Close()
+		if err != nil {
+			return fmt.Errorf("local, %d agents: %w", n, err)
+		}
+		printLoopRow(tw, "local ("+label+")", n, r, peak)
 	}
 	if o.Server != "" {
 		api, err := serverbackend.ParseAPI(o.API)
@@ -296,4 +306,13 @@ func statusBytes(path, key string) int64 {
 		}
 	}
 	return 0
+}
+
+// loopCells is a context that holds the spine and n agents' whole loops at
+// their longest: each call at its turn's token limit, each result, the
+// report, and the chat template's markers around each, rounded up to 256.
+func loopCells(o AgentsOptions, spine, n int) int {
+	perTurn := 4*o.Call + o.Result + 32
+	cells := spine + n*(o.Turns*perTurn+4*o.Call+64)
+	return (cells + 255) / 256 * 256
 }
