@@ -205,7 +205,9 @@ func demoQuestion(ctx context.Context, m *model.Model, corpus *tools.Corpus, o D
 			defer mu.Unlock()
 			r.ticks++
 			r.tokens += e.Tokens
-			r.forced += e.Forced
+			for _, n := range e.Forced {
+				r.forced += n
+			}
 		}
 		if e.Type == event.AgentReturn || e.Type == event.AgentRecovered {
 			mu.Lock()

@@ -135,7 +135,8 @@ func (p *pool) produce() bool {
 	}
 	p.steps++
 	thinking := forcedOn
-	tokens, nForced := 0, 0
+	tokens := 0
+	var jumped map[int]int // tokens written forward, per agent
 	for i, a := range who {
 		st := steps[i]
 		text := a.dec.Write(p.be.Piece(st.Token))
@@ -146,7 +147,12 @@ func (p *pool) produce() bool {
 		texts[a.ID] += text // listed even when empty: its branch grew a cell
 		n := 1 + len(st.Forced)
 		tokens += n
-		nForced += len(st.Forced)
+		if len(st.Forced) > 0 {
+			if jumped == nil {
+				jumped = map[int]int{}
+			}
+			jumped[a.ID] = len(st.Forced)
+		}
 		a.addTokens(n)
 		a.turnTokens += n
 		if text != "" {
@@ -165,7 +171,7 @@ func (p *pool) produce() bool {
 		}
 		thinking = true
 	}
-	p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: tokens, Forced: nForced, Texts: texts, Probs: probs})
+	p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: tokens, Forced: jumped, Texts: texts, Probs: probs})
 	return thinking
 }
 

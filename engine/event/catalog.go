@@ -60,7 +60,7 @@ var entries = []entry{
 		doc: "One batched decode: every thinking agent got one token, and the text its grammar then forced.",
 		fields: map[string]string{
 			"tokens": "tokens decoded in this tick (one sampled per agent in texts, and those forced)",
-			"forced": "tokens a grammar forced after the sampled ones (jump-forward decoding)",
+			"forced": "per agent id, the tokens its grammar forced after its sampled one (jump-forward decoding)",
 			"role":   "recovery when the tick wrote a stopped agent's report one token at a time",
 			"probs":  "with --trace-logprobs: what the model thought of each agent's token",
 		},
@@ -416,7 +416,7 @@ var fieldDocs = map[string]string{
 	"tool":        "the tool's name",
 	"text":        "text: a prompt, a task, a turn's output",
 	"tokens":      "tokens this event covers",
-	"forced":      "tokens a grammar forced, written without being sampled (jump-forward decoding)",
+	"forced":      "per agent id, tokens a grammar forced, written without being sampled (jump-forward decoding)",
 	"role":        "a name that says which kind of this event it is",
 	"args":        "a tool call's arguments",
 	"result":      "a result, as JSON",

@@ -90,9 +90,6 @@ type Event struct {
 	Text   string `json:"text,omitempty"`   // streamed text, a turn's raw output, a prompt
 	Tokens int    `json:"tokens,omitempty"` // tokens this event covers
 	Role   string `json:"role,omitempty"`   // prefill role (spine, suffix, toolResult, nudge, extend) or a note's name
-	// Forced is how many of a PoolTick's tokens a grammar forced (jump-
-	// forward decoding: written without being sampled).
-	Forced int `json:"forced,omitempty"`
 
 	Args   json.RawMessage `json:"args,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
@@ -111,6 +108,10 @@ type Event struct {
 	// Texts holds each agent's new text for a PoolTick (keyed by agent id):
 	// token text grouped per tick keeps traces small and replayable.
 	Texts map[int]string `json:"texts,omitempty"`
+	// Forced holds, for a PoolTick, the tokens a grammar forced after each
+	// agent's sampled one (jump-forward decoding; keyed by agent id, only
+	// agents that had some): that agent wrote 1 + Forced[id] tokens.
+	Forced map[int]int `json:"forced,omitempty"`
 	// IDs are the token ids of the span the event wrote into a branch
 	// (spine:create, spine:extend, branch:prefill) or an agent sampled
 	// (agent:turn, its stop token included): once per span, so a trace

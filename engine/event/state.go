@@ -221,8 +221,9 @@ func (s *State) fold(e Event) string {
 		for id, t := range e.Texts {
 			a := s.agent(id)
 			a.write(t)
-			a.Tokens++
-			a.Unique++ // its token's cell: the share moves with every token
+			n := 1 + e.Forced[id]
+			a.Tokens += n
+			a.Unique += n // its tokens' cells: the share moves with every token
 		}
 		for id, p := range e.Probs {
 			a := s.agent(id)

@@ -147,14 +147,24 @@ func TestJumpForwardInARun(t *testing.T) {
 		}
 		forced := 0
 		for _, e := range rec.Of(event.PoolTick) {
-			forced += e.Forced
+			for _, n := range e.Forced {
+				forced += n
+			}
 		}
 		if jump != (forced > 0) {
 			t.Fatalf("jump-forward %v: %d tokens forced", jump, forced)
 		}
+		// The screen's fold counts every token an agent wrote, forced too.
+		st := event.NewState()
+		for _, e := range rec.Events() {
+			st.Apply(e)
+		}
 		for _, a := range res.Agents {
 			if a.Outcome != event.Returned {
 				t.Fatalf("jump-forward %v: agent %d did not return: %+v", jump, a.ID, a)
+			}
+			if got := st.Agents[a.ID].Tokens; got != a.Tokens {
+				t.Fatalf("jump-forward %v: the fold counts %d tokens for agent %d, it wrote %d", jump, got, a.ID, a.Tokens)
 			}
 		}
 		for _, e := range rec.Of(event.AgentTurn) {
@@ -194,7 +204,9 @@ func TestJumpForwardKeepsTheTurnLimit(t *testing.T) {
 	}
 	forced := 0
 	for _, e := range rec.Of(event.PoolTick) {
-		forced += e.Forced
+		for _, n := range e.Forced {
+			forced += n
+		}
 	}
 	for _, e := range rec.Of(event.AgentTurn) {
 		if e.Role == "" && e.Tokens > limit {
