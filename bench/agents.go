@@ -309,10 +309,11 @@ func statusBytes(path, key string) int64 {
 }
 
 // loopCells is a context that holds the spine and n agents' whole loops at
-// their longest: each call at its turn's token limit, each result, the
-// report, and the chat template's markers around each, rounded up to 256.
+// their longest (each call at its turn's token limit, each result, the
+// report, and the chat template's markers around each) above the cells the
+// runtime keeps free (its default soft limit), rounded up to 256.
 func loopCells(o AgentsOptions, spine, n int) int {
 	perTurn := 4*o.Call + o.Result + 32
-	cells := spine + n*(o.Turns*perTurn+4*o.Call+64)
+	cells := spine + n*(o.Turns*perTurn+4*o.Call+64) + engine.DefaultSoftLimit
 	return (cells + 255) / 256 * 256
 }
