@@ -55,6 +55,9 @@ func TestForcedTokensAreTheModelsOwn(t *testing.T) {
 			{"a call's opening", `root ::= "{\"name\": \"" ("search" | "read_file") "\"}"`, 64, opening, false, []string{`search"}`, `read_file"}`}},
 			{"a whole forced text", `root ::= "{\"answer\": \"the harbor\"}"`, 64, `{"answer": "the harbor"}`, true, []string{""}},
 			{"at most max", `root ::= "{\"answer\": \"the harbor\"}"`, 2, `{"answer": "the harbor"}`, true, []string{""}},
+			// phi-3's <|assistant|> is a control token: the model writes it
+			// as one token, as a chat format's call marker is written.
+			{"a special token as itself", `root ::= "{\"a\": 1}<|assistant|>"`, 64, `{"a": 1}<|assistant|>`, true, []string{""}},
 		} {
 			t.Run(vocab+"/"+c.name, func(t *testing.T) {
 				be := open(t)
@@ -78,6 +81,9 @@ func TestForcedTokensAreTheModelsOwn(t *testing.T) {
 				var text string
 				for _, tok := range toks {
 					text += string(m.Piece(tok))
+				}
+				if special, ok := m.TokenByText("<|assistant|>"); ok && strings.HasSuffix(c.forced, "<|assistant|>") && toks[len(toks)-1] != special {
+					t.Fatalf("forced %v: the marker is not its one token %d", toks, special)
 				}
 				own := afterALine(t, m, c.forced)
 				switch {
