@@ -135,7 +135,11 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) error {
 	}
 	defer corpus.Close()
 	fmt.Fprintln(w, "bench demo runs lloyal run end to end for each question (planner, researchers, walks, helpers, publisher; write_note allowed as if you pressed y)")
-	fmt.Fprintf(w, "demo: %s, %d held-out questions, context %d, seed %d\n", m.Info.Name, len(qs), o.Ctx, o.Seed)
+	set := "held-out questions"
+	if o.Questions != "" {
+		set = "questions from " + o.Questions
+	}
+	fmt.Fprintf(w, "demo: %s, %d %s, context %d, seed %d\n", m.Info.Name, len(qs), set, o.Ctx, o.Seed)
 	runs := map[string][]demoRun{}
 	var forms []string
 	for i, q := range qs {

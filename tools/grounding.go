@@ -368,6 +368,7 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		label, _, ok := strings.Cut(c.Quote, ":")
 		return ok && g.corpus.fields[strings.ToLower(strings.TrimSpace(label))]
 	})
+	quantity := asksAmount(question)
 	score := make([]float64, len(all))
 	overlap := func(text string) float64 {
 		var s float64
@@ -400,6 +401,18 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		}
 		if claimPath(c.Source) == first {
 			score[i] *= 1.5
+		}
+		// A page's title names what the question asks about, so it shares
+		// the most words with it, and says the least of what is asked
+		// (a what-is question's title, "INC-2022-058: …", still wins where
+		// nothing else shares its words).
+		if path, from, _ := report.SplitSource(c.Source); from == 1 && g.docs[path] != nil && strings.HasPrefix(strings.TrimSpace(g.docs[path].Lines[0]), "#") {
+			score[i] *= titleWeight
+		}
+		// A question after an amount (how many, how long, what size…) is
+		// answered by a sentence that gives one.
+		if quantity && hasDigit(c.Quote) {
+			score[i] *= amountWeight
 		}
 	}
 	idx := make([]int, len(all))
@@ -816,3 +829,24 @@ func PublisherSchema(sources []string, claims []report.Claim, grounded, paraphra
 	}
 	return json.RawMessage(claimsSchema(append([]Claim{}, claims...), paraphrase))
 }
+
+// How much a page's title and, for a question after an amount, a sentence
+// with a number count against other sentences sharing as many words.
+var titleWeight, amountWeight = 0.5, 1.5
+
+// amountWords are the words that ask for an amount.
+var amountWords = map[string]bool{"many": true, "much": true, "long": true, "big": true, "fast": true, "often": true,
+	"size": true, "large": true, "limit": true, "maximum": true, "minimum": true, "port": true, "version": true, "old": true}
+
+// asksAmount reports whether a question asks for an amount: "how many
+// skiffs…", "the maximum number of…", "which port…".
+func asksAmount(question string) bool {
+	for _, w := range terms(question) {
+		if amountWords[w] {
+			return true
+		}
+	}
+	return false
+}
+
+func hasDigit(s string) bool { return strings.ContainsAny(s, "0123456789") }

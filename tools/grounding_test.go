@@ -325,3 +325,28 @@ func TestSectionEnd(t *testing.T) {
 		}
 	}
 }
+
+// A page's title shares the question's words and says least of what is
+// asked: a sentence of the page that shares as many comes first. And a
+// question after an amount is answered first by a sentence that gives one.
+func TestClaimsPreferAnswersToTitles(t *testing.T) {
+	for _, c := range []struct {
+		name, text, question, want string
+	}{
+		{"a title", "# INC-7: Vault owned by root after the migration\n\nAfter the migration from 2.6 the vault was owned by root, and every grant failed.\n",
+			"What does the handbook say about the vault owned by root after the migration?", "After the migration from 2.6 the vault was owned by root, and every grant failed."},
+		{"an amount", "# Segments\n\nWhen a ledger segment file is big, it is rotated.\n\nA ledger segment file holds up to 64 MiB.\n",
+			"How big does a ledger segment file get?", "A ledger segment file holds up to 64 MiB."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			co := corpusOf(t, map[string]string{"p.md": c.text, "b.md": "# B\n\nUnrelated words here.\n"})
+			g := NewGrounding(co)
+			a := &engine.Agent{ID: 1}
+			readWhole(g, co, a, "p.md")
+			got := g.Claims(a, c.question, maxOffered)
+			if len(got) == 0 || got[0].Quote != c.want {
+				t.Fatalf("offered %q first, want %q", got, c.want)
+			}
+		})
+	}
+}
