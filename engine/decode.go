@@ -136,7 +136,7 @@ func (p *pool) produce() bool {
 	p.steps++
 	thinking := forcedOn
 	tokens := 0
-	var jumped map[int]int // tokens written forward, per agent
+	var jumped, counts map[int]int // tokens written forward, and all written, per agent
 	for i, a := range who {
 		st := steps[i]
 		text := a.dec.Write(p.be.Piece(st.Token))
@@ -149,9 +149,9 @@ func (p *pool) produce() bool {
 		tokens += n
 		if len(st.Forced) > 0 {
 			if jumped == nil {
-				jumped = map[int]int{}
+				jumped, counts = map[int]int{}, map[int]int{}
 			}
-			jumped[a.ID] = len(st.Forced)
+			jumped[a.ID], counts[a.ID] = len(st.Forced), n
 		}
 		a.addTokens(n)
 		a.turnTokens += n
@@ -171,7 +171,7 @@ func (p *pool) produce() bool {
 		}
 		thinking = true
 	}
-	p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: tokens, Forced: jumped, Texts: texts, Probs: probs})
+	p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: tokens, Counts: counts, Forced: jumped, Texts: texts, Probs: probs})
 	return thinking
 }
 

@@ -245,6 +245,7 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 	}
 	ts := p.turns
 	texts := map[int]string{}
+	per := map[int]int{} // pieces per agent
 	n := 0
 	var ends []turnEvent
 	type looped struct {
@@ -273,6 +274,7 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 		ev.a.turnTokens++
 		g.pieces++
 		texts[ev.a.ID] += ev.text
+		per[ev.a.ID]++
 		n++
 		if start, unit, loop := repetition.Find(ev.a.raw.String()); loop {
 			loops = append(loops, looped{ev.a, start + unit})
@@ -280,7 +282,16 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 	}
 	if n > 0 {
 		p.steps++
-		p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: n, Texts: texts})
+		var counts map[int]int
+		for id, k := range per {
+			if k > 1 {
+				if counts == nil {
+					counts = map[int]int{}
+				}
+				counts[id] = k
+			}
+		}
+		p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: n, Counts: counts, Texts: texts})
 	}
 	for _, l := range loops {
 		// As on a local model: the request is aborted at the loop, and

@@ -37,7 +37,7 @@ rows = [
  ("engine/llamabackend/forced.go", "\t\ttoks = toks[:len(toks)-1]", "\t\ttoks = toks[:len(toks)-0]", "./engine/llamabackend", "TestForcedTokensAreTheModelsOwn"),
  ("engine/llamacpp/kv/store.go", "\t\t\tlast[i] = len(s.toks) - 1\n", "\t\t\tlast[i] = len(s.toks) - 1 - len(st.Forced)\n", "./engine/llamacpp/kv", "TestForcedTokensInOneStep"),
  ("engine/record.go", "\ta.turnIDs = append(a.turnIDs, toks...)", "", "./engine/llamabackend", "TestJumpForwardInARun"),
- ("engine/event/state.go", "n := 1 + e.Forced[id]", "n := 1", "./engine/llamabackend", "TestJumpForwardInARun"),
+ ("engine/event/state.go", "n := max(1, e.Counts[id])", "n := 1", "./engine/llamabackend", "TestJumpForwardInARun"),
  ("engine/decode.go", "room := min(maxForced, p.be.NBatch()-1, p.spec.MaxTurnTokens-a.turnTokens-1)", "room := min(maxForced, p.be.NBatch()-1)", "./engine/llamabackend", "TestJumpForwardKeepsTheTurnLimit"),
  ("cli/rerun.go", "\to.cfg.Sampling.JumpForward = &jf", "\t_ = &jf", "./cli", "TestRerunOfARunBeforeJumpForward"),
 ]

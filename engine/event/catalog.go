@@ -61,6 +61,7 @@ var entries = []entry{
 		fields: map[string]string{
 			"tokens": "tokens decoded in this tick (one sampled per agent in texts, and those forced)",
 			"forced": "per agent id, the tokens its grammar forced after its sampled one (jump-forward decoding)",
+			"counts": "per agent id, the tokens it wrote in the tick where more than one (forced text, or a server's pieces that came together)",
 			"role":   "recovery when the tick wrote a stopped agent's report one token at a time",
 			"probs":  "with --trace-logprobs: what the model thought of each agent's token",
 		},
@@ -417,6 +418,7 @@ var fieldDocs = map[string]string{
 	"text":        "text: a prompt, a task, a turn's output",
 	"tokens":      "tokens this event covers",
 	"forced":      "per agent id, tokens a grammar forced, written without being sampled (jump-forward decoding)",
+	"counts":      "per agent id, the tokens it wrote in the event where more than one",
 	"role":        "a name that says which kind of this event it is",
 	"args":        "a tool call's arguments",
 	"result":      "a result, as JSON",

@@ -108,9 +108,14 @@ type Event struct {
 	// Texts holds each agent's new text for a PoolTick (keyed by agent id):
 	// token text grouped per tick keeps traces small and replayable.
 	Texts map[int]string `json:"texts,omitempty"`
-	// Forced holds, for a PoolTick, the tokens a grammar forced after each
-	// agent's sampled one (jump-forward decoding; keyed by agent id, only
-	// agents that had some): that agent wrote 1 + Forced[id] tokens.
+	// Counts holds, for a PoolTick, how many tokens each agent wrote in it
+	// where that is more than one (keyed by agent id): its sampled token and
+	// those a grammar forced after it, or a server's pieces that came
+	// together. An agent in Texts but not here wrote one.
+	Counts map[int]int `json:"counts,omitempty"`
+	// Forced holds, for a PoolTick, how many of each agent's tokens a
+	// grammar forced after its sampled one (jump-forward decoding; keyed by
+	// agent id, only agents that had some).
 	Forced map[int]int `json:"forced,omitempty"`
 	// IDs are the token ids of the span the event wrote into a branch
 	// (spine:create, spine:extend, branch:prefill) or an agent sampled

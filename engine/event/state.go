@@ -221,7 +221,7 @@ func (s *State) fold(e Event) string {
 		for id, t := range e.Texts {
 			a := s.agent(id)
 			a.write(t)
-			n := 1 + e.Forced[id]
+			n := max(1, e.Counts[id])
 			a.Tokens += n
 			a.Unique += n // its tokens' cells: the share moves with every token
 		}

@@ -234,9 +234,20 @@ func TestAgentsRunOnServer(t *testing.T) {
 	}
 	rec := &recorder{}
 	res := runPool(t, c, rec, 5, 2, nil)
+	// The screen's fold counts every piece an agent was sent, however many
+	// came in one tick.
+	st := event.NewState()
+	rec.mu.Lock()
+	for _, e := range rec.evs {
+		st.Apply(e)
+	}
+	rec.mu.Unlock()
 	for _, a := range res.Agents {
 		if a.Outcome != event.Returned || a.Text() != "found it" || a.ToolCalls != 2 {
 			t.Fatalf("agent %d: %s %q after %d calls (%s); want returned \"found it\" after lookup and report", a.ID, a.Outcome, a.Text(), a.ToolCalls, a.Reason)
+		}
+		if got := st.Agents[a.ID].Tokens; got != a.Tokens {
+			t.Fatalf("the fold counts %d tokens for agent %d, it wrote %d", got, a.ID, a.Tokens)
 		}
 	}
 	// Every prompt starts with the same spine bytes: the server's prefix
