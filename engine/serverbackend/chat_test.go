@@ -126,13 +126,7 @@ func TestChatCompletionsDialects(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fakeChat{style: c.style}
-			srv := httptest.NewServer(f)
-			defer srv.Close()
-			cl, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m", Headers: map[string]string{"X-Team": "tides"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
+			cl := dialChat(t, f, serverbackend.Options{Headers: map[string]string{"X-Team": "tides"}})
 			if cl.Dialect() != serverbackend.Chat {
 				t.Fatalf("dialect %s: a server without /v1/completions is spoken to in messages", cl.Dialect())
 			}
@@ -199,11 +193,7 @@ func TestChatToolChoice(t *testing.T) {
 		{engine.ToolRequired, []string{"required", "report"}},
 	} {
 		f := &fakeChat{style: chatStyle{finish: "tool_calls"}}
-		srv := httptest.NewServer(f)
-		cl, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cl := dialChat(t, f, serverbackend.Options{})
 		rt := engine.NewOnServer(cl, engine.Options{MaxInflight: 1})
 		if _, err := rt.Run(t.Context(), engine.PoolSpec{System: "You research tides.", Tools: []engine.Tool{lookup}, ToolChoice: c.choice, MaxTurns: 1,
 			Terminal: engine.Terminal("report", "Report.", engine.ReportSchema), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "a"})}); err != nil {
@@ -222,8 +212,6 @@ func TestChatToolChoice(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(c.want, ",") {
 			t.Errorf("%s: tool_choice %v, want %v", c.choice, got, c.want)
 		}
-		cl.Close()
-		srv.Close()
 	}
 }
 
@@ -232,11 +220,7 @@ func TestChatToolChoice(t *testing.T) {
 func TestChatRefusedCredentialsEndTheRun(t *testing.T) {
 	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
 		f := &fakeChat{status: status}
-		srv := httptest.NewServer(f)
-		cl, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m", API: serverbackend.Chat})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cl := dialChat(t, f, serverbackend.Options{API: serverbackend.Chat})
 		rt := engine.NewOnServer(cl, engine.Options{MaxInflight: 1})
 		res, err := rt.Run(t.Context(), engine.PoolSpec{System: "You research tides.", Tools: []engine.Tool{lookup},
 			Terminal: engine.Terminal("report", "Report.", engine.ReportSchema), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "a"}, engine.AgentSpec{Task: "b"}, engine.AgentSpec{Task: "c"})})
@@ -251,8 +235,6 @@ func TestChatRefusedCredentialsEndTheRun(t *testing.T) {
 		if len(f.bodies) != 1 {
 			t.Fatalf("%d: %d requests: the first refusal must end the run (one in flight at a time)", status, len(f.bodies))
 		}
-		cl.Close()
-		srv.Close()
 	}
 }
 
@@ -280,13 +262,7 @@ func TestParseHeaders(t *testing.T) {
 // estimate, never make the context share pass 100 %.
 func TestServerContextShareNeverPassesTheContext(t *testing.T) {
 	f := &fakeChat{style: chatStyle{finish: "tool_calls"}, ctx: 2048, prompt: 5000}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
-	cl, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m", NCtx: 8192})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := dialChat(t, f, serverbackend.Options{NCtx: 8192})
 	if cl.NCtx() != 2048 || !strings.Contains(cl.Note(), "2048 tokens, smaller than the 8192 asked for") {
 		t.Fatalf("context %d, note %q", cl.NCtx(), cl.Note())
 	}
@@ -312,13 +288,7 @@ func TestServerContextShareNeverPassesTheContext(t *testing.T) {
 // then calls again and the agent ends as usual.
 func TestChatInvalidArgumentsAreRefusedBack(t *testing.T) {
 	f := &fakeChat{style: chatStyle{finish: "tool_calls"}, badQ: true}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
-	cl, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := dialChat(t, f, serverbackend.Options{})
 	rec := &recorder{}
 	res := runPool(t, cl, rec, 1, 1, nil)
 	if a := res.Agents[0]; a.Outcome != event.Returned || a.Text() != "found it" {
@@ -339,13 +309,7 @@ func TestChatInvalidArgumentsAreRefusedBack(t *testing.T) {
 // refusals are bounded and the agent ends.
 func TestChatServerIgnoringToolChoiceEnds(t *testing.T) {
 	f := &fakeChat{style: chatStyle{finish: "tool_calls"}, always: true}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
-	cl, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := dialChat(t, f, serverbackend.Options{})
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	rt := engine.NewOnServer(cl, engine.Options{MaxInflight: 1})
@@ -360,4 +324,19 @@ func TestChatServerIgnoringToolChoiceEnds(t *testing.T) {
 	if a := res.Agents[0]; a.Outcome == event.Running || len(f.bodies) > 12 {
 		t.Fatalf("agent %s after %d requests", a.Outcome, len(f.bodies))
 	}
+}
+
+// dialChat starts f as a server and dials it for the model "m" with o;
+// both close when the test ends.
+func dialChat(t *testing.T, f *fakeChat, o serverbackend.Options) *serverbackend.Client {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	o.URL, o.Model = srv.URL, "m"
+	cl, err := serverbackend.Dial(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
