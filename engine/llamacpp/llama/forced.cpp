@@ -94,13 +94,18 @@ extern "C" int32_t lloyal_forced_text(struct llama_sampler *grammar, char *buf, 
     if (g == nullptr || g->awaiting_trigger || g->partial_utf8.n_remain != 0) {
         return 0;
     }
-    // Walk a copy of the stacks forward one forced character at a time,
-    // then put the grammar's own back.
+    // Most calls come where the grammar allows a choice (inside a string):
+    // they return before copying the stacks.
+    uint32_t chr = 0;
+    if (!forced_char(g, &chr, ends)) {
+        return 0;
+    }
+    // Walk the stacks forward one forced character at a time, then put the
+    // grammar's own back.
     llama_grammar_stacks saved = g->stacks;
     int32_t n = 0;
     try {
-        uint32_t chr = 0;
-        while (forced_char(g, &chr, ends)) {
+        do {
             char utf8[4];
             int k = put_utf8(chr, utf8);
             if (n + k > cap) {
@@ -109,7 +114,7 @@ extern "C" int32_t lloyal_forced_text(struct llama_sampler *grammar, char *buf, 
             std::memcpy(buf + n, utf8, k);
             n += k;
             llama_grammar_accept(g, chr);
-        }
+        } while (forced_char(g, &chr, ends));
     } catch (...) {
         n = 0;
         *ends = false;

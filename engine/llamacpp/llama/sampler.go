@@ -55,6 +55,7 @@ const DefaultRepeatLastN = 64
 type Sampler struct {
 	chain   *C.struct_llama_sampler
 	grammar *C.struct_llama_sampler // the chain's grammar sampler, or nil
+	forced  []byte                  // ForcedText's buffer, kept: it is asked every token
 	scratch *C.llama_token_data
 	nVocab  int
 	last    Surprisal
@@ -198,7 +199,10 @@ func (s *Sampler) ForcedText(maxBytes int) (text string, ends bool) {
 	if s.grammar == nil || maxBytes <= 0 {
 		return "", false
 	}
-	buf := make([]byte, maxBytes)
+	if cap(s.forced) < maxBytes {
+		s.forced = make([]byte, maxBytes)
+	}
+	buf := s.forced[:maxBytes]
 	var e C.bool
 	n := C.lloyal_forced_text(s.grammar, (*C.char)(unsafe.Pointer(&buf[0])), C.int32_t(maxBytes), &e)
 	return string(buf[:n]), bool(e)
