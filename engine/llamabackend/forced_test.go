@@ -2,7 +2,6 @@ package llamabackend
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,8 +11,6 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 )
 
 // Forced gives the tokens the model's tokenizer makes of the text the
@@ -27,11 +24,7 @@ func TestForcedTokensAreTheModelsOwn(t *testing.T) {
 	backends := map[string]func(t *testing.T) *Backend{
 		"tiny": func(t *testing.T) *Backend { return open(t, 2048) },
 		"phi-3 vocabulary": func(t *testing.T) *Backend {
-			v, err := modelgen.VocabFrom(filepath.Join(testmodel.SharedModels(t), "ggml-vocab-phi-3.gguf"))
-			must(t, err)
-			o := modelgen.Tiny()
-			o.Vocab = v
-			m, err := model.Open(testmodel.Path(t, "tiny-phi3-v1", o), model.Options{})
+			m, err := model.Open(tinyPhi3(t), model.Options{})
 			must(t, err)
 			be, err := New(m, ContextOptions{NCtx: 2048, NBatch: 256, NSeqMax: 8, NThreads: 1})
 			if err != nil {

@@ -107,11 +107,7 @@ func TestSharedPhi3Vocabulary(t *testing.T) {
 		t.Fatalf("%d <|end|> tokens, want 1 (the turn's own)", n)
 	}
 	// And a generated model can borrow this tokenizer and run.
-	v, err := modelgen.VocabFrom(filepath.Join(testmodel.SharedModels(t), "ggml-vocab-phi-3.gguf"))
-	must(t, err)
-	o := modelgen.Tiny()
-	o.Vocab = v
-	gm, err := openModel(testmodel.Path(t, "tiny-phi3-v1", o), model.Options{})
+	gm, err := openModel(tinyPhi3(t), model.Options{})
 	must(t, err)
 	defer gm.Close()
 	if gm.Format.Kind != chat.Phi3 || gm.NVocab() != 32064 {
@@ -122,4 +118,15 @@ func TestSharedPhi3Vocabulary(t *testing.T) {
 	if _, err := s.Sample(b); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// tinyPhi3 is the generated tiny model with phi-3's SentencePiece
+// vocabulary (skipped without the shared models).
+func tinyPhi3(t *testing.T) string {
+	t.Helper()
+	v, err := modelgen.VocabFrom(filepath.Join(testmodel.SharedModels(t), "ggml-vocab-phi-3.gguf"))
+	must(t, err)
+	o := modelgen.Tiny()
+	o.Vocab = v
+	return testmodel.Path(t, "tiny-phi3-v1", o)
 }
