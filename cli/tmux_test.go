@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,27 +21,36 @@ import (
 
 type tmux struct {
 	t       *testing.T
+	socket  string // each session has its own tmux server (-L socket)
 	session string
+}
+
+// cmd is a tmux command on this session's own server.
+func (s *tmux) cmd(args ...string) *exec.Cmd {
+	return exec.Command("tmux", append([]string{"-L", s.socket}, args...)...)
 }
 
 func startTmux(t *testing.T, cmdline string, env ...string) *tmux {
 	t.Helper()
 	s := &tmux{t: t, session: "lloyal-test-" + strings.ReplaceAll(t.Name(), "/", "-")}
-	_ = exec.Command("tmux", "kill-session", "-t", s.session).Run()
+	// A session started on a server whose last session has just ended can
+	// meet that server as it exits ("server exited unexpectedly"), so each
+	// session gets a server of its own.
+	s.socket = fmt.Sprintf("%s-%d", s.session, time.Now().UnixNano())
 	args := []string{"new-session", "-d", "-s", s.session, "-x", "120", "-y", "36"}
 	for _, e := range env {
 		args = append(args, "-e", e)
 	}
 	args = append(args, cmdline+"; echo LLOYAL-EXITED=$?; sleep 60")
-	if out, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
+	if out, err := s.cmd(args...).CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v %s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", s.session).Run() })
+	t.Cleanup(func() { _ = s.cmd("kill-server").Run() })
 	return s
 }
 
 func (s *tmux) screen() string {
-	out, _ := exec.Command("tmux", "capture-pane", "-t", s.session, "-p").Output()
+	out, _ := s.cmd("capture-pane", "-t", s.session, "-p").Output()
 	return string(out)
 }
 
@@ -82,7 +92,7 @@ func (s *tmux) endRun(d time.Duration) {
 }
 
 func (s *tmux) keys(k ...string) {
-	_ = exec.Command("tmux", append([]string{"send-keys", "-t", s.session}, k...)...).Run()
+	_ = s.cmd(append([]string{"send-keys", "-t", s.session}, k...)...).Run()
 }
 
 // runApp starts `lloyal run` in the app with the demo corpus and a private
