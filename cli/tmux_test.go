@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,13 +20,13 @@ import (
 
 type tmux struct {
 	t       *testing.T
-	socket  string // each session has its own tmux server (-L socket)
+	socket  string // each session has its own tmux server (-S socket)
 	session string
 }
 
 // cmd is a tmux command on this session's own server.
 func (s *tmux) cmd(args ...string) *exec.Cmd {
-	return exec.Command("tmux", append([]string{"-L", s.socket}, args...)...)
+	return exec.Command("tmux", append([]string{"-S", s.socket}, args...)...)
 }
 
 func startTmux(t *testing.T, cmdline string, env ...string) *tmux {
@@ -36,7 +35,7 @@ func startTmux(t *testing.T, cmdline string, env ...string) *tmux {
 	// A session started on a server whose last session has just ended can
 	// meet that server as it exits ("server exited unexpectedly"), so each
 	// session gets a server of its own.
-	s.socket = fmt.Sprintf("%s-%d", s.session, time.Now().UnixNano())
+	s.socket = filepath.Join(t.TempDir(), "tmux")
 	args := []string{"new-session", "-d", "-s", s.session, "-x", "120", "-y", "36"}
 	for _, e := range env {
 		args = append(args, "-e", e)
