@@ -338,6 +338,16 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 	}
 	for _, p := range paths {
 		lines := linesIn(views, p)
+		// A code block is commands and output, no sentence, but what a
+		// lead-in introduces ("From 3.2 it can be changed without a
+		// restart:", or a heading) answers "how do I": such a block's shown
+		// lines are one claim, scored by its words and its lead-in's.
+		for _, c := range codeBlocks(p, lines, g.code[p]) {
+			if g.leadIn(c.Source) != "" {
+				all = append(all, c)
+			}
+		}
+		all = append(all, tableRows(p, lines, g.docs[p])...)
 		for n := range lines {
 			if code := g.code[p]; n <= len(code) && code[n-1] {
 				delete(lines, n)
@@ -452,12 +462,107 @@ func (g *Grounding) SectionEnd(path string, to, most int) int {
 	return end
 }
 
+// tableRows are the rows of a table among the lines shown of path, each
+// one claim (its header row left out: it names the columns, and is each
+// row's lead-in).
+func tableRows(path string, lines map[int]string, doc *Doc) []Claim {
+	var out []Claim
+	for n, l := range lines {
+		l = strings.TrimSpace(l)
+		if !strings.HasPrefix(l, "|") || tableRule(l) || doc != nil && n < len(doc.Lines) && tableRule(doc.Lines[n]) {
+			continue
+		}
+		if q := normSpace(l); len(q) >= 20 && len(q) <= 400 {
+			out = append(out, Claim{Quote: q, Source: fmt.Sprintf("%s:%s", path, lineRange(n, n))})
+		}
+	}
+	slices.SortFunc(out, func(a, b Claim) int { return strings.Compare(a.Source, b.Source) })
+	return out
+}
+
+// tableRule reports whether a line is a table's rule ("|---|---|"), the
+// line under its header.
+func tableRule(l string) bool {
+	l = strings.TrimSpace(l)
+	return strings.HasPrefix(l, "|") && strings.Trim(l, "|-: ") == ""
+}
+
+// inCode reports whether a claim's first line is in a code block.
+func (g *Grounding) inCode(source string) bool {
+	path, from, _ := report.SplitSource(source)
+	code := g.code[path]
+	return from >= 1 && from <= len(code) && code[from-1]
+}
+
+// codeBlocks are the runs of a fenced code block's lines (fences left out)
+// among the lines shown of path, each one claim.
+func codeBlocks(path string, lines map[int]string, code []bool) []Claim {
+	var out []Claim
+	var run []string
+	first, last := 0, 0
+	flush := func() {
+		if q := normSpace(strings.Join(run, " ")); len(q) >= 8 && len(q) <= 400 {
+			out = append(out, Claim{Quote: q, Source: fmt.Sprintf("%s:%s", path, lineRange(first, last))})
+		}
+		run = run[:0]
+	}
+	for _, n := range slices.Sorted(maps.Keys(lines)) {
+		l := strings.TrimSpace(lines[n])
+		inside := n <= len(code) && code[n-1] && !strings.HasPrefix(l, "```")
+		if len(run) > 0 && (!inside || n != last+1) {
+			flush()
+		}
+		switch {
+		case !inside:
+		case len(run) > 0:
+			if l != "" {
+				run = append(run, l)
+			}
+			last = n // a blank line inside a block does not end it
+		case l != "":
+			first, last, run = n, n, append(run, l)
+		}
+	}
+	if len(run) > 0 {
+		flush()
+	}
+	return out
+}
+
 // leadIn is the line introducing the list a claim's first line is an item
-// of (a line ending with ":" before the list), or "".
+// of (a line ending with ":" before the list), or the code block it is in
+// (that line, or the heading the block follows), or "".
 func (g *Grounding) leadIn(source string) string {
 	path, from, _ := report.SplitSource(source)
 	d := g.docs[path]
 	if d == nil || from < 2 || from > len(d.Lines) {
+		return ""
+	}
+	if l := strings.TrimSpace(d.Lines[from-1]); strings.HasPrefix(l, "|") {
+		// A row's header, the line above the table's rule.
+		for n := from - 1; n >= 2 && from-n <= 60; n-- {
+			if !strings.HasPrefix(strings.TrimSpace(d.Lines[n-1]), "|") {
+				return ""
+			}
+			if tableRule(d.Lines[n-1]) {
+				return strings.TrimSpace(d.Lines[n-2])
+			}
+		}
+		return ""
+	}
+	if g.inCode(source) {
+		code := g.code[path]
+		for n := from - 1; n >= 1 && from-n <= 30; n-- {
+			l := strings.TrimSpace(d.Lines[n-1])
+			switch {
+			case l == "" || code[n-1]:
+				continue
+			case strings.HasSuffix(l, ":"), strings.HasPrefix(l, "#"):
+				return listMark.ReplaceAllString(l, "")
+			default:
+				return ""
+			}
+		}
 		return ""
 	}
 	item := func(l string) bool {

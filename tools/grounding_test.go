@@ -197,8 +197,8 @@ func TestAbilityResourcesMayBeCited(t *testing.T) {
 }
 
 // A code block's lines are commands and output, not sentences: a grounded
-// report is never offered one to quote, even one holding the question's
-// words.
+// report is never offered one no line introduces, even one holding the
+// question's words (TestClaimsOfferCodeBlocks has those a lead-in does).
 func TestClaimsSkipCodeBlocks(t *testing.T) {
 	c, err := LoadCorpusFS(fstest.MapFS{"ops.md": {Data: []byte("# Ops\n\nA harbor drain finishes the jobs it holds.\n\n```\nharbor drain harbor drain --now --harbor-drain\n```\n")}}, "test")
 	if err != nil {
@@ -348,5 +348,59 @@ func TestClaimsPreferAnswersToTitles(t *testing.T) {
 				t.Fatalf("offered %q first, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// A how-to's answer is often a command in a code block: the block's lines
+// are a claim, close to the question by what its lead-in (the line before
+// it ending with ":", or the heading it follows) says too, and quotable.
+func TestClaimsOfferCodeBlocks(t *testing.T) {
+	for _, c := range []struct {
+		name, text, question, want string
+	}{
+		{"a lead-in", "# Logging\n\nDebug logs grow fast and fill the disk.\n\nThe log level can be changed without a restart:\n\n```\n# as root, then\nsudo -u tide tidewater reload\n```\n",
+			"How do I change the log level without a restart?", "# as root, then sudo -u tide tidewater reload"},
+		{"a heading", "# Recovery\n\nRecovery requeues the jobs a crash interrupted.\n\n## Previewing a recovery\n\n```sh\n$ tidewater replay --dry-run\n```\n",
+			"How do I preview a recovery?", "$ tidewater replay --dry-run"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			co := corpusOf(t, map[string]string{"p.md": c.text, "b.md": "# B\n\nUnrelated words here.\n"})
+			g := NewGrounding(co)
+			a := &engine.Agent{ID: 1}
+			readWhole(g, co, a, "p.md")
+			got := g.Claims(a, c.question, maxOffered)
+			if len(got) == 0 || got[0].Quote != c.want {
+				t.Fatalf("offered %q first, want %q", got, c.want)
+			}
+			if !g.Quotable(a.ID, got[0].Source, got[0].Quote) {
+				t.Fatalf("the claim %+v is not quotable from what was read", got[0])
+			}
+		})
+	}
+}
+
+// A table keeps its facts in rows: a row is a claim, close to the question
+// by its header's words too ("Rotated" for "how are logs rotated").
+func TestClaimsOfferTableRows(t *testing.T) {
+	text := "# Logging\n\nTidewater writes service logs and job output apart.\n\n| Source | Location | Rotated |\n|---|---|---|\n| Harbor | `/var/log/harbor.log` | daily, 14 kept |\n| Job output | `/var/lib/output/` | by `tidewater logs --prune` |\n"
+	co := corpusOf(t, map[string]string{"p.md": text, "b.md": "# B\n\nUnrelated words here.\n"})
+	g := NewGrounding(co)
+	a := &engine.Agent{ID: 1}
+	readWhole(g, co, a, "p.md")
+	got := g.Claims(a, "How often is the harbor's log rotated?", maxOffered)
+	want := "| Harbor | `/var/log/harbor.log` | daily, 14 kept |"
+	if len(got) == 0 || got[0].Quote != want || got[0].Source != "p.md:7-7" {
+		t.Fatalf("offered %q first, want %q at p.md:7-7", got, want)
+	}
+	if !g.Quotable(a.ID, got[0].Source, got[0].Quote) {
+		t.Fatalf("the row %+v is not quotable from what was read", got[0])
+	}
+	if lead := g.leadIn(got[0].Source); lead != "| Source | Location | Rotated |" {
+		t.Fatalf("the row's lead-in is %q, want its header", lead)
+	}
+	for _, c := range got {
+		if strings.Contains(c.Quote, "Location") || strings.Contains(c.Quote, "---") {
+			t.Fatalf("the header or the rule was offered as a claim: %q", c.Quote)
+		}
 	}
 }
