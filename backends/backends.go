@@ -24,6 +24,10 @@ type Config struct {
 	NCtx    int
 	Threads int
 	KVType  llamabackend.KVType
+	// Streams, when more than 0, gives each of that many branches NCtx/
+	// Streams cells of its own (llamabackend.ContextOptions.Streams); 0
+	// keeps one cache every branch shares.
+	Streams int
 	// Template is a chat template's text overriding the model's own;
 	// Think is passed to templates that read enable_thinking.
 	Template string
@@ -73,8 +77,12 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 	if cfg.NCtx < 4096 {
 		nBatch = max(64, cfg.NCtx/8)
 	}
-	be, closeAll, err := llamabackend.OpenContext(cfg.Model, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NThreads: cfg.Threads,
-		KVType: cfg.KVType, Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
+	nSeq := 64
+	if cfg.Streams > 0 {
+		nSeq = cfg.Streams
+	}
+	be, closeAll, err := llamabackend.OpenContext(cfg.Model, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NSeqMax: nSeq, NThreads: cfg.Threads,
+		KVType: cfg.KVType, Streams: cfg.Streams > 0, Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +92,7 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 		title = filepath.Base(m.Info.Path)
 	}
 	return &Opened{Model: be, Info: llamabackend.ModelInfo(m),
-		Context: trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: 64, Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
+		Context: trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: nSeq, Streams: cfg.Streams > 0, Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
 			KVType: string(be.KVType()), FlashAttn: be.FlashAttn()},
 		Title: title + " · " + be.ThreadsLabel(), Warning: be.Format().Warning, Close: closeAll}, nil
 }

@@ -43,7 +43,9 @@ type AgentsOptions struct {
 // prompt and each makes o.Turns tool calls (each writing a note of o.Call
 // characters, forced by grammar so every agent does the same work on any
 // model), reading an o.Result-token result after each, then reports. On
-// the local backend a result is appended to the agent's branch; a server
+// the local backend a result is appended to the agent's branch, in one
+// cache every branch shares and again with a stream per branch (lloyal run
+// --streams); a server
 // is sent the agent's whole conversation each turn and must find its
 // prefix again. Each row: wall time, generated tokens (and per turn),
 // tokens/s, prompt tokens given to the backend and how many it evaluated,
@@ -100,6 +102,21 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 			return fmt.Errorf("local, %d agents: %w", n, err)
 		}
 		printLoopRow(tw, "local ("+label+")", n, r, peak)
+		// The same on a cache with a stream per branch: each agent's
+		// attention reads its own cells, and every fork copies the spine.
+		sb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: streamCells(o, got, n), NBatch: 512, NSeqMax: n + 2, NThreads: o.Threads, Streams: true})
+		if err != nil {
+			return fmt.Errorf("local streams, %d agents: %w", n, err)
+		}
+		mem = watchMemory(ownProcess)
+		r, err = agentLoop(ctx, o, sb, nil, system, result, n)
+		peak = mem.stop()
+		label = sb.ThreadsLabel()
+		sb.Close()
+		if err != nil {
+			return fmt.Errorf("local streams, %d agents: %w", n, err)
+		}
+		printLoopRow(tw, "local, streams ("+label+")", n, r, peak)
 	}
 	if o.Server != "" {
 		api, err := serverbackend.ParseAPI(o.API)
@@ -309,11 +326,24 @@ func statusBytes(path, key string) int64 {
 }
 
 // loopCells is a context that holds the spine and n agents' whole loops at
-// their longest (each call at its turn's token limit, each result, the
-// report, and the chat template's markers around each) above the cells the
-// runtime keeps free (its default soft limit), rounded up to 256.
+// their longest (agentCells) above the cells the runtime keeps free (its
+// default soft limit), rounded up to 256.
 func loopCells(o AgentsOptions, spine, n int) int {
-	perTurn := 4*o.Call + o.Result + 32
-	cells := spine + n*(o.Turns*perTurn+4*o.Call+64) + engine.DefaultSoftLimit
+	cells := spine + n*agentCells(o) + engine.DefaultSoftLimit
 	return (cells + 255) / 256 * 256
+}
+
+// agentCells are the cells one agent's loop writes at its longest: each
+// call at its turn's token limit, each result, the report, and the chat
+// template's markers around each.
+func agentCells(o AgentsOptions) int {
+	return o.Turns*(4*o.Call+o.Result+32) + 4*o.Call + 64
+}
+
+// streamCells is a context with a stream per branch (n agents, the spine,
+// one spare) that each hold the spine and one agent's whole loop, with the
+// runtime's soft limit shared out among them.
+func streamCells(o AgentsOptions, spine, n int) int {
+	per := spine + agentCells(o) + engine.DefaultSoftLimit/(n+2)
+	return (n + 2) * ((per + 255) / 256 * 256)
 }

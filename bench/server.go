@@ -100,6 +100,20 @@ func (b *serverBench) run(ctx context.Context, w io.Writer) error {
 			}
 			b.print(tw, label, n, r)
 		}
+		// And with a stream per branch (lloyal run --streams), each
+		// holding the spine and one agent's text.
+		per := (got + b.Tokens + 64 + 255) / 256 * 256
+		sb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: (n + 2) * per, NBatch: 512, NSeqMax: n + 2, NThreads: b.Threads, Streams: true})
+		if err != nil {
+			return fmt.Errorf("local streams, %d agents: %w", n, err)
+		}
+		r, err := b.workload(ctx, sb, system, n, nil, true)
+		label := "local, streams (" + sb.ThreadsLabel() + ") (spine cached)"
+		sb.Close()
+		if err != nil {
+			return fmt.Errorf("local streams, %d agents: %w", n, err)
+		}
+		b.print(tw, label, n, r)
 	}
 	if b.Server != "" {
 		c, err := serverbackend.Dial(ctx, serverbackend.Options{URL: b.Server, Model: b.Model, APIKey: b.APIKey, NCtx: 8192, RequestTimeout: b.Timeout})

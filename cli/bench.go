@@ -213,9 +213,10 @@ func newBenchAgentsCmd() *cobra.Command {
 		Long: `N agents share a --spine-token system prompt; each makes --turns tool
 calls, every call writing a note of --call characters (forced by grammar, so
 every model does the same work) and reading a --result-token result, then
-reports. Locally a result is appended to the agent's branch; a server is
-sent the agent's whole conversation each turn and must find its prefix
-again in its cache.
+reports. Locally a result is appended to the agent's branch, first in one
+cache every branch shares, then ("local, streams") with a stream per branch
+as lloyal run --streams gives; a server is sent the agent's whole
+conversation each turn and must find its prefix again in its cache.
 
 Columns: wall time, tokens written (and per turn), aggregate tokens/s, the
 prompt tokens the backend was given and how many it evaluated (locally what

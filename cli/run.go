@@ -30,6 +30,11 @@ const (
 	maxCtx = 1 << 20
 )
 
+// minStreamCells is the least a branch's own stream may hold (--streams):
+// the spine is copied into every one, and a harness's spine (its tools'
+// schemas) runs to hundreds of tokens before an agent writes one.
+const minStreamCells = 1024
+
 type runFlags struct {
 	cfg                    session.Config
 	headless, jsonl        bool
@@ -85,6 +90,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.Func("repeat-penalty", "penalise tokens among the last --repeat-last-n by `factor`, 0 to 5; 0 or 1: off (default off; e.g. 1.1 for a model that repeats itself)", bounded(&s.RepeatPenalty, 0, 5, "0 to 5 (0 or 1: off), e.g. --repeat-penalty 1.1"))
 	f.Func("repeat-last-n", "--repeat-penalty looks at the last `n` tokens, 0 to 4096, 0 meaning 64 (default 64)", bounded(&s.RepeatLastN, 0, 4096, "0 to 4096 (0: 64), e.g. --repeat-last-n 64"))
 	f.BoolFunc("grounded", "reports are claims quoting lines their agent read, checked against what it read (default: on for the built-in demo model, off otherwise; --grounded=false turns it off)", func(v string) error { g, err := strconv.ParseBool(v); c.Grounded = &g; return err })
+	f.IntVar(&c.Streams, "streams", 0, "give each of `n` branches --ctx/n cells of its own: each agent's attention reads only its own cells (faster when agents hold long conversations), each fork copies the spine, and at most n branches live at once; 2 to 64 (default 0: one cache every branch shares)")
 	f.IntVar(&c.Threads, "threads", 0, "fix the CPU threads (default 0: each decode uses the count that measures fastest, up to all cores; 1 for small models)")
 	// Parsed when given: a bad value is refused before anything loads.
 	f.Func("kv-type", "KV cache element `type`: f16, q8_0 or q4_0 (default f16; quantized: more cells per GB, flash attention on)", func(v string) (err error) { c.KVType, err = llamabackend.ParseKVType(v); return err })
@@ -235,6 +241,9 @@ func fromFile(fs *pflag.FlagSet, f *harness.File, c *session.Config) {
 	if unset("threads") && m.Threads > 0 {
 		c.Threads = m.Threads
 	}
+	if unset("streams") && m.Streams > 0 {
+		c.Streams = m.Streams
+	}
 	if unset("kv-type") && m.KVType != "" {
 		c.KVType, _ = llamabackend.ParseKVType(m.KVType) // the schema allows only valid types
 	}
@@ -270,6 +279,16 @@ func checkRun(c session.Config) error {
 	// are used as given.
 	if c.NCtx < minCtx || c.NCtx > maxCtx || c.NCtx%256 != 0 {
 		return fmt.Errorf("--ctx %d: use a multiple of 256 from %d to %d tokens (e.g. --ctx 4096)", c.NCtx, minCtx, maxCtx)
+	}
+	if c.Streams != 0 {
+		switch {
+		case c.Server != "":
+			return fmt.Errorf("--streams %d: streams are cells of a model run here; --server %s keeps its own cache (leave --streams out)", c.Streams, c.Server)
+		case c.Streams < 2 || c.Streams > 64:
+			return fmt.Errorf("--streams %d: use 2 to 64 branches, or 0 for one cache every branch shares (e.g. --streams 8)", c.Streams)
+		case c.NCtx/c.Streams < minStreamCells:
+			return fmt.Errorf("--streams %d --ctx %d: each branch would hold %d cells, fewer than the %d a spine and an agent need; use at least --ctx %d, or fewer streams", c.Streams, c.NCtx, c.NCtx/c.Streams, minStreamCells, c.Streams*minStreamCells)
+		}
 	}
 	if c.Threads < 0 || c.Threads > 512 {
 		return fmt.Errorf("--threads %d: use 1 to 512, or 0 to let each decode choose", c.Threads)

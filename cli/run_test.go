@@ -67,6 +67,10 @@ func TestRunRefusesBadNumbers(t *testing.T) {
 		{[]string{"--seed", "-1"}, "invalid argument \"-1\" for \"--seed\""},
 		{[]string{"--approval-timeout", "-5s"}, "--approval-timeout -5s:"},
 		{[]string{"--kv-type", "q5_1"}, `kv type "q5_1": use f16, q8_0 or q4_0`},
+		{[]string{"--streams", "1"}, "--streams 1: use 2 to 64 branches"},
+		{[]string{"--streams", "65"}, "--streams 65: use 2 to 64 branches"},
+		{[]string{"--streams", "8", "--ctx", "4096"}, "--streams 8 --ctx 4096: each branch would hold 512 cells"},
+		{[]string{"--streams", "4", "--server", "http://127.0.0.1:9"}, "--streams 4: streams are cells of a model run here"},
 	} {
 		t.Run(strings.Join(c.args, "="), func(t *testing.T) {
 			dir := t.TempDir()

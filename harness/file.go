@@ -64,6 +64,9 @@ type Model struct {
 	Context int    `yaml:"context"`
 	KVType  string `yaml:"kv_type"`
 	Threads int    `yaml:"threads"`
+	// Streams gives each of this many branches context/streams cells of
+	// its own (lloyal run --streams).
+	Streams int `yaml:"streams"`
 }
 
 // Sampling is the agents' sampling; nil fields keep the runtime's default.

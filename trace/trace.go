@@ -109,7 +109,10 @@ type ContextInfo struct {
 	NCtx    int `json:"nCtx"`
 	NBatch  int `json:"nBatch"`
 	NSeqMax int `json:"nSeqMax"`
-	Threads int `json:"threads,omitempty"` // most CPU threads llama.cpp decoded with
+	// Streams says each of the NSeqMax branches had NCtx/NSeqMax cells of
+	// its own (lloyal run --streams) instead of one shared cache.
+	Streams bool `json:"streams,omitempty"`
+	Threads int  `json:"threads,omitempty"` // most CPU threads llama.cpp decoded with
 	// ThreadChoices are the counts each decode chose among by measurement
 	// (absent: Threads throughout).
 	ThreadChoices []int `json:"threadChoices,omitempty"`

@@ -42,6 +42,11 @@ type ContextOptions struct {
 	KVType llama.KVType
 	// Format chooses the chat template and thinking switch.
 	Format FormatOptions
+	// Streams gives each branch NCtx/NSeqMax cells of its own instead of
+	// one cache for all (llama.ContextParams.Streams): each agent's
+	// attention reads its own cells only, not its siblings', and a fork
+	// copies the spine instead of sharing it.
+	Streams bool
 }
 
 // smallModel is the size below which one thread decodes fastest: the work
@@ -78,7 +83,7 @@ func New(m *model.Model, o ContextOptions) (*Backend, error) {
 	if adapt {
 		o.NThreads = DefaultThreads(m)
 	}
-	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads, AdaptThreads: adapt, KVType: o.KVType})
+	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads, AdaptThreads: adapt, KVType: o.KVType, Streams: o.Streams})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 )
 
 // Forced gives the tokens the model's tokenizer makes of the text the
@@ -214,5 +215,43 @@ func TestJumpForwardKeepsTheTurnLimit(t *testing.T) {
 	}
 	if forced == 0 {
 		t.Fatal("nothing was forced: the test would not notice")
+	}
+}
+
+// A run on a context with a stream per branch: agents forked from the spine
+// (each fork a copy of it) run to their reports as in a shared cache.
+func TestAgentsRunOnStreams(t *testing.T) {
+	m, err := model.Open(testmodel.Tiny(t), model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := New(m, ContextOptions{NCtx: 4 * 1024, NBatch: 256, NSeqMax: 4, NThreads: 1, Streams: true})
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close(); m.Close() })
+	rt := engine.New(be, engine.Options{})
+	report := engine.Terminal("report", "Report what you found.", reportSchema)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spine, err := rt.NewSpine(ctx, "You are a research agent. Report.", nil, report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spine.Close()
+	res, err := rt.Run(ctx, engine.PoolSpec{Spine: spine, MaxTurns: 2, MaxTurnTokens: 256,
+		Sampling:    engine.Sampling{Temperature: 0.8, Seed: 3, JumpForward: true},
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "What is a spine?"}, engine.AgentSpec{Task: "What is a branch?"}, engine.AgentSpec{Task: "What is a stream?"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range res.Agents {
+		if a.Outcome != event.Returned {
+			t.Fatalf("agent %d did not return: %+v", a.ID, a)
+		}
+	}
+	if a := be.Store().Attention(); a.MaxAttended > be.Store().Context().NCtxSeq() {
+		t.Fatalf("a decode attended %d cells, more than one stream's %d", a.MaxAttended, be.Store().Context().NCtxSeq())
 	}
 }

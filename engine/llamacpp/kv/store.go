@@ -9,8 +9,10 @@
 package kv
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 )
@@ -43,6 +45,9 @@ type Branch struct {
 	seq      int32
 	parent   *Branch
 	forkHead int
+	// base is the position the branch's own cells start at: its fork head
+	// in a shared cache, 0 in a stream of its own (the fork copied them).
+	base     int
 	pos      int
 	children int
 	pruned   bool
@@ -59,8 +64,9 @@ func (b *Branch) Pos() int { return b.pos }
 // ForkHead is the position the branch was forked at.
 func (b *Branch) ForkHead() int { return b.forkHead }
 
-// Unique is the number of cells only this branch (and its descendants) holds.
-func (b *Branch) Unique() int { return b.pos - b.forkHead }
+// Unique is the number of cells only this branch (and its descendants) holds:
+// those after its fork head, or all of them in a stream of its own.
+func (b *Branch) Unique() int { return b.pos - b.base }
 
 // Parent is the branch this one was forked from, or nil.
 func (b *Branch) Parent() *Branch { return b.parent }
@@ -146,10 +152,18 @@ func (s *Store) Fork(parent *Branch) (*Branch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fork: %w", err)
 	}
+	b := &Branch{seq: seq, parent: parent, forkHead: parent.pos, base: parent.pos, pos: parent.pos}
 	if parent.pos > 0 {
-		s.ctx.SeqCopy(parent.seq, seq, -1, -1)
+		if err := s.ctx.SeqCopy(parent.seq, seq, -1, -1); err != nil {
+			s.freeSeqs = append(s.freeSeqs, seq)
+			return nil, fmt.Errorf("fork: %w", err)
+		}
 	}
-	b := &Branch{seq: seq, parent: parent, forkHead: parent.pos, pos: parent.pos}
+	if s.ctx.Streams() {
+		// The child's stream holds a copy of every cell of the parent's.
+		b.base = 0
+		s.cells += parent.pos
+	}
 	if parent.logits != nil {
 		b.logits = append([]float32(nil), parent.logits...)
 	}
@@ -168,7 +182,7 @@ func (s *Store) Prune(b *Branch) error {
 		return fmt.Errorf("prune: %w (%d live)", ErrHasChildren, b.children)
 	}
 	s.ctx.SeqRemove(b.seq, -1, -1)
-	s.cells -= b.pos - b.forkHead
+	s.cells -= b.pos - b.base
 	if b.parent != nil {
 		b.parent.children--
 	}
@@ -355,6 +369,7 @@ func (s *Store) Prefill(spans []Span) error {
 			}{b, n})
 			c.next += n
 		}
+		where := s.order()
 		if err := s.ctx.Decode(s.toks, s.pos, s.seqs, s.logits); err != nil {
 			undo()
 			return fmt.Errorf("prefill: %w", err)
@@ -366,7 +381,7 @@ func (s *Store) Prefill(spans []Span) error {
 			s.cells += a.n
 		}
 		for _, d := range done {
-			d.b.logits = append(d.b.logits[:0], s.ctx.Logits(d.idx)...)
+			d.b.logits = append(d.b.logits[:0], s.ctx.Logits(where(d.idx))...)
 		}
 		rest := work[:0]
 		for _, c := range work {
@@ -418,6 +433,7 @@ func (s *Store) DecodeEach(steps []Step) error {
 			}
 			last[i] = len(s.toks) - 1
 		}
+		where := s.order()
 		if err := s.ctx.Decode(s.toks, s.pos, s.seqs, s.logits); err != nil {
 			return fmt.Errorf("decode: %w", err)
 		}
@@ -426,7 +442,7 @@ func (s *Store) DecodeEach(steps []Step) error {
 			k := 1 + len(st.Forced)
 			st.Branch.pos += k
 			s.cells += k
-			st.Branch.logits = append(st.Branch.logits[:0], s.ctx.Logits(last[i])...)
+			st.Branch.logits = append(st.Branch.logits[:0], s.ctx.Logits(where(last[i]))...)
 		}
 		start = end
 	}
@@ -472,6 +488,30 @@ func (s *Store) noteAttention() {
 	s.attention.Held += int64(held)
 	s.attention.MaxAttended = max(s.attention.MaxAttended, attended)
 	s.attention.MaxHeld = max(s.attention.MaxHeld, held)
+}
+
+// order readies the batch for the context and says where each token went.
+// With a stream per sequence, llama.cpp splits a batch into micro-batches
+// of consecutive sequence ids in the batch's order (an equal split), so a
+// batch in any other order decodes as several, each reading the weights
+// again: the tokens are sorted by sequence, in order within each.
+func (s *Store) order() (where func(int) int) {
+	same := func(i int) int { return i }
+	if !s.ctx.Streams() || slices.IsSorted(s.seqs) {
+		return same
+	}
+	idx := make([]int, len(s.toks))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(s.seqs[a], s.seqs[b]) })
+	toks, pos, seqs, logits := slices.Clone(s.toks), slices.Clone(s.pos), slices.Clone(s.seqs), slices.Clone(s.logits)
+	at := make([]int, len(idx))
+	for n, i := range idx {
+		s.toks[n], s.pos[n], s.seqs[n], s.logits[n] = toks[i], pos[i], seqs[i], logits[i]
+		at[i] = n
+	}
+	return func(i int) int { return at[i] }
 }
 
 func (s *Store) resetBatch() {

@@ -355,3 +355,118 @@ func TestForcedTokensInOneStep(t *testing.T) {
 		t.Fatal("a step of 65 tokens went into a batch of 64")
 	}
 }
+
+// newStreamsStore is newStore with a stream per sequence.
+func newStreamsStore(t *testing.T, nCtx, nSeq int) *Store {
+	t.Helper()
+	m, err := llama.LoadModel(testmodel.Tiny(t), llama.ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := llama.NewContext(m, llama.ContextParams{NCtx: nCtx, NBatch: 64, NSeqMax: nSeq, NThreads: 1, Streams: true})
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); m.Close() })
+	return New(c)
+}
+
+// With a stream per sequence a fork copies its parent's cells into its own
+// stream: the branches write what they write in a shared cache, whatever
+// order a batch lists them in, a fork of a fork included; each holds its
+// own copy, and pruning one frees its stream for the next.
+func TestStreamsMatchTheSharedCache(t *testing.T) {
+	const K, steps = 4, 16
+	run := func(s *Store, reversed bool) [][]Token {
+		s.Reset()
+		spine, _ := s.Create()
+		must(t, s.Prefill([]Span{{spine, tokens(40, 0)}}))
+		var bs []*Branch
+		var spans []Span
+		for i := 0; i < K; i++ {
+			b, err := s.Fork(spine)
+			must(t, err)
+			must(t, s.SetSampler(b, llama.SamplerParams{Temperature: 0}))
+			bs = append(bs, b)
+			spans = append(spans, Span{b, tokens(3+i, i+1)})
+		}
+		if reversed {
+			slices.Reverse(spans)
+		}
+		must(t, s.Prefill(spans))
+		out := make([][]Token, K)
+		for step := 0; step < steps; step++ {
+			if step == steps/2 {
+				// A fork of a fork, and a freed stream used again.
+				must(t, s.Prune(bs[K-1]))
+				c, err := s.Fork(bs[0])
+				must(t, err)
+				must(t, s.SetSampler(c, llama.SamplerParams{Temperature: 0}))
+				bs[K-1] = c
+			}
+			var st []Step
+			for i, b := range bs {
+				tok, err := s.Sample(b)
+				must(t, err)
+				out[i] = append(out[i], tok)
+				st = append(st, Step{Branch: b, Token: tok})
+			}
+			if reversed {
+				slices.Reverse(st)
+			}
+			must(t, s.DecodeEach(st))
+		}
+		return out
+	}
+	shared := run(newStore(t, 1024, 8), false)
+	s := newStreamsStore(t, 8*256, 8)
+	if !s.Context().Streams() || s.Context().NCtxSeq() != 256 {
+		t.Fatalf("streams %v, %d cells a sequence: want streams of 256", s.Context().Streams(), s.Context().NCtxSeq())
+	}
+	for _, reversed := range []bool{false, true} {
+		if got := run(s, reversed); !slices.EqualFunc(got, shared, slices.Equal) {
+			t.Fatalf("reversed %v: streams wrote %v\nthe shared cache %v", reversed, got, shared)
+		}
+	}
+	// Five branches (the spine and four forks) each hold a copy of the
+	// spine's 40 cells.
+	var held int
+	for _, b := range s.branches {
+		held += b.Unique()
+	}
+	if s.CellsUsed() != held || held < 5*40 {
+		t.Fatalf("cells used %d, branches hold %d: every branch holds its own copy", s.CellsUsed(), held)
+	}
+	if err := s.Context().SeqCopy(0, 1, 10, -1); err == nil {
+		t.Fatal("a copy of part of a sequence between streams was not refused")
+	}
+}
+
+// What streams are for: in a shared cache every token's attention reads
+// every cell below the highest one in use, its siblings' included; with a
+// stream per branch it reads only its own stream's.
+func TestStreamsAttendOwnCells(t *testing.T) {
+	const spineLen, result, agents = 100, 300, 4
+	attended := func(s *Store) int {
+		spine, _ := s.Create()
+		must(t, s.Prefill([]Span{{spine, tokens(spineLen, 0)}}))
+		var spans []Span
+		var steps []Step
+		for i := 0; i < agents; i++ {
+			b, err := s.Fork(spine)
+			must(t, err)
+			spans = append(spans, Span{b, tokens(result, i+1)})
+			steps = append(steps, Step{Branch: b, Token: 400})
+		}
+		must(t, s.Prefill(spans))
+		s.attention = Attention{}
+		must(t, s.DecodeEach(steps))
+		return s.Attention().MaxAttended
+	}
+	shared := attended(newStore(t, 8*512, 8))
+	own := attended(newStreamsStore(t, 8*512, 8))
+	if shared < spineLen+agents*result || own > 512 {
+		t.Fatalf("a decode of %d agents attended %d cells in a shared cache (want ≥ %d) and %d with streams (want ≤ its stream's 512)", agents, shared, spineLen+agents*result, own)
+	}
+}

@@ -37,6 +37,13 @@ type ContextParams struct {
 	// FlashAttn turns flash attention on or off; FlashDefault is lloyal's
 	// measured choice (see flashDefault).
 	FlashAttn Flash
+	// Streams gives every sequence a stream of its own, NCtx/NSeqMax
+	// cells (rounded up to 256), instead of one cache they all share. A
+	// decode's attention then reads each sequence's own cells only, where
+	// in the shared cache every token reads every cell below the highest
+	// one in use, its siblings' included; the price is that a copied
+	// sequence is a copy of its cells, not a share of them (SeqCopy).
+	Streams bool
 }
 
 // KVType is a KV cache element type.
@@ -110,8 +117,9 @@ func flashDefault(t KVType) bool { return t != KVF16 }
 // MaxSeq is llama.cpp's compile-time limit on sequence ids.
 const MaxSeq = 256
 
-// Context is one llama.cpp context with a unified KV cache: all sequences share
-// the full NCtx cells, and copying a sequence shares cells instead of copying.
+// Context is one llama.cpp context. With a unified KV cache (the default) all
+// sequences share the full NCtx cells, and copying a sequence shares cells
+// instead of copying; with Streams each has NCtxSeq cells of its own.
 type Context struct {
 	c      *C.struct_llama_context
 	mem    C.llama_memory_t
@@ -120,6 +128,10 @@ type Context struct {
 	nCtx   int
 	nBatch int
 	nSeq   int
+	// nCtxSeq is the cells one sequence may hold: nCtx in a unified
+	// cache, its stream's size with Streams.
+	nCtxSeq int
+	streams bool
 	// outputs mirrors the logits flags of the last successful Decode.
 	outputs []int8
 	// tuner picks each decode's thread count when threads adapt; threads is
@@ -190,7 +202,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	cp.n_seq_max = C.uint32_t(p.NSeqMax)
 	cp.n_threads = C.int32_t(p.NThreads)
 	cp.n_threads_batch = C.int32_t(p.NThreads)
-	cp.kv_unified = true
+	cp.kv_unified = C.bool(!p.Streams)
 	if p.KVType == "" {
 		p.KVType = KVF16
 	}
@@ -241,6 +253,8 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		nCtx:    int(C.llama_n_ctx(c)),
 		nBatch:  nBatch,
 		nSeq:    p.NSeqMax,
+		nCtxSeq: int(C.llama_n_ctx_seq(c)),
+		streams: p.Streams,
 		threads: p.NThreads,
 		kvType:  p.KVType,
 		flash:   flash,
@@ -289,6 +303,14 @@ func (c *Context) AdaptsThreads() (bool, []int) {
 
 // NSeqMax is the number of sequence ids available.
 func (c *Context) NSeqMax() int { return c.nSeq }
+
+// Streams reports whether each sequence has a stream of its own
+// (ContextParams.Streams).
+func (c *Context) Streams() bool { return c.streams }
+
+// NCtxSeq is the most cells one sequence may hold: NCtx in a unified cache,
+// the size of its stream with Streams.
+func (c *Context) NCtxSeq() int { return c.nCtxSeq }
 
 // Decode runs one llama_decode over the given tokens. tokens, pos, seqs and
 // logits have one entry per token; logits[i] != 0 asks for that token's
@@ -361,9 +383,16 @@ func (c *Context) Logits(i int) []float32 {
 }
 
 // SeqCopy makes dst share src's cells in positions [p0, p1) (p < 0: open
-// end). In a unified cache this is bookkeeping, not a copy.
-func (c *Context) SeqCopy(src, dst int32, p0, p1 int32) {
+// end). In a unified cache this is bookkeeping, not a copy. With Streams it
+// copies src's whole stream over dst's at the start of the next Decode
+// (llama.cpp copies streams whole only: a range is an error, where
+// llama.cpp would abort).
+func (c *Context) SeqCopy(src, dst int32, p0, p1 int32) error {
+	if c.streams && (p0 > 0 || p1 >= 0) {
+		return fmt.Errorf("copy sequence %d to %d over positions [%d, %d): a context with a stream per sequence copies whole sequences only", src, dst, p0, p1)
+	}
 	C.llama_memory_seq_cp(c.mem, C.llama_seq_id(src), C.llama_seq_id(dst), C.llama_pos(p0), C.llama_pos(p1))
+	return nil
 }
 
 // SeqRemove drops seq from cells in [p0, p1); a cell no other sequence uses
