@@ -339,12 +339,7 @@ func TestClaimsPreferAnswersToTitles(t *testing.T) {
 			"How big does a ledger segment file get?", "A ledger segment file holds up to 64 MiB."},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			co := corpusOf(t, map[string]string{"p.md": c.text, "b.md": "# B\n\nUnrelated words here.\n"})
-			g := NewGrounding(co)
-			a := &engine.Agent{ID: 1}
-			readWhole(g, co, a, "p.md")
-			got := g.Claims(a, c.question, maxOffered)
-			if len(got) == 0 || got[0].Quote != c.want {
+			if got, _, _ := offered(t, c.text, c.question); len(got) == 0 || got[0].Quote != c.want {
 				t.Fatalf("offered %q first, want %q", got, c.want)
 			}
 		})
@@ -364,11 +359,7 @@ func TestClaimsOfferCodeBlocks(t *testing.T) {
 			"How do I preview a recovery?", "$ tidewater replay --dry-run"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			co := corpusOf(t, map[string]string{"p.md": c.text, "b.md": "# B\n\nUnrelated words here.\n"})
-			g := NewGrounding(co)
-			a := &engine.Agent{ID: 1}
-			readWhole(g, co, a, "p.md")
-			got := g.Claims(a, c.question, maxOffered)
+			got, g, a := offered(t, c.text, c.question)
 			if len(got) == 0 || got[0].Quote != c.want {
 				t.Fatalf("offered %q first, want %q", got, c.want)
 			}
@@ -383,11 +374,7 @@ func TestClaimsOfferCodeBlocks(t *testing.T) {
 // by its header's words too ("Rotated" for "how are logs rotated").
 func TestClaimsOfferTableRows(t *testing.T) {
 	text := "# Logging\n\nTidewater writes service logs and job output apart.\n\n| Source | Location | Rotated |\n|---|---|---|\n| Harbor | `/var/log/harbor.log` | daily, 14 kept |\n| Job output | `/var/lib/output/` | by `tidewater logs --prune` |\n"
-	co := corpusOf(t, map[string]string{"p.md": text, "b.md": "# B\n\nUnrelated words here.\n"})
-	g := NewGrounding(co)
-	a := &engine.Agent{ID: 1}
-	readWhole(g, co, a, "p.md")
-	got := g.Claims(a, "How often is the harbor's log rotated?", maxOffered)
+	got, g, a := offered(t, text, "How often is the harbor's log rotated?")
 	want := "| Harbor | `/var/log/harbor.log` | daily, 14 kept |"
 	if len(got) == 0 || got[0].Quote != want || got[0].Source != "p.md:7-7" {
 		t.Fatalf("offered %q first, want %q at p.md:7-7", got, want)
@@ -403,4 +390,15 @@ func TestClaimsOfferTableRows(t *testing.T) {
 			t.Fatalf("the header or the rule was offered as a claim: %q", c.Quote)
 		}
 	}
+}
+
+// offered is what a grounded report of an agent that read the page p.md
+// of text (beside an unrelated page) is offered for question, best first.
+func offered(t *testing.T, text, question string) ([]Claim, *Grounding, *engine.Agent) {
+	t.Helper()
+	co := corpusOf(t, map[string]string{"p.md": text, "b.md": "# B\n\nUnrelated words here.\n"})
+	g := NewGrounding(co)
+	a := &engine.Agent{ID: 1}
+	readWhole(g, co, a, "p.md")
+	return g.Claims(a, question, maxOffered), g, a
 }

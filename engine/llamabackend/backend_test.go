@@ -20,11 +20,17 @@ import (
 
 func open(t testing.TB, nCtx int) *Backend {
 	t.Helper()
+	return openWith(t, ContextOptions{NCtx: nCtx, NBatch: 256, NSeqMax: 32, NThreads: 1})
+}
+
+// openWith is open with a context of o.
+func openWith(t testing.TB, o ContextOptions) *Backend {
+	t.Helper()
 	m, err := model.Open(testmodel.Tiny(t), model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := New(m, ContextOptions{NCtx: nCtx, NBatch: 256, NSeqMax: 32, NThreads: 1})
+	be, err := New(m, o)
 	if err != nil {
 		m.Close()
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 )
 
 // Forced gives the tokens the model's tokenizer makes of the text the
@@ -221,16 +220,7 @@ func TestJumpForwardKeepsTheTurnLimit(t *testing.T) {
 // A run on a context with a stream per branch: agents forked from the spine
 // (each fork a copy of it) run to their reports as in a shared cache.
 func TestAgentsRunOnStreams(t *testing.T) {
-	m, err := model.Open(testmodel.Tiny(t), model.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, err := New(m, ContextOptions{NCtx: 4 * 1024, NBatch: 256, NSeqMax: 4, NThreads: 1, Streams: true})
-	if err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { be.Close(); m.Close() })
+	be := openWith(t, ContextOptions{NCtx: 4 * 1024, NBatch: 256, NSeqMax: 4, NThreads: 1, Streams: true})
 	rt := engine.New(be, engine.Options{})
 	report := engine.Terminal("report", "Report what you found.", reportSchema)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

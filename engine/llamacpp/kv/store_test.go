@@ -11,11 +11,23 @@ import (
 
 func newStore(t *testing.T, nCtx, nSeq int) *Store {
 	t.Helper()
+	return storeOf(t, llama.ContextParams{NCtx: nCtx, NBatch: 64, NSeqMax: nSeq, NThreads: 1})
+}
+
+// newStreamsStore is newStore with a stream per sequence.
+func newStreamsStore(t *testing.T, nCtx, nSeq int) *Store {
+	t.Helper()
+	return storeOf(t, llama.ContextParams{NCtx: nCtx, NBatch: 64, NSeqMax: nSeq, NThreads: 1, Streams: true})
+}
+
+// storeOf is a store over the tiny model in a context of p.
+func storeOf(t *testing.T, p llama.ContextParams) *Store {
+	t.Helper()
 	m, err := llama.LoadModel(testmodel.Tiny(t), llama.ModelParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := llama.NewContext(m, llama.ContextParams{NCtx: nCtx, NBatch: 64, NSeqMax: nSeq, NThreads: 1})
+	c, err := llama.NewContext(m, p)
 	if err != nil {
 		m.Close()
 		t.Fatal(err)
@@ -152,21 +164,31 @@ func generate(t *testing.T, s *Store, bs []*Branch, n int) [][]Token {
 	return out
 }
 
+// greedyForks empties s, prefills a 40-token spine and forks k greedy
+// branches from it, each with a suffix of its own to prefill.
+func greedyForks(t *testing.T, s *Store, k int) ([]*Branch, []Span) {
+	t.Helper()
+	s.Reset()
+	spine, err := s.Create()
+	must(t, err)
+	must(t, s.Prefill([]Span{{spine, tokens(40, 0)}}))
+	var bs []*Branch
+	var spans []Span
+	for i := 0; i < k; i++ {
+		b, err := s.Fork(spine)
+		must(t, err)
+		must(t, s.SetSampler(b, llama.SamplerParams{Temperature: 0}))
+		bs = append(bs, b)
+		spans = append(spans, Span{b, tokens(3+i, i+1)})
+	}
+	return bs, spans
+}
+
 func TestBatchedGreedyMatchesAlone(t *testing.T) {
 	const K, steps = 4, 24
 	s := newStore(t, 1024, 8)
 	setup := func() []*Branch {
-		s.Reset()
-		spine, _ := s.Create()
-		must(t, s.Prefill([]Span{{spine, tokens(40, 0)}}))
-		var bs []*Branch
-		var spans []Span
-		for i := 0; i < K; i++ {
-			b, _ := s.Fork(spine)
-			must(t, s.SetSampler(b, llama.SamplerParams{Temperature: 0}))
-			bs = append(bs, b)
-			spans = append(spans, Span{b, tokens(3+i, i+1)})
-		}
+		bs, spans := greedyForks(t, s, K)
 		must(t, s.Prefill(spans))
 		return bs
 	}
@@ -356,22 +378,6 @@ func TestForcedTokensInOneStep(t *testing.T) {
 	}
 }
 
-// newStreamsStore is newStore with a stream per sequence.
-func newStreamsStore(t *testing.T, nCtx, nSeq int) *Store {
-	t.Helper()
-	m, err := llama.LoadModel(testmodel.Tiny(t), llama.ModelParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := llama.NewContext(m, llama.ContextParams{NCtx: nCtx, NBatch: 64, NSeqMax: nSeq, NThreads: 1, Streams: true})
-	if err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); m.Close() })
-	return New(c)
-}
-
 // With a stream per sequence a fork copies its parent's cells into its own
 // stream: the branches write what they write in a shared cache, whatever
 // order a batch lists them in, a fork of a fork included; each holds its
@@ -379,18 +385,7 @@ func newStreamsStore(t *testing.T, nCtx, nSeq int) *Store {
 func TestStreamsMatchTheSharedCache(t *testing.T) {
 	const K, steps = 4, 16
 	run := func(s *Store, reversed bool) [][]Token {
-		s.Reset()
-		spine, _ := s.Create()
-		must(t, s.Prefill([]Span{{spine, tokens(40, 0)}}))
-		var bs []*Branch
-		var spans []Span
-		for i := 0; i < K; i++ {
-			b, err := s.Fork(spine)
-			must(t, err)
-			must(t, s.SetSampler(b, llama.SamplerParams{Temperature: 0}))
-			bs = append(bs, b)
-			spans = append(spans, Span{b, tokens(3+i, i+1)})
-		}
+		bs, spans := greedyForks(t, s, K)
 		if reversed {
 			slices.Reverse(spans)
 		}
