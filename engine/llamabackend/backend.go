@@ -18,7 +18,8 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 )
 
-// Backend runs a model on one llama.cpp context with a unified KV cache.
+// Backend runs a model on one llama.cpp context with a unified KV cache (or
+// a stream per branch: ContextOptions.Streams).
 type Backend struct {
 	m        *model.Model
 	format   chat.Format

@@ -2,7 +2,9 @@
 // cache: a spine written once, branches forked from it (or from each other)
 // that share every cell of their parent's prefix, batched prefill and batched
 // one-token-per-branch decode, per-branch sampling, and exact accounting of
-// cells used.
+// cells used. Over a context with a stream per sequence
+// (llama.ContextParams.Streams) a fork copies its parent's cells instead,
+// and each branch's attention reads only its own.
 //
 // A Store is owned by one goroutine (the runtime's tick loop); none of its
 // methods may be called concurrently.
