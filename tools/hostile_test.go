@@ -99,6 +99,7 @@ func TestHardLinksDoNotPassTheConfinement(t *testing.T) {
 	}
 
 	ws := filepath.Join(dir, "notes")
+	must(os.Mkdir(ws, 0o755)) // a workspace that holds notes already
 	wn, err := WriteNoteTool(ws)
 	must(err)
 	victim := filepath.Join(dir, "victim.md")

@@ -17,9 +17,12 @@ var noteName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,59}$`)
 
 // WriteNoteTool writes a Markdown note into the workspace folder. It is
 // protected: a person approves each note (or a grant allows it).
+// The folder is made with the first note, so a run that writes none (or is
+// refused before it starts) leaves nothing behind; a path that is there and
+// no folder is refused now.
 func WriteNoteTool(workspace string) (engine.Tool, error) {
-	if err := os.MkdirAll(workspace, 0o755); err != nil {
-		return nil, fmt.Errorf("workspace %s: %w", workspace, err)
+	if st, err := os.Stat(workspace); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("workspace %s: it is a file, not a folder: name a folder for the notes", workspace)
 	}
 	return engine.Typed(engine.ToolSpec{
 		Name:        "write_note",
@@ -34,6 +37,9 @@ func WriteNoteTool(workspace string) (engine.Tool, error) {
 		// this is the last line of defence for the file system.
 		if !noteName.MatchString(a.Name) {
 			return engine.ErrorResult("note name %q is not allowed: use letters, digits, - and _ only", a.Name), nil
+		}
+		if err := os.MkdirAll(workspace, 0o755); err != nil {
+			return nil, fmt.Errorf("workspace %s: %w", workspace, err)
 		}
 		root, err := os.OpenRoot(workspace)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,6 +183,16 @@ func TestWriteNoteStaysInTheWorkspace(t *testing.T) {
 	}
 	if !wn.Spec().Protected {
 		t.Fatal("write_note must be protected")
+	}
+	// The folder comes with the first note: a run that writes none (or is
+	// refused before it starts) leaves none behind.
+	if _, err := os.Stat(ws); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the workspace was made before any note: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	if _, err := WriteNoteTool(file); err == nil || !strings.Contains(err.Error(), "it is a file, not a folder") {
+		t.Fatalf("a file as the workspace: %v", err)
 	}
 	if r := call(t, wn, `{"name":"summary","text":"# Hi"}`); r["saved"] != "summary.md" {
 		t.Fatalf("%v", r)
