@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -35,6 +36,10 @@ type turnState struct {
 	events chan turnEvent
 	gens   map[*Agent]*generation
 	wg     sync.WaitGroup
+	// refused is set by a request the server refused (ErrRefused) before
+	// it frees its slot: the loop may take the slot before the refusal's
+	// event, and must not send another request the server would refuse.
+	refused atomic.Bool
 }
 
 // generation is an agent's current turn on the server.
@@ -87,7 +92,7 @@ func (p *pool) produceTurns() bool {
 		if g != nil && (g.running || now.Before(g.notBefore)) {
 			continue
 		}
-		if p.rt.inflight.Load() >= int64(p.rt.opts.MaxInflight) {
+		if p.rt.inflight.Load() >= int64(p.rt.opts.MaxInflight) || ts.refused.Load() {
 			return false
 		}
 		p.startTurn(a, g)
@@ -192,6 +197,9 @@ func (p *pool) startTurn(a *Agent, g *generation) {
 				send(turnEvent{a: a, seq: seq, text: s})
 			}
 		})
+		if errors.Is(err, ErrRefused) {
+			ts.refused.Store(true)
+		}
 		// The slot is free as soon as the request is over: a pool waiting
 		// for one (a nested pool, while this one's loop is in a tool) wakes.
 		p.rt.inflight.Add(-1)
