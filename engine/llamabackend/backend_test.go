@@ -23,6 +23,27 @@ func open(t testing.TB, nCtx int) *Backend {
 	return openWith(t, ContextOptions{NCtx: nCtx, NBatch: 256, NSeqMax: 32, NThreads: 1})
 }
 
+// runReporters runs spec's agents on be under o, forked from a research
+// agent's spine whose terminal is report (reportSchema), and fails the test
+// on a run error.
+func runReporters(t *testing.T, be *Backend, o engine.Options, spec engine.PoolSpec) *engine.PoolResult {
+	t.Helper()
+	rt := engine.New(be, o)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spine, err := rt.NewSpine(ctx, "You are a research agent. Report.", nil, engine.Terminal("report", "Report what you found.", reportSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spine.Close()
+	spec.Spine = spine
+	res, err := rt.Run(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // openWith is open with a context of o.
 func openWith(t testing.TB, o ContextOptions) *Backend {
 	t.Helper()

@@ -129,21 +129,9 @@ func TestJumpForwardInARun(t *testing.T) {
 	for _, jump := range []bool{false, true} {
 		be := open(t, 4096)
 		rec := &engine.Recorder{}
-		rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
-		report := engine.Terminal("report", "Report what you found.", reportSchema)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		spine, err := rt.NewSpine(ctx, "You are a research agent. Report.", nil, report)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := rt.Run(ctx, engine.PoolSpec{Spine: spine, MaxTurns: 2, MaxTurnTokens: 256,
+		res := runReporters(t, be, engine.Options{Sinks: []engine.Sink{rec}}, engine.PoolSpec{MaxTurns: 2, MaxTurnTokens: 256,
 			Sampling:    engine.Sampling{Temperature: 0.8, Seed: 3, JumpForward: jump},
 			Orchestrate: engine.Parallel(engine.AgentSpec{Task: "What is a spine?"}, engine.AgentSpec{Task: "What is a branch?"})})
-		cancel()
-		spine.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
 		forced := 0
 		for _, e := range rec.Of(event.PoolTick) {
 			for _, n := range e.Forced {
@@ -221,21 +209,9 @@ func TestJumpForwardKeepsTheTurnLimit(t *testing.T) {
 // (each fork a copy of it) run to their reports as in a shared cache.
 func TestAgentsRunOnStreams(t *testing.T) {
 	be := openWith(t, ContextOptions{NCtx: 4 * 1024, NBatch: 256, NSeqMax: 4, NThreads: 1, Streams: true})
-	rt := engine.New(be, engine.Options{})
-	report := engine.Terminal("report", "Report what you found.", reportSchema)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	spine, err := rt.NewSpine(ctx, "You are a research agent. Report.", nil, report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer spine.Close()
-	res, err := rt.Run(ctx, engine.PoolSpec{Spine: spine, MaxTurns: 2, MaxTurnTokens: 256,
+	res := runReporters(t, be, engine.Options{}, engine.PoolSpec{MaxTurns: 2, MaxTurnTokens: 256,
 		Sampling:    engine.Sampling{Temperature: 0.8, Seed: 3, JumpForward: true},
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "What is a spine?"}, engine.AgentSpec{Task: "What is a branch?"}, engine.AgentSpec{Task: "What is a stream?"})})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, a := range res.Agents {
 		if a.Outcome != event.Returned {
 			t.Fatalf("agent %d did not return: %+v", a.ID, a)

@@ -1,11 +1,9 @@
 package llamabackend
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -27,20 +25,8 @@ func TestPerplexityAgreesWithTracedLogprobs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			be := open(t, 4096)
 			rec := &engine.Recorder{}
-			rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}, Logprobs: true})
-			report := engine.Terminal("report", "Report what you found.", reportSchema)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			spine, err := rt.NewSpine(ctx, "You are a research agent. Report.", nil, report)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer spine.Close()
-			res, err := rt.Run(ctx, engine.PoolSpec{Spine: spine, ToolChoice: engine.ToolRequired, MaxTurns: 2, MaxTurnTokens: 96,
+			res := runReporters(t, be, engine.Options{Sinks: []engine.Sink{rec}, Logprobs: true}, engine.PoolSpec{ToolChoice: engine.ToolRequired, MaxTurns: 2, MaxTurnTokens: 96,
 				Sampling: c.sampling, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "What is a spine?"}, engine.AgentSpec{Task: "What is a tick?"})})
-			if err != nil {
-				t.Fatal(err)
-			}
 			sum, n := map[int]float64{}, map[int]int{}
 			for _, e := range rec.Of(event.PoolTick) {
 				for id, p := range e.Probs {
