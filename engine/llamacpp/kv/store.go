@@ -310,6 +310,9 @@ func (s *Store) Prefill(spans []Span) error {
 			work = append(work, &cursor{span: sp})
 		}
 	}
+	if s.ctx.Streams() {
+		slices.SortStableFunc(work, func(a, b *cursor) int { return cmp.Compare(a.span.Branch.seq, b.span.Branch.seq) })
+	}
 	// Remember where every branch stood, so a failure can undo the chunks
 	// that did go in: a prefill either writes every span or none.
 	type mark struct {
@@ -371,7 +374,6 @@ func (s *Store) Prefill(spans []Span) error {
 			}{b, n})
 			c.next += n
 		}
-		where := s.order()
 		if err := s.ctx.Decode(s.toks, s.pos, s.seqs, s.logits); err != nil {
 			undo()
 			return fmt.Errorf("prefill: %w", err)
@@ -383,7 +385,7 @@ func (s *Store) Prefill(spans []Span) error {
 			s.cells += a.n
 		}
 		for _, d := range done {
-			d.b.logits = append(d.b.logits[:0], s.ctx.Logits(where(d.idx))...)
+			d.b.logits = append(d.b.logits[:0], s.ctx.Logits(d.idx)...)
 		}
 		rest := work[:0]
 		for _, c := range work {
@@ -411,6 +413,10 @@ type Step struct {
 // n_batch; a step is never split) and keeps every branch's new logits. On
 // ErrKVFull nothing from the failing call is written.
 func (s *Store) DecodeEach(steps []Step) error {
+	if s.ctx.Streams() && !slices.IsSortedFunc(steps, stepSeq) {
+		steps = slices.Clone(steps)
+		slices.SortStableFunc(steps, stepSeq)
+	}
 	nb := s.ctx.NBatch()
 	for start := 0; start < len(steps); {
 		end, n := start, 0
@@ -435,7 +441,6 @@ func (s *Store) DecodeEach(steps []Step) error {
 			}
 			last[i] = len(s.toks) - 1
 		}
-		where := s.order()
 		if err := s.ctx.Decode(s.toks, s.pos, s.seqs, s.logits); err != nil {
 			return fmt.Errorf("decode: %w", err)
 		}
@@ -444,7 +449,7 @@ func (s *Store) DecodeEach(steps []Step) error {
 			k := 1 + len(st.Forced)
 			st.Branch.pos += k
 			s.cells += k
-			st.Branch.logits = append(st.Branch.logits[:0], s.ctx.Logits(where(last[i]))...)
+			st.Branch.logits = append(st.Branch.logits[:0], s.ctx.Logits(last[i])...)
 		}
 		start = end
 	}
@@ -492,29 +497,12 @@ func (s *Store) noteAttention() {
 	s.attention.MaxHeld = max(s.attention.MaxHeld, held)
 }
 
-// order readies the batch for the context and says where each token went.
-// With a stream per sequence, llama.cpp splits a batch into micro-batches
-// of consecutive sequence ids in the batch's order (an equal split), so a
-// batch in any other order decodes as several, each reading the weights
-// again: the tokens are sorted by sequence, in order within each.
-func (s *Store) order() (where func(int) int) {
-	same := func(i int) int { return i }
-	if !s.ctx.Streams() || slices.IsSorted(s.seqs) {
-		return same
-	}
-	idx := make([]int, len(s.toks))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(s.seqs[a], s.seqs[b]) })
-	toks, pos, seqs, logits := slices.Clone(s.toks), slices.Clone(s.pos), slices.Clone(s.seqs), slices.Clone(s.logits)
-	at := make([]int, len(idx))
-	for n, i := range idx {
-		s.toks[n], s.pos[n], s.seqs[n], s.logits[n] = toks[i], pos[i], seqs[i], logits[i]
-		at[i] = n
-	}
-	return func(i int) int { return at[i] }
-}
+// stepSeq orders steps by sequence id. With a stream per sequence,
+// llama.cpp splits a batch into micro-batches of consecutive sequence ids in
+// the batch's order (an equal split), so a batch in any other order decodes
+// as several, each reading the weights again: Prefill and DecodeEach write
+// their branches in sequence order (a branch's own tokens in theirs).
+func stepSeq(a, b Step) int { return cmp.Compare(a.Branch.seq, b.Branch.seq) }
 
 func (s *Store) resetBatch() {
 	s.toks, s.pos, s.seqs, s.logits = s.toks[:0], s.pos[:0], s.seqs[:0], s.logits[:0]
