@@ -77,11 +77,8 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 	if cfg.NCtx < 4096 {
 		nBatch = max(64, cfg.NCtx/8)
 	}
-	nSeq := 64
-	if cfg.Streams > 0 {
-		nSeq = cfg.Streams
-	}
-	be, closeAll, err := llamabackend.OpenContext(cfg.Model, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NSeqMax: nSeq, NThreads: cfg.Threads,
+	// With streams, one branch a stream; without, llamabackend's default.
+	be, closeAll, err := llamabackend.OpenContext(cfg.Model, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NSeqMax: cfg.Streams, NThreads: cfg.Threads,
 		KVType: cfg.KVType, Streams: cfg.Streams > 0, Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
 	if err != nil {
 		return nil, err
@@ -92,7 +89,7 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 		title = filepath.Base(m.Info.Path)
 	}
 	return &Opened{Model: be, Info: llamabackend.ModelInfo(m),
-		Context: trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: nSeq, Streams: cfg.Streams > 0, Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
+		Context: trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: be.Store().Context().NSeqMax(), Streams: be.Store().Context().Streams(), Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
 			KVType: string(be.KVType()), FlashAttn: be.FlashAttn()},
 		Title: title + " · " + be.ThreadsLabel(), Warning: be.Format().Warning, Close: closeAll}, nil
 }

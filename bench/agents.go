@@ -88,35 +88,28 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 	for _, n := range o.Agents {
 		// Room for every agent's whole loop at its longest (pressure is not
 		// what this measures), and no more: the cache is most of the
-		// memory a row holds.
-		rb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: loopCells(o, got, n), NBatch: 512, NSeqMax: n + 2, NThreads: o.Threads})
-		if err != nil {
-			return fmt.Errorf("local, %d agents: %w", n, err)
+		// memory a row holds. Then the same on a cache with a stream per
+		// branch: each agent's attention reads its own cells, and every
+		// fork copies the spine.
+		for _, streams := range []bool{false, true} {
+			name, cells := "local", loopCells(o, got, n)
+			if streams {
+				name, cells = "local, streams", streamCells(o, got, n)
+			}
+			rb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cells, NBatch: 512, NSeqMax: n + 2, NThreads: o.Threads, Streams: streams})
+			if err != nil {
+				return fmt.Errorf("%s, %d agents: %w", name, n, err)
+			}
+			mem := watchMemory(ownProcess)
+			r, err := agentLoop(ctx, o, rb, nil, system, result, n)
+			peak := mem.stop()
+			label := rb.ThreadsLabel()
+			rb.Close()
+			if err != nil {
+				return fmt.Errorf("%s, %d agents: %w", name, n, err)
+			}
+			printLoopRow(tw, name+" ("+label+")", n, r, peak)
 		}
-		mem := watchMemory(ownProcess)
-		r, err := agentLoop(ctx, o, rb, nil, system, result, n)
-		peak := mem.stop()
-		label := rb.ThreadsLabel()
-		rb.Close()
-		if err != nil {
-			return fmt.Errorf("local, %d agents: %w", n, err)
-		}
-		printLoopRow(tw, "local ("+label+")", n, r, peak)
-		// The same on a cache with a stream per branch: each agent's
-		// attention reads its own cells, and every fork copies the spine.
-		sb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: streamCells(o, got, n), NBatch: 512, NSeqMax: n + 2, NThreads: o.Threads, Streams: true})
-		if err != nil {
-			return fmt.Errorf("local streams, %d agents: %w", n, err)
-		}
-		mem = watchMemory(ownProcess)
-		r, err = agentLoop(ctx, o, sb, nil, system, result, n)
-		peak = mem.stop()
-		label = sb.ThreadsLabel()
-		sb.Close()
-		if err != nil {
-			return fmt.Errorf("local streams, %d agents: %w", n, err)
-		}
-		printLoopRow(tw, "local, streams ("+label+")", n, r, peak)
 	}
 	if o.Server != "" {
 		api, err := serverbackend.ParseAPI(o.API)
@@ -329,8 +322,7 @@ func statusBytes(path, key string) int64 {
 // their longest (agentCells) above the cells the runtime keeps free (its
 // default soft limit), rounded up to 256.
 func loopCells(o AgentsOptions, spine, n int) int {
-	cells := spine + n*agentCells(o) + engine.DefaultSoftLimit
-	return (cells + 255) / 256 * 256
+	return roundCells(spine + n*agentCells(o) + engine.DefaultSoftLimit)
 }
 
 // agentCells are the cells one agent's loop writes at its longest: each
@@ -344,6 +336,8 @@ func agentCells(o AgentsOptions) int {
 // one spare) that each hold the spine and one agent's whole loop, with the
 // runtime's soft limit shared out among them.
 func streamCells(o AgentsOptions, spine, n int) int {
-	per := spine + agentCells(o) + engine.DefaultSoftLimit/(n+2)
-	return (n + 2) * ((per + 255) / 256 * 256)
+	return (n + 2) * roundCells(spine+agentCells(o)+engine.DefaultSoftLimit/(n+2))
 }
+
+// roundCells rounds a cell count up to llama.cpp's step of 256.
+func roundCells(n int) int { return (n + 255) / 256 * 256 }

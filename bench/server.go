@@ -102,8 +102,7 @@ func (b *serverBench) run(ctx context.Context, w io.Writer) error {
 		}
 		// And with a stream per branch (lloyal run --streams), each
 		// holding the spine and one agent's text.
-		per := (got + b.Tokens + 64 + 255) / 256 * 256
-		sb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: (n + 2) * per, NBatch: 512, NSeqMax: n + 2, NThreads: b.Threads, Streams: true})
+		sb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: (n + 2) * roundCells(got+b.Tokens+64), NBatch: 512, NSeqMax: n + 2, NThreads: b.Threads, Streams: true})
 		if err != nil {
 			return fmt.Errorf("local streams, %d agents: %w", n, err)
 		}

@@ -487,13 +487,6 @@ func tableRule(l string) bool {
 	return strings.HasPrefix(l, "|") && strings.Trim(l, "|-: ") == ""
 }
 
-// inCode reports whether a claim's first line is in a code block.
-func (g *Grounding) inCode(source string) bool {
-	path, from, _ := report.SplitSource(source)
-	code := g.code[path]
-	return from >= 1 && from <= len(code) && code[from-1]
-}
-
 // codeBlocks are the runs of a fenced code block's lines (fences left out)
 // among the lines shown of path, each one claim.
 func codeBlocks(path string, lines map[int]string, code []bool) []Claim {
@@ -550,8 +543,7 @@ func (g *Grounding) leadIn(source string) string {
 		}
 		return ""
 	}
-	if g.inCode(source) {
-		code := g.code[path]
+	if code := g.code[path]; from <= len(code) && code[from-1] {
 		for n := from - 1; n >= 1 && from-n <= 30; n-- {
 			l := strings.TrimSpace(d.Lines[n-1])
 			switch {
