@@ -18,11 +18,14 @@ import (
 // address on a first line "Source: https://…". fetch_page serves them.
 const External = "external"
 
+// External reports whether d is one of the corpus's pages from the web.
+func (d *Doc) External() bool { return strings.HasPrefix(d.Path, External+"/") }
+
 // pages finds the corpus's external pages by address.
 func pages(c *Corpus) map[string]*Doc {
 	out := map[string]*Doc{}
 	for _, d := range c.Docs {
-		if !strings.HasPrefix(d.Path, External+"/") {
+		if !d.External() {
 			continue
 		}
 		for _, l := range d.Lines[:min(len(d.Lines), 5)] {

@@ -59,7 +59,8 @@ type shown struct {
 type Passage struct {
 	Path     string
 	From, To int
-	Read     bool // read whole with read_file
+	Read     bool    // read whole with read_file
+	Score    float64 // the search's score of the hit that showed it; 0 for other results
 }
 
 // NewGrounding watches one run's reading of the corpus.
@@ -182,7 +183,8 @@ func (g *Grounding) passageOf(x map[string]any) (Passage, bool) {
 	if g.docs[p] == nil || from == 0 {
 		return Passage{}, false
 	}
-	return Passage{Path: p, From: from, To: to}, true
+	score, _ := x["score"].(float64)
+	return Passage{Path: p, From: from, To: to, Score: score}, true
 }
 
 // Passages are the line ranges results showed the agent (its own reading,
@@ -393,12 +395,15 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		return s
 	}
 	for i, c := range all {
-		score[i] = overlap(c.Quote)
 		// A list item says what its lead-in ("A skiff stops claiming
-		// when:") introduces: it answers what the lead-in does.
+		// when:") introduces: it answers what the lead-in does, read as
+		// one statement with it (a word both say counts once, so an item
+		// that repeats its heading's words is no better an answer).
+		text := c.Quote
 		if lead := g.leadIn(c.Source); lead != "" {
-			score[i] += overlap(lead)
+			text = lead + " " + text
 		}
+		score[i] = overlap(text)
 		// A sentence defining the question's words ("skiff: a worker
 		// process …") answers "What is a skiff?" better than one that
 		// mentions a skiff; and a file the agent chose to read, better than
@@ -472,7 +477,7 @@ func tableRows(path string, lines map[int]string, doc *Doc) []Claim {
 		if !strings.HasPrefix(l, "|") || tableRule(l) || doc != nil && n < len(doc.Lines) && tableRule(doc.Lines[n]) {
 			continue
 		}
-		if q := normSpace(l); len(q) >= 20 && len(q) <= 400 {
+		if q := normSpace(l); len(q) >= 20 && len(q) <= maxQuote {
 			out = append(out, Claim{Quote: q, Source: fmt.Sprintf("%s:%s", path, lineRange(n, n))})
 		}
 	}
@@ -494,7 +499,7 @@ func codeBlocks(path string, lines map[int]string, code []bool) []Claim {
 	var run []string
 	first, last := 0, 0
 	flush := func() {
-		if q := normSpace(strings.Join(run, " ")); len(q) >= 8 && len(q) <= 400 {
+		if q := normSpace(strings.Join(run, " ")); len(q) >= 8 && len(q) <= maxQuote {
 			out = append(out, Claim{Quote: q, Source: fmt.Sprintf("%s:%s", path, lineRange(first, last))})
 		}
 		run = run[:0]
@@ -523,8 +528,9 @@ func codeBlocks(path string, lines map[int]string, code []bool) []Claim {
 }
 
 // leadIn is the line introducing the list a claim's first line is an item
-// of (a line ending with ":" before the list), or the code block it is in
-// (that line, or the heading the block follows), or "".
+// of (a line ending with ":" before the list, or the heading right above
+// it), or the code block it is in (that line, or the heading the block
+// follows), or "".
 func (g *Grounding) leadIn(source string) string {
 	path, from, _ := report.SplitSource(source)
 	d := g.docs[path]
@@ -572,6 +578,8 @@ func (g *Grounding) leadIn(source string) string {
 			continue
 		case strings.HasSuffix(l, ":"):
 			return l
+		case strings.HasPrefix(l, "#"): // a list right under a heading is about what it names
+			return listMark.ReplaceAllString(l, "")
 		default:
 			return ""
 		}
@@ -611,9 +619,10 @@ func sentences(path string, lines map[int]string, doc *Doc) []Claim {
 		if len(spans) > 0 && continues(doc, at[len(at)-1]+1) && !endsSentence(text) {
 			spans = spans[:len(spans)-1]
 		}
+		spans = joinBackReferences(text, spans)
 		for _, sp := range spans {
 			q := strings.TrimSpace(text[sp[0]:sp[1]])
-			if len(q) < 20 || len(q) > 400 {
+			if len(q) < 20 || len(q) > maxQuote {
 				continue
 			}
 			first, last := at[0], at[0]
@@ -669,6 +678,41 @@ func endsSentence(line string) bool {
 	return strings.HasSuffix(l, ".") || strings.HasSuffix(l, "?") || strings.HasSuffix(l, "!") || strings.HasSuffix(l, ":")
 }
 
+// joinBackReferences joins each sentence of text that starts by pointing
+// back ("It never escalates…", "Use it in scripts…") to the one before
+// it: alone it says nothing of what "it" is, and the claim it makes is the
+// two sentences' together ("`tidewater down --timeout 20m` gives up…
+// Use it in scripts that must not block forever."). A join that would be
+// longer than a claim may be is not made.
+func joinBackReferences(text string, spans [][2]int) [][2]int {
+	var out [][2]int
+	for _, sp := range spans {
+		if n := len(out); n > 0 && refersBack(text[sp[0]:sp[1]]) && sp[1]-out[n-1][0] <= maxQuote {
+			out[n-1][1] = sp[1]
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// backWords are the words that, first in a sentence (or second, after a
+// verb: "Use it"), point back to the sentence before.
+var backWords = map[string]bool{"it": true, "its": true, "this": true, "that": true, "these": true, "those": true, "they": true, "their": true, "them": true, "such": true}
+
+// refersBack reports whether a sentence starts by pointing back to the one
+// before it.
+func refersBack(sentence string) bool {
+	ws := strings.Fields(strings.ToLower(sentence))
+	word := func(i int) string {
+		if i >= len(ws) {
+			return ""
+		}
+		return strings.Trim(ws[i], "*_`,;:.")
+	}
+	return backWords[word(0)] || word(1) == "it" || word(1) == "them"
+}
+
 // splitSentences splits a paragraph after ". ", "? " or "! " (not after a
 // one-letter word or "e.g."), as [start, end) byte spans.
 func splitSentences(p string) [][2]int {
@@ -721,6 +765,9 @@ type ReportOptions struct {
 const (
 	maxClaims  = 3
 	maxOffered = 4
+	// maxQuote is the longest sentence (or table row, or code block) a
+	// claim quotes: a longer one is a run-on no small model copies well.
+	maxQuote = 400
 	// closeEnough is how close to the best sentence's score (its share of
 	// the question's rarer words) another must come to be offered.
 	closeEnough = 0.6
@@ -929,7 +976,7 @@ func PublisherSchema(sources []string, claims []report.Claim, grounded, paraphra
 
 // How much a page's title and, for a question after an amount, a sentence
 // with a number count against other sentences sharing as many words.
-var titleWeight, amountWeight = 0.5, 1.5
+var titleWeight, amountWeight, figureWeight = 0.5, 1.5, 1.25
 
 // amountWords are the words that ask for an amount.
 var amountWords = map[string]bool{"many": true, "much": true, "long": true, "big": true, "fast": true, "often": true,

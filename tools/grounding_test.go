@@ -118,7 +118,7 @@ func TestGroundedReportGrammarOffersWhatWasRead(t *testing.T) {
 		t.Fatalf("before reading: %s", schemas[0])
 	}
 	last := schemas[len(schemas)-1]
-	if !strings.Contains(last, `"quote":"After a crash, run `+"`tidewater replay`"+`."`) || !strings.Contains(last, `"source":"operations.md:18-18"`) {
+	if !strings.Contains(last, `"quote":"After a crash, run `+"`tidewater replay`"+`. It reads the ledger`) || !strings.Contains(last, `"source":"operations.md:18-19"`) {
 		t.Fatalf("after reading operations.md the grammar offers: %s", last)
 	}
 }
@@ -401,4 +401,41 @@ func offered(t *testing.T, text, question string) ([]Claim, *Grounding, *engine.
 	a := &engine.Agent{ID: 1}
 	readWhole(g, co, a, "p.md")
 	return g.Claims(a, question, maxOffered), g, a
+}
+
+// A sentence that starts by pointing back ("It …", "Use it …") is quoted
+// with the one before it: alone it does not say what it is about.
+func TestClaimsJoinSentencesThatPointBack(t *testing.T) {
+	text := "# Operating\n\n`tidewater down --timeout 20m` gives up waiting after 20 minutes and exits with status 3. It never\nescalates to killing jobs. Use it in scripts that must not block forever.\n\nThe drain waits for every job. Skiffs stop claiming at once.\n"
+	got, _, _ := offered(t, text, "How do I keep a shutdown script from hanging forever?")
+	want := "`tidewater down --timeout 20m` gives up waiting after 20 minutes and exits with status 3. It never escalates to killing jobs. Use it in scripts that must not block forever."
+	if len(got) == 0 || got[0].Quote != want || got[0].Source != "p.md:3-4" {
+		t.Fatalf("offered %q, want first %q at p.md:3-4", got, want)
+	}
+	for _, c := range got {
+		if strings.HasPrefix(c.Quote, "Skiffs stop") && strings.Contains(c.Quote, "drain") {
+			t.Errorf("a sentence that does not point back was joined: %q", c.Quote)
+		}
+	}
+	for s, want := range map[string]bool{"It never escalates.": true, "Use it in scripts.": true, "These keys are read once.": true,
+		"Skiffs stop claiming.": false, "There is no limit.": false, "Italic text starts here.": false} {
+		if refersBack(s) != want {
+			t.Errorf("refersBack(%q) = %v, want %v", s, !want, want)
+		}
+	}
+}
+
+// A list right under a heading says what the heading names; an item that
+// repeats the heading's words is no better an answer than the others.
+func TestClaimsReadListsUnderTheirHeading(t *testing.T) {
+	text := "# Error codes\n\n## TW-409 duplicate job name in the harbor\n\n- Meaning: a job with the same name is already waiting or running.\n- Runbook: operations/runbook-tw-409.md\n\n## TW-429 harbor above high water\n\n- Meaning: the harbor holds too many waiting jobs.\n"
+	got, _, _ := offered(t, text, "What does the handbook say about error TW-409?")
+	if len(got) < 2 || got[0].Quote != "Meaning: a job with the same name is already waiting or running." {
+		t.Fatalf("offered %q: want the first item under the TW-409 heading first", got)
+	}
+	for _, c := range got {
+		if strings.Contains(c.Quote, "too many waiting") {
+			t.Errorf("an item under another heading was offered: %q", c.Quote)
+		}
+	}
 }

@@ -55,10 +55,11 @@ func rankCorpus(t *testing.T) *Corpus {
 		"releases/index.md": {Data: []byte("# Release notes\n\n" +
 			"Changed in 2.6 and 3.0: see each release's notes. Release notes\n" +
 			"list what changed, what is new, and what was fixed.\n")},
-		"ropes/cable.md":   {Data: []byte("# Cables\n\nOil the cable winch before the spring tide.\n")},
-		"ropes/winch.md":   {Data: []byte("# Winches\n\nOil the winch cable before the spring tide.\n")},
-		"deck/caulking.md": {Data: []byte("# Caulking\n\nPress oakum into the seams of the deck, then pour tar over it.\n")},
-		"deck/painting.md": {Data: []byte("# Painting\n\nPaint the deck after the caulking is done and the caulking is dry.\n")},
+		"ropes/cable.md":        {Data: []byte("# Cables\n\nOil the cable winch before the spring tide.\n")},
+		"ropes/winch.md":        {Data: []byte("# Winches\n\nOil the winch cable before the spring tide.\n")},
+		"deck/caulking.md":      {Data: []byte("# Caulking\n\nPress oakum into the seams of the deck, then pour tar over it.\n")},
+		"deck/painting.md":      {Data: []byte("# Painting\n\nPaint the deck after the caulking is done and the caulking is dry.\n")},
+		"external/forum-tar.md": {Data: []byte("Source: https://forum.example/q/7\n\n# Forum post\n\nDo you pour the tar over the oakum? Yes: tar over oakum.\n")},
 	}, "rank")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,7 @@ func TestSearchRanksTheAnswerFirst(t *testing.T) {
 		{"draining a node", "operations.md", "a word's forms meet at one stem: draining finds drain"},
 		{"winch cable", "ropes/winch.md", "the query's adjacent words side by side in a passage count extra"},
 		{"caulking", "deck/caulking.md", "a page whose title names the query's words ranks over one that only repeats them"},
+		{"tar over the oakum", "deck/caulking.md", "the handbook's own page ranks over a copy of someone else's that says its words more often"},
 	} {
 		hits := c.Search(context.Background(), tc.query, 3, nil)
 		if len(hits) == 0 || hits[0].Path != tc.want {

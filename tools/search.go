@@ -48,6 +48,11 @@ const (
 	// document the agent has read.
 	definesBoost = 3.0
 	preferBoost  = 1.5
+	// externalWeight multiplies the score of a copy of someone else's page
+	// (the corpus's external folder: a forum thread, a vendor's note, a
+	// talk's summary): where the handbook answers in its own words, its
+	// page ranks first, and a third party's retelling of it after.
+	externalWeight = 0.7
 	// topicWeight: a chunk of a page whose title the question names all
 	// of ("The lighthouse" for "the lighthouse dashboard") is about the
 	// question's subject, and its score is multiplied by one plus this
@@ -117,6 +122,9 @@ func (c *Corpus) SearchFocused(ctx context.Context, query string, limit int, pre
 			engine.OnProgress(ctx, i, len(c.Chunks))
 		}
 		s := c.score(ch, q)
+		if ch.Doc.External() {
+			s *= externalWeight
+		}
 		if s > 0 && prefer[ch.Doc.Path] {
 			s *= preferBoost // exploit: favour documents the agent has already opened
 		}

@@ -258,37 +258,15 @@ func QuestionQueries(search engine.Tool) engine.Tool {
 	return engine.Func{S: spec, Fn: search.Execute}
 }
 
-// HitReads narrows read_file's arguments to one passage a search showed the calling agent that it has not read: the best
-// of the newest result's, in a file it has not opened yet while there is
-// one (the search's first file is not always the one that answers, so a
-// second read goes to the next file). For a model that copies a hit's path
-// well and its line numbers badly, and whose pick among passages is a
-// guess.
+// HitReads narrows read_file's arguments to one passage a search showed the
+// calling agent that it has not read: the one nextRead picks. For a model
+// that copies a hit's path well and its line numbers badly, and whose pick
+// among passages is a guess.
 func HitReads(g *tools.Grounding, read engine.Tool) engine.Tool {
 	spec := read.Spec()
 	spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
-		passages := g.Passages(a.ID)
-		opened := map[string]bool{}
-		for _, p := range passages {
-			opened[p.Path] = opened[p.Path] || p.Read
-		}
-		var next, fallback *tools.Passage
-		for i, p := range passages {
-			if p.Read {
-				continue
-			}
-			if !opened[p.Path] {
-				next = &passages[i]
-				break
-			}
-			if fallback == nil {
-				fallback = &passages[i]
-			}
-		}
-		if next == nil {
-			next = fallback
-		}
-		if next == nil {
+		next, ok := nextRead(g.Passages(a.ID))
+		if !ok {
 			return nil
 		}
 		// The passage and the rest of its section (a search passage is a
@@ -297,4 +275,45 @@ func HitReads(g *tools.Grounding, read engine.Tool) engine.Tool {
 		return json.RawMessage(`{"const":` + string(b) + `}`)
 	}
 	return engine.Func{S: spec, Fn: read.Execute}
+}
+
+// openedWeight is what a passage's search score counts for in a file the
+// agent has opened already. A page's second passage often holds what its
+// first only leads up to (an incident's impact below its summary), but
+// where another file scores about as well, the second read goes there:
+// the search's first file is not always the one that answers.
+const openedWeight = 0.85
+
+// nextRead is the passage to read next among passages (newest first): the
+// unread one with the best search score, a passage in a file already
+// opened counting openedWeight of its own; at equal scores (results with
+// none) the newest result's first. A passage inside one already read is
+// read.
+func nextRead(passages []tools.Passage) (tools.Passage, bool) {
+	opened := map[string]bool{}
+	for _, p := range passages {
+		opened[p.Path] = opened[p.Path] || p.Read
+	}
+	covered := func(q tools.Passage) bool {
+		return slices.ContainsFunc(passages, func(p tools.Passage) bool {
+			return p.Read && p.Path == q.Path && p.From <= q.From && q.To <= p.To
+		})
+	}
+	best, worth := -1, -1.0
+	for i, p := range passages {
+		if p.Read || covered(p) {
+			continue
+		}
+		w := p.Score
+		if opened[p.Path] {
+			w *= openedWeight
+		}
+		if w > worth {
+			best, worth = i, w
+		}
+	}
+	if best < 0 {
+		return tools.Passage{}, false
+	}
+	return passages[best], true
 }

@@ -3,6 +3,7 @@ package research
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -48,10 +49,9 @@ func handbookHarness(t *testing.T, task string) *Harness {
 	return New(corpus, note, task, 1)
 }
 
-// A narrowed read is the search's best passage first, then the best of a
-// file not yet opened while the search showed one: the search's first file
-// is not always the one that answers.
-func TestHitReadsOfferFilesNotYetOpened(t *testing.T) {
+// A narrowed read is the search's best passage first, with the rest of its
+// section, then another passage the search showed.
+func TestHitReadsOfferTheSearchsPassages(t *testing.T) {
 	const q = "What does the Tidewater handbook say about practising a restore?"
 	h := handbookHarness(t, q)
 	var read engine.Tool
@@ -88,12 +88,40 @@ func TestHitReadsOfferFilesNotYetOpened(t *testing.T) {
 		t.Fatalf("%d schemas", len(schemas))
 	}
 	// Before reading: the search's best passage alone, with the rest of
-	// its section; after reading backup-and-restore.md: the other file's.
+	// its section; after reading it: another passage.
 	first, second := schemas[1], schemas[2]
-	if !strings.Contains(first, `"path":"operations/backup-and-restore.md"`) || strings.Contains(first, "faq/troubleshooting.md") || !strings.HasPrefix(first, `{"const":`) {
+	if !strings.Contains(first, `"path":"operations/backup-and-restore.md","start_line":66}`) || !strings.HasPrefix(first, `{"const":`) {
 		t.Fatalf("after the search: %s", first)
 	}
-	if strings.Contains(second, "operations/backup-and-restore.md") || !strings.Contains(second, "faq/troubleshooting.md") {
-		t.Fatalf("after reading backup-and-restore.md: %s", second)
+	if second == first || !strings.HasPrefix(second, `{"const":`) {
+		t.Fatalf("after reading the best passage: %s", second)
+	}
+}
+
+// The next read is the unread passage with the best search score, one in a
+// file already opened counting a little less.
+func TestNextRead(t *testing.T) {
+	read := func(path string, from, to int) tools.Passage {
+		return tools.Passage{Path: path, From: from, To: to, Read: true}
+	}
+	hit := func(path string, from, to int, score float64) tools.Passage {
+		return tools.Passage{Path: path, From: from, To: to, Score: score}
+	}
+	for _, tc := range []struct {
+		name     string
+		passages []tools.Passage
+		want     string // path:from, or "" for none
+	}{
+		{"the best hit first", []tools.Passage{hit("a.md", 5, 7, 20), hit("b.md", 1, 3, 30)}, "b.md:1"},
+		{"the rest of the opened file where it leads clearly", []tools.Passage{read("a.md", 40, 48), hit("a.md", 40, 42, 37), hit("a.md", 1, 10, 36), hit("b.md", 3, 5, 21)}, "a.md:1"},
+		{"another file where it scores about as well", []tools.Passage{read("a.md", 17, 28), hit("a.md", 17, 20, 18), hit("a.md", 48, 51, 17.5), hit("b.md", 31, 33, 16.3)}, "b.md:31"},
+		{"a hit inside a read passage is read", []tools.Passage{read("a.md", 1, 20), hit("a.md", 12, 14, 40), hit("b.md", 1, 3, 10)}, "b.md:1"},
+		{"results without scores: the newest first", []tools.Passage{hit("c.md", 1, 2, 0), hit("d.md", 1, 2, 0)}, "c.md:1"},
+		{"all read", []tools.Passage{read("a.md", 1, 20), hit("a.md", 1, 4, 9)}, ""},
+	} {
+		got, ok := nextRead(tc.passages)
+		if s := fmt.Sprintf("%s:%d", got.Path, got.From); ok != (tc.want != "") || ok && s != tc.want {
+			t.Errorf("%s: next read %s (%v), want %q", tc.name, s, ok, tc.want)
+		}
 	}
 }
