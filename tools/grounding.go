@@ -844,10 +844,16 @@ func claimsSchema(offered []Claim, paraphrase bool) string {
 	}
 	if !paraphrase {
 		// Quotes alone: two or three different claims, in the order
-		// offered (best first) — one quote is one guess at the answer, and
-		// a small model asked for several picks the same one again.
+		// offered — one quote is one guess at the answer, and a small
+		// model asked for several picks the same one again. The closest
+		// to the question always comes first: the model picks the rest,
+		// and a small model's first pick among close sentences is no
+		// better than the ranking's.
 		var subsets []string
 		for _, set := range orderedSubsets(len(offered), min(2, len(offered)), min(maxClaims, len(offered))) {
+			if set[0] != 0 {
+				continue
+			}
 			var cs []Claim
 			for _, i := range set {
 				cs = append(cs, offered[i])

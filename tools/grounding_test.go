@@ -439,3 +439,30 @@ func TestClaimsReadListsUnderTheirHeading(t *testing.T) {
 		}
 	}
 }
+
+// Quoting alone, a report's first claim is the sentence closest to the
+// question; the model picks the one or two after it.
+func TestQuotesStartWithTheClosestClaim(t *testing.T) {
+	offered := []Claim{{Quote: "best", Source: "a.md:1"}, {Quote: "second", Source: "a.md:2"}, {Quote: "third", Source: "b.md:3"}}
+	var s struct {
+		Properties struct {
+			Claims struct {
+				AnyOf []struct {
+					Const []Claim `json:"const"`
+				} `json:"anyOf"`
+			} `json:"claims"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(claimsSchema(offered, false)), &s); err != nil {
+		t.Fatal(err)
+	}
+	sets := s.Properties.Claims.AnyOf
+	if len(sets) != 3 { // [0 1] [0 1 2] [0 2]
+		t.Fatalf("%d choices: %+v", len(sets), sets)
+	}
+	for _, set := range sets {
+		if len(set.Const) < 2 || set.Const[0] != offered[0] {
+			t.Errorf("a choice that does not start with the closest claim: %+v", set.Const)
+		}
+	}
+}
