@@ -451,11 +451,14 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 
 // SectionEnd is the last line of the section a passage of path ending at
 // line to runs on in: up to the line before the next heading, at most
-// most lines after to.
+// most lines after to, and never past the file's end.
 func (g *Grounding) SectionEnd(path string, to, most int) int {
 	d := g.docs[path]
 	if d == nil {
 		return to
+	}
+	if to >= len(d.Lines) {
+		return len(d.Lines)
 	}
 	end := to
 	for n := to + 1; n <= len(d.Lines) && n <= to+most; n++ {

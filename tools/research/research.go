@@ -269,12 +269,23 @@ func HitReads(g *tools.Grounding, read engine.Tool) engine.Tool {
 		if !ok {
 			return nil
 		}
-		// The passage and the rest of its section (a search passage is a
-		// few lines; the list its lead-in introduces follows it).
-		b, _ := json.Marshal(map[string]any{"path": next.Path, "start_line": next.From, "end_line": g.SectionEnd(next.Path, next.To, 8)})
+		b, _ := json.Marshal(map[string]any{"path": next.Path, "start_line": next.From, "end_line": readEnd(g, next)})
 		return json.RawMessage(`{"const":` + string(b) + `}`)
 	}
 	return engine.Func{S: spec, Fn: read.Execute}
+}
+
+// readEnd is the last line a read of passage p takes: the rest of its
+// section too (a search passage is a few lines; the list its lead-in
+// introduces follows it), up to 8 lines more. A page's opening (its title
+// and fields) runs on into its first section: the title names the page,
+// the section under it says what it is about (an incident's summary).
+func readEnd(g *tools.Grounding, p tools.Passage) int {
+	end := g.SectionEnd(p.Path, p.To, 8)
+	if p.From == 1 {
+		end = g.SectionEnd(p.Path, end+1, 8)
+	}
+	return end
 }
 
 // openedWeight is what a passage's search score counts for in a file the

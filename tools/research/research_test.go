@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
@@ -122,6 +123,34 @@ func TestNextRead(t *testing.T) {
 		got, ok := nextRead(tc.passages)
 		if s := fmt.Sprintf("%s:%d", got.Path, got.From); ok != (tc.want != "") || ok && s != tc.want {
 			t.Errorf("%s: next read %s (%v), want %q", tc.name, s, ok, tc.want)
+		}
+	}
+}
+
+// A read takes the rest of its passage's section; a page's opening runs on
+// into its first section, and no read runs past the file's end.
+func TestReadEnd(t *testing.T) {
+	c, err := tools.LoadCorpusFS(fstest.MapFS{
+		"short.md": {Data: []byte("# Short\n\nOne line.\n")},
+		"inc.md":   {Data: []byte("# INC-1: Runs skipped\n\nApplies to: 3.1\n- Date: 2023-03-26\n\n## Summary\n\nThe clocks moved.\nRuns never happened.\n\n## Impact\n\n- 57 missed runs.\n")},
+	}, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := tools.NewGrounding(c)
+	if got := readEnd(g, tools.Passage{Path: "short.md", From: 1, To: 3}); got != 3 {
+		t.Errorf("read of a whole short page ends at %d, want 3", got)
+	}
+	for _, tc := range []struct {
+		from, to, want int
+	}{
+		{1, 4, 10},   // the opening and the summary under it
+		{6, 8, 10},   // the rest of the summary
+		{11, 13, 13}, // the impact, to the file's end
+		{13, 13, 13},
+	} {
+		if got := readEnd(g, tools.Passage{Path: "inc.md", From: tc.from, To: tc.to}); got != tc.want {
+			t.Errorf("read of %d-%d ends at %d, want %d", tc.from, tc.to, got, tc.want)
 		}
 	}
 }
