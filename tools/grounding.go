@@ -424,6 +424,13 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		if path, from, _ := report.SplitSource(c.Source); from == 1 && g.docs[path] != nil && strings.HasPrefix(strings.TrimSpace(g.docs[path].Lines[0]), "#") {
 			score[i] *= titleWeight
 		}
+		// A sentence that sends the reader to another page ("The full
+		// runbook … is operations/runbook-crash-recovery.md.") shares the
+		// question's words because that page is about them: it says where
+		// the answer is, not what it is.
+		if g.pointsElsewhere(c) {
+			score[i] *= titleWeight
+		}
 		// A question after an amount (how many, how long, what size…) is
 		// answered by a sentence that gives one.
 		if quantity && hasDigit(c.Quote) {
@@ -588,6 +595,18 @@ func (g *Grounding) leadIn(source string) string {
 		}
 	}
 	return ""
+}
+
+// pointsElsewhere reports whether a claim names another page of the
+// corpus.
+func (g *Grounding) pointsElsewhere(c Claim) bool {
+	for _, w := range strings.FieldsFunc(c.Quote, func(r rune) bool { return r == ' ' || r == '`' || r == '(' || r == ')' || r == ',' || r == ';' }) {
+		w = strings.TrimRight(w, ".:")
+		if w != claimPath(c.Source) && g.docs[w] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // allIn reports whether every one of ts (at least one) is in set.
@@ -983,9 +1002,10 @@ func PublisherSchema(sources []string, claims []report.Claim, grounded, paraphra
 	return json.RawMessage(claimsSchema(append([]Claim{}, claims...), paraphrase))
 }
 
-// How much a page's title and, for a question after an amount, a sentence
-// with a number count against other sentences sharing as many words.
-var titleWeight, amountWeight, figureWeight = 0.5, 1.5, 1.25
+// How much a page's title (or a sentence pointing to another page) and, for
+// a question after an amount, a sentence with a number count against other
+// sentences sharing as many words.
+var titleWeight, amountWeight = 0.35, 1.5
 
 // amountWords are the words that ask for an amount.
 var amountWords = map[string]bool{"many": true, "much": true, "long": true, "big": true, "fast": true, "often": true,

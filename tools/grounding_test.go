@@ -466,3 +466,14 @@ func TestQuotesStartWithTheClosestClaim(t *testing.T) {
 		}
 	}
 }
+
+// A sentence that sends the reader to another page shares the question's
+// words because that page is about them: it ranks below one that says
+// what happens, and a page's title below both.
+func TestClaimsRankPointersAndTitlesLow(t *testing.T) {
+	text := "# Recovery after a crash\n\nThe steps of recovery after a crash are in b.md.\n\nWhen a node crashes, the harbor loses its state and recovery replays the ledger.\n"
+	got, _, _ := offered(t, text, "What does the handbook say about recovery after a crash?")
+	if len(got) == 0 || !strings.HasPrefix(got[0].Quote, "When a node crashes") {
+		t.Fatalf("offered %q: want the sentence that says what happens first", got)
+	}
+}
