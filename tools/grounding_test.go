@@ -375,10 +375,7 @@ func TestClaimsOfferCodeBlocks(t *testing.T) {
 func TestClaimsOfferTableRows(t *testing.T) {
 	text := "# Logging\n\nTidewater writes service logs and job output apart.\n\n| Source | Location | Rotated |\n|---|---|---|\n| Harbor | `/var/log/harbor.log` | daily, 14 kept |\n| Job output | `/var/lib/output/` | by `tidewater logs --prune` |\n"
 	got, g, a := offered(t, text, "How often is the harbor's log rotated?")
-	want := "| Harbor | `/var/log/harbor.log` | daily, 14 kept |"
-	if len(got) == 0 || got[0].Quote != want || got[0].Source != "p.md:7-7" {
-		t.Fatalf("offered %q first, want %q at p.md:7-7", got, want)
-	}
+	firstIs(t, got, "| Harbor | `/var/log/harbor.log` | daily, 14 kept |", "p.md:7-7")
 	if !g.Quotable(a.ID, got[0].Source, got[0].Quote) {
 		t.Fatalf("the row %+v is not quotable from what was read", got[0])
 	}
@@ -389,6 +386,14 @@ func TestClaimsOfferTableRows(t *testing.T) {
 		if strings.Contains(c.Quote, "Location") || strings.Contains(c.Quote, "---") {
 			t.Fatalf("the header or the rule was offered as a claim: %q", c.Quote)
 		}
+	}
+}
+
+// firstIs fails t unless the first claim of got quotes quote at source.
+func firstIs(t *testing.T, got []Claim, quote, source string) {
+	t.Helper()
+	if len(got) == 0 || got[0].Quote != quote || got[0].Source != source {
+		t.Fatalf("offered %q, want first %q at %s", got, quote, source)
 	}
 }
 
@@ -408,10 +413,7 @@ func offered(t *testing.T, text, question string) ([]Claim, *Grounding, *engine.
 func TestClaimsJoinSentencesThatPointBack(t *testing.T) {
 	text := "# Operating\n\n`tidewater down --timeout 20m` gives up waiting after 20 minutes and exits with status 3. It never\nescalates to killing jobs. Use it in scripts that must not block forever.\n\nThe drain waits for every job. Skiffs stop claiming at once.\n"
 	got, _, _ := offered(t, text, "How do I keep a shutdown script from hanging forever?")
-	want := "`tidewater down --timeout 20m` gives up waiting after 20 minutes and exits with status 3. It never escalates to killing jobs. Use it in scripts that must not block forever."
-	if len(got) == 0 || got[0].Quote != want || got[0].Source != "p.md:3-4" {
-		t.Fatalf("offered %q, want first %q at p.md:3-4", got, want)
-	}
+	firstIs(t, got, "`tidewater down --timeout 20m` gives up waiting after 20 minutes and exits with status 3. It never escalates to killing jobs. Use it in scripts that must not block forever.", "p.md:3-4")
 	for _, c := range got {
 		if strings.HasPrefix(c.Quote, "Skiffs stop") && strings.Contains(c.Quote, "drain") {
 			t.Errorf("a sentence that does not point back was joined: %q", c.Quote)
