@@ -791,8 +791,10 @@ const (
 	// claim quotes: a longer one is a run-on no small model copies well.
 	maxQuote = 400
 	// closeEnough is how close to the best sentence's score (its share of
-	// the question's rarer words) another must come to be offered.
-	closeEnough = 0.6
+	// the question's rarer words) another must come to be offered. The
+	// best is always a quoting report's first claim, so the others may
+	// come from a little further down.
+	closeEnough = 0.45
 )
 
 // noAnswer is a claims report's answer when its agent read nothing.
