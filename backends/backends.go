@@ -89,7 +89,7 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 		title = filepath.Base(m.Info.Path)
 	}
 	return &Opened{Model: be, Info: llamabackend.ModelInfo(m),
-		Context: trace.ContextInfo{NCtx: be.Store().NCtx(), NBatch: be.NBatch(), NSeqMax: be.Store().Context().NSeqMax(), Streams: be.Store().Context().Streams(), Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
+		Context: trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: be.Store().Context().NSeqMax(), Streams: be.Store().Context().Streams(), Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
 			KVType: string(be.KVType()), FlashAttn: be.FlashAttn()},
 		Title: title + " · " + be.ThreadsLabel(), Warning: be.Format().Warning, Close: closeAll}, nil
 }

@@ -213,16 +213,11 @@ func withProfiles(fs *pflag.FlagSet, f *harness.File, c *session.Config) (*harne
 			return nil, err
 		}
 	}
-	// The profiles set the context too: sized with them, then chosen by
-	// the cells one agent has (with streams, its stream's share).
+	// The profiles set the context too: sized with them, then chosen.
 	g, err := f.With(harness.Profiles(c.Demo, c.Walk, harness.SmallContext)...)
 	if err == nil {
 		fromFile(fs, g, c)
-		cells := c.NCtx
-		if c.Streams > 0 {
-			cells /= c.Streams
-		}
-		g, err = f.With(harness.Profiles(c.Demo, c.Walk, cells)...)
+		g, err = f.With(harness.Profiles(c.Demo, c.Walk, c.NCtx)...)
 	}
 	return g, err
 }

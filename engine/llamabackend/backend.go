@@ -119,28 +119,9 @@ func (l *Backend) SchemaToGrammar(s []byte) (string, error)       { return llama
 
 // ModelInfo is what the trace header records of the backend's model.
 func (l *Backend) ModelInfo() event.ModelInfo { return ModelInfo(l.Model()) }
+func (l *Backend) NCtx() int                  { return l.store.NCtx() }
 func (l *Backend) NBatch() int                { return l.ctx.NBatch() }
-
-// NCtx is the most cells one agent's conversation may hold: the whole
-// cache, or with streams its branch's stream (the cache's n_ctx_seq). With
-// CellsUsed it is the pressure the runtime answers.
-func (l *Backend) NCtx() int {
-	if l.ctx.Streams() {
-		return l.ctx.NCtxSeq()
-	}
-	return l.store.NCtx()
-}
-
-// CellsUsed is the cells the branches hold: with streams, the fullest
-// stream's, since a branch can fill its own stream while the others have
-// room (as on a server, where each conversation has the context to
-// itself).
-func (l *Backend) CellsUsed() int {
-	if l.ctx.Streams() {
-		return l.store.MostHeld()
-	}
-	return l.store.CellsUsed()
-}
+func (l *Backend) CellsUsed() int             { return l.store.CellsUsed() }
 
 // FreeCells is llama.cpp's own count of free cells (kv.Store.FreeCells),
 // for tests and diagnostics: call it on the goroutine that runs the pool.

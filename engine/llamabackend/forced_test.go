@@ -206,12 +206,10 @@ func TestJumpForwardKeepsTheTurnLimit(t *testing.T) {
 }
 
 // A run on a context with a stream per branch: agents forked from the spine
-// (each fork a copy of it) run to their reports as in a shared cache. The
-// pressure limits are a stream's: the defaults (1,024 and 512 cells) would
-// leave a 1,024-cell stream no room to start in.
+// (each fork a copy of it) run to their reports as in a shared cache.
 func TestAgentsRunOnStreams(t *testing.T) {
 	be := openWith(t, ContextOptions{NCtx: 4 * 1024, NBatch: 256, NSeqMax: 4, NThreads: 1, Streams: true})
-	res := runReporters(t, be, engine.Options{}, engine.PoolSpec{MaxTurns: 2, MaxTurnTokens: 256, SoftLimit: 384, HardLimit: 256,
+	res := runReporters(t, be, engine.Options{}, engine.PoolSpec{MaxTurns: 2, MaxTurnTokens: 256,
 		Sampling:    engine.Sampling{Temperature: 0.8, Seed: 3, JumpForward: true},
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "What is a spine?"}, engine.AgentSpec{Task: "What is a branch?"}, engine.AgentSpec{Task: "What is a stream?"})})
 	for _, a := range res.Agents {
@@ -222,74 +220,4 @@ func TestAgentsRunOnStreams(t *testing.T) {
 	if a := be.Store().Attention(); a.MaxAttended > be.Store().Context().NCtxSeq() {
 		t.Fatalf("a decode attended %d cells, more than one stream's %d", a.MaxAttended, be.Store().Context().NCtxSeq())
 	}
-}
-
-// With streams each agent has its own stream's cells: the runtime's
-// pressure is the fullest stream's, so an agent writing past its own
-// share is stopped by the pressure limits, as in a shared cache, instead
-// of failing on a full stream while the cache has room.
-func TestStreamsPressureIsPerBranch(t *testing.T) {
-	be := openWith(t, ContextOptions{NCtx: 4 * 1024, NBatch: 128, NSeqMax: 4, NThreads: 1, Streams: true})
-	if n := be.NCtx(); n != be.Store().Context().NCtxSeq() || n != 1024 {
-		t.Fatalf("NCtx %d: want one stream's %d cells", n, be.Store().Context().NCtxSeq())
-	}
-	// A fork holds its parent's 100 cells again in its own stream, and 50
-	// of its own: the fullest stream holds 150, the cache 250.
-	parent, err := be.Create()
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := forkWith(t, be, parent, 100, 50)
-	if used, held := be.CellsUsed(), be.Store().CellsUsed(); used != 150 || held != 250 {
-		t.Fatalf("CellsUsed %d (the cache holds %d): want the fullest stream's 150 of 250", used, held)
-	}
-	if be.Prune(child) != nil || be.Prune(parent) != nil {
-		t.Fatal("prune")
-	}
-	rec := &engine.Recorder{}
-	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	// Free text with no end but the turn's limit, past a stream's 1,024.
-	res, err := rt.Run(ctx, engine.PoolSpec{System: "Write.", MaxTurns: 1, MaxTurnTokens: 3000, SoftLimit: 256, HardLimit: 128,
-		Sampling:    engine.Sampling{Temperature: 0.8, Seed: 3},
-		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "Write at length about spines."}, engine.AgentSpec{Task: "Write at length about branches."})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	critical := 0
-	for _, e := range rec.Events() {
-		if e.Type == event.AgentDrop && e.Reason == "pressure_critical" {
-			critical++
-		}
-		if e.Type == event.PoolTick && e.CellsUsed > e.NCtx {
-			t.Fatalf("a tick reports %d of %d cells", e.CellsUsed, e.NCtx)
-		}
-	}
-	for _, a := range res.Agents {
-		if strings.Contains(a.Reason, "decode failed") {
-			t.Errorf("agent %d: %s (a full stream is pressure, which stops it before)", a.ID, a.Reason)
-		}
-	}
-	if critical == 0 {
-		t.Errorf("no agent was stopped by pressure: %+v", res.Agents)
-	}
-}
-
-// forkWith writes n tokens to parent, forks it and writes m more to the
-// child.
-func forkWith(t *testing.T, be *Backend, parent engine.BranchID, n, m int) engine.BranchID {
-	t.Helper()
-	toks := func(k int) []engine.Token { return slices.Repeat([]engine.Token{10}, k) }
-	if err := be.Prefill([]engine.Span{{Branch: parent, Tokens: toks(n)}}); err != nil {
-		t.Fatal(err)
-	}
-	child, err := be.Fork(parent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := be.Prefill([]engine.Span{{Branch: child, Tokens: toks(m)}}); err != nil {
-		t.Fatal(err)
-	}
-	return child
 }

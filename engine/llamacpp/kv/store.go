@@ -113,16 +113,6 @@ func (s *Store) NCtx() int { return s.ctx.NCtx() }
 // CellsUsed is the number of distinct cells held by live branches.
 func (s *Store) CellsUsed() int { return s.cells }
 
-// MostHeld is the most cells any live branch's sequence holds, its
-// prefix included: with streams, how full the fullest stream is.
-func (s *Store) MostHeld() int {
-	most := 0
-	for _, b := range s.branches {
-		most = max(most, b.pos)
-	}
-	return most
-}
-
 // Remaining is the number of free cells.
 func (s *Store) Remaining() int { return s.ctx.NCtx() - s.cells }
 
