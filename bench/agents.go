@@ -80,6 +80,11 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 	if err != nil {
 		return err
 	}
+	note, report := loopTools(o, result)
+	spine, err := spineCells(be, system, note, report)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "workload: a %d-token shared system prompt (%s's tokenizer); each agent makes %d calls, each writing a %d-character note (forced) and reading a %d-token result, then reports\n",
 		got, m.Info.Name, o.Turns, o.Call, o.Result)
 	fmt.Fprintf(w, "model: %s (load the same file into the server for a like-for-like row)\n\n", m.Info.Path)
@@ -92,9 +97,9 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 		// branch: each agent's attention reads its own cells, and every
 		// fork copies the spine.
 		for _, streams := range []bool{false, true} {
-			name, cells := "local", loopCells(o, got, n)
+			name, cells := "local", loopCells(o, spine, n)
 			if streams {
-				name, cells = "local, streams", streamCells(o, got, n)
+				name, cells = "local, streams", streamCells(o, spine, n)
 			}
 			rb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cells, NBatch: 512, NSeqMax: n + 2, NThreads: o.Threads, Streams: streams})
 			if err != nil {
@@ -196,10 +201,7 @@ func agentLoop(ctx context.Context, o AgentsOptions, local engine.Backend, c *se
 	}
 	opts := engine.Options{Sinks: []engine.Sink{count}, MaxInflight: n}
 	rt := runtimeOn(local, c, opts)
-	note := engine.Typed(engine.ToolSpec{Name: "note", Description: "Write down what you have, and read the next page.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","minLength":` + strconv.Itoa(o.Call) + `,"maxLength":` + strconv.Itoa(o.Call) + `}},"required":["text"]}`)},
-		func(context.Context, struct{ Text string }) (any, error) { return result, nil })
-	report := engine.Terminal("report", "Report what you read.", json.RawMessage(`{"type":"object","properties":{"result":{"type":"string","minLength":`+strconv.Itoa(o.Call)+`,"maxLength":`+strconv.Itoa(o.Call)+`}},"required":["result"]}`))
+	note, report := loopTools(o, result)
 	plan := make([]engine.ToolChoice, o.Turns)
 	for i := range plan {
 		plan[i] = "note"
@@ -332,11 +334,37 @@ func agentCells(o AgentsOptions) int {
 	return o.Turns*(4*o.Call+o.Result+32) + 4*o.Call + 64
 }
 
+// loopTools are the loop's tools: note, which returns result, and the
+// terminal report, each taking a string of exactly o.Call characters.
+func loopTools(o AgentsOptions, result string) (note, report engine.Tool) {
+	note = engine.Typed(engine.ToolSpec{Name: "note", Description: "Write down what you have, and read the next page.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","minLength":` + strconv.Itoa(o.Call) + `,"maxLength":` + strconv.Itoa(o.Call) + `}},"required":["text"]}`)},
+		func(context.Context, struct{ Text string }) (any, error) { return result, nil })
+	report = engine.Terminal("report", "Report what you read.", json.RawMessage(`{"type":"object","properties":{"result":{"type":"string","minLength":`+strconv.Itoa(o.Call)+`,"maxLength":`+strconv.Itoa(o.Call)+`}},"required":["result"]}`))
+	return note, report
+}
+
+// spineCells is the length in tokens of the spine the loop's pool writes:
+// the system prompt and its tools' definitions.
+func spineCells(be engine.Backend, system string, tools ...engine.Tool) (int, error) {
+	var specs []chat.ToolSpec
+	for _, t := range tools {
+		s := t.Spec()
+		specs = append(specs, chat.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
+	}
+	spine, err := be.Format().Spine(system, specs)
+	if err != nil {
+		return 0, err
+	}
+	toks, err := be.Tokenize(spine)
+	return len(toks), err
+}
+
 // streamCells is a context with a stream per branch (n agents, the spine,
-// one spare) that each hold the spine and one agent's whole loop, with the
-// runtime's soft limit shared out among them.
+// one spare) that each hold the spine and one agent's whole loop above the
+// cells the runtime keeps free: with streams, pressure is each stream's.
 func streamCells(o AgentsOptions, spine, n int) int {
-	return (n + 2) * roundCells(spine+agentCells(o)+engine.DefaultSoftLimit/(n+2))
+	return (n + 2) * roundCells(spine+agentCells(o)+engine.DefaultSoftLimit)
 }
 
 // roundCells rounds a cell count up to llama.cpp's step of 256.

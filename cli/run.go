@@ -213,11 +213,16 @@ func withProfiles(fs *pflag.FlagSet, f *harness.File, c *session.Config) (*harne
 			return nil, err
 		}
 	}
-	// The profiles set the context too: sized with them, then chosen.
+	// The profiles set the context too: sized with them, then chosen by
+	// the cells one agent has (with streams, its stream's share).
 	g, err := f.With(harness.Profiles(c.Demo, c.Walk, harness.SmallContext)...)
 	if err == nil {
 		fromFile(fs, g, c)
-		g, err = f.With(harness.Profiles(c.Demo, c.Walk, c.NCtx)...)
+		cells := c.NCtx
+		if c.Streams > 0 {
+			cells /= c.Streams
+		}
+		g, err = f.With(harness.Profiles(c.Demo, c.Walk, cells)...)
 	}
 	return g, err
 }

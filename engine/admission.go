@@ -71,7 +71,7 @@ func (p *pool) drainRequests() {
 func (p *pool) handleRequest(r request) {
 	if r.fit != nil {
 		toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.User, Content: r.fit.Task}, false))
-		r.reply <- reqReply{err: err, fits: err == nil && !p.woundDown && len(toks) <= p.pressure().Headroom-p.reserved()}
+		r.reply <- reqReply{err: err, fits: err == nil && !p.woundDown && len(toks) <= p.spawnPressure().Headroom-p.reserved()}
 		return
 	}
 	if r.spawn == nil {
@@ -87,8 +87,12 @@ func (p *pool) handleRequest(r request) {
 	r.reply <- rep
 }
 
-// reserved is the cells already promised to queued spawns.
+// reserved is the cells already promised to queued spawns, in a shared
+// context (with contexts of their own, each spawn has its own room).
 func (p *pool) reserved() int {
+	if p.ownContexts() {
+		return 0
+	}
 	n := 0
 	for _, a := range p.admit.spawnQ {
 		n += len(a.suffix)
@@ -121,7 +125,7 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 	if p.woundDown {
 		return nil, ErrFinishingUp
 	}
-	pr := p.pressure()
+	pr := p.spawnPressure()
 	if room := pr.Headroom - p.reserved(); len(toks) > room {
 		reason := fmt.Sprintf("spawn refused (pressure_init): its task needs %d cells and only %d are free above the soft limit (%d free of %d); wait for agents to finish, shorten the task or give the context more room", len(toks), max(room, 0), pr.Remaining, pr.NCtx)
 		p.emit(event.Event{Type: event.SpawnRefused, Text: s.Task, Tokens: len(toks), Reason: reason})
@@ -204,12 +208,13 @@ func (p *pool) prefill() {
 		entries = append(entries, entry{span: Span{Branch: b, Tokens: a.suffix}, spawn: a})
 	}
 	p.admit.spawnQ = append(p.admit.spawnQ[:0], waiting...)
-	pr := p.pressure()
-	// A running headroom: every admitted span uses some of it.
-	room := pr.Headroom
+	// A running count of the cells promised, per context: every admitted
+	// span uses some of its context's headroom.
+	promised := p.newTally()
 	for _, e := range entries {
-		room -= len(e.span.Tokens)
+		promised.add(e.span.Branch, len(e.span.Tokens))
 	}
+	spine := p.pressureOf(p.spine.branch)
 	var held []request
 	for i := range p.admit.extendQ {
 		r := p.admit.extendQ[i]
@@ -218,12 +223,13 @@ func (p *pool) prefill() {
 			r.reply <- reqReply{err: err}
 			continue
 		}
-		need := len(toks) + r.leave
-		if need > room && !p.holdsBranches() && len(p.admit.spawnQ) == 0 {
-			// No agent of the pool runs to free room: waiting would wait
-			// for ever. The caller may shorten the exchange or go on
-			// without it.
-			reason := fmt.Sprintf("a spine extension of %d tokens (leaving %d) does not fit: %d cells are free above the soft limit and no agent of the pool runs to free more", len(toks), r.leave, max(room, 0))
+		need, room := len(toks)+r.leave, spine.Headroom-promised.of(p.spine.branch)
+		if need > room && (p.ownContexts() || !p.holdsBranches() && len(p.admit.spawnQ) == 0) {
+			// Nothing will free room: no agent of the pool runs, or the
+			// spine has a context of its own that no agent's end frees.
+			// Waiting would wait for ever. The caller may shorten the
+			// exchange or go on without it.
+			reason := fmt.Sprintf("a spine extension of %d tokens (leaving %d) does not fit: %d cells are free above the soft limit and nothing running will free more", len(toks), r.leave, max(room, 0))
 			p.emit(event.Event{Type: event.PoolNote, Role: "extend_refused", Pool: p.scope, Parent: p.scope, Tokens: len(toks), Reason: reason})
 			r.reply <- reqReply{err: roomError(reason)}
 			continue
@@ -242,7 +248,7 @@ func (p *pool) prefill() {
 			p.replayHeld = true
 			continue
 		}
-		room -= len(toks)
+		promised.add(p.spine.branch, len(toks))
 		entries = append(entries, entry{span: Span{Branch: p.spine.branch, Tokens: toks}, ext: &r})
 	}
 	p.admit.extendQ = held
@@ -252,7 +258,8 @@ func (p *pool) prefill() {
 		if it.agent.outcome != event.Running {
 			continue
 		}
-		cost, limit := len(it.tokens), room
+		pr := p.pressureOf(it.agent.branch)
+		cost, limit := len(it.tokens), pr.Headroom-promised.of(it.agent.branch)
 		if it.role == "recovery" {
 			// Reports may use the band between the soft and the hard limit.
 			cost += it.agent.reportBudget
@@ -271,7 +278,7 @@ func (p *pool) prefill() {
 			p.replayHeld = true
 			continue
 		}
-		room -= len(it.tokens)
+		promised.add(it.agent.branch, len(it.tokens))
 		entries = append(entries, entry{span: Span{Branch: it.agent.branch, Tokens: it.tokens}, item: &it})
 	}
 	p.admit.settle = deferred

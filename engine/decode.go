@@ -33,16 +33,17 @@ func (p *pool) produce() bool {
 		return p.produceTurns()
 	}
 	p.tick.nudged, p.tick.killed = false, false
-	pr := p.pressure()
-	p.reap(pr)
+	shared := p.pressure()
+	p.reap(shared)
 	// Admission for this tick's cells (one per token): agents at work decode
 	// only down to the hard limit, the reserve recovery reports are written
 	// into; agents writing a report may use the reserve. An agent at work
 	// that gets no cell waits a tick (nothing was sampled: its turn is
 	// intact). When none gets one the context is critical and reap has
 	// stopped one agent this tick, so cells come back: a full cache never
-	// ends an agent.
-	used, held := 0, false
+	// ends an agent. With contexts of their own, each agent's cells are
+	// counted against its own context.
+	used, held := p.newTally(), false
 	var steps []Step
 	var who []*Agent
 	texts := map[int]string{}
@@ -52,28 +53,29 @@ func (p *pool) produce() bool {
 		if a.status != event.StatusThinking || a.outcome != event.Running {
 			continue
 		}
+		pr := p.pressureIn(a, shared)
 		if a.extracting && a.reportBudget > 0 && a.turnTokens >= a.reportBudget {
 			a.raw.WriteString(a.dec.Flush()) // the report's budget is spent: token-stop
 			p.endTurn(a)
 			continue
 		}
 		switch {
-		case a.extracting && used >= pr.Remaining:
+		case a.extracting && used.of(a.branch) >= pr.Remaining:
 			a.raw.WriteString(a.dec.Flush()) // no cell left for its report: it ends with what it wrote
 			p.endTurn(a)
 			continue
-		case !a.extracting && used > pr.Remaining-pr.HardLimit:
+		case !a.extracting && used.of(a.branch) > pr.Remaining-pr.HardLimit:
 			held = true
 			continue
 		}
 		if p.forcing(a) {
 			if f, ok := p.planForced(a); ok {
 				forced = append(forced, f)
-				used += len(f.toks)
+				used.add(a.branch, len(f.toks))
 				continue
 			}
 		}
-		used++
+		used.add(a.branch, 1)
 		tok, err := p.sample(a)
 		if err != nil {
 			p.finish(a, event.Failed, "sampling failed: "+err.Error(), "")
@@ -92,15 +94,15 @@ func (p *pool) produce() bool {
 			room := min(maxForced, p.be.NBatch()-1, p.spec.MaxTurnTokens-a.turnTokens-1)
 			switch {
 			case a.extracting:
-				room = min(room, pr.Remaining-used)
+				room = min(room, pr.Remaining-used.of(a.branch))
 				if a.reportBudget > 0 {
 					room = min(room, a.reportBudget-a.turnTokens-1)
 				}
 			default:
-				room = min(room, pr.Remaining-pr.HardLimit-used)
+				room = min(room, pr.Remaining-pr.HardLimit-used.of(a.branch))
 			}
 			st.Forced = f.Forced(a.branch, room)
-			used += len(st.Forced)
+			used.add(a.branch, len(st.Forced))
 			p.forcedIDs(a, st.Forced)
 		}
 		steps = append(steps, st)

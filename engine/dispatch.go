@@ -100,8 +100,8 @@ func (p *pool) toolContext(pc *pendingCall, inline bool) context.Context {
 	d := p.emit(event.Event{Type: event.ToolDispatch, Agent: pc.agent.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Attempt: pc.attempt})
 	pc.dispatchID = d.ID
 	pc.started = time.Now()
-	pct := percentFree(p.be)
 	a := pc.agent
+	pct := p.pressureOf(a.branch).PercentAvailable
 	ci := &callInfo{agent: a, call: pc.call, dispatchID: d.ID, pressure: pct, explore: p.policy().Explore(a, pct, p.elapsed(a)), scorer: p.spec.Scorer,
 		attach: append([]Attachment(nil), p.attachments...), inline: inline,
 		emit: func(e event.Event) { p.rt.em.emit(e) },
@@ -189,7 +189,7 @@ func (p *pool) complete(c completion) {
 		p.finish(a, event.Failed, "tool error: "+c.err.Error(), "tool_error")
 		return
 	}
-	body, err := p.serialise(c.value)
+	body, err := p.serialise(a, c.value)
 	if err != nil {
 		p.emit(event.Event{Type: event.ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: err.Error()})
 		p.finish(a, event.Failed, "tool error: "+err.Error(), "tool_error")

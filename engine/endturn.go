@@ -142,13 +142,13 @@ func (p *pool) endTurn(a *Agent) {
 		return
 	}
 	if over, why := p.overBudget(a); over != "" {
-		pr := p.pressure()
+		pr := p.pressureOf(a.branch)
 		switch {
 		case p.tools.terminal == "":
 			p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: over})
 			p.finish(a, event.Failed, over+": "+why, "")
 			return
-		case pr.Critical && !p.tick.killed:
+		case pr.Critical && p.mayStop():
 			p.tick.killed = true
 			p.drop(a, "pressure_critical", p.spec.RecoveryShape)
 			return
@@ -208,7 +208,7 @@ func parseReason(err error) string {
 // overBudget says whether an agent has spent its turns, the context's soft
 // headroom or its time, and how to tell it.
 func (p *pool) overBudget(a *Agent) (string, string) {
-	pr := p.pressure()
+	pr := p.pressureOf(a.branch)
 	return p.policy().ShouldExit(ExitState{Agent: a, Turns: a.turns, MaxTurns: p.spec.MaxTurns, Headroom: pr.Headroom,
 		PercentAvailable: pr.PercentAvailable, Elapsed: p.elapsed(a), TimeSoft: p.spec.TimeSoft})
 }

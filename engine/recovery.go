@@ -77,15 +77,19 @@ func (p *pool) recoveryPrompt(words int) string {
 // writes its report in the normal tick, batched with live siblings, within a
 // per-report budget.
 func (p *pool) recoverInLoop(a *Agent, reason string) {
-	pr := p.pressure()
-	alive := 0
-	for _, x := range p.agents {
-		if x.outcome == event.Running {
-			alive++
+	pr := p.pressureOf(a.branch)
+	alive := 1
+	if !p.ownContexts() {
+		alive = 0
+		for _, x := range p.agents {
+			if x.outcome == event.Running {
+				alive++
+			}
 		}
 	}
 	// Each live agent gets an equal share of what is left above the hard
-	// floor (prompt included); an explicit budget caps the report itself.
+	// floor (prompt included), or all of its own context's; an explicit
+	// budget caps the report itself.
 	share := (pr.Remaining - pr.HardLimit) / max(alive, 1)
 	budget := min(max(share, 32), 2048)
 	if p.spec.ReportBudget > 0 {
@@ -109,7 +113,7 @@ func (p *pool) recoverInLoop(a *Agent, reason string) {
 // recoverBlocking writes the agent's report now, alone, until it stops or
 // the context has no cell left.
 func (p *pool) recoverBlocking(a *Agent, reason string) {
-	pr := p.pressure()
+	pr := p.pressureOf(a.branch)
 	words := wordsFor(max(pr.Remaining-150, 50))
 	prompt := p.fmt.Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(words)}, true)
 	toks, err := p.be.Tokenize(prompt)
@@ -153,7 +157,7 @@ func (p *pool) recoverBlocking(a *Agent, reason string) {
 			}
 			break
 		}
-		if p.be.NCtx()-p.be.CellsUsed() < 1 {
+		if p.pressureOf(a.branch).Remaining < 1 {
 			a.raw.WriteString(a.dec.Flush())
 			outOfRoom = true
 			break

@@ -44,7 +44,7 @@ func ResultJSON(v any, edit func(obj map[string]json.RawMessage) error) (json.Ra
 // serialise turns a tool's value into the JSON the model reads: objects get
 // ContextPercentKey; _attachments are lifted out (and, since lloyal's
 // models cannot see images, the result says so).
-func (p *pool) serialise(v any) (json.RawMessage, error) {
+func (p *pool) serialise(a *Agent, v any) (json.RawMessage, error) {
 	return ResultJSON(v, func(obj map[string]json.RawMessage) error {
 		if att, ok := obj["_attachments"]; ok {
 			delete(obj, "_attachments")
@@ -61,7 +61,7 @@ func (p *pool) serialise(v any) (json.RawMessage, error) {
 				obj["_imageError"] = mustJSON(fmt.Sprintf("%d attachment(s) came with this result but this model cannot see images; rely on the text.", len(list)))
 			}
 		}
-		obj[ContextPercentKey] = mustJSON(percentFree(p.be))
+		obj[ContextPercentKey] = mustJSON(p.pressureOf(a.branch).PercentAvailable)
 		return nil
 	})
 }
@@ -107,13 +107,4 @@ func (p *pool) queueFollowUp(a *Agent, text string) {
 	a.status = event.StatusSettling
 	p.tick.kick = true
 	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), role: "followup"})
-}
-
-// percentFree is the share of the context still free, in percent.
-func percentFree(be Backend) int {
-	n := be.NCtx()
-	if n <= 0 {
-		return 100
-	}
-	return (n - be.CellsUsed()) * 100 / n
 }

@@ -124,6 +124,16 @@ func (c *serverCells) CellsUsed() int {
 	return min(most, c.NCtx())
 }
 
+// OwnContexts is true: every request to the server holds one branch's
+// conversation and must fit the context on its own (BranchContexts).
+func (c *serverCells) OwnContexts() bool { return true }
+
+// BranchCells is the context's size and branch b's conversation's length
+// in tokens.
+func (c *serverCells) BranchCells(b BranchID) (nctx, used int) {
+	return c.NCtx(), min(c.lengthOf(b), c.NCtx())
+}
+
 // Unique is what a branch holds beyond the branch it was forked from.
 func (c *serverCells) Unique(id BranchID) int {
 	if b, ok := c.branches[id]; ok {

@@ -21,7 +21,7 @@ func (nullTurns) Generate(context.Context, TurnRequest, func(string)) (TurnResul
 // The runtime's text bookkeeping of a server's branches: forks share their
 // parent's text, prefills append exactly what was tokenized, lengths are
 // estimated until the server counts, and a branch cannot outgrow the
-// context.
+// context. Each branch's length is its own context's pressure.
 func TestServerCellsKeepBranchesAsText(t *testing.T) {
 	c := newServerCells(nullTurns{n: 100})
 	root, _ := c.Create()
@@ -46,6 +46,14 @@ func TestServerCellsKeepBranchesAsText(t *testing.T) {
 	}
 	if c.Unique(a) != 2 || c.Unique(b) != 0 || c.CellsUsed() != 29 {
 		t.Fatalf("unique %d/%d, used %d: want 2/0 and the longest branch (29)", c.Unique(a), c.Unique(b), c.CellsUsed())
+	}
+	// Each conversation is a request of its own: the pressure a branch
+	// feels is its own length, not the longest's.
+	if _, used := c.BranchCells(b); !c.OwnContexts() || used != 27 {
+		t.Fatalf("branch b holds %d of its own context (own contexts: %v): want its 27", used, c.OwnContexts())
+	}
+	if n, used := c.BranchCells(a); n != 100 || used != 29 {
+		t.Fatalf("branch a holds %d of %d: want 29 of 100", used, n)
 	}
 	c.noteUsage(85, 17) // the server counted 5 bytes a token
 	if c.CellsUsed() != 17 {

@@ -54,18 +54,21 @@ func (p *pool) midTerminal(a *Agent) bool {
 }
 
 // reap applies the per-tick stops before sampling: wind-down, the time hard
-// limit, and (one per tick) the critical-pressure kill.
-func (p *pool) reap(pr Pressure) {
+// limit, and the critical-pressure kill (one per tick in a shared context,
+// shared the pool's pressure this tick; with contexts of their own, each
+// agent whose own is critical).
+func (p *pool) reap(shared Pressure) {
 	for _, a := range p.agents {
 		if a.status != event.StatusThinking || a.outcome != event.Running || a.extracting {
 			continue
 		}
+		pr := p.pressureIn(a, shared)
 		switch {
 		case p.woundDown && !p.midTerminal(a):
 			p.drop(a, "wind_down", InLoop)
 		case p.spec.TimeHard > 0 && p.elapsed(a) > p.spec.TimeHard:
 			p.drop(a, "time_exceeded", p.spec.RecoveryShape)
-		case pr.Critical && !p.tick.killed:
+		case pr.Critical && p.mayStop():
 			// The terminal call in progress is protected only while the
 			// context is not critical: now it is salvaged instead.
 			p.tick.killed = true
@@ -77,16 +80,19 @@ func (p *pool) reap(pr Pressure) {
 // stallBreak runs when results wait for room and nothing else can make
 // progress: each waiting agent is told to report (once), or recovered.
 func (p *pool) stallBreak() {
-	pr := p.pressure()
+	shared := p.pressure()
 	items := p.admit.settle
 	p.admit.settle = nil
-	// Nudges that replace results share the reserve above the hard limit.
-	reserve := pr.Remaining - pr.HardLimit
+	// Nudges that replace results share the reserve above the hard limit
+	// (each its own context's, with contexts of their own).
+	promised := p.newTally()
 	for _, it := range items {
 		a := it.agent
 		if a.outcome != event.Running {
 			continue
 		}
+		pr := p.pressureIn(a, shared)
+		reserve := pr.Remaining - pr.HardLimit - promised.of(a.branch)
 		switch {
 		case it.role == "recovery":
 			p.failRecovery(a, "scope_error: no room left to write its report", "")
@@ -98,7 +104,7 @@ func (p *pool) stallBreak() {
 			prompt := p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true)
 			toks, err := p.be.Tokenize(prompt)
 			if err == nil && len(toks) <= reserve {
-				reserve -= len(toks)
+				promised.add(a.branch, len(toks))
 				a.forceTerminal = true
 				p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, Reason: "settle_reject", Result: body})
 				a.status = event.StatusSettling

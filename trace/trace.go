@@ -124,6 +124,15 @@ type ContextInfo struct {
 	HardLimit int  `json:"hardLimit,omitempty"`
 }
 
+// BranchCells is the most cells one agent's conversation may hold: NCtx,
+// or with streams its stream's share.
+func (c ContextInfo) BranchCells() int {
+	if c.Streams && c.NSeqMax > 0 {
+		return c.NCtx / c.NSeqMax
+	}
+	return c.NCtx
+}
+
 // ServerInfo names the inference server of a run: its URL (without
 // credentials; the API key is never written) and the model's name there.
 type ServerInfo struct {

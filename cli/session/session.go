@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 		return err
 	}
 	defer m.Close()
-	if what := p.Fit(m.Context.NCtx, m.Context.NBatch); what != "" {
+	if what := p.Fit(m.Context.BranchCells(), m.Context.NBatch); what != "" {
 		fmt.Fprintln(cfg.App.Stderr, "adapted to the context:", what)
 	}
 	var infos []trace.AbilityInfo

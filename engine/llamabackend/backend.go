@@ -123,6 +123,22 @@ func (l *Backend) NCtx() int                  { return l.store.NCtx() }
 func (l *Backend) NBatch() int                { return l.ctx.NBatch() }
 func (l *Backend) CellsUsed() int             { return l.store.CellsUsed() }
 
+// OwnContexts reports whether each branch has a stream of the cache to
+// itself (ContextOptions.Streams): the runtime's pressure is then each
+// branch's (engine.BranchContexts).
+func (l *Backend) OwnContexts() bool { return l.ctx.Streams() }
+
+// BranchCells is the size of branch b's stream and the cells b holds in
+// it, its copy of its parent's included; in a unified cache, the cache's
+// size and the cells every branch holds.
+func (l *Backend) BranchCells(b engine.BranchID) (nctx, used int) {
+	br, ok := l.branches[b]
+	if !ok || !l.ctx.Streams() {
+		return l.NCtx(), l.CellsUsed()
+	}
+	return l.ctx.NCtxSeq(), br.Pos()
+}
+
 // FreeCells is llama.cpp's own count of free cells (kv.Store.FreeCells),
 // for tests and diagnostics: call it on the goroutine that runs the pool.
 func (l *Backend) FreeCells() (int, error) { return l.store.FreeCells() }

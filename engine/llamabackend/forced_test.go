@@ -206,10 +206,12 @@ func TestJumpForwardKeepsTheTurnLimit(t *testing.T) {
 }
 
 // A run on a context with a stream per branch: agents forked from the spine
-// (each fork a copy of it) run to their reports as in a shared cache.
+// (each fork a copy of it) run to their reports as in a shared cache. The
+// pressure limits are a stream's: the defaults (1,024 and 512 cells) would
+// leave a 1,024-cell stream no room to start in.
 func TestAgentsRunOnStreams(t *testing.T) {
 	be := openWith(t, ContextOptions{NCtx: 4 * 1024, NBatch: 256, NSeqMax: 4, NThreads: 1, Streams: true})
-	res := runReporters(t, be, engine.Options{}, engine.PoolSpec{MaxTurns: 2, MaxTurnTokens: 256,
+	res := runReporters(t, be, engine.Options{}, engine.PoolSpec{MaxTurns: 2, MaxTurnTokens: 256, SoftLimit: 384, HardLimit: 256,
 		Sampling:    engine.Sampling{Temperature: 0.8, Seed: 3, JumpForward: true},
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "What is a spine?"}, engine.AgentSpec{Task: "What is a branch?"}, engine.AgentSpec{Task: "What is a stream?"})})
 	for _, a := range res.Agents {
