@@ -6,6 +6,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -140,5 +141,15 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 	if notes := p.Notes(); notes != "" {
 		o.Workspace = notes // where the summary looks for saved notes
 	}
-	return app.Run(ctx, p.Run, o)
+	return streamsHint(app.Run(ctx, p.Run, o), m.Context)
+}
+
+// streamsHint adds to a refusal for room, on a cache with a stream per
+// branch, which flags set a stream's size: the context the refusal names
+// is one stream's, not --ctx.
+func streamsHint(err error, c trace.ContextInfo) error {
+	if !errors.Is(err, engine.ErrNoRoom) || !c.Streams {
+		return err
+	}
+	return fmt.Errorf("%w (each of the %d streams holds %d cells, --ctx %d / --streams %d: raise --ctx or lower --streams)", err, c.NSeqMax, c.BranchCells(), c.NCtx, c.NSeqMax)
 }

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/app"
@@ -253,4 +256,34 @@ func headless(t *testing.T, dir string) app.Options {
 	t.Cleanup(func() { null.Close() })
 	return app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Stdin: null, Stdout: io.Discard, Stderr: io.Discard,
 		Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}}
+}
+
+// A refusal for room on a cache with a stream per branch says which flags
+// size a stream; any other error, or one without streams, is left alone.
+func TestStreamsHintNamesTheFlags(t *testing.T) {
+	room := fmt.Errorf("spawn refused: %w", engine.ErrNoRoom)
+	other := errors.New("model not found")
+	streams := trace.ContextInfo{NCtx: 8192, NSeqMax: 4, Streams: true}
+	for _, c := range []struct {
+		name string
+		err  error
+		ctx  trace.ContextInfo
+		hint bool
+	}{
+		{"room on streams", room, streams, true},
+		{"room on one cache", room, trace.ContextInfo{NCtx: 8192, NSeqMax: 4}, false},
+		{"another error", other, streams, false},
+		{"none", nil, streams, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := streamsHint(c.err, c.ctx)
+			if !errors.Is(got, c.err) && c.err != nil {
+				t.Fatalf("%v does not wrap %v", got, c.err)
+			}
+			hinted := got != nil && strings.Contains(got.Error(), "each of the 4 streams holds 2048 cells, --ctx 8192 / --streams 4: raise --ctx or lower --streams")
+			if hinted != c.hint {
+				t.Fatalf("%v: hint %v, want %v", got, hinted, c.hint)
+			}
+		})
+	}
 }
