@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,6 +106,49 @@ func TestStaggeredExitWhenAResultIsTooLarge(t *testing.T) {
 	}
 	if admitted == 0 || admitted < firstReturn {
 		t.Fatalf("large result admitted at event %d, first sibling return at %d", admitted, firstReturn)
+	}
+}
+
+// Scenario: stall-break in contexts of their own (a stream per branch, a
+// server's conversations). A result that cannot fit its agent's context
+// waits for no sibling, since nothing another agent frees is its room: the
+// agent is told to report at once, while its sibling still works.
+func TestStallBreakInAContextOfItsOwn(t *testing.T) {
+	const soft, hard = 60, 8
+	h := small(t, 600)
+	h.be.Own = true
+	// The sibling's call runs until the nudge (or, without it, a while).
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer time.AfterFunc(10*time.Second, free).Stop()
+	h.rt = engine.New(h.be, engine.Options{Sinks: []engine.Sink{h.rec, engine.SinkFunc(func(e event.Event) {
+		if e.Type == event.AgentNudge && e.Reason == "settle_reject" {
+			free()
+		}
+	})}})
+	huge := engine.Func{S: engine.ToolSpec{Name: "big", Description: "Returns a lot.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(context.Context, json.RawMessage) (any, error) {
+			return map[string]string{"data": strings.Repeat("abcd", 700)}, nil // more than a context
+		}}
+	h.be.Script("hungry", call("big", `{}`), reportCall("reported instead"))
+	h.be.Script("sibling", call("slow", `{"id":"1"}`), reportCall("sibling done"))
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{huge, &slowTool{release: release}}, Terminal: report, SoftLimit: soft, HardLimit: hard,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "hungry"}, engine.AgentSpec{Task: "sibling"})})
+	if a := byTask(res, "hungry"); a.Text() != "reported instead" {
+		t.Fatalf("%+v", a)
+	}
+	var nudged, sibling uint64
+	for _, e := range h.rec.Events() {
+		switch {
+		case e.Type == event.AgentNudge && e.Reason == "settle_reject":
+			nudged = e.ID
+		case e.Type == event.AgentReturn && e.Agent == byTask(res, "sibling").ID:
+			sibling = e.ID
+		}
+	}
+	if nudged == 0 || sibling == 0 || nudged > sibling {
+		t.Fatalf("nudge at event %d, the sibling's return at %d: want the nudge while the sibling works", nudged, sibling)
 	}
 }
 

@@ -261,7 +261,10 @@ func (p *pool) loop() error {
 			continue
 		}
 		p.prefill()
-		if len(p.admit.settle) > 0 && p.deferredOnly() && !p.tick.kick && !p.canProgress() {
+		// A result that waits for room waits for other agents to free it;
+		// in a context of its own nothing will, so it is stall-broken at
+		// once.
+		if len(p.admit.settle) > 0 && p.deferredOnly() && !p.tick.kick && (p.ownContexts() || !p.canProgress()) {
 			p.stallBreak()
 			continue
 		}

@@ -29,6 +29,10 @@ type Scripted struct {
 	FailDecode func(steps []engine.Step) error
 	// NoLog skips the call log (long soaks: the log would be the memory).
 	NoLog bool
+	// Own gives every branch a context of its own of NCtx cells, as a
+	// stream per branch or a server's conversations do
+	// (engine.BranchContexts): a branch is full when it holds NCtx.
+	Own bool
 
 	mu       sync.Mutex
 	nCtx     int
@@ -258,6 +262,38 @@ func (s *Scripted) CellsUsed() int {
 	return s.cells
 }
 
+// OwnContexts reports Own.
+func (s *Scripted) OwnContexts() bool { return s.Own }
+
+// BranchCells is the context's size and the cells branch b holds, its
+// parent's included.
+func (s *Scripted) BranchCells(b engine.BranchID) (nctx, used int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if br, ok := s.branches[b]; ok {
+		return s.nCtx, br.pos
+	}
+	return s.nCtx, 0
+}
+
+// full reports whether writing n more tokens per branch of ids (n[i] for
+// ids[i]) runs past the context: the shared one, or with Own a branch's.
+func (s *Scripted) full(ids []engine.BranchID, n []int) bool {
+	if !s.Own {
+		total := 0
+		for _, k := range n {
+			total += k
+		}
+		return s.cells+total > s.nCtx
+	}
+	for i, id := range ids {
+		if b, ok := s.branches[id]; ok && b.pos+n[i] > s.nCtx {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Scripted) Unique(b engine.BranchID) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -346,7 +382,11 @@ func (s *Scripted) Prefill(spans []engine.Span) error {
 	defer done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cells+n > s.nCtx {
+	counts := make([]int, len(spans))
+	for i, sp := range spans {
+		counts[i] = len(sp.Tokens)
+	}
+	if s.full(ids, counts) {
 		return fmt.Errorf("prefill: %w", ErrKVFull)
 	}
 	for _, sp := range spans {
@@ -441,7 +481,11 @@ func (s *Scripted) DecodeEach(steps []engine.Step) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cells+len(steps) > s.nCtx {
+	ones := make([]int, len(steps))
+	for i := range ones {
+		ones[i] = 1
+	}
+	if s.full(ids, ones) {
 		return fmt.Errorf("decode: %w", ErrKVFull)
 	}
 	for _, st := range steps {
