@@ -309,7 +309,9 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 		p.endLoop(l.a, l.keep)
 	}
 	for _, ev := range ends {
-		if !isLooping(ev.a) {
+		// An end handled before this one may have ended its agent too (a
+		// refusal ends every agent): its own end is then nobody's turn.
+		if !isLooping(ev.a) && ev.a.outcome == event.Running && ts.gens[ev.a] != nil {
 			p.endServerTurn(ev)
 		}
 	}
