@@ -347,12 +347,7 @@ func loopTools(o AgentsOptions, result string) (note, report engine.Tool) {
 // spineCells is the length in tokens of the spine the loop's pool writes:
 // the system prompt and its tools' definitions.
 func spineCells(be engine.Backend, system string, tools ...engine.Tool) (int, error) {
-	var specs []chat.ToolSpec
-	for _, t := range tools {
-		s := t.Spec()
-		specs = append(specs, chat.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
-	}
-	spine, err := be.Format().Spine(system, specs)
+	spine, err := be.Format().Spine(system, engine.ChatToolSpecs(tools))
 	if err != nil {
 		return 0, err
 	}

@@ -44,9 +44,10 @@ func (p *pool) ownContexts() bool {
 	return ok && bc.OwnContexts()
 }
 
-// pressure is the pressure on the whole context: the one every branch
-// shares, or with contexts of their own the sum the backend reports (for
-// the trace and the screen).
+// pressure is the pressure the backend reports for the whole: the context
+// every branch shares, or with contexts of their own its summary (the
+// cache's cells over every stream, a server's longest conversation), for
+// the trace and the screen.
 func (p *pool) pressure() Pressure {
 	return p.limits(p.be.NCtx(), p.be.CellsUsed())
 }
@@ -93,26 +94,35 @@ func (p *pool) limits(n, used int) Pressure {
 
 // tally counts the cells a tick or an admission has promised, per
 // context: one count where branches share the context, one per branch
-// where each has its own.
+// (per) where each has its own.
 type tally struct {
-	own bool
-	n   map[BranchID]int
+	per    map[BranchID]int // nil in a shared context
+	shared int
 }
 
-func (p *pool) newTally() tally { return tally{own: p.ownContexts(), n: map[BranchID]int{}} }
-
-func (t tally) key(b BranchID) BranchID {
-	if t.own {
-		return b
+func (p *pool) newTally() *tally {
+	if p.ownContexts() {
+		return &tally{per: map[BranchID]int{}}
 	}
-	return -1
+	return &tally{}
 }
 
 // add promises n cells of b's context.
-func (t tally) add(b BranchID, n int) { t.n[t.key(b)] += n }
+func (t *tally) add(b BranchID, n int) {
+	if t.per != nil {
+		t.per[b] += n
+	} else {
+		t.shared += n
+	}
+}
 
 // of is the cells promised in b's context.
-func (t tally) of(b BranchID) int { return t.n[t.key(b)] }
+func (t *tally) of(b BranchID) int {
+	if t.per != nil {
+		return t.per[b]
+	}
+	return t.shared
+}
 
 // wordsFor turns a token budget into the word count a nudge asks for: a
 // positive multiple of ten.

@@ -39,12 +39,7 @@ func (rt *Runtime) NewSpine(ctx context.Context, system string, tools []Tool, te
 // branch mid-turn) and closes that turn first. f is the format of the pool
 // it is for (its thinking switch shows in the spine of some templates).
 func (rt *Runtime) newSpine(ctx context.Context, f chat.Format, parent BranchID, scope uint64, system string, tools []Tool, terminal Tool) (*Spine, error) {
-	all := toolList(tools, terminal)
-	var specs []chat.ToolSpec
-	for _, t := range all {
-		s := t.Spec()
-		specs = append(specs, chat.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
-	}
+	specs := ChatToolSpecs(toolList(tools, terminal))
 	var prompt chat.Prompt
 	var err error
 	if parent >= 0 {
@@ -86,6 +81,17 @@ func (s *Spine) Close() error {
 	defer s.rt.busy.Unlock()
 	s.closed = true
 	return s.rt.be.Prune(s.branch)
+}
+
+// ChatToolSpecs are tools' definitions as a spine writes them into the
+// chat template (a benchmark sizing a context for a spine needs the same).
+func ChatToolSpecs(tools []Tool) []chat.ToolSpec {
+	var specs []chat.ToolSpec
+	for _, t := range tools {
+		s := t.Spec()
+		specs = append(specs, chat.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
+	}
+	return specs
 }
 
 func toolList(tools []Tool, terminal Tool) []Tool {
