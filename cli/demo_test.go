@@ -68,6 +68,12 @@ func TestDemoReachesEveryPart(t *testing.T) {
 			if len(notes) == 0 || !strings.HasSuffix(notes[0].Name(), ".md") {
 				t.Fatalf("no note saved in the workspace: %v", notes)
 			}
+			// The walked researcher's helpers' claims are merged into the
+			// note under their sub-questions.
+			note, _ := os.ReadFile(filepath.Join(dir, "notes", notes[0].Name()))
+			if !strings.Contains(string(note), "\n### What is ") {
+				t.Errorf("the note has no helper's sub-question:\n%s", note)
+			}
 		})
 	}
 	// Each run's two researchers: one question each, both searched and

@@ -540,7 +540,7 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 	if r.Terminal.Builtin == TerminalPublish && p.grounded(r.Terminal) {
 		// A grounded note is the findings' claims with their citations:
 		// the model chooses nothing, a person still approves it.
-		note := research.GroundedNote(p.o.Input, research.Findings(results[r.Terminal.From]))
+		note := research.GroundedNote(p.o.Input, p.helped(research.Findings(results[r.Terminal.From])))
 		for i, name := range r.Tools {
 			if p.f.Tools[name].Builtin == "write_note" {
 				ts[i] = research.FixedNote(ts[i], note)
@@ -730,6 +730,18 @@ func joined(rs []engine.AgentResult) string {
 		fmt.Fprintf(&b, "- %s\n  %s\n", chat.Clip(task, 120), strings.ReplaceAll(text, "\n", "\n  "))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// helped fills in findings' helpers' reports from the grounding of every
+// corpus the run opened (a researcher's is the one its corpus tools
+// read; agent ids are the run's, so no other holds its helpers).
+func (p *Program) helped(findings []research.Finding) []research.Finding {
+	for _, c := range p.corpora {
+		for i := range findings {
+			findings[i].Helped = append(findings[i].Helped, c.g.Helped(findings[i].Agent)...)
+		}
+	}
+	return findings
 }
 
 // grounded reports whether a report or publish terminal is grounded:

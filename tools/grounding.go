@@ -39,6 +39,9 @@ type Grounding struct {
 	mu     sync.Mutex
 	seen   map[int]*shown        // by agent id
 	agents map[int]*engine.Agent // every agent met, for its callers
+	// claimed is each agent's latest claims report the guard let
+	// through (or repair kept), for its caller's findings.
+	claimed map[int][]Claim
 }
 
 // shown is one agent's reading: files in the order it first met them, and
@@ -65,7 +68,7 @@ type Passage struct {
 
 // NewGrounding watches one run's reading of the corpus.
 func NewGrounding(c *Corpus) *Grounding {
-	g := &Grounding{corpus: c, docs: map[string]*Doc{}, code: map[string][]bool{}, seen: map[int]*shown{}, agents: map[int]*engine.Agent{}}
+	g := &Grounding{corpus: c, docs: map[string]*Doc{}, code: map[string][]bool{}, seen: map[int]*shown{}, agents: map[int]*engine.Agent{}, claimed: map[int][]Claim{}}
 	for _, d := range c.Docs {
 		g.docs[d.Path] = d
 		_, _, g.code[d.Path] = outline(d.Lines)
@@ -819,8 +822,18 @@ func (g *Grounding) Report(o ReportOptions) engine.Tool {
 		question, _, _ := strings.Cut(a.Task, "\n")
 		return json.RawMessage(claimsSchema(g.Claims(a, question, maxOffered), o.Paraphrase))
 	}
-	spec.BeforeDispatch = func(_ context.Context, c engine.Call) string { return g.refusal(c.Agent, c.Args) }
-	spec.Repair = func(a *engine.Agent, report json.RawMessage) json.RawMessage { return g.repair(a.ID, report) }
+	spec.BeforeDispatch = func(_ context.Context, c engine.Call) string {
+		why := g.refusal(c.Agent, c.Args)
+		if why == "" {
+			g.claim(c.Agent, c.Args)
+		}
+		return why
+	}
+	spec.Repair = func(a *engine.Agent, report json.RawMessage) json.RawMessage {
+		out := g.repair(a.ID, report)
+		g.claim(a.ID, out)
+		return out
+	}
 	return engine.Func{S: spec, Fn: engine.Terminal(spec.Name, spec.Description, schema).Execute}
 }
 
@@ -867,15 +880,18 @@ func claimsSchema(offered []Claim, paraphrase bool) string {
 		return fmt.Sprintf(`{"type":"object","properties":{"claims":{"const":[]},"answer":%s},"required":["claims","answer"]}`, answer)
 	}
 	if !paraphrase {
-		// Quotes alone: two or three different claims, in the order
-		// offered — one quote is one guess at the answer, and a small
-		// model asked for several picks the same one again. The closest
-		// to the question always comes first: the model picks the rest,
-		// and a small model's first pick among close sentences is no
-		// better than the ranking's.
+		// Quotes alone: three different claims (fewer when fewer are
+		// offered), in the order offered — one quote is one guess at the
+		// answer, and a small model asked for several picks the same one
+		// again. The two closest to the question always come first and
+		// the model picks the third of the next two: a small model's pick
+		// among close sentences is no better than the ranking's (left to
+		// pick the second, the demo model passed over the answering
+		// sentence in 3 of 36 tuning questions; left to stop at two, in
+		// one more).
 		var subsets []string
 		for _, set := range orderedSubsets(len(offered), min(2, len(offered)), min(maxClaims, len(offered))) {
-			if set[0] != 0 {
+			if set[0] != 0 || len(set) > 1 && set[1] != 1 || len(set) < min(3, len(offered)) {
 				continue
 			}
 			var cs []Claim
@@ -949,6 +965,46 @@ func (g *Grounding) refusal(agent int, args json.RawMessage) string {
 		}
 	}
 	return ""
+}
+
+// claim books the claims of agent's report, for its caller's findings.
+func (g *Grounding) claim(agent int, args json.RawMessage) {
+	claims := report.Read(args).Claims
+	if len(claims) == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.claimed[agent] = claims
+}
+
+// Helped is a helper's report: its sub-question and the claims it quoted.
+type Helped struct {
+	Question string
+	Claims   []Claim
+}
+
+// Helped are the claims reports of the helpers agent started (its
+// sub-agents, in the order they started), each with its sub-question: a
+// helper ranks what it read against its own question, and may quote a
+// sentence that answers its caller's too, which its caller's ranking left
+// below its own claims.
+func (g *Grounding) Helped(agent int) []Helped {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ids []int
+	for id, a := range g.agents {
+		if p := a.Parent(); p != nil && p.ID == agent && len(g.claimed[id]) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	out := make([]Helped, 0, len(ids))
+	for _, id := range ids {
+		question, _, _ := strings.Cut(g.agents[id].Task, "\n")
+		out = append(out, Helped{Question: question, Claims: slices.Clone(g.claimed[id])})
+	}
+	return out
 }
 
 // repair drops from a report the sources and claims that do not rest on

@@ -442,10 +442,10 @@ func TestClaimsReadListsUnderTheirHeading(t *testing.T) {
 	}
 }
 
-// Quoting alone, a report's first claim is the sentence closest to the
-// question; the model picks the one or two after it.
-func TestQuotesStartWithTheClosestClaim(t *testing.T) {
-	offered := []Claim{{Quote: "best", Source: "a.md:1"}, {Quote: "second", Source: "a.md:2"}, {Quote: "third", Source: "b.md:3"}}
+// Quoting alone, a report's first two claims are the sentences closest to
+// the question, and the model picks the third of the next two.
+func TestQuotesStartWithTheClosestClaims(t *testing.T) {
+	offered := []Claim{{Quote: "best", Source: "a.md:1"}, {Quote: "second", Source: "a.md:2"}, {Quote: "third", Source: "b.md:3"}, {Quote: "fourth", Source: "b.md:4"}}
 	var s struct {
 		Properties struct {
 			Claims struct {
@@ -459,12 +459,21 @@ func TestQuotesStartWithTheClosestClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	sets := s.Properties.Claims.AnyOf
-	if len(sets) != 3 { // [0 1] [0 1 2] [0 2]
+	if len(sets) != 2 { // [0 1 2] [0 1 3]
 		t.Fatalf("%d choices: %+v", len(sets), sets)
 	}
 	for _, set := range sets {
-		if len(set.Const) < 2 || set.Const[0] != offered[0] {
-			t.Errorf("a choice that does not start with the closest claim: %+v", set.Const)
+		if len(set.Const) != 3 || set.Const[0] != offered[0] || set.Const[1] != offered[1] {
+			t.Errorf("a choice that is not the two closest claims and a third: %+v", set.Const)
+		}
+	}
+	// One or two sentences offered are the whole report.
+	for n := 1; n <= 2; n++ {
+		if err := json.Unmarshal([]byte(claimsSchema(offered[:n], false)), &s); err != nil {
+			t.Fatal(err)
+		}
+		if sets := s.Properties.Claims.AnyOf; len(sets) != 1 || fmt.Sprint(sets[0].Const) != fmt.Sprint(offered[:n]) {
+			t.Errorf("%d offered: %+v", n, sets)
 		}
 	}
 }
@@ -477,5 +486,46 @@ func TestClaimsRankPointersAndTitlesLow(t *testing.T) {
 	got, _, _ := offered(t, text, "What does the handbook say about recovery after a crash?")
 	if len(got) == 0 || !strings.HasPrefix(got[0].Quote, "When a node crashes") {
 		t.Fatalf("offered %q: want the sentence that says what happens first", got)
+	}
+}
+
+// A helper's claims report, once its guard lets it through, is booked for
+// the caller that started it, under the helper's sub-question; a refused
+// one is not (nor, when a helper's every report is refused, anything), and
+// the caller's own report is not its helpers'.
+func TestHelpersClaimsReachTheirCaller(t *testing.T) {
+	c := corpus(t)
+	g := NewGrounding(c)
+	quote := "After a crash, run `tidewater replay`."
+	be := enginetest.New(1 << 16)
+	be.Script("Why is replay safe?",
+		enginetest.ToolCall("read_file", `{"path":"operations.md","start_line":15,"end_line":22}`),
+		enginetest.ToolCall("delegate", `{"tasks":["What is replay?","What does replay read?"]}`),
+		enginetest.ToolCall("report", `{"claims":[{"quote":"`+quote+`","source":"operations.md:18"}]}`))
+	be.Script("What is replay?",
+		enginetest.ToolCall("report", `{"claims":[{"quote":"Replay is always safe.","source":"operations.md:18"}]}`),
+		enginetest.ToolCall("report", `{"claims":[{"quote":"It reads the ledger and puts every job","source":"operations.md:18-19"}]}`))
+	made := enginetest.ToolCall("report", `{"claims":[{"quote":"The ledger is a database.","source":"operations.md:18"}]}`)
+	be.Script("What does replay read?", made, made, made, made, made)
+	rep := func() engine.Tool { return g.Report(ReportOptions{Claims: true}) }
+	read := g.Watch(ReadFileTool(c))
+	rt := engine.New(be, engine.Options{})
+	res, err := rt.Run(context.Background(), engine.PoolSpec{
+		Tools:    []engine.Tool{read, DelegateTool(func() []engine.Tool { return []engine.Tool{read} }, rep, 3, nil)},
+		Terminal: rep(), MaxTurns: 6, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "Why is replay safe?"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := res.Agents[0]
+	if !lead.Ok() || len(report.Read(lead.Result).Claims) != 1 {
+		t.Fatalf("the caller's report: %+v", lead)
+	}
+	got := g.Helped(lead.ID)
+	want := []Helped{{Question: "What is replay?", Claims: []Claim{{Quote: "It reads the ledger and puts every job", Source: "operations.md:18-19"}}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("helped %+v, want %+v (no refused quote booked)", got, want)
+	}
+	if h := g.Helped(lead.ID + 100); len(h) != 0 {
+		t.Errorf("an agent that started no helper: %+v", h)
 	}
 }

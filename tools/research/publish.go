@@ -23,10 +23,14 @@ const PublisherSystem = "You write the final report from the findings, save it a
 
 // Finding is one researcher's report, as the publisher reads it.
 type Finding struct {
+	Agent            int // the researcher's id
 	Question, Answer string
 	Sources          []string
 	// Claims are a grounded report's quotes with their sources.
 	Claims []report.Claim
+	// Helped are the grounded reports of the helpers it started, on
+	// their sub-questions (the harness fills them in).
+	Helped []tools.Helped
 }
 
 // PublisherTask is the publisher's task: the run's task and the findings,
@@ -60,7 +64,7 @@ func Findings(results []engine.AgentResult) []Finding {
 		if a.Ok() {
 			r := report.Read(a.Result)
 			question, _, _ := strings.Cut(a.Task, "\n")
-			out = append(out, Finding{Question: question, Answer: r.Answer, Sources: r.Sources, Claims: r.Claims})
+			out = append(out, Finding{Agent: a.ID, Question: question, Answer: r.Answer, Sources: r.Sources, Claims: r.Claims})
 		}
 	}
 	return out
@@ -74,22 +78,48 @@ func (h *Harness) PublisherTools() (note, terminal engine.Tool) {
 }
 
 // GroundedNote is a grounded run's note: the task, then each question with
-// the sentences its researcher quoted and their [file:lines].
+// the sentences its researcher quoted and their [file:lines], then each of
+// its helpers' sub-questions with the sentences that helper quoted that
+// the note does not hold yet (the walk merges its helpers' claims: a
+// helper ranks what was read against its own question, and may quote what
+// answers its caller's).
 func GroundedNote(task string, findings []Finding) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n", task)
 	quoted := 0
+	var held []report.Claim
+	list := func(claims []report.Claim) {
+		b.WriteString("\n")
+		for _, c := range claims {
+			fmt.Fprintf(&b, "- %s\n", c.Cited())
+			held = append(held, c)
+			quoted++
+		}
+	}
+	for _, f := range findings {
+		held = append(held, f.Claims...)
+	}
 	for _, f := range findings {
 		if len(f.Claims) == 0 {
 			continue
 		}
+		sub := "##"
 		if f.Question != task {
 			fmt.Fprintf(&b, "\n## %s\n", f.Question)
+			sub = "###"
 		}
-		b.WriteString("\n")
-		for _, c := range f.Claims {
-			fmt.Fprintf(&b, "- %s\n", c.Cited())
-			quoted++
+		list(f.Claims)
+		for _, h := range f.Helped {
+			var fresh []report.Claim
+			for _, c := range h.Claims {
+				if !slices.Contains(held, c) && !slices.Contains(fresh, c) {
+					fresh = append(fresh, c)
+				}
+			}
+			if len(fresh) > 0 {
+				fmt.Fprintf(&b, "\n%s %s\n", sub, h.Question)
+				list(fresh)
+			}
 		}
 	}
 	if quoted == 0 {
