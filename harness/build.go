@@ -47,6 +47,33 @@ type Program struct {
 	// role's last step's spine stays in the cache, the previous turn is
 	// appended to it, and the follow-up forks from it (see Run).
 	FollowUps func(ctx context.Context) (question string, ok bool)
+	// helpers holds, by agent id, the results of the helpers each agent
+	// started with a delegate tool, for its findings.
+	helpers helperResults
+}
+
+// helperResults are the results of each agent's helpers; delegate calls of
+// several agents end at once.
+type helperResults struct {
+	mu sync.Mutex
+	by map[int][]engine.AgentResult
+}
+
+// add books the results of helpers that caller started.
+func (h *helperResults) add(caller int, results []engine.AgentResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.by == nil {
+		h.by = map[int][]engine.AgentResult{}
+	}
+	h.by[caller] = append(h.by[caller], results...)
+}
+
+// of are the results of the helpers agent started.
+func (h *helperResults) of(agent int) []engine.AgentResult {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.by[agent])
 }
 
 // corpus is one folder the tools read, and what each agent has read of it
@@ -273,7 +300,8 @@ func (p *Program) delegate(name string, t Tool) (engine.Tool, error) {
 	d := tools.Delegate{Name: name, Description: t.Description, MaxTasks: cmp.Or(t.MaxTasks, 3),
 		Pool: func(tasks []string) (engine.PoolSpec, error) {
 			return p.pool(Step{Role: t.Delegate, Orchestrate: Parallel, Tasks: tasks}, nil)
-		}}
+		},
+		Done: func(caller *engine.Agent, helpers []engine.AgentResult) { p.helpers.add(caller.ID, helpers) }}
 	if t.Narrow == NarrowSubQuestions {
 		c, err := p.roleCorpus(p.f.Roles[t.Delegate])
 		if err != nil {
@@ -732,14 +760,11 @@ func joined(rs []engine.AgentResult) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// helped fills in findings' helpers' reports from the grounding of every
-// corpus the run opened (a researcher's is the one its corpus tools
-// read; agent ids are the run's, so no other holds its helpers).
+// helped fills in the findings of the helpers each finding's agent
+// started.
 func (p *Program) helped(findings []research.Finding) []research.Finding {
-	for _, c := range p.corpora {
-		for i := range findings {
-			findings[i].Helped = append(findings[i].Helped, c.g.Helped(findings[i].Agent)...)
-		}
+	for i := range findings {
+		findings[i].Helped = research.Findings(p.helpers.of(findings[i].Agent))
 	}
 	return findings
 }

@@ -54,6 +54,10 @@ type Delegate struct {
 	// when it writes its own; offering none (an empty, non-nil list)
 	// starts no helpers; nil from Offer leaves the model free.
 	Offer func(a *engine.Agent) []string
+	// Done, when not nil, is given each call's helpers' results as they
+	// ended (a harness merges a researcher's helpers' claims into its
+	// findings).
+	Done func(caller *engine.Agent, helpers []engine.AgentResult)
 }
 
 // Tool is the delegate tool.
@@ -117,7 +121,11 @@ func (d Delegate) Tool() engine.Tool {
 		if err != nil {
 			return engine.ErrorResult("the helpers could not start: %v", err), nil
 		}
-		return Helpers(ctx, pool)
+		res, err := engine.RunPool(ctx, pool)
+		if caller := engine.CallingAgent(ctx); d.Done != nil && caller != nil && res != nil {
+			d.Done(caller, res.Agents)
+		}
+		return helpersResult(res, err), nil
 	})
 }
 
@@ -136,9 +144,13 @@ func SubQuestions(tasks []string) []string {
 // its tool call, and returns their results as a delegate call's result:
 // each task, how its agent ended, its answer or why it has none.
 func Helpers(ctx context.Context, pool engine.PoolSpec) (any, error) {
-	res, err := engine.RunPool(ctx, pool)
-	if err != nil && (res == nil || len(res.Agents) == 0) {
-		return engine.ErrorResult("the helpers could not start: %v", err), nil
+	return helpersResult(engine.RunPool(ctx, pool)), nil
+}
+
+// helpersResult is a delegate call's result from its helpers' pool.
+func helpersResult(res *engine.PoolResult, err error) any {
+	if res == nil || err != nil && len(res.Agents) == 0 {
+		return engine.ErrorResult("the helpers could not start: %v", err)
 	}
 	type answer struct {
 		Task    string `json:"task"`
@@ -150,5 +162,5 @@ func Helpers(ctx context.Context, pool engine.PoolSpec) (any, error) {
 	for _, r := range res.Agents {
 		out = append(out, answer{Task: r.Task, Outcome: string(r.Outcome), Answer: r.Text(), Reason: r.Reason})
 	}
-	return map[string]any{"results": out, "agentCount": len(res.Agents), "totalTokens": res.TotalTokens}, nil
+	return map[string]any{"results": out, "agentCount": len(res.Agents), "totalTokens": res.TotalTokens}
 }

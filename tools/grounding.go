@@ -39,9 +39,6 @@ type Grounding struct {
 	mu     sync.Mutex
 	seen   map[int]*shown        // by agent id
 	agents map[int]*engine.Agent // every agent met, for its callers
-	// claimed is each agent's latest claims report the guard let
-	// through (or repair kept), for its caller's findings.
-	claimed map[int][]Claim
 }
 
 // shown is one agent's reading: files in the order it first met them, and
@@ -68,7 +65,7 @@ type Passage struct {
 
 // NewGrounding watches one run's reading of the corpus.
 func NewGrounding(c *Corpus) *Grounding {
-	g := &Grounding{corpus: c, docs: map[string]*Doc{}, code: map[string][]bool{}, seen: map[int]*shown{}, agents: map[int]*engine.Agent{}, claimed: map[int][]Claim{}}
+	g := &Grounding{corpus: c, docs: map[string]*Doc{}, code: map[string][]bool{}, seen: map[int]*shown{}, agents: map[int]*engine.Agent{}}
 	for _, d := range c.Docs {
 		g.docs[d.Path] = d
 		_, _, g.code[d.Path] = outline(d.Lines)
@@ -822,18 +819,8 @@ func (g *Grounding) Report(o ReportOptions) engine.Tool {
 		question, _, _ := strings.Cut(a.Task, "\n")
 		return json.RawMessage(claimsSchema(g.Claims(a, question, maxOffered), o.Paraphrase))
 	}
-	spec.BeforeDispatch = func(_ context.Context, c engine.Call) string {
-		why := g.refusal(c.Agent, c.Args)
-		if why == "" {
-			g.claim(c.Agent, c.Args)
-		}
-		return why
-	}
-	spec.Repair = func(a *engine.Agent, report json.RawMessage) json.RawMessage {
-		out := g.repair(a.ID, report)
-		g.claim(a.ID, out)
-		return out
-	}
+	spec.BeforeDispatch = func(_ context.Context, c engine.Call) string { return g.refusal(c.Agent, c.Args) }
+	spec.Repair = func(a *engine.Agent, report json.RawMessage) json.RawMessage { return g.repair(a.ID, report) }
 	return engine.Func{S: spec, Fn: engine.Terminal(spec.Name, spec.Description, schema).Execute}
 }
 
@@ -965,46 +952,6 @@ func (g *Grounding) refusal(agent int, args json.RawMessage) string {
 		}
 	}
 	return ""
-}
-
-// claim books the claims of agent's report, for its caller's findings.
-func (g *Grounding) claim(agent int, args json.RawMessage) {
-	claims := report.Read(args).Claims
-	if len(claims) == 0 {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.claimed[agent] = claims
-}
-
-// Helped is a helper's report: its sub-question and the claims it quoted.
-type Helped struct {
-	Question string
-	Claims   []Claim
-}
-
-// Helped are the claims reports of the helpers agent started (its
-// sub-agents, in the order they started), each with its sub-question: a
-// helper ranks what it read against its own question, and may quote a
-// sentence that answers its caller's too, which its caller's ranking left
-// below its own claims.
-func (g *Grounding) Helped(agent int) []Helped {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var ids []int
-	for id, a := range g.agents {
-		if p := a.Parent(); p != nil && p.ID == agent && len(g.claimed[id]) > 0 {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	out := make([]Helped, 0, len(ids))
-	for _, id := range ids {
-		question, _, _ := strings.Cut(g.agents[id].Task, "\n")
-		out = append(out, Helped{Question: question, Claims: slices.Clone(g.claimed[id])})
-	}
-	return out
 }
 
 // repair drops from a report the sources and claims that do not rest on

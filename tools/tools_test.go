@@ -16,6 +16,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/report"
 )
 
 func corpus(t *testing.T) *Corpus {
@@ -400,5 +401,52 @@ func TestDelegateDropsEchoesAndDrift(t *testing.T) {
 				t.Fatalf("helpers %q (want %q), %d drops traced (want %d)", ran, c.ran, drops, c.drops)
 			}
 		})
+	}
+}
+
+// Done is given each call's helpers' results as they ended: a report its
+// guard let through, and a helper whose every quote was refused ends with
+// no claim (out of turns, its recovery report repaired).
+func TestDelegateTellsDoneTheHelpersResults(t *testing.T) {
+	c := corpus(t)
+	g := NewGrounding(c)
+	be := enginetest.New(1 << 16)
+	be.Script("Why is replay safe?",
+		enginetest.ToolCall("read_file", `{"path":"operations.md","start_line":15,"end_line":22}`),
+		enginetest.ToolCall("delegate", `{"tasks":["What is replay?","What does replay read?"]}`),
+		enginetest.ToolCall("report", `{"claims":[{"quote":"After a crash, run `+"`tidewater replay`"+`.","source":"operations.md:18"}]}`))
+	be.Script("What is replay?",
+		enginetest.ToolCall("report", `{"claims":[{"quote":"Replay is always safe.","source":"operations.md:18"}]}`),
+		enginetest.ToolCall("report", `{"claims":[{"quote":"It reads the ledger and puts every job","source":"operations.md:18-19"}]}`))
+	made := enginetest.ToolCall("report", `{"claims":[{"quote":"The ledger is a database.","source":"operations.md:18"}]}`)
+	be.Script("What does replay read?", made, made, made, made, made)
+	read := g.Watch(ReadFileTool(c))
+	rep := g.Report(ReportOptions{Claims: true})
+	done := map[int][]engine.AgentResult{}
+	d := Delegate{Name: "delegate", MaxTasks: 3,
+		Pool: func(tasks []string) (engine.PoolSpec, error) {
+			var specs []engine.AgentSpec
+			for _, task := range tasks {
+				specs = append(specs, engine.AgentSpec{Task: task})
+			}
+			return engine.PoolSpec{Tools: []engine.Tool{read}, Terminal: rep, MaxTurns: 3, Orchestrate: engine.Parallel(specs...)}, nil
+		},
+		Done: func(caller *engine.Agent, helpers []engine.AgentResult) {
+			done[caller.ID] = append(done[caller.ID], helpers...)
+		}}
+	rt := engine.New(be, engine.Options{})
+	res, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{read, d.Tool()}, Terminal: rep, MaxTurns: 6,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "Why is replay safe?"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := res.Agents[0].ID
+	got := map[string][]report.Claim{}
+	for _, r := range done[lead] {
+		got[r.Task] = report.Read(r.Result).Claims
+	}
+	want := map[string][]report.Claim{"What is replay?": {{Quote: "It reads the ledger and puts every job", Source: "operations.md:18-19"}}, "What does replay read?": nil}
+	if len(done) != 1 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Done was given %+v, want the claims %+v for the lead's helpers", done, want)
 	}
 }

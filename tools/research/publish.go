@@ -28,9 +28,9 @@ type Finding struct {
 	Sources          []string
 	// Claims are a grounded report's quotes with their sources.
 	Claims []report.Claim
-	// Helped are the grounded reports of the helpers it started, on
-	// their sub-questions (the harness fills them in).
-	Helped []tools.Helped
+	// Helped are the findings of the helpers it started, on their
+	// sub-questions (the harness fills them in).
+	Helped []Finding
 }
 
 // PublisherTask is the publisher's task: the run's task and the findings,

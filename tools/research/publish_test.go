@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/report"
-	"github.com/lloyal-ai/lloyal/tools"
 )
 
 // A grounded note lists each question's quotes, then each of its helpers'
@@ -21,10 +20,10 @@ func TestGroundedNoteMergesHelpersClaims(t *testing.T) {
 		want     string
 	}{
 		{"one question", []Finding{{Question: "Q?", Claims: []report.Claim{a},
-			Helped: []tools.Helped{{Question: "What is b?", Claims: []report.Claim{a, b}}, {Question: "What is a?", Claims: []report.Claim{a}}}}},
+			Helped: []Finding{{Question: "What is b?", Claims: []report.Claim{a, b}}, {Question: "What is a?", Claims: []report.Claim{a}}}}},
 			"# Q?\n\n- A. [a.md:1]\n\n## What is b?\n\n- B. [b.md:2]\n"},
 		{"two questions", []Finding{
-			{Question: "Q1?", Claims: []report.Claim{a}, Helped: []tools.Helped{{Question: "What is c?", Claims: []report.Claim{c, d}}}},
+			{Question: "Q1?", Claims: []report.Claim{a}, Helped: []Finding{{Question: "What is c?", Claims: []report.Claim{c, d}}}},
 			{Question: "Q2?", Claims: []report.Claim{d}}},
 			"# Task\n\n## Q1?\n\n- A. [a.md:1]\n\n### What is c?\n\n- C. [c.md:3]\n\n## Q2?\n\n- D. [d.md:4]\n"},
 		{"nothing quoted", []Finding{{Question: "Q?"}}, "# Task\n\nThe documents the researchers read do not answer this.\n"},
