@@ -23,7 +23,7 @@ func TestParseQuestions(t *testing.T) {
 			t.Fatalf("%+v", q)
 		}
 	}
-	if len(qs) != 60 || forms["what-is"] != 20 || forms["handbook-says"] != 20 || forms["natural"] != 20 {
+	if len(qs) != 90 || forms["what-is"] != 30 || forms["handbook-says"] != 30 || forms["natural"] != 30 {
 		t.Fatalf("the held-out set: %d questions, by form %v", len(qs), forms)
 	}
 	for _, bad := range []string{"", "# only a comment\n", "what-is\tWhat is X?\tglossary.md\n", "what-is\t\tglossary.md\tx\n"} {

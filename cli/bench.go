@@ -273,7 +273,7 @@ func newBenchDemoCmd() *cobra.Command {
 		Short: "lloyal run end to end on held-out handbook questions: answers, citations, loops",
 		Long: `Runs lloyal run's whole harness (planner, researchers, the walk through
 delegate and fetch_page, helpers, publisher; write_note allowed as if you
-pressed y) once per held-out question about the built-in handbook — 60
+pressed y) once per held-out question about the built-in handbook — 90
 questions in three forms, written by hand and kept in bench/demo-questions.tsv
 — and prints per form: the share of final notes holding the answer, of
 runs citing a file that answers, runs citing a file that does not exist,
