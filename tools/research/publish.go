@@ -87,15 +87,14 @@ func GroundedNote(task string, findings []Finding) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n", task)
 	quoted := 0
-	var held []report.Claim
 	list := func(claims []report.Claim) {
 		b.WriteString("\n")
 		for _, c := range claims {
 			fmt.Fprintf(&b, "- %s\n", c.Cited())
-			held = append(held, c)
 			quoted++
 		}
 	}
+	var held []report.Claim // every researcher's, then each helper's listed
 	for _, f := range findings {
 		held = append(held, f.Claims...)
 	}
@@ -119,6 +118,7 @@ func GroundedNote(task string, findings []Finding) string {
 			if len(fresh) > 0 {
 				fmt.Fprintf(&b, "\n%s %s\n", sub, h.Question)
 				list(fresh)
+				held = append(held, fresh...)
 			}
 		}
 	}

@@ -26,6 +26,9 @@ func TestGroundedNoteMergesHelpersClaims(t *testing.T) {
 			{Question: "Q1?", Claims: []report.Claim{a}, Helped: []Finding{{Question: "What is c?", Claims: []report.Claim{c, d}}}},
 			{Question: "Q2?", Claims: []report.Claim{d}}},
 			"# Task\n\n## Q1?\n\n- A. [a.md:1]\n\n### What is c?\n\n- C. [c.md:3]\n\n## Q2?\n\n- D. [d.md:4]\n"},
+		{"two helpers, one quote", []Finding{{Question: "Q?", Claims: []report.Claim{a},
+			Helped: []Finding{{Question: "What is b?", Claims: []report.Claim{b}}, {Question: "What is c?", Claims: []report.Claim{b, c}}}}},
+			"# Q?\n\n- A. [a.md:1]\n\n## What is b?\n\n- B. [b.md:2]\n\n## What is c?\n\n- C. [c.md:3]\n"},
 		{"nothing quoted", []Finding{{Question: "Q?"}}, "# Task\n\nThe documents the researchers read do not answer this.\n"},
 	}
 	for _, tt := range tests {
