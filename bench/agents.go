@@ -99,7 +99,7 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 		for _, streams := range []bool{false, true} {
 			name, cells := "local", loopCells(o, spine, n)
 			if streams {
-				name, cells = "local, streams", streamCells(o, spine, n)
+				name, cells = "local, streams", streamCells(spine, agentCells(o), n)
 			}
 			rb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cells, NBatch: 512, NSeqMax: n + 2, NThreads: o.Threads, Streams: streams})
 			if err != nil {
@@ -356,10 +356,11 @@ func spineCells(be engine.Backend, system string, tools ...engine.Tool) (int, er
 }
 
 // streamCells is a context with a stream per branch (n agents, the spine,
-// one spare) that each hold the spine and one agent's whole loop above the
-// cells the runtime keeps free: with streams, pressure is each stream's.
-func streamCells(o AgentsOptions, spine, n int) int {
-	return (n + 2) * roundCells(spine+agentCells(o)+engine.DefaultSoftLimit)
+// one spare) that each hold the spine and one agent's cells (agent) above
+// the cells the runtime keeps free: with streams, pressure is each
+// stream's.
+func streamCells(spine, agent, n int) int {
+	return (n + 2) * roundCells(spine+agent+engine.DefaultSoftLimit)
 }
 
 // roundCells rounds a cell count up to llama.cpp's step of 256.

@@ -101,9 +101,8 @@ func (b *serverBench) run(ctx context.Context, w io.Writer) error {
 			b.print(tw, label, n, r)
 		}
 		// And with a stream per branch (lloyal run --streams), each
-		// holding the spine and one agent's text above the cells the
-		// runtime keeps free (with streams, pressure is each stream's).
-		sb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: (n + 2) * roundCells(got+b.Tokens+64+engine.DefaultSoftLimit), NBatch: 512, NSeqMax: n + 2, NThreads: b.Threads, Streams: true})
+		// holding the spine and one agent's text (and its task).
+		sb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: streamCells(got, b.Tokens+64, n), NBatch: 512, NSeqMax: n + 2, NThreads: b.Threads, Streams: true})
 		if err != nil {
 			return fmt.Errorf("local streams, %d agents: %w", n, err)
 		}
