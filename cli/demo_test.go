@@ -39,7 +39,8 @@ func TestDemoReachesEveryPart(t *testing.T) {
 			tp := filepath.Join(dir, "run.jsonl")
 			cmd := lloyalCmd(bin, dir, cache, "run", "--headless", "--grant", "write_note", "--seed", fmt.Sprint(seed),
 				"--workspace", filepath.Join(dir, "notes"), "--trace", tp, "--grants-file", filepath.Join(dir, "grants.json"))
-			if out, err := cmd.CombinedOutput(); err != nil {
+			out, err := cmd.CombinedOutput()
+			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
 			st := trace.Stats{}
@@ -73,6 +74,14 @@ func TestDemoReachesEveryPart(t *testing.T) {
 			note, _ := os.ReadFile(filepath.Join(dir, "notes", notes[0].Name()))
 			if !strings.Contains(string(note), "\n### What is ") {
 				t.Errorf("the note has no helper's sub-question:\n%s", note)
+			}
+			// The run ends on what its note says: the printed report quotes
+			// every claim the note lists, the helpers' too.
+			_, printed, _ := strings.Cut(string(out), "\n== report\n")
+			for _, l := range strings.Split(string(note), "\n") {
+				if claim, ok := strings.CutPrefix(l, "- "); ok && !strings.Contains(printed, claim) {
+					t.Errorf("the report lacks the note's %q:\n%s", claim, printed)
+				}
 			}
 		})
 	}

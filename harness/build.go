@@ -792,7 +792,7 @@ func (p *Program) terminal(r Role, results map[string][]engine.AgentResult) (eng
 		}
 		return c.g.Report(tools.ReportOptions{Claims: p.grounded(t), Paraphrase: !t.QuoteOnly}), nil
 	case TerminalPublish:
-		return research.PublisherReport(research.Findings(results[t.From]), p.grounded(t), t.QuoteOnly), nil
+		return research.PublisherReport(p.o.Input, p.helped(research.Findings(results[t.From])), p.grounded(t), t.QuoteOnly), nil
 	}
 	return engine.Terminal(t.Name, t.Description, json.RawMessage(mustJSON(t.Schema))), nil
 }

@@ -998,11 +998,19 @@ func claimPath(source string) string {
 }
 
 // PublisherSchema is the final report's schema over the findings: sources
-// among theirs; grounded, claims among theirs (and, paraphrase, an answer
-// in the model's words).
+// among theirs; grounded, claims among theirs and an answer in the model's
+// words (paraphrase), or quotes alone: then exactly claims, in their order.
 func PublisherSchema(sources []string, claims []report.Claim, grounded, paraphrase bool) json.RawMessage {
 	if !grounded {
 		return json.RawMessage(answerSchema(append([]string{}, sources...)))
+	}
+	if !paraphrase && len(claims) > 0 {
+		// A quote-only publisher has nothing to write but the findings'
+		// claims: picking three of them (as a researcher picks among what
+		// it read) would end the run on a report that leaves out what its
+		// saved note holds.
+		b, _ := json.Marshal(claims)
+		return json.RawMessage(`{"type":"object","properties":{"claims":{"const":` + string(b) + `,"description":"the findings' quotes, with file and lines"}},"required":["claims"]}`)
 	}
 	return json.RawMessage(claimsSchema(append([]Claim{}, claims...), paraphrase))
 }

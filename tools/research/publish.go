@@ -86,14 +86,44 @@ func (h *Harness) PublisherTools() (note, terminal engine.Tool) {
 func GroundedNote(task string, findings []Finding) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n", task)
-	quoted := 0
-	list := func(claims []report.Claim) {
+	secs := noteSections(task, findings)
+	for _, s := range secs {
+		if s.heading != "" {
+			fmt.Fprintf(&b, "\n%s\n", s.heading)
+		}
 		b.WriteString("\n")
-		for _, c := range claims {
+		for _, c := range s.claims {
 			fmt.Fprintf(&b, "- %s\n", c.Cited())
-			quoted++
 		}
 	}
+	if len(secs) == 0 {
+		b.WriteString("\nThe documents the researchers read do not answer this.\n")
+	}
+	return b.String()
+}
+
+// NoteClaims are the claims a grounded note lists, in its order: what the
+// publisher's quote-only report holds, so that the report a run ends with
+// says what its saved note says.
+func NoteClaims(task string, findings []Finding) []report.Claim {
+	var out []report.Claim
+	for _, s := range noteSections(task, findings) {
+		out = append(out, s.claims...)
+	}
+	return out
+}
+
+// section is a heading of a grounded note ("" for none) and its claims.
+type section struct {
+	heading string
+	claims  []report.Claim
+}
+
+// noteSections are a grounded note's sections: each question that has
+// claims (under its own heading unless it is the task), then its helpers'
+// sub-questions with the claims the note does not hold yet.
+func noteSections(task string, findings []Finding) []section {
+	var out []section
 	var held []report.Claim // every researcher's, then each helper's listed
 	for _, f := range findings {
 		held = append(held, f.Claims...)
@@ -102,12 +132,11 @@ func GroundedNote(task string, findings []Finding) string {
 		if len(f.Claims) == 0 {
 			continue
 		}
-		sub := "##"
+		heading, sub := "", "##"
 		if f.Question != task {
-			fmt.Fprintf(&b, "\n## %s\n", f.Question)
-			sub = "###"
+			heading, sub = "## "+f.Question, "###"
 		}
-		list(f.Claims)
+		out = append(out, section{heading, f.Claims})
 		for _, h := range f.Helped {
 			var fresh []report.Claim
 			for _, c := range h.Claims {
@@ -116,16 +145,12 @@ func GroundedNote(task string, findings []Finding) string {
 				}
 			}
 			if len(fresh) > 0 {
-				fmt.Fprintf(&b, "\n%s %s\n", sub, h.Question)
-				list(fresh)
+				out = append(out, section{sub + " " + h.Question, fresh})
 				held = append(held, fresh...)
 			}
 		}
 	}
-	if quoted == 0 {
-		b.WriteString("\nThe documents the researchers read do not answer this.\n")
-	}
-	return b.String()
+	return out
 }
 
 // FixedNote is write_note with its arguments fixed: a note named "report"
@@ -140,17 +165,28 @@ func FixedNote(note engine.Tool, text string) engine.Tool {
 
 // PublisherReport is the publisher's terminal tool: its sources only the
 // findings' (none found: an empty list); grounded, its claims only the
-// findings' claims; quoteOnly, its answer only those claims.
-func PublisherReport(findings []Finding, grounded, quoteOnly bool) engine.Tool {
+// claims the task's grounded note lists (the researchers', then their
+// helpers'); quoteOnly, exactly those claims, so that the run ends on what
+// its note says.
+func PublisherReport(task string, findings []Finding, grounded, quoteOnly bool) engine.Tool {
 	var sources []string
-	var claims []report.Claim
 	for _, f := range findings {
 		for _, s := range f.Sources {
 			if !slices.Contains(sources, s) {
 				sources = append(sources, s)
 			}
 		}
-		claims = append(claims, f.Claims...)
+	}
+	var claims []report.Claim
+	for _, c := range NoteClaims(task, findings) {
+		if !slices.Contains(claims, c) {
+			claims = append(claims, c)
+		}
+		// A helper's quote cites what the helper read: the report's
+		// sources follow its claims.
+		if path, _, _ := report.SplitSource(c.Source); !slices.Contains(sources, path) {
+			sources = append(sources, path)
+		}
 	}
 	schema := tools.PublisherSchema(sources, claims, grounded, !quoteOnly)
 	spec := engine.ToolSpec{Name: "report", Description: "Give the final report with the files it rests on. Call this once, when you are done.", Parameters: schema}

@@ -1,7 +1,13 @@
 package research
 
 import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine"
 
 	"github.com/lloyal-ai/lloyal/engine/report"
 )
@@ -39,6 +45,57 @@ func TestGroundedNoteMergesHelpersClaims(t *testing.T) {
 			}
 			if got := GroundedNote(task, tt.findings); got != tt.want {
 				t.Errorf("note:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// A quote-only publisher's report is exactly the claims its note lists,
+// the helpers' included, and its guard takes their sources; a publisher
+// that paraphrases may quote any of them and nothing else.
+func TestPublisherReportHoldsTheNotesClaims(t *testing.T) {
+	a := report.Claim{Quote: "A.", Source: "a.md:1"}
+	b := report.Claim{Quote: "B.", Source: "b.md:2"}
+	c := report.Claim{Quote: "C.", Source: "c.md:3"}
+	findings := []Finding{{Question: "Q?", Sources: []string{"a.md"}, Claims: []report.Claim{a, b},
+		Helped: []Finding{{Question: "What is c?", Sources: []string{"c.md"}, Claims: []report.Claim{b, c}}}}}
+	if got := NoteClaims("Q?", findings); !slices.Equal(got, []report.Claim{a, b, c}) {
+		t.Fatalf("note's claims %v, want a, b, c", got)
+	}
+	all, _ := json.Marshal(map[string]any{"claims": []report.Claim{a, b, c}})
+	made, _ := json.Marshal(map[string]any{"claims": []report.Claim{a, {Quote: "Made up.", Source: "a.md:9"}}})
+	tests := []struct {
+		name      string
+		quoteOnly bool
+		args      []byte
+		refused   bool
+	}{
+		{"quotes alone, the note's claims", true, all, false},
+		{"quotes alone, a made-up claim", true, made, true},
+		{"paraphrase, the note's claims", false, all, false},
+		{"paraphrase, a made-up claim", false, made, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tool := PublisherReport("Q?", findings, true, tt.quoteOnly)
+			s := tool.Spec()
+			if tt.quoteOnly {
+				var schema struct {
+					Properties struct {
+						Claims struct {
+							Const []report.Claim `json:"const"`
+						} `json:"claims"`
+					} `json:"properties"`
+				}
+				if err := json.Unmarshal(s.Parameters, &schema); err != nil || !slices.Equal(schema.Properties.Claims.Const, []report.Claim{a, b, c}) {
+					t.Errorf("schema %s (%v): want the claims fixed to the note's", s.Parameters, err)
+				}
+			} else if !strings.Contains(string(s.Parameters), `"C."`) {
+				t.Errorf("schema %s does not offer the helper's claim", s.Parameters)
+			}
+			msg := s.BeforeDispatch(context.Background(), engine.Call{Tool: "report", Args: tt.args})
+			if (msg != "") != tt.refused {
+				t.Errorf("guard said %q, want refused %v", msg, tt.refused)
 			}
 		})
 	}
