@@ -456,6 +456,21 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 	return out
 }
 
+// Len is the number of lines of the corpus file path (0 for none).
+func (g *Grounding) Len(path string) int {
+	if d := g.docs[path]; d != nil {
+		return len(d.Lines)
+	}
+	return 0
+}
+
+// Blank reports whether line n of the corpus file path is blank (or not
+// there).
+func (g *Grounding) Blank(path string, n int) bool {
+	d := g.docs[path]
+	return d == nil || n < 1 || n > len(d.Lines) || strings.TrimSpace(d.Lines[n-1]) == ""
+}
+
 // SectionEnd is the last line of the section a passage of path ending at
 // line to runs on in: up to the line before the next heading, at most
 // most lines after to, and never past the file's end.

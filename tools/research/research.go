@@ -8,6 +8,7 @@
 package research
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -265,7 +266,11 @@ func QuestionQueries(search engine.Tool) engine.Tool {
 func HitReads(g *tools.Grounding, read engine.Tool) engine.Tool {
 	spec := read.Spec()
 	spec.ParametersFor = func(a *engine.Agent) json.RawMessage {
-		next, ok := nextRead(g.Passages(a.ID))
+		passages := g.Passages(a.ID)
+		next, ok := nextRead(passages)
+		if !ok {
+			next, ok = readOn(passages, g.Len, g.Blank)
+		}
 		if !ok {
 			return nil
 		}
@@ -273,6 +278,38 @@ func HitReads(g *tools.Grounding, read engine.Tool) engine.Tool {
 		return json.RawMessage(`{"const":` + string(b) + `}`)
 	}
 	return engine.Func{S: spec, Fn: read.Execute}
+}
+
+// readOn is where a read goes once every passage a search showed has been
+// read (two hits in one section): on past the furthest line read of the
+// file whose hit scored best, or of the next file that has lines left. A
+// section often leads up to what the next one says (a backup page's
+// command, then its recommended schedule), and a model left to name a
+// read itself writes a path it never saw. lines is a file's line count,
+// and blank whether one of its lines is blank.
+func readOn(passages []tools.Passage, lines func(path string) int, blank func(path string, n int) bool) (tools.Passage, bool) {
+	// Best score first (a passage read whole keeps no score of its own).
+	hits := slices.Clone(passages)
+	slices.SortStableFunc(hits, func(a, b tools.Passage) int { return cmp.Compare(b.Score, a.Score) })
+	for _, h := range hits {
+		last := 0
+		for _, p := range passages {
+			if p.Read && p.Path == h.Path {
+				last = max(last, p.To)
+			}
+		}
+		if last == 0 {
+			continue
+		}
+		// From the next line that says something: a blank line read alone
+		// would end the read before the heading under it.
+		for from := last + 1; from <= lines(h.Path); from++ {
+			if !blank(h.Path, from) {
+				return tools.Passage{Path: h.Path, From: from, To: from}, true
+			}
+		}
+	}
+	return tools.Passage{}, false
 }
 
 // readEnd is the last line a read of passage p takes: the rest of its

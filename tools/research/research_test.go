@@ -77,11 +77,12 @@ func TestHitReadsOfferTheSearchsPassages(t *testing.T) {
 	}
 	be := enginetest.New(1 << 16)
 	be.Script(q, enginetest.ToolCall("search", `{"query":"`+q+`"}`),
-		enginetest.ToolCall("read_file", `{"path":"operations/backup-and-restore.md","start_line":66,"end_line":68}`),
+		enginetest.ToolCall("read_file", `{"path":"operations/backup-and-restore.md","start_line":66,"end_line":106}`),
 		enginetest.ToolCall("read_file", `{"path":"faq/troubleshooting.md","start_line":43,"end_line":47}`),
+		enginetest.ToolCall("read_file", `{"path":"faq/troubleshooting.md","start_line":48,"end_line":53}`),
 		enginetest.ToolCall("report", `{"answer":"x","sources":["faq/troubleshooting.md"]}`))
 	_, err := engine.New(be, engine.Options{}).Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{search, engine.Func{S: spec, Fn: read.Execute}}, Terminal: h.grounding.Report(tools.ReportOptions{}),
-		MaxTurns: 6, Orchestrate: engine.Parallel(engine.AgentSpec{Task: q})})
+		MaxTurns: 7, Orchestrate: engine.Parallel(engine.AgentSpec{Task: q})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +97,11 @@ func TestHitReadsOfferTheSearchsPassages(t *testing.T) {
 	}
 	if second == first || !strings.HasPrefix(second, `{"const":`) {
 		t.Fatalf("after reading the best passage: %s", second)
+	}
+	// Every passage read (the first read ran to the page's end): the
+	// next read goes on in the other file, never a path the model writes.
+	if len(schemas) < 4 || !strings.HasPrefix(schemas[3], `{"const":{"end_line":53,"path":"faq/troubleshooting.md","start_line":4`) {
+		t.Fatalf("after reading every passage: %q", schemas[3:])
 	}
 }
 
@@ -124,6 +130,45 @@ func TestNextRead(t *testing.T) {
 		if s := fmt.Sprintf("%s:%d", got.Path, got.From); ok != (tc.want != "") || ok && s != tc.want {
 			t.Errorf("%s: next read %s (%v), want %q", tc.name, s, ok, tc.want)
 		}
+	}
+}
+
+// Once every passage a search showed is read, a read goes on past the
+// furthest line read of the best hit's file (from the next line that is
+// not blank), or of the next file with lines left; a file read to its end
+// has none.
+func TestReadOn(t *testing.T) {
+	c, err := tools.LoadCorpusFS(fstest.MapFS{
+		"a.md": {Data: []byte("# A\n\nOne.\nTwo.\n\n## More\n\nThree.\n")},
+		"b.md": {Data: []byte("# B\n\nFour.\n")},
+	}, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := tools.NewGrounding(c)
+	read := func(path string, from, to int) tools.Passage {
+		return tools.Passage{Path: path, From: from, To: to, Read: true}
+	}
+	hit := func(path string, from, to int, score float64) tools.Passage {
+		return tools.Passage{Path: path, From: from, To: to, Score: score}
+	}
+	for _, tc := range []struct {
+		name     string
+		passages []tools.Passage
+		want     string // path:from, or "" for none
+	}{
+		{"past the best hit's read, to the heading below", []tools.Passage{read("a.md", 1, 4), hit("a.md", 3, 4, 9), read("b.md", 1, 2), hit("b.md", 1, 2, 5)}, "a.md:6"},
+		{"the next file where the best one is read to its end", []tools.Passage{read("a.md", 1, 8), hit("a.md", 3, 4, 9), read("b.md", 1, 1), hit("b.md", 1, 1, 5)}, "b.md:3"},
+		{"every file read to its end", []tools.Passage{read("a.md", 1, 8), hit("a.md", 3, 4, 9), read("b.md", 1, 3), hit("b.md", 3, 3, 5)}, ""},
+		{"nothing read", []tools.Passage{hit("a.md", 3, 4, 9)}, ""},
+	} {
+		got, ok := readOn(tc.passages, g.Len, g.Blank)
+		if s := fmt.Sprintf("%s:%d", got.Path, got.From); ok != (tc.want != "") || ok && s != tc.want {
+			t.Errorf("%s: read on at %s (%v), want %q", tc.name, s, ok, tc.want)
+		}
+	}
+	if got := readEnd(g, tools.Passage{Path: "a.md", From: 6, To: 6}); got != 8 {
+		t.Errorf("a read on from a heading ends at %d, want its section's end, 8", got)
 	}
 }
 
