@@ -105,15 +105,18 @@ func TestHitReadsOfferTheSearchsPassages(t *testing.T) {
 	}
 }
 
+// read is a passage read whole; hit, one a search showed with its score.
+func read(path string, from, to int) tools.Passage {
+	return tools.Passage{Path: path, From: from, To: to, Read: true}
+}
+
+func hit(path string, from, to int, score float64) tools.Passage {
+	return tools.Passage{Path: path, From: from, To: to, Score: score}
+}
+
 // The next read is the unread passage with the best search score, one in a
 // file already opened counting a little less.
 func TestNextRead(t *testing.T) {
-	read := func(path string, from, to int) tools.Passage {
-		return tools.Passage{Path: path, From: from, To: to, Read: true}
-	}
-	hit := func(path string, from, to int, score float64) tools.Passage {
-		return tools.Passage{Path: path, From: from, To: to, Score: score}
-	}
 	for _, tc := range []struct {
 		name     string
 		passages []tools.Passage
@@ -146,12 +149,6 @@ func TestReadOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := tools.NewGrounding(c)
-	read := func(path string, from, to int) tools.Passage {
-		return tools.Passage{Path: path, From: from, To: to, Read: true}
-	}
-	hit := func(path string, from, to int, score float64) tools.Passage {
-		return tools.Passage{Path: path, From: from, To: to, Score: score}
-	}
 	for _, tc := range []struct {
 		name     string
 		passages []tools.Passage
