@@ -568,7 +568,7 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 	if r.Terminal.Builtin == TerminalPublish && p.grounded(r.Terminal) {
 		// A grounded note is the findings' claims with their citations:
 		// the model chooses nothing, a person still approves it.
-		note := research.GroundedNote(p.o.Input, p.helped(research.Findings(results[r.Terminal.From])))
+		note := research.GroundedNote(p.o.Input, p.findings(results[r.Terminal.From]))
 		for i, name := range r.Tools {
 			if p.f.Tools[name].Builtin == "write_note" {
 				ts[i] = research.FixedNote(ts[i], note)
@@ -760,9 +760,10 @@ func joined(rs []engine.AgentResult) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// helped fills in the findings of the helpers each finding's agent
-// started.
-func (p *Program) helped(findings []research.Finding) []research.Finding {
+// findings are a publisher's findings from its step's results, each with
+// the findings of the helpers its agent started.
+func (p *Program) findings(results []engine.AgentResult) []research.Finding {
+	findings := research.Findings(results)
 	for i := range findings {
 		findings[i].Helped = research.Findings(p.helpers.of(findings[i].Agent))
 	}
@@ -792,7 +793,7 @@ func (p *Program) terminal(r Role, results map[string][]engine.AgentResult) (eng
 		}
 		return c.g.Report(tools.ReportOptions{Claims: p.grounded(t), Paraphrase: !t.QuoteOnly}), nil
 	case TerminalPublish:
-		return research.PublisherReport(p.o.Input, p.helped(research.Findings(results[t.From])), p.grounded(t), t.QuoteOnly), nil
+		return research.PublisherReport(p.o.Input, p.findings(results[t.From]), p.grounded(t), t.QuoteOnly), nil
 	}
 	return engine.Terminal(t.Name, t.Description, json.RawMessage(mustJSON(t.Schema))), nil
 }

@@ -140,14 +140,9 @@ func SubQuestions(tasks []string) []string {
 	return out
 }
 
-// Helpers runs pool, helper agents forked from the calling agent inside
-// its tool call, and returns their results as a delegate call's result:
-// each task, how its agent ended, its answer or why it has none.
-func Helpers(ctx context.Context, pool engine.PoolSpec) (any, error) {
-	return helpersResult(engine.RunPool(ctx, pool)), nil
-}
-
-// helpersResult is a delegate call's result from its helpers' pool.
+// helpersResult is a delegate call's result from its helpers' pool (helper
+// agents forked from the calling agent inside its tool call): each task,
+// how its agent ended, its answer or why it has none.
 func helpersResult(res *engine.PoolResult, err error) any {
 	if res == nil || err != nil && len(res.Agents) == 0 {
 		return engine.ErrorResult("the helpers could not start: %v", err)

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
-
 	"github.com/lloyal-ai/lloyal/engine/report"
 )
 

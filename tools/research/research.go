@@ -269,7 +269,7 @@ func HitReads(g *tools.Grounding, read engine.Tool) engine.Tool {
 		passages := g.Passages(a.ID)
 		next, ok := nextRead(passages)
 		if !ok {
-			next, ok = readOn(passages, g.Len, g.Blank)
+			next, ok = readOn(g, passages)
 		}
 		if !ok {
 			return nil
@@ -285,9 +285,8 @@ func HitReads(g *tools.Grounding, read engine.Tool) engine.Tool {
 // file whose hit scored best, or of the next file that has lines left. A
 // section often leads up to what the next one says (a backup page's
 // command, then its recommended schedule), and a model left to name a
-// read itself writes a path it never saw. lines is a file's line count,
-// and blank whether one of its lines is blank.
-func readOn(passages []tools.Passage, lines func(path string) int, blank func(path string, n int) bool) (tools.Passage, bool) {
+// read itself writes a path it never saw.
+func readOn(g *tools.Grounding, passages []tools.Passage) (tools.Passage, bool) {
 	// Best score first (a passage read whole keeps no score of its own).
 	hits := slices.Clone(passages)
 	slices.SortStableFunc(hits, func(a, b tools.Passage) int { return cmp.Compare(b.Score, a.Score) })
@@ -303,8 +302,8 @@ func readOn(passages []tools.Passage, lines func(path string) int, blank func(pa
 		}
 		// From the next line that says something: a blank line read alone
 		// would end the read before the heading under it.
-		for from := last + 1; from <= lines(h.Path); from++ {
-			if !blank(h.Path, from) {
+		for from := last + 1; from <= g.Len(h.Path); from++ {
+			if !g.Blank(h.Path, from) {
 				return tools.Passage{Path: h.Path, From: from, To: from}, true
 			}
 		}

@@ -159,7 +159,7 @@ func TestReadOn(t *testing.T) {
 		{"every file read to its end", []tools.Passage{read("a.md", 1, 8), hit("a.md", 3, 4, 9), read("b.md", 1, 3), hit("b.md", 3, 3, 5)}, ""},
 		{"nothing read", []tools.Passage{hit("a.md", 3, 4, 9)}, ""},
 	} {
-		got, ok := readOn(tc.passages, g.Len, g.Blank)
+		got, ok := readOn(g, tc.passages)
 		if s := fmt.Sprintf("%s:%d", got.Path, got.From); ok != (tc.want != "") || ok && s != tc.want {
 			t.Errorf("%s: read on at %s (%v), want %q", tc.name, s, ok, tc.want)
 		}
