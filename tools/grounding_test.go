@@ -428,24 +428,25 @@ func TestClaimsJoinSentencesThatPointBack(t *testing.T) {
 }
 
 // A list right under a heading says what the heading names; an item that
-// repeats the heading's words is no better an answer than the others.
+// repeats the heading's words is no better an answer than the others, and
+// an item under another heading comes after every one under this.
 func TestClaimsReadListsUnderTheirHeading(t *testing.T) {
 	text := "# Error codes\n\n## TW-409 duplicate job name in the harbor\n\n- Meaning: a job with the same name is already waiting or running.\n- Runbook: operations/runbook-tw-409.md\n\n## TW-429 harbor above high water\n\n- Meaning: the harbor holds too many waiting jobs.\n"
 	got, _, _ := offered(t, text, "What does the handbook say about error TW-409?")
 	if len(got) < 2 || got[0].Quote != "Meaning: a job with the same name is already waiting or running." {
 		t.Fatalf("offered %q: want the first item under the TW-409 heading first", got)
 	}
-	for _, c := range got {
-		if strings.Contains(c.Quote, "too many waiting") {
-			t.Errorf("an item under another heading was offered: %q", c.Quote)
-		}
+	other := slices.IndexFunc(got, func(c Claim) bool { return strings.Contains(c.Quote, "too many waiting") })
+	runbook := slices.IndexFunc(got, func(c Claim) bool { return strings.Contains(c.Quote, "runbook-tw-409") })
+	if runbook < 0 || other >= 0 && other < runbook {
+		t.Errorf("offered %q: want every item under the TW-409 heading before one under another", got)
 	}
 }
 
-// Quoting alone, a report's first two claims are the sentences closest to
-// the question, and the model picks the third of the next two.
+// Quoting alone, a report's first four claims are the sentences closest
+// to the question, and the model picks the fifth of the next two.
 func TestQuotesStartWithTheClosestClaims(t *testing.T) {
-	offered := []Claim{{Quote: "best", Source: "a.md:1"}, {Quote: "second", Source: "a.md:2"}, {Quote: "third", Source: "b.md:3"}, {Quote: "fourth", Source: "b.md:4"}}
+	offered := []Claim{{Quote: "best", Source: "a.md:1"}, {Quote: "second", Source: "a.md:2"}, {Quote: "third", Source: "b.md:3"}, {Quote: "fourth", Source: "b.md:4"}, {Quote: "fifth", Source: "b.md:5"}, {Quote: "sixth", Source: "b.md:6"}}
 	var s struct {
 		Properties struct {
 			Claims struct {
@@ -459,16 +460,16 @@ func TestQuotesStartWithTheClosestClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	sets := s.Properties.Claims.AnyOf
-	if len(sets) != 2 { // [0 1 2] [0 1 3]
+	if len(sets) != 2 { // [0 1 2 3 4] [0 1 2 3 5]
 		t.Fatalf("%d choices: %+v", len(sets), sets)
 	}
 	for _, set := range sets {
-		if len(set.Const) != 3 || set.Const[0] != offered[0] || set.Const[1] != offered[1] {
-			t.Errorf("a choice that is not the two closest claims and a third: %+v", set.Const)
+		if len(set.Const) != 5 || fmt.Sprint(set.Const[:4]) != fmt.Sprint(offered[:4]) {
+			t.Errorf("a choice that is not the four closest claims and a fifth: %+v", set.Const)
 		}
 	}
-	// One or two sentences offered are the whole report.
-	for n := 1; n <= 2; n++ {
+	// Up to four sentences offered are the whole report.
+	for n := 1; n <= 4; n++ {
 		if err := json.Unmarshal([]byte(claimsSchema(offered[:n], false)), &s); err != nil {
 			t.Fatal(err)
 		}
