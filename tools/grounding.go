@@ -900,13 +900,10 @@ func claimsSchema(offered []Claim, paraphrase bool) string {
 		// handbook-says answers; five down to 0.15, 33).
 		var subsets []string
 		fixed, want := min(fixedClaims, len(offered)), min(maxClaims, len(offered))
-		for _, set := range orderedSubsets(len(offered), want, want) {
-			if !slices.Equal(set[:fixed], seq(fixed)) {
-				continue
-			}
-			var cs []Claim
+		for _, set := range orderedSubsets(len(offered)-fixed, want-fixed, want-fixed) {
+			cs := slices.Clone(offered[:fixed])
 			for _, i := range set {
-				cs = append(cs, offered[i])
+				cs = append(cs, offered[fixed+i])
 			}
 			b, _ := json.Marshal(cs)
 			subsets = append(subsets, `{"const":`+string(b)+`}`)
@@ -921,15 +918,6 @@ func claimsSchema(offered []Claim, paraphrase bool) string {
 	}
 	props := fmt.Sprintf(`"claims":{"type":"array","items":{"anyOf":[%s]},"minItems":1,"maxItems":%d,"description":"sentences quoted from what you read, with file and lines"}`, strings.Join(alts, ","), maxClaims)
 	return `{"type":"object","properties":{` + props + `,"answer":` + answer + `},"required":["claims"]}`
-}
-
-// seq is 0..n-1.
-func seq(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
-	}
-	return out
 }
 
 // orderedSubsets are the subsets of 0..n-1 of least to most members, each
