@@ -50,10 +50,13 @@ type benchRow struct {
 // in this process, one batched decode per tick; twice, the second time with
 // the spine prefilled before the clock starts), then, where o.Server is
 // set, on that inference server (one request per agent, all in flight at
-// once), twice for each N: the second pass meets whatever the server cached
-// from the first. Each row is the wall time, aggregate tokens/s, the prompt
-// tokens the backend was given and how many it really evaluated (locally
-// the spine once plus each agent's own task; on a server what it reports).
+// once), three times for each N: the second pass sends the same prompts
+// again, which the server may find whole in its cache, tasks included; the
+// third gives the agents new tasks of as many tokens, so that only the
+// spine can be cached, as in the local spine-cached row. Each row is the
+// wall time, aggregate tokens/s, the prompt tokens the backend was given
+// and how many it really evaluated (locally the spine once plus each
+// agent's own task; on a server what it reports).
 func Server(ctx context.Context, w io.Writer, o ServerOptions) error {
 	if o.Spine < 1 || o.Tokens < 1 || o.Threads < 0 {
 		return fmt.Errorf("--spine %d --tokens %d --threads %d: spine and tokens at least 1, threads 0 (the default) or more", o.Spine, o.Tokens, o.Threads)
@@ -90,7 +93,7 @@ func (b *serverBench) run(ctx context.Context, w io.Writer) error {
 		// local row prefills it before the clock starts (a spine kept
 		// across runs), so the two compare like for like.
 		for _, cached := range []bool{false, true} {
-			r, err := b.workload(ctx, be, system, n, nil, cached)
+			r, err := b.workload(ctx, be, system, n, nil, cached, firstTasks)
 			if err != nil {
 				return fmt.Errorf("local, %d agents: %w", n, err)
 			}
@@ -106,7 +109,7 @@ func (b *serverBench) run(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("local streams, %d agents: %w", n, err)
 		}
-		r, err := b.workload(ctx, sb, system, n, nil, true)
+		r, err := b.workload(ctx, sb, system, n, nil, true, firstTasks)
 		label := "local, streams (" + sb.ThreadsLabel() + ") (spine cached)"
 		sb.Close()
 		if err != nil {
@@ -120,15 +123,19 @@ func (b *serverBench) run(ctx context.Context, w io.Writer) error {
 			return err
 		}
 		defer c.Close()
-		// Each count twice: the second pass finds the spine in whatever
-		// cache the server kept from the first (ollama's is per slot).
+		// Each count three times. The second pass finds whatever the
+		// server kept from the first (ollama's cache is per slot): the
+		// whole prompt, the agent's task too, which no local row has
+		// cached. The third pass's tasks are new, so only the spine can be
+		// found, as in the local spine-cached row: the like-for-like one.
 		for _, n := range b.Agents {
-			for pass, label := range []string{"", " (again)"} {
-				r, err := b.workload(ctx, nil, system, n, c, false)
+			passes := []struct{ label, who string }{{"", firstTasks}, {" (again)", firstTasks}, {" (spine cached)", newTasks}}
+			for i, pass := range passes {
+				r, err := b.workload(ctx, nil, system, n, c, false, pass.who)
 				if err != nil {
-					return fmt.Errorf("%s, %d agents, pass %d: %w", c.Name(), n, pass+1, err)
+					return fmt.Errorf("%s, %d agents, pass %d: %w", c.Name(), n, i+1, err)
 				}
-				b.print(tw, string(c.Dialect())+" "+c.Name()+label, n, r)
+				b.print(tw, string(c.Dialect())+" "+c.Name()+pass.label, n, r)
 			}
 		}
 	}
@@ -203,8 +210,9 @@ func spineText(be engine.Backend, n int) (string, int, error) {
 
 // workload runs n agents on the spine, each writing b.Tokens tokens, on
 // the server c or, where c is nil, on local. With cached, the spine is
-// written before the clock starts (local only).
-func (b *serverBench) workload(ctx context.Context, local engine.Backend, system string, n int, c *serverbackend.Client, cached bool) (benchRow, error) {
+// written before the clock starts (local only). Each agent's task starts
+// with who (serverTask).
+func (b *serverBench) workload(ctx context.Context, local engine.Backend, system string, n int, c *serverbackend.Client, cached bool, who string) (benchRow, error) {
 	var mu sync.Mutex
 	r := benchRow{evaluated: 0}
 	count := engine.SinkFunc(func(e event.Event) {
@@ -227,7 +235,7 @@ func (b *serverBench) workload(ctx context.Context, local engine.Backend, system
 	rt := runtimeOn(local, c, o)
 	var specs []engine.AgentSpec
 	for i := range n {
-		specs = append(specs, engine.AgentSpec{Task: fmt.Sprintf("Agent %d: summarise the handbook's section %d.", i+1, i+1)})
+		specs = append(specs, engine.AgentSpec{Task: serverTask(who, i+1)})
 	}
 	spec := engine.PoolSpec{System: system, Orchestrate: engine.Parallel(specs...), MaxTurnTokens: b.Tokens, MaxTurns: 1,
 		Sampling: engine.Sampling{Temperature: 0.8, Seed: 1}}
@@ -258,6 +266,20 @@ func (b *serverBench) workload(ctx context.Context, local engine.Backend, system
 		r.fromServer(c.Usage(), before)
 	}
 	return r, nil
+}
+
+// Whom the workload's tasks address: tasks to newTasks are as long as
+// those to firstTasks in the generated models' tokenizers and in phi-3's,
+// and new to a prompt cache from their first token
+// (TestServerTasksAreNewFromTheirFirstToken).
+const (
+	firstTasks = "Agent"
+	newTasks   = "Editor"
+)
+
+// serverTask is the task of the workload's agent i, addressed as who.
+func serverTask(who string, i int) string {
+	return fmt.Sprintf("%s %d: summarise the handbook's section %d.", who, i, i)
 }
 
 // runtimeOn is a runtime on the server c or, where c is nil, on local.

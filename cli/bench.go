@@ -171,8 +171,10 @@ func newBenchServerCmd() *cobra.Command {
 of free text (no tools), for each N of --agents: first on the local backend
 (llama.cpp in this process, one batched decode per tick), then on --server
 (one request per agent, all in flight at once, the spine a byte-identical
-prefix of every prompt), twice for each N: the second pass meets whatever
-the server cached from the first.
+prefix of every prompt), three times for each N: "(again)" sends the same
+prompts, which the server may find whole in its cache, tasks included;
+"(spine cached)" gives the agents new tasks of as many tokens, so only the
+spine can be cached: the row to set beside the local spine-cached one.
 
 Columns: wall time, aggregate tokens/s (tokens written over wall time), the
 prompt tokens the backend was given, and how many of them it really
