@@ -464,7 +464,7 @@ func TestQuotesStartWithTheClosestClaims(t *testing.T) {
 		t.Fatalf("%d choices: %+v", len(sets), sets)
 	}
 	for _, set := range sets {
-		if len(set.Const) != 5 || fmt.Sprint(set.Const[:4]) != fmt.Sprint(offered[:4]) {
+		if len(set.Const) != 5 || !slices.Equal(set.Const[:4], offered[:4]) {
 			t.Errorf("a choice that is not the four closest claims and a fifth: %+v", set.Const)
 		}
 	}
