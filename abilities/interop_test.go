@@ -1,7 +1,9 @@
 package abilities
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -83,6 +85,28 @@ func TestInteropFilesystemServer(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(root, "new.txt")); string(b) != "written" {
 		t.Fatalf("the file holds %q", b)
+	}
+	// read_media_file answers the image twice, as content and in its
+	// structured content: the model reads a reference, never base64.
+	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7}, 3000)...)
+	_ = os.WriteFile(filepath.Join(root, "chart.png"), png, 0o644)
+	media := tools["fs_read_media_file"]
+	if media == nil {
+		t.Fatalf("no read_media_file in %v", keys(tools))
+	}
+	v, err := media.Execute(context.Background(), json.RawMessage(fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "chart.png"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := v.(map[string]any)
+	att, _ := m["_attachments"].([]map[string]any)
+	delete(m, "_attachments")
+	text, _ := json.Marshal(m)
+	if strings.Contains(string(text), base64.StdEncoding.EncodeToString(png[:300])[:100]) || len(text) > 500 {
+		t.Fatalf("base64 reaches the model: %.300s", text)
+	}
+	if len(att) != 1 || !bytes.Equal(att[0]["data"].([]byte), png) || att[0]["mimeType"] != "image/png" {
+		t.Fatalf("attachments: %d", len(att))
 	}
 }
 

@@ -28,7 +28,9 @@ type Manifest struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	// UseWhen is one line for the spine's catalogue: when an agent should
-	// reach for this ability.
+	// reach for this ability. It is written into every agent's system
+	// prompt, so it may hold no line break, code fence or role marker
+	// (checkUseWhen).
 	UseWhen string `json:"useWhen"`
 	// Instructions is a Markdown file of the bundle given to the agents
 	// that use the ability (optional).
@@ -43,8 +45,10 @@ type Manifest struct {
 	// protection: a tool the server marks destructive, or does not mark
 	// read-only, is protected whatever the manifest says.
 	Protect []string `json:"protect,omitempty"`
-	// Timeout is the most a call may take (a Go duration, e.g. "30s";
-	// default 60s): past it the call ends and the server is stopped.
+	// Timeout is how long a call may wait without a word from its server
+	// (a Go duration, e.g. "30s"; default 60s): past it the call ends and
+	// the server is stopped. A progress notification is a word; a call
+	// that keeps reporting progress ends at ten times the timeout.
 	Timeout string `json:"timeout,omitempty"`
 	// Restarts is how many times a server that crashed or hung is started
 	// again in one run (default 2).
@@ -89,8 +93,8 @@ func ParseManifest(data []byte, files map[string][]byte) (*Manifest, error) {
 	if strings.TrimSpace(m.Version) == "" {
 		return bad("no version: give one (e.g. \"1.0.0\")")
 	}
-	if strings.TrimSpace(m.UseWhen) == "" || strings.ContainsAny(m.UseWhen, "\r\n") || len(m.UseWhen) > 200 {
-		return bad("useWhen %q: give one line of at most 200 characters saying when to use the ability", m.UseWhen)
+	if err := checkUseWhen(m.UseWhen); err != nil {
+		return bad("%v", err)
 	}
 	for field, f := range map[string]string{"instructions": m.Instructions, "settings": m.Settings} {
 		if f == "" {
@@ -125,7 +129,7 @@ func ParseManifest(data []byte, files map[string][]byte) (*Manifest, error) {
 	return &m, nil
 }
 
-// CallTimeout is the most one call may take.
+// CallTimeout is how long a call may wait without a word from its server.
 func (m *Manifest) CallTimeout() (time.Duration, error) {
 	if m.Timeout == "" {
 		return DefaultTimeout, nil

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // SettingsMeta is the _meta key under which every call carries the user's
@@ -37,7 +37,8 @@ const SettingsMeta = "lloyal.ai/settings"
 type Server struct {
 	ab      *Installed
 	timeout time.Duration
-	client  string // lloyal's version, sent as the MCP client's
+	maxRun  time.Duration // the most a call reporting progress runs (progressRuns × timeout)
+	client  string        // lloyal's version, sent as the MCP client's
 
 	mu     sync.Mutex
 	live   *conn
@@ -45,11 +46,16 @@ type Server struct {
 	last   string // why the last server ended
 
 	tokens   atomic.Int64
-	progress sync.Map // progress token → func(*mcp.ProgressNotificationParams)
+	progress sync.Map // progress token → *callProgress
 
-	// What a call reports through (engine.OnProgress and
-	// engine.TraceEvent; tests watch them).
-	onProgress func(ctx context.Context, filled, total int)
+	// lines keeps what the server wrote on stdout that is not JSON-RPC,
+	// for the trace; maxLine bounds a line (mcp.DefaultMaxLineLength).
+	lines   lineNotes
+	maxLine int
+
+	// What a call reports through (emitProgress and engine.TraceEvent;
+	// tests watch them).
+	onProgress func(ctx context.Context, p progress)
 	note       func(ctx context.Context, name string, data any)
 	kill       func(*exec.Cmd) // killGroup; tests count the kills
 }
@@ -75,7 +81,7 @@ func NewServer(ab *Installed, version string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{ab: ab, timeout: d, client: version, onProgress: engine.OnProgress, note: engine.TraceEvent, kill: killGroup}, nil
+	return &Server{ab: ab, timeout: d, maxRun: progressRuns * d, client: version, maxLine: mcp.DefaultMaxLineLength, onProgress: emitProgress, note: engine.TraceEvent, kill: killGroup}, nil
 }
 
 // Ability is the installed ability the server runs.
@@ -124,8 +130,10 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	m := s.ab.Manifest
 	client := mcp.NewClient(&mcp.Implementation{Name: "lloyal", Version: s.client}, &mcp.ClientOptions{
 		// lloyal offers no roots, sampling or elicitation: a server gets tools called, nothing more.
-		Capabilities:                &mcp.ClientCapabilities{},
-		ProgressNotificationHandler: s.progressed,
+		Capabilities: &mcp.ClientCapabilities{},
+		// Over HTTP; a stdio server's progress is taken off its stdout
+		// in order (stdoutFilter).
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { s.progressed(req.Params) },
 	})
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -165,14 +173,13 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the server %s: make its stdout: %w (too many open files? raise ulimit -n)", m.Server.Command, err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := spawn(cmd, func(err error) { c.waited = err; close(c.exited) }); err != nil {
 		return nil, fmt.Errorf("start the server %s: %w", m.Server.Command, err)
 	}
-	go func() {
-		c.waited = cmd.Wait()
-		close(c.exited)
-	}()
-	c.sess, err = client.Connect(cctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+	// A line that is not JSON-RPC (a banner, a log line) is skipped and
+	// noted, never the end of the server.
+	out := newStdoutFilter(stdout, s.maxLine, func(line []byte, long bool) { s.lines.add(s.ab.Name, line, long, s.maxLine) }, s.progressed)
+	c.sess, err = client.Connect(cctx, &mcp.IOTransport{Reader: out, Writer: stdin}, nil)
 	if err != nil {
 		reason := c.why(err)
 		if cctx.Err() != nil {
@@ -255,9 +262,22 @@ func (s *Server) fail(c *conn, reason string) {
 	c.stop()
 }
 
-func (s *Server) progressed(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-	if f, ok := s.progress.Load(fmt.Sprint(req.Params.ProgressToken)); ok {
-		f.(func(*mcp.ProgressNotificationParams))(req.Params)
+// progressed hands a progress notification to the call it is for (none,
+// once the call has ended).
+func (s *Server) progressed(p *mcp.ProgressNotificationParams) {
+	if p == nil {
+		return
+	}
+	if c, ok := s.progress.Load(fmt.Sprint(p.ProgressToken)); ok {
+		c.(*callProgress).update(p)
+	}
+}
+
+// traceLines traces, as notes of the call ctx is, what the server wrote on
+// stdout that is not JSON-RPC since the last call (at start: a banner).
+func (s *Server) traceLines(ctx context.Context) {
+	for _, n := range s.lines.take() {
+		s.note(ctx, "ability", n)
 	}
 }
 
@@ -278,6 +298,9 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 	defer cancel()
 	var out []engine.Tool
 	var warnings []string
+	if n, first := s.lines.count(); n > 0 {
+		warnings = append(warnings, fmt.Sprintf("ability %s: its server wrote %d line(s) on stdout that are not MCP messages, skipped (the first: %q); the trace notes them", s.ab.Name, n, first))
+	}
 	for t, err := range c.sess.Tools(lctx, nil) {
 		if err != nil {
 			s.fail(c, err.Error())
@@ -342,36 +365,57 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 	if err != nil {
 		return engine.ErrorResult("%s cannot run: %v. Tell the user; do not call it again.", t.spec.Name, err), nil
 	}
+	// What the server wrote that is not JSON-RPC is traced with this call,
+	// before its result.
+	defer s.traceLines(ctx)
 	c, err := s.session(ctx)
 	if err != nil {
-		if !errors.Is(err, errGaveUp) {
-			s.note(ctx, "ability", map[string]any{"ability": ab.Name, "event": "start-failed", "reason": err.Error()})
+		what := "start-failed"
+		if errors.Is(err, errGaveUp) {
+			what = "unavailable"
 		}
+		s.failedNote(ctx, what, err.Error(), nil)
 		return engine.ErrorResult("%s is unavailable: %v. Do not call it again; continue without it.", t.spec.Name, err), nil
 	}
 	tok := fmt.Sprintf("lloyal-%d", s.tokens.Add(1))
-	s.progress.Store(tok, func(p *mcp.ProgressNotificationParams) {
-		filled, total := scaleProgress(p.Progress, p.Total)
-		s.onProgress(ctx, filled, total)
-	})
+	prog := newCallProgress(func(p progress) { s.onProgress(ctx, p) })
+	s.progress.Store(tok, prog)
 	defer s.progress.Delete(tok)
 	params := &mcp.CallToolParams{Name: t.remote, Arguments: args, Meta: mcp.Meta{SettingsMeta: settings}}
 	params.SetProgressToken(tok)
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+	// The call hangs once the server has said nothing for the timeout:
+	// progress is a word. Even a call that reports progress ends after
+	// progressRuns times the timeout.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	cctx, stop := context.WithTimeoutCause(cctx, s.maxRun, errOverran)
+	defer stop()
+	go watch(cctx, s.timeout, prog.active, cancel)
 	res, err := c.sess.CallTool(cctx, params)
+	prog.finish() // its last progress before its result
 	var wire *jsonrpc.Error
 	switch {
 	case err == nil:
-		return result(res), nil
+		v := result(res)
+		if res.IsError {
+			s.failedNote(ctx, "error", "the tool reported an error: "+cut(fmt.Sprint(v["error"]), maxNotedBytes), nil)
+		}
+		return v, nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err() // the run is stopping: not the server's fault
 	case errors.As(err, &wire) && wire.Code != codeRejected:
 		// The server answered, with a protocol error (an unknown tool, bad
-		// arguments): the server is fine.
+		// arguments): the server is fine, the call failed.
+		s.failedNote(ctx, "error", "the server refused the call: "+wire.Message, nil)
 		return engine.ErrorResult("%s refused the call: %s", t.spec.Name, wire.Message), nil
 	case cctx.Err() != nil:
 		reason := fmt.Sprintf("the server did not answer within %s", s.timeout)
+		switch {
+		case errors.Is(context.Cause(cctx), errOverran):
+			reason = overran(s.maxRun)
+		case prog.reported():
+			reason += " of its last progress report"
+		}
 		s.fail(c, reason)
 		return t.failed(ctx, "hung", reason), nil
 	default:
@@ -387,7 +431,7 @@ func (t *Tool) failed(ctx context.Context, what, reason string) map[string]any {
 	s.mu.Lock()
 	left := s.ab.Manifest.MaxRestarts() + 1 - s.starts
 	s.mu.Unlock()
-	s.note(ctx, "ability", map[string]any{"ability": s.ab.Name, "event": what, "reason": reason, "restartsLeft": max(left, 0)})
+	s.failedNote(ctx, what, reason, map[string]any{"restartsLeft": max(left, 0)})
 	next := "It is started again on the next call."
 	if left <= 0 {
 		next = "It is not started again in this run: continue without it."
@@ -395,71 +439,14 @@ func (t *Tool) failed(ctx context.Context, what, reason string) map[string]any {
 	return engine.ErrorResult("%s failed: %s. %s", t.spec.Name, reason, next)
 }
 
-// scaleProgress makes MCP progress (any numbers, total 0 when unknown) a
-// bar's whole steps.
-func scaleProgress(progress, total float64) (int, int) {
-	if total <= 0 {
-		return int(progress), 0
-	}
-	if progress == math.Trunc(progress) && total == math.Trunc(total) && total <= 1e6 {
-		return min(int(progress), int(total)), int(total)
-	}
-	return int(math.Round(100 * min(progress/total, 1))), 100
-}
-
-// result maps an MCP tool result to lloyal's shapes: isError → {error},
-// structured content → its fields (or {result}), text → {text}, images and
-// audio → _attachments, resources → {resources}.
-func result(r *mcp.CallToolResult) any {
-	var texts []string
-	var attach, resources []map[string]any
-	for i, c := range r.Content {
-		switch c := c.(type) {
-		case *mcp.TextContent:
-			texts = append(texts, c.Text)
-		case *mcp.ImageContent:
-			attach = append(attach, map[string]any{"name": fmt.Sprintf("image-%d", i+1), "mimeType": c.MIMEType, "data": c.Data})
-		case *mcp.AudioContent:
-			attach = append(attach, map[string]any{"name": fmt.Sprintf("audio-%d", i+1), "mimeType": c.MIMEType, "data": c.Data})
-		case *mcp.ResourceLink:
-			resources = append(resources, map[string]any{"uri": c.URI, "name": c.Name, "description": c.Description})
-		case *mcp.EmbeddedResource:
-			if c.Resource == nil {
-				continue
-			}
-			if len(c.Resource.Blob) > 0 {
-				attach = append(attach, map[string]any{"name": c.Resource.URI, "mimeType": c.Resource.MIMEType, "data": c.Resource.Blob})
-				continue
-			}
-			resources = append(resources, map[string]any{"uri": c.Resource.URI, "text": c.Resource.Text})
-		}
-	}
-	if r.IsError {
-		msg := strings.Join(texts, "\n")
-		if msg == "" {
-			msg = "the tool failed without saying why"
-		}
-		return map[string]any{"error": msg}
-	}
-	out := map[string]any{}
-	if r.StructuredContent != nil {
-		raw, _ := json.Marshal(r.StructuredContent)
-		var obj map[string]any
-		if json.Unmarshal(raw, &obj) == nil && obj != nil {
-			out = obj
-		} else {
-			out["result"] = json.RawMessage(raw)
-		}
-	} else if len(texts) > 0 {
-		out["text"] = strings.Join(texts, "\n")
-	}
-	if len(resources) > 0 {
-		out["resources"] = resources
-	}
-	if len(attach) > 0 {
-		out["_attachments"] = attach
-	}
-	return out
+// failedNote traces that a call failed (what: crashed, hung, error,
+// start-failed, unavailable) though its agent reads the failure as its
+// result and goes on: a tool:note named event.FailedNote, which the trace's
+// readers count as the call's error.
+func (s *Server) failedNote(ctx context.Context, what, reason string, extra map[string]any) {
+	data := map[string]any{"ability": s.ab.Name, "event": what, "reason": reason}
+	maps.Copy(data, extra)
+	s.note(ctx, event.FailedNote, data)
 }
 
 // tail keeps the last KiB a server wrote to stderr, for failure reasons.

@@ -2,6 +2,9 @@ package abilities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -101,11 +104,31 @@ func GrammarReady(schemaToGrammar func([]byte) (string, error), tools []engine.T
 // Offered are the ability's tools a model can be offered: with
 // schemaToGrammar (a model run here, whose calls are grammars), those whose
 // schema can be a grammar, the others named on out; without, all of them.
+//
+// Each carries its identity (engine.ToolSpec.Origin): the ability's name and
+// the key that signed it, so that a grant for it never lets another
+// ability's tool of the same name run (one installed under its name, or
+// signed by someone else). An unsigned ability's tool adds the hash of its
+// definition (name, description, schema): nobody vouches for it, so a
+// changed one asks again.
 func (a Started) Offered(schemaToGrammar func([]byte) (string, error), out io.Writer) []engine.Tool {
-	if schemaToGrammar == nil {
-		return a.Tools
+	tools := a.Tools
+	if schemaToGrammar != nil {
+		tools = GrammarReady(schemaToGrammar, a.Tools, out)
 	}
-	return GrammarReady(schemaToGrammar, a.Tools, out)
+	ab := a.Server.Ability()
+	offered := make([]engine.Tool, 0, len(tools))
+	for _, t := range tools {
+		spec := t.Spec()
+		spec.Origin = "ability " + ab.Name + " key " + ab.Signer()
+		if ab.Key == "" {
+			def, _ := json.Marshal([]any{spec.Name, spec.Description, spec.Parameters, spec.Protected})
+			sum := sha256.Sum256(def)
+			spec.Origin += " sha256:" + hex.EncodeToString(sum[:])
+		}
+		offered = append(offered, engine.Func{S: spec, Fn: t.Execute})
+	}
+	return offered
 }
 
 // Info is what the trace header records of a started ability whose tools

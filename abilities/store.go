@@ -264,7 +264,8 @@ type Installed struct {
 	Manifest *Manifest
 	// Dir is the installed bundle's folder.
 	Dir string
-	// Instructions is the Markdown given to the agents that use it.
+	// Instructions is the Markdown given to the agents that use it, its
+	// role markers neutralised (Neutralise).
 	Instructions string
 	// SettingsPath is the user's settings file for it.
 	SettingsPath string
@@ -313,7 +314,9 @@ func (s *Store) Load(names []string) ([]*Installed, error) {
 		}
 		in := &Installed{Record: *r, Manifest: b.Manifest, Dir: dir, SettingsPath: filepath.Join(s.ConfigDir, n+".json")}
 		if f := b.Manifest.Instructions; f != "" {
-			in.Instructions = strings.TrimSpace(string(b.Files[filepath.ToSlash(filepath.Clean(f))]))
+			// Written into the agents' system prompt: no role marker in
+			// it may speak as another party.
+			in.Instructions = Neutralise(strings.TrimSpace(string(b.Files[filepath.ToSlash(filepath.Clean(f))])))
 		}
 		if f := b.Manifest.Settings; f != "" {
 			in.schema, err = compileSchema(b.Files[filepath.ToSlash(filepath.Clean(f))])

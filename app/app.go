@@ -162,7 +162,8 @@ func (o Options) withDefaults() (Options, error) {
 // returns when prog has returned and, in the app, the person has quit. A
 // run that was stopped rather than failed returns ErrInterrupted,
 // ErrTerminated, ErrHangup or ErrOutputClosed; one whose trace could not be
-// written fails, whatever the program did.
+// written fails, whatever the program did; one whose final step produced
+// nothing (every agent of it failed) fails with ErrNothingProduced.
 func Run(ctx context.Context, prog Program, o Options) (err error) {
 	o, err = o.withDefaults()
 	if err != nil {
@@ -196,6 +197,12 @@ func Run(ctx context.Context, prog Program, o Options) (err error) {
 		r.end.set(Interrupted, nil)
 	case err != nil:
 		r.end.set(Errored, err)
+	case ctx.Err() == nil:
+		// A run that went its course but whose final step produced
+		// nothing failed, whatever failed its agents.
+		if end, err := r.judge(res); end != Completed {
+			r.end.set(end, err)
+		}
 	}
 	// With JSON lines stdout carries JSON lines only.
 	sum := o.Stdout
@@ -222,13 +229,24 @@ type run struct {
 // A trace that could not be written or closed is a failed run, however the
 // work ended: its record is incomplete.
 func (r *run) closeTrace(runErr error) error {
-	if err := r.tw.Close(r.end.reason()); err != nil && runErr == nil {
+	err := r.tw.Close(r.end.reason())
+	switch {
+	case err != nil && runErr == nil:
 		runErr = fmt.Errorf("%w: the run's record is incomplete", err)
-	} else if err != nil {
+	case err != nil && !sameFailure(runErr, r.tw.Err()):
+		// Said here, once: a failed write the run stopped for is the run's
+		// error already (stopOnTraceFailure), printed by the caller.
 		fmt.Fprintln(r.o.Stderr, "lloyal:", err)
 	}
 	fmt.Fprintf(r.o.Stderr, "trace: %s\n", r.tw.Path())
 	return runErr
+}
+
+// sameFailure says whether runErr is the trace's write failure (writeErr,
+// the writer's Err) already.
+func sameFailure(runErr, writeErr error) bool {
+	cause := errors.Unwrap(writeErr)
+	return cause != nil && errors.Is(runErr, cause)
 }
 
 // stopOnTraceFailure stops the run when a trace write fails (a full disk):

@@ -21,6 +21,14 @@ func (r *run) show(ctx context.Context, stop context.CancelFunc, prog Program) e
 		ApprovalTimeout: r.o.Approvals.Timeout, Sources: r.o.Header.AbilitySources()}
 	finished, err := runScreen(ctx, stop, o, r.bridge, r.o.Asker, func(ctx context.Context) ui.DoneMsg {
 		res, progErr = prog(ctx, r.rt)
+		if progErr == nil && ctx.Err() == nil {
+			switch end, err := r.judge(res); end {
+			case Errored:
+				progErr = err // the app says so too
+			case Interrupted:
+				r.end.set(end, nil)
+			}
+		}
 		if progErr != nil && !errors.Is(progErr, context.Canceled) {
 			return ui.DoneMsg{Summary: r.fold.line(), Err: progErr}
 		}

@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine"
@@ -32,7 +33,8 @@ func (r *run) start() error {
 	}
 	r.broker = broker
 	// The summary reads the same fold as the screen and the log.
-	r.fold = &fold{st: event.NewState(), trace: r.tw.Path(), workspace: o.Workspace}
+	// Whole seconds: a file system may keep modification times no finer.
+	r.fold = &fold{st: event.NewState(), trace: r.tw.Path(), workspace: o.Workspace, since: time.Now().Truncate(time.Second)}
 	sinks := []engine.Sink{r.tw, r.fold, r.view()}
 	eo := engine.Options{Sinks: sinks, Approver: broker, MaxInflight: o.MaxInflight, Logprobs: o.Logprobs, LogprobTop: o.LogprobTop, Replay: o.Replay}
 	if o.Model != nil {

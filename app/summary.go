@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -25,12 +26,31 @@ type fold struct {
 	mu               sync.Mutex
 	st               *event.State
 	trace, workspace string
+	// since is when the run started: a note counts as saved when its file
+	// was written since (a rerun serves write_note's recorded result and
+	// writes nothing).
+	since time.Time
+	// spawned is each agent's pool and role, from its spawn: which
+	// results are the run's final step, and what the program called them.
+	spawned map[int]spawn
+}
+
+// spawn is where an agent started: its pool, and its role ("" for none).
+type spawn struct {
+	pool uint64
+	role string
 }
 
 // Emit folds e.
 func (f *fold) Emit(e event.Event) {
 	f.mu.Lock()
 	f.st.Apply(e)
+	if e.Type == event.AgentSpawn {
+		if f.spawned == nil {
+			f.spawned = map[int]spawn{}
+		}
+		f.spawned[e.Agent] = spawn{e.Pool, e.Role}
+	}
 	f.mu.Unlock()
 }
 
@@ -40,7 +60,7 @@ func (f *fold) line() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	line := summaryLine(f.st) + " · trace " + f.trace
-	for _, n := range savedNotes(f.st, f.workspace) {
+	for _, n := range savedNotes(f.st, f.workspace, f.since) {
 		line += " · note " + n
 	}
 	return line
@@ -49,18 +69,25 @@ func (f *fold) line() string {
 func (f *fold) print(w io.Writer, res []engine.AgentResult) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	printSummary(w, f.st, f.workspace, res)
+	if printSummary(w, f.st, f.workspace, f.since) {
+		f.printReport(w, res)
+	}
 }
 
 // savedNotes lists the notes write_note saved in this run (its results say
-// {"saved": name}), as paths.
-func savedNotes(st *event.State, workspace string) []string {
+// {"saved": name}), as paths: those whose file was written since the run
+// started. A result a rerun served from its record wrote nothing, and an
+// older file of the same name is not this run's.
+func savedNotes(st *event.State, workspace string, since time.Time) []string {
 	var out []string
 	for _, a := range st.Roster() {
 		for _, it := range a.Timeline {
 			var r struct{ Saved string }
 			if it.Kind == event.ItemResult && it.Tool == "write_note" && json.Unmarshal([]byte(it.Text), &r) == nil && r.Saved != "" {
-				out = append(out, filepath.Join(workspace, r.Saved))
+				p := filepath.Join(workspace, r.Saved)
+				if fi, err := os.Stat(p); err == nil && !fi.ModTime().Before(since) {
+					out = append(out, p)
+				}
 			}
 		}
 	}
@@ -84,12 +111,12 @@ func summaryLine(st *event.State) string {
 	return line
 }
 
-// printSummary prints every agent's outcome (from the fold) and the
-// report: the program's last result (the research harness's publisher).
-func printSummary(w io.Writer, st *event.State, workspace string, res []engine.AgentResult) {
+// printSummary prints every agent's outcome (from the fold), the summary
+// line and the notes saved, and reports whether any agent ran.
+func printSummary(w io.Writer, st *event.State, workspace string, since time.Time) bool {
 	roster := st.Roster()
 	if len(roster) == 0 {
-		return
+		return false
 	}
 	fmt.Fprintln(w, "\n== agents")
 	for _, a := range roster {
@@ -100,17 +127,30 @@ func printSummary(w io.Writer, st *event.State, workspace string, res []engine.A
 		fmt.Fprintf(w, "%s: %s\n", line, termtext.Clean(strings.SplitN(a.Task, "\n", 2)[0]))
 	}
 	fmt.Fprintln(w, summaryLine(st))
-	for _, n := range savedNotes(st, workspace) {
+	for _, n := range savedNotes(st, workspace, since) {
 		fmt.Fprintln(w, "note saved:", n)
 	}
+	return true
+}
+
+// printReport prints the report: the last result of the run's final step
+// that has one (the research harness's publisher's), or what that step's
+// agents, named by their roles, ended with instead. f.mu is held.
+func (f *fold) printReport(w io.Writer, res []engine.AgentResult) {
 	fmt.Fprintln(w, "\n== report")
-	if len(res) == 0 {
-		fmt.Fprintln(w, "no report: the run ended before the publisher")
+	final := f.finalStep(res)
+	if len(final) == 0 {
+		fmt.Fprintln(w, "no report: the run ended before any agent reported")
 		return
 	}
-	last := res[len(res)-1]
-	if !last.Ok() {
-		fmt.Fprintf(w, "no report: the publisher %s (%s)\n", last.Outcome, termtext.Clean(last.Reason))
+	var last *engine.AgentResult
+	for i := range final {
+		if final[i].Ok() {
+			last = &final[i]
+		}
+	}
+	if last == nil {
+		fmt.Fprintln(w, "no report:", f.failed(final))
 		return
 	}
 	r := report.Read(last.Result)

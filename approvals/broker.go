@@ -71,8 +71,9 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// Grant says whether a grant covers tool, and its source.
-func (b *Broker) Grant(tool string) (string, bool) { return b.Store.Grant(tool) }
+// Grant says whether a grant covers the tool named tool that comes from
+// origin, and its source.
+func (b *Broker) Grant(tool, origin string) (string, bool) { return b.Store.Grant(tool, origin) }
 
 // Request registers a protected call and returns the channel its decision
 // arrives on (exactly once).
@@ -111,8 +112,9 @@ var (
 )
 
 // Answer resolves a pending request. AllowSession and AllowAlways also grant
-// the tool (AllowAlways persists; if saving fails the call is still allowed
-// and the error is returned).
+// the tool, bound to its identity (the request's Tool and Origin): another
+// tool of the same name still asks. AllowAlways persists; if saving fails
+// the call is still allowed and the error is returned.
 func (b *Broker) Answer(callID string, d event.Decision) error {
 	b.mu.Lock()
 	p, ok := b.pending[callID]
@@ -142,9 +144,9 @@ func (b *Broker) Answer(callID string, d event.Decision) error {
 	var err error
 	switch d.Answer {
 	case event.AllowSession:
-		b.Store.GrantSession(p.Tool, "allowed for this session")
+		b.Store.GrantSession(p.Tool, p.Origin, "allowed for this session")
 	case event.AllowAlways:
-		err = b.Store.GrantAlways(p.Tool)
+		err = b.Store.GrantAlways(p.Tool, p.Origin)
 	}
 	if d.By == "" {
 		d.By = "user"

@@ -256,7 +256,7 @@ func TestConcurrentRequestsAnsweredIndependently(t *testing.T) {
 	if r.ran.Load() != int32(allowed) || allowed != 8 {
 		t.Fatalf("ran %d, allowed %d; want 8 and 8", r.ran.Load(), allowed)
 	}
-	if b.Store.Allowed("write_note") {
+	if b.Store.Allowed("write_note", "") {
 		t.Fatal("a duplicate answer changed the grants")
 	}
 	if d := r.rec.Of(event.ApprovalDuplicate); len(d) != 6 {
@@ -285,7 +285,7 @@ func TestTimeoutAndCancelResolvePendingRequests(t *testing.T) {
 	}
 	// An answer that arrives after the cancel changes nothing.
 	req := r2.rec.Of(event.ApprovalRequested)[0]
-	if err := b2.Answer(req.CallID, event.Decision{Answer: event.AllowAlways}); err != ErrAlreadyAnswered || r2.ran.Load() != 0 || b2.Store.Allowed("write_note") {
+	if err := b2.Answer(req.CallID, event.Decision{Answer: event.AllowAlways}); err != ErrAlreadyAnswered || r2.ran.Load() != 0 || b2.Store.Allowed("write_note", "") {
 		t.Fatalf("late answer: %v, ran %d", err, r2.ran.Load())
 	}
 }

@@ -28,17 +28,13 @@ const (
 // and the policy that follows from the flags and the mode. The store's
 // Problem (a corrupt grants file) should be shown to the user.
 func (f *Config) Broker(mode Mode) (*Broker, error) {
-	path := f.GrantsFile
-	if path == "" {
-		p, err := DefaultPath()
-		if err != nil {
-			return nil, err
-		}
-		path = p
+	path, err := f.path()
+	if err != nil {
+		return nil, err
 	}
 	b := NewBroker(Open(path))
 	for _, t := range f.Grant {
-		b.Store.GrantSession(t, "--grant "+t)
+		b.Store.GrantName(t, "--grant "+t)
 	}
 	b.Timeout = f.Timeout
 	switch {
@@ -49,4 +45,12 @@ func (f *Config) Broker(mode Mode) (*Broker, error) {
 		b.Policy = DenyAll("Nobody is here to approve it (input is not a terminal); the user can rerun with --grant TOOL")
 	}
 	return b, nil
+}
+
+// path is the grants file: --grants-file, or DefaultPath.
+func (f *Config) path() (string, error) {
+	if f.GrantsFile != "" {
+		return f.GrantsFile, nil
+	}
+	return DefaultPath()
 }

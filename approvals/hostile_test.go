@@ -68,10 +68,10 @@ func TestLooseGrantsFilesGrantNothing(t *testing.T) {
 			if p := s.Problem(); p == nil || !strings.Contains(p.Error(), c.want) || !strings.Contains(p.Error(), path) {
 				t.Fatalf("problem %v, want it to name the file and say %q", p, c.want)
 			}
-			if s.Allowed("write_note") {
+			if s.Allowed("write_note", "") {
 				t.Fatal("a grant from the refused file applies")
 			}
-			if err := s.GrantAlways("search"); err == nil {
+			if err := s.GrantAlways("search", ""); err == nil {
 				t.Fatal("the refused file was rewritten")
 			}
 			if before != nil {
@@ -98,19 +98,19 @@ func TestLooseGrantsFilesGrantNothing(t *testing.T) {
 		}
 		s := Open(path)
 		if c.want == "" {
-			if s.Problem() != nil || !s.Allowed("write_note") {
+			if s.Problem() != nil || !s.Allowed("write_note", "") {
 				t.Errorf("folder %v: %v", c.mode, s.Problem())
 			}
 			continue
 		}
-		if p := s.Problem(); p == nil || !strings.Contains(p.Error(), c.want) || !strings.Contains(p.Error(), sub) || s.Allowed("write_note") {
+		if p := s.Problem(); p == nil || !strings.Contains(p.Error(), c.want) || !strings.Contains(p.Error(), sub) || s.Allowed("write_note", "") {
 			t.Errorf("folder %v: problem %v, want it to name the folder and say %q", c.mode, p, c.want)
 		}
 	}
 	// Its owner's 0600 (or 0644) file is read as before.
 	ok := filepath.Join(dir, "ok.json")
 	writeGrants(t, ok, 0o644, "write_note")
-	if s := Open(ok); s.Problem() != nil || !s.Allowed("write_note") {
+	if s := Open(ok); s.Problem() != nil || !s.Allowed("write_note", "") {
 		t.Fatalf("a sound grants file: %v", s.Problem())
 	}
 }
@@ -125,14 +125,14 @@ func TestDenyProtectedOverridesSavedGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := b.Grant("write_note"); ok {
+	if _, ok := b.Grant("write_note", ""); ok {
 		t.Fatal("a saved grant applied under --deny-protected")
 	}
-	if src, ok := b.Grant("fetch"); !ok || !strings.Contains(src, "--grant") {
+	if src, ok := b.Grant("fetch", ""); !ok || !strings.Contains(src, "--grant") {
 		t.Fatalf("--grant fetch: %q %v", src, ok)
 	}
 	c.DenyProtected = false
-	if b, _ = c.Broker(ModeNobody); !b.Store.Allowed("write_note") {
+	if b, _ = c.Broker(ModeNobody); !b.Store.Allowed("write_note", "") {
 		t.Fatal("without --deny-protected the saved grant applies")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
@@ -148,6 +149,10 @@ func ParseAnswer(line string) (event.Decision, bool) {
 func Describe(r event.ApprovalRequest) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nagent %d wants to run the protected tool %s\n", r.Agent, r.Tool)
+	if r.Origin != "" && r.Origin != engine.OriginBuiltin {
+		// What "s" and "A" would grant: this tool, not its name.
+		fmt.Fprintf(&b, "  from: %s\n", r.Origin)
+	}
 	if r.Why != "" {
 		fmt.Fprintf(&b, "  what it does: %s\n", r.Why)
 	}

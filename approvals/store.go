@@ -16,26 +16,60 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/regular"
 )
 
-// Grant is a persisted permission to run a protected tool without asking.
+// Grant is a persisted permission to run a protected tool without asking:
+// the tool's name and origin (engine.ToolSpec.Origin), its identity.
 type Grant struct {
-	Tool    string    `json:"tool"`
+	Tool string `json:"tool"`
+	// Origin is where the tool comes from; "" on a grant an older lloyal
+	// wrote, by name alone, which allows built-in tools only.
+	Origin  string    `json:"origin,omitempty"`
 	Granted time.Time `json:"granted"`
 }
 
+// Legacy reports whether g is a name-only grant from an older lloyal.
+func (g Grant) Legacy() bool { return g.Origin == "" }
+
+// fileVersion is the grants file's format: version 2 keeps grants bound to
+// an identity under "bound", where an older lloyal, which reads "grants"
+// by name alone, never sees them (it would let every tool of the name run).
+const fileVersion = 2
+
 type grantsFile struct {
-	Version int     `json:"version"`
-	Grants  []Grant `json:"grants"`
+	Version int `json:"version"`
+	// Grants are name-only grants (an older lloyal's).
+	Grants []Grant `json:"grants,omitempty"`
+	// Bound are grants bound to a tool's identity.
+	Bound []Grant `json:"bound,omitempty"`
+}
+
+// id is a tool's identity: its name and where it comes from.
+type id struct{ tool, origin string }
+
+// originOf is origin, engine.OriginBuiltin when it is "".
+func originOf(origin string) string {
+	if origin == "" {
+		return engine.OriginBuiltin
+	}
+	return origin
 }
 
 // Store holds grants. It is safe for concurrent use.
 type Store struct {
-	mu      sync.Mutex
-	path    string
-	session map[string]string // tool → where the grant came from
-	always  map[string]Grant
+	mu   sync.Mutex
+	path string
+	// session are this run's grants of one tool (an answer "for the
+	// session"), byName this run's grants by name (--grant NAME: the user
+	// named it on the command line), each with where it came from.
+	session map[id]string
+	byName  map[string]string
+	always  map[id]Grant
+	// legacy are the file's name-only grants: they allow built-in tools
+	// of their name, never a harness's or an ability's.
+	legacy map[string]Grant
 	// corrupt is why the file could not be read: the store then holds no
 	// persisted grants (fail-closed) and refuses to overwrite the file.
 	corrupt error
@@ -61,7 +95,7 @@ func DefaultPath() (string, error) {
 // here: the store treats it as empty, refuses to rewrite it, and reports it
 // through Problem, so the caller can tell the user.
 func Open(path string) *Store {
-	s := &Store{path: path, session: map[string]string{}, always: map[string]Grant{}}
+	s := &Store{path: path, session: map[id]string{}, byName: map[string]string{}, always: map[id]Grant{}, legacy: map[string]Grant{}}
 	if path == "" {
 		return s
 	}
@@ -78,9 +112,13 @@ func Open(path string) *Store {
 		s.corrupt = fmt.Errorf("grants file %s is corrupt (%v): no persisted grant applies and it will not be rewritten; fix or delete it", path, err)
 		return s
 	}
-	for _, g := range f.Grants {
-		if g.Tool != "" {
-			s.always[g.Tool] = g
+	for _, g := range append(f.Grants, f.Bound...) {
+		switch {
+		case g.Tool == "":
+		case g.Legacy():
+			s.legacy[g.Tool] = g
+		default:
+			s.always[id{g.Tool, g.Origin}] = g
 		}
 	}
 	return s
@@ -174,83 +212,155 @@ func (s *Store) Problem() error {
 // Path is the grants file.
 func (s *Store) Path() string { return s.path }
 
-// Allowed reports whether a session or persisted grant covers tool.
-func (s *Store) Allowed(tool string) bool {
-	_, ok := s.Grant(tool)
+// Allowed reports whether a session or persisted grant covers the tool
+// named tool that comes from origin (engine.ToolSpec.Origin).
+func (s *Store) Allowed(tool, origin string) bool {
+	_, ok := s.Grant(tool, origin)
 	return ok
 }
 
-// Grant says whether a grant covers tool and where it came from: the
-// session grant's source, or the grants file.
-func (s *Store) Grant(tool string) (source string, ok bool) {
+// Grant says whether a grant covers the tool named tool that comes from
+// origin, and where the grant came from: the session grant's source, or
+// the grants file. A grant is for one tool: another of the same name (a
+// harness's own save_report, an ability installed under another's name,
+// a definition changed since) is not covered, except by --grant NAME. A
+// name-only grant an older lloyal saved covers a built-in tool only.
+func (s *Store) Grant(tool, origin string) (source string, ok bool) {
+	origin = originOf(origin)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if src, ok := s.session[tool]; ok {
+	if src, ok := s.session[id{tool, origin}]; ok {
+		return src, true
+	}
+	if src, ok := s.byName[tool]; ok {
 		return src, true
 	}
 	if s.savedOff {
 		return "", false
 	}
-	if _, ok := s.always[tool]; ok {
+	if _, ok := s.always[id{tool, origin}]; ok {
 		return "saved grant in " + s.path, true
+	}
+	if _, ok := s.legacy[tool]; ok && origin == engine.OriginBuiltin {
+		return "saved name-only grant in " + s.path + " (from an older lloyal: it allows built-in tools only)", true
 	}
 	return "", false
 }
 
-// GrantSession allows tool until the process ends; source says who granted
-// it ("--grant", "allowed for this session", …) for the trace and the screen.
-func (s *Store) GrantSession(tool, source string) {
+// LegacyFor is the name-only grant (from an older lloyal) for a tool named
+// tool, if the file holds one and saved grants apply in this run: it
+// covers the tool only if the tool is built-in.
+func (s *Store) LegacyFor(tool string) (Grant, bool) {
 	s.mu.Lock()
-	s.session[tool] = source
+	defer s.mu.Unlock()
+	g, ok := s.legacy[tool]
+	return g, ok && !s.savedOff
+}
+
+// GrantName allows every tool named tool until the process ends: the user
+// named it on the command line (--grant NAME). source says who granted it,
+// for the trace and the screen.
+func (s *Store) GrantName(tool, source string) {
+	s.mu.Lock()
+	s.byName[tool] = source
 	s.mu.Unlock()
 }
 
-// GrantAlways allows tool now and in later runs (written to the file).
-func (s *Store) GrantAlways(tool string) error {
+// GrantSession allows the tool named tool that comes from origin until the
+// process ends; source says who granted it ("allowed for this session",
+// …) for the trace and the screen.
+func (s *Store) GrantSession(tool, origin, source string) {
+	s.mu.Lock()
+	s.session[id{tool, originOf(origin)}] = source
+	s.mu.Unlock()
+}
+
+// GrantAlways allows the tool named tool that comes from origin now and in
+// later runs (written to the file, with its origin). A name-only grant of
+// a built-in tool of that name gives way to it.
+func (s *Store) GrantAlways(tool, origin string) error {
+	origin = originOf(origin)
+	k := id{tool, origin}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.session[tool] = "allowed always (saved to the grants file)"
+	s.session[k] = "allowed always (saved to the grants file)"
 	if s.corrupt != nil {
 		return fmt.Errorf("not saved: %w", s.corrupt)
 	}
-	prev, had := s.always[tool]
-	s.always[tool] = Grant{Tool: tool, Granted: time.Now().UTC().Truncate(time.Second)}
+	prev, had := s.always[k]
+	old, hadOld := s.legacy[tool]
+	s.always[k] = Grant{Tool: tool, Origin: origin, Granted: time.Now().UTC().Truncate(time.Second)}
+	if origin == engine.OriginBuiltin {
+		delete(s.legacy, tool)
+	}
 	if err := s.save(); err != nil {
 		if had {
-			s.always[tool] = prev
+			s.always[k] = prev
 		} else {
-			delete(s.always, tool)
+			delete(s.always, k)
+		}
+		if hadOld {
+			s.legacy[tool] = old
 		}
 		return err
 	}
 	return nil
 }
 
-// Revoke removes tool's persisted and session grants.
-func (s *Store) Revoke(tool string) error {
+// Revoke removes every persisted and session grant of a tool named tool,
+// whatever its origin, and says how many persisted grants it removed.
+func (s *Store) Revoke(tool string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.corrupt != nil {
-		return s.corrupt
+		return 0, s.corrupt
 	}
-	_, had := s.always[tool]
-	delete(s.session, tool)
-	if !had {
-		return fmt.Errorf("no persisted grant for %q", tool)
+	for k := range s.session {
+		if k.tool == tool {
+			delete(s.session, k)
+		}
 	}
-	delete(s.always, tool)
-	return s.save()
+	delete(s.byName, tool)
+	n := 0
+	if _, ok := s.legacy[tool]; ok {
+		delete(s.legacy, tool)
+		n++
+	}
+	for k := range s.always {
+		if k.tool == tool {
+			delete(s.always, k)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("no persisted grant for %q: lloyal grants list shows them", tool)
+	}
+	return n, s.save()
 }
 
-// List returns the persisted grants, by tool name.
+// List returns the persisted grants, by tool name, then origin (a
+// name-only grant first).
 func (s *Store) List() []Grant {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Grant, 0, len(s.always))
+	return s.grants()
+}
+
+// grants are the persisted grants, sorted. The caller holds mu.
+func (s *Store) grants() []Grant {
+	out := make([]Grant, 0, len(s.always)+len(s.legacy))
+	for _, g := range s.legacy {
+		out = append(out, g)
+	}
 	for _, g := range s.always {
 		out = append(out, g)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Tool < out[j].Tool })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Tool != out[j].Tool {
+			return out[i].Tool < out[j].Tool
+		}
+		return out[i].Origin < out[j].Origin
+	})
 	return out
 }
 
@@ -264,11 +374,14 @@ func (s *Store) save() error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("save grants: %w", err)
 	}
-	f := grantsFile{Version: 1}
-	for _, g := range s.always {
-		f.Grants = append(f.Grants, g)
+	f := grantsFile{Version: fileVersion}
+	for _, g := range s.grants() {
+		if g.Legacy() {
+			f.Grants = append(f.Grants, g)
+		} else {
+			f.Bound = append(f.Bound, g)
+		}
 	}
-	sort.Slice(f.Grants, func(i, j int) bool { return f.Grants[i].Tool < f.Grants[j].Tool })
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save grants: %w", err)

@@ -10,10 +10,10 @@ import (
 func TestGrantsPersistAcrossRestartsWithMode0600(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "lloyal", "grants.json")
 	s := Open(p)
-	if s.Allowed("write_note") {
+	if s.Allowed("write_note", "") {
 		t.Fatal("empty store allows")
 	}
-	if err := s.GrantAlways("write_note"); err != nil {
+	if err := s.GrantAlways("write_note", ""); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(p)
@@ -24,13 +24,13 @@ func TestGrantsPersistAcrossRestartsWithMode0600(t *testing.T) {
 		t.Fatalf("grants file mode %o, want 0600", st.Mode().Perm())
 	}
 	again := Open(p) // a new process
-	if !again.Allowed("write_note") || again.Allowed("delete_all") {
+	if !again.Allowed("write_note", "") || again.Allowed("delete_all", "") {
 		t.Fatalf("after restart: %+v", again.List())
 	}
-	if err := again.Revoke("write_note"); err != nil {
+	if _, err := again.Revoke("write_note"); err != nil {
 		t.Fatal(err)
 	}
-	if Open(p).Allowed("write_note") {
+	if Open(p).Allowed("write_note", "") {
 		t.Fatal("revoked grant survived")
 	}
 	// No temp files left beside it.
@@ -43,14 +43,14 @@ func TestGrantsPersistAcrossRestartsWithMode0600(t *testing.T) {
 func TestSessionGrantsAreNotPersisted(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "grants.json")
 	s := Open(p)
-	s.GrantSession("grep", "test")
-	if !s.Allowed("grep") {
+	s.GrantSession("grep", "", "test")
+	if !s.Allowed("grep", "") {
 		t.Fatal("session grant not applied")
 	}
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Fatal("a session grant wrote the file")
 	}
-	if Open(p).Allowed("grep") {
+	if Open(p).Allowed("grep", "") {
 		t.Fatal("session grant survived a restart")
 	}
 }
@@ -65,13 +65,13 @@ func TestCorruptGrantsFileFailsClosedAndIsNotRewritten(t *testing.T) {
 	if s.Problem() == nil || !strings.Contains(s.Problem().Error(), p) {
 		t.Fatalf("problem %v does not name the file", s.Problem())
 	}
-	if s.Allowed("write_note") {
+	if s.Allowed("write_note", "") {
 		t.Fatal("a corrupt file granted something")
 	}
-	if err := s.GrantAlways("write_note"); err == nil {
+	if err := s.GrantAlways("write_note", ""); err == nil {
 		t.Fatal("saving over a corrupt file succeeded")
 	}
-	if !s.Allowed("write_note") {
+	if !s.Allowed("write_note", "") {
 		t.Fatal("the answer should still hold for this session")
 	}
 	data, _ := os.ReadFile(p)

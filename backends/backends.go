@@ -38,6 +38,7 @@ type Config struct {
 	Headers        string        // LLOYAL_HEADERS: more headers sent to the server, never traced
 	API            string        // --api: the server's dialect ("" or auto: detected)
 	RequestTimeout time.Duration // a silent server's requests give up after this
+	TurnTimeout    time.Duration // a server's turn ends after this, however it streams (0: serverbackend.DefaultTurnTimeout)
 	MaxInflight    int           // recorded in the header (the app bounds the requests)
 }
 
@@ -106,7 +107,7 @@ func openServer(ctx context.Context, cfg Config) (*Opened, error) {
 		return nil, err
 	}
 	c, err := serverbackend.Dial(ctx, serverbackend.Options{URL: cfg.Server, Model: cfg.Model, APIKey: cfg.APIKey, Headers: headers, API: api,
-		NCtx: cfg.NCtx, RequestTimeout: cfg.RequestTimeout})
+		NCtx: cfg.NCtx, RequestTimeout: cfg.RequestTimeout, TurnTimeout: cfg.TurnTimeout})
 	if err != nil {
 		return nil, err
 	}

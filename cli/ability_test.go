@@ -12,6 +12,7 @@ import (
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/testproc"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -20,6 +21,7 @@ func ability(t *testing.T, bin, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"ability"}, args...)...)
 	cmd.Env = append(os.Environ(), homes(dir)...)
+	testproc.Tie(cmd)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("lloyal ability %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine/serverbackend/ollamatest"
+	"github.com/lloyal-ai/lloyal/internal/testproc"
 )
 
 // The binaries the end-to-end tests run are built once per test run, by
@@ -21,6 +25,11 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	lloyal.remove()
 	mcpServer.remove()
+	// The server tests start ollama: none may outlive them.
+	if err := ollamatest.CheckNoneLeft(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
 	os.Exit(code)
 }
 
@@ -43,7 +52,9 @@ func (b *binary) build(t *testing.T) string {
 			return
 		}
 		b.path = filepath.Join(dir, b.name)
-		if out, err := exec.Command("go", "build", "-o", b.path, b.pkg).CombinedOutput(); err != nil {
+		cmd := exec.Command("go", "build", "-o", b.path, b.pkg)
+		testproc.Tie(cmd)
+		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err = &buildError{b.pkg, err, string(out)}
 		}
 	})
@@ -123,5 +134,7 @@ func lloyalCmd(bin, dir, cache string, args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), homes(dir)...), "XDG_CACHE_HOME="+cache) // the last value wins
+	// It dies with the test binary, however that ends.
+	testproc.Tie(cmd)
 	return cmd
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/lloyal-ai/lloyal/bench"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/internal/testproc"
 	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/tools/research/demomodel"
 	"github.com/lloyal-ai/lloyal/trace"
@@ -245,6 +246,7 @@ func TestSmallContextCompletes(t *testing.T) {
 	cmd := exec.Command(bin, "run", "--headless", "--deny-protected", "--ctx", "2048", "--agents", "3", "--model", model, "--trace", tp)
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), homes(work)...)
+	testproc.Tie(cmd)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "adapted to the context: context 2048") {
 		t.Fatalf("%v\n%s", err, out)

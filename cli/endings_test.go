@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/testproc"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -28,6 +29,7 @@ func headlessRun(t *testing.T, bin, dir string, prefix ...string) (*exec.Cmd, *b
 	if len(prefix) > 0 {
 		cmd = exec.Command(prefix[0], append(append(prefix[1:], bin), args...)...)
 		cmd.Dir = dir
+		testproc.Tie(cmd)
 	} else {
 		cmd = lloyalCmd(bin, dir, filepath.Join(dir, "cache"), args...)
 	}
@@ -121,6 +123,10 @@ func TestAFailedTraceWriteStopsTheRun(t *testing.T) {
 	}
 	if s := stderr.String(); !strings.Contains(s, "write trace") || !strings.Contains(s, "the run was stopped") {
 		t.Fatalf("the error does not name the trace and the stop:\n%s", s)
+	}
+	// Said once: the closing record's failure is the same full disk.
+	if n := strings.Count(stderr.String(), "write trace "); n != 1 {
+		t.Fatalf("the failed write is said %d times:\n%s", n, stderr)
 	}
 }
 

@@ -27,7 +27,7 @@ func newGrantsCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&file, "grants-file", "", "grants file (default $XDG_CONFIG_HOME/lloyal/grants.json)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
-		Short: "Show the tools allowed without asking (\"always\" answers)",
+		Short: "Show the tools allowed without asking (\"always\" answers), each with where it comes from",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := store()
@@ -41,25 +41,30 @@ func newGrantsCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOOL\tGRANTED")
+			fmt.Fprintln(tw, "TOOL\tFROM\tGRANTED")
 			for _, g := range gs {
-				fmt.Fprintf(tw, "%s\t%s\n", g.Tool, g.Granted.Local().Format("2006-01-02 15:04"))
+				from := g.Origin
+				if g.Legacy() {
+					from = "any built-in tool of the name (saved by an older lloyal)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Tool, from, g.Granted.Local().Format("2006-01-02 15:04"))
 			}
 			return tw.Flush()
 		},
 	}, &cobra.Command{
 		Use:   "revoke TOOL",
-		Short: "Make a tool ask again",
+		Short: "Make a tool ask again (every grant of that name, wherever the tool comes from)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := store()
 			if err != nil {
 				return err
 			}
-			if err := s.Revoke(args[0]); err != nil {
+			n, err := s.Revoke(args[0])
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s: it will ask again\n", args[0])
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (%d %s): it will ask again\n", args[0], n, map[bool]string{true: "grant", false: "grants"}[n == 1])
 			return nil
 		},
 	})

@@ -7,17 +7,21 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/rerun"
 	"github.com/lloyal-ai/lloyal/trace"
 	"github.com/lloyal-ai/lloyal/ui"
 )
 
-// rerunFlags are what rerun and fork share: where the new trace goes and
-// how the run is shown.
+// rerunFlags are what rerun and fork share: where the new trace goes, how
+// the run is shown, and the authority the run has. A trace carries none:
+// grants and the workspace come from these flags alone.
 type rerunFlags struct {
 	out             string
 	headless, jsonl bool
+	approvals       approvals.Config
+	workspace       string
 }
 
 func (f *rerunFlags) add(cmd *cobra.Command) {
@@ -25,6 +29,19 @@ func (f *rerunFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.out, "trace", "", "write the new run's trace here (default: a new file under the state dir)")
 	fs.BoolVar(&f.headless, "headless", false, "print a readable log instead of the terminal app")
 	fs.BoolVar(&f.jsonl, "jsonl", false, "stream every event as a JSON line")
+	fs.StringVar(&f.workspace, "workspace", "", "folder write_note saves notes in (default ./lloyal-notes: never the recorded run's)")
+	approvalFlags(fs, &f.approvals)
+}
+
+// authority is what the command gives the run: its own grants, workspace
+// and approvals, never the trace's.
+func (f *rerunFlags) authority() rerun.Authority {
+	a := rerun.Authority{Grants: f.approvals.Grant, DenyProtected: f.approvals.DenyProtected, GrantsFile: f.approvals.GrantsFile,
+		Workspace: f.workspace, Headless: f.headless || f.jsonl}
+	if f.approvals.Timeout != 0 {
+		a.ApprovalTimeout = f.approvals.Timeout.String()
+	}
+	return a
 }
 
 func newRerunCmd() *cobra.Command {
@@ -38,7 +55,12 @@ get the results the recorded agents read, prefills repeat at the recorded
 ticks, sampling uses the recorded seeds. It says "token for token" at the
 end, or stops at the first token that differs (agent, turn, place, both
 tokens' probabilities). --live-tools calls the tools for real.
-docs/time-travel.md says more.`,
+
+A trace says what ran, never with what authority: grants and the notes
+folder come from this command's flags (--grant, --deny-protected,
+--workspace), and it says first what the recorded run had that this one
+does not. Headless, a run that granted tools needs --grant or
+--deny-protected. docs/time-travel.md says more.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rec, err := rerun.Load(args[0])
@@ -93,14 +115,16 @@ docs/time-travel.md says more.`,
 // reexecute runs rec's command line again with rec as its replay: a rerun,
 // or with fork set a fork (its header names it).
 func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trace.ForkRef) error {
-	plan, err := rec.Prepare(f.out, Version, cmd.ErrOrStderr())
+	plan, err := rec.Prepare(f.out, Version, f.authority(), cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	rec.OnDiverge = func(engine.Divergence) { cancel() }
-	o := &runFlags{argv: rec.Header.CommandLine}
+	// The new trace's command line is the run this is: the recorded facts
+	// and this command's authority.
+	o := &runFlags{argv: append([]string{"lloyal", "run"}, plan.Args...)}
 	o.cfg.App.Replay = rec
 	// The record's tokens were decoded with or without jump-forward (runs
 	// before it have none); the rerun must split text into tokens alike.

@@ -1,17 +1,19 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -61,7 +63,9 @@ func TestRerunIsTokenForToken(t *testing.T) {
 			if out, err := lloyalCmd(bin, dir, cache, args...).CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {
 				t.Fatalf("run: %v\n%s", err, out)
 			}
-			out, err := lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless", "--trace", again).CombinedOutput()
+			// The run granted write_note and chose its notes folder: a
+			// headless rerun says itself what it allows and where notes go.
+			out, err := lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless", "--deny-protected", "--workspace", "notes", "--trace", again).CombinedOutput()
 			if err != nil {
 				t.Fatalf("rerun: %v\n%s", err, out)
 			}
@@ -82,6 +86,10 @@ func TestRerunIsTokenForToken(t *testing.T) {
 			}
 			if !strings.Contains(string(out), fmt.Sprintf("%d sampled tokens", n)) {
 				t.Fatalf("rerun did not say it matched:\n%s", out)
+			}
+			// write_note's result was served, not run: no note was saved.
+			if strings.Contains(string(out), "note saved") {
+				t.Fatalf("the rerun says a note was saved; none was:\n%s", out)
 			}
 		})
 	}
@@ -134,6 +142,8 @@ func TestRerunRefuses(t *testing.T) {
 		{"a server run", write("server.jsonl", header(func(h map[string]any) { h["server"] = map[string]any{"url": "http://127.0.0.1:11434"} })), "cannot be rerun token for token"},
 		{"not a run", write("bench.jsonl", header(func(h map[string]any) { h["commandLine"] = []string{"lloyal", "bench", "demo"} })), "only runs can be rerun"},
 		{"another harness", write("harness.jsonl", header(func(h map[string]any) { h["harness"].(map[string]any)["sha256"] = strings.Repeat("cd", 32) })), "is not the one the recorded run ran"},
+		{"an older trace", write("old.jsonl", header(func(h map[string]any) { delete(h, "run"); h["formatVersion"] = 2 })), "before traces recorded the run's configuration"},
+		{"headers disagree", write("two.jsonl", append(header(func(h map[string]any) {}), header(func(h map[string]any) { h["run"].(map[string]any)["granted"] = []string{"write_note"} })[0])), "two trace headers that disagree"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := lloyalCmd(bin, dir, cache, "rerun", c.trace, "--headless", "--trace", filepath.Join(dir, c.name+".out.jsonl")).CombinedOutput()
@@ -312,61 +322,129 @@ func TestForkRefuses(t *testing.T) {
 	}
 }
 
-// A trace written before jump-forward decoding (its header's sampling says
-// nothing of it) sampled grammar-forced text a token at a time; its rerun
-// must too. Such a trace is made here by recording with the built-in
-// harness's own text and jump_forward: false, then writing the header as an
-// older lloyal would have: no harness file, no jumpForward.
-func TestRerunOfARunBeforeJumpForward(t *testing.T) {
+// A trace carries facts, not authority. An edited trace names a grant and
+// a notes folder of its own (in its run configuration and command line)
+// and leaves out how the recorded write_note call was answered, so the
+// rerun makes that call live: it is refused as the rerunning command says
+// (--deny-protected), and nothing is written in the trace's folder. A
+// harness file the trace names that sends the model to a server is
+// refused before anything connects to it; so is a headless rerun that
+// would need the trace's grant.
+func TestRerunTakesNoAuthorityFromItsTrace(t *testing.T) {
 	bin := lloyalBinary(t)
 	model := testmodel.Tiny(t)
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "cache")
-	show, err := lloyalCmd(bin, dir, cache, "harness", "show", "research").Output()
-	if err != nil {
+	// One agent that must call write_note first (tool_choice), then report.
+	writer := filepath.Join(dir, "writer.yaml")
+	if err := os.WriteFile(writer, []byte(writerHarness), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dir, "research.yaml")
-	text := strings.Replace(string(show), "\nroles:", "\nsampling: {jump_forward: false}\nroles:", 1)
-	if text == string(show) {
-		t.Fatal("the built-in harness has no roles: line to put sampling before")
-	}
-	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec, again := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "rerun.jsonl")
-	if out, err := lloyalCmd(bin, dir, cache, "run", file, "--headless", "--model", model, "--walk", "--ctx", "4096", "--threads", "1", "--temperature", "0",
+	rec := filepath.Join(dir, "run.jsonl")
+	if out, err := lloyalCmd(bin, dir, cache, "run", writer, "--headless", "--model", model, "--walk", "--ctx", "4096", "--threads", "1", "--temperature", "0",
 		"--deny-protected", "--trace", rec).CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
-	b, err := os.ReadFile(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, rest, _ := bytes.Cut(b, []byte("\n"))
+	stolen := filepath.Join(dir, "stolen")
+	lines := strings.SplitAfter(string(must(os.ReadFile(rec))), "\n")
 	var h map[string]any
-	if err := json.Unmarshal(first, &h); err != nil {
+	if err := json.Unmarshal([]byte(lines[0]), &h); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := h["sampling"].(map[string]any); s == nil || s["jumpForward"] != nil {
-		t.Fatalf("the run's header sampling %v", h["sampling"])
-	}
-	argv, _ := h["commandLine"].([]any)
-	h["commandLine"] = slices.DeleteFunc(argv, func(a any) bool { return a == file })
-	delete(h, "harness")
-	first, _ = json.Marshal(h)
-	if err := os.WriteFile(rec, append(append(first, '\n'), rest...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless", "--trace", again).CombinedOutput()
-	if err != nil {
-		t.Fatalf("rerun: %v\n%s", err, out)
-	}
-	want, _ := sampledIDs(t, rec)
-	got, _ := sampledIDs(t, again)
-	for a, ids := range want {
-		if !slices.Equal(got[a], ids) {
-			t.Fatalf("agent %d: rerun sampled %d tokens, the run %d; first ids %v vs %v", a, len(got[a]), len(ids), head(got[a]), head(ids))
+	h["commandLine"] = append(h["commandLine"].([]any), "--grant", "write_note", "--workspace", stolen, "--server", "http://127.0.0.1:9")
+	run := h["run"].(map[string]any)
+	run["granted"], run["workspace"], run["denyProtected"] = []string{"write_note"}, stolen, false
+	hb, _ := json.Marshal(h)
+	edited := []string{string(hb) + "\n"}
+	denied := 0
+	for _, l := range lines[1:] {
+		if strings.Contains(l, `"type":"agent:nudge"`) && strings.Contains(l, `"reason":"denied"`) {
+			denied++
+			continue // the call runs live in the rerun
 		}
+		edited = append(edited, l)
+	}
+	if denied == 0 {
+		t.Fatal("the run denied no write_note call: nothing to make live")
+	}
+	hostile := filepath.Join(dir, "hostile.jsonl")
+	if err := os.WriteFile(hostile, []byte(strings.Join(edited, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := lloyalCmd(bin, dir, cache, "rerun", hostile, "--headless", "--trace", filepath.Join(dir, "refused.jsonl")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--grant write_note") || !strings.Contains(string(out), "allowed write_note without asking") {
+		t.Fatalf("a headless rerun of a trace that granted write_note ran without the user saying: %v\n%s", err, out)
+	}
+	out, _ = lloyalCmd(bin, dir, cache, "rerun", hostile, "--headless", "--deny-protected", "--workspace", "mine", "--trace", filepath.Join(dir, "again.jsonl")).CombinedOutput()
+	if _, err := os.Stat(stolen); err == nil {
+		t.Fatalf("the rerun wrote into the trace's folder %s:\n%s", stolen, out)
+	}
+	if !strings.Contains(string(out), "saved notes in "+stolen) {
+		t.Fatalf("the rerun did not say the recorded run's folder is not used:\n%s", out)
+	}
+
+	// A harness file that names a server, with the sha256 the trace says.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var connected atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			connected.Add(1)
+			c.Close()
+		}
+	}()
+	evil := filepath.Join(dir, "evil.yaml")
+	if err := os.WriteFile(evil, []byte("model: {server: \"http://"+ln.Addr().String()+"\"}\n"+writerHarness), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := harness.Load(evil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = f.With(harness.Profiles(false, true, 4096)...); err != nil {
+		t.Fatal(err)
+	}
+	run["harness"] = evil
+	h["harness"] = map[string]any{"path": evil, "sha256": f.SHA256}
+	hb, _ = json.Marshal(h)
+	edited[0] = string(hb) + "\n"
+	if err := os.WriteFile(hostile, []byte(strings.Join(edited, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := lloyalCmd(bin, dir, cache, "rerun", hostile, "--headless", "--deny-protected", "--workspace", "mine", "--trace", filepath.Join(dir, "server.jsonl"))
+	cmd.Env = append(cmd.Env, "LLOYAL_API_KEY=secret-key", "LLOYAL_SERVER=http://"+ln.Addr().String())
+	out, err = cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "sends nothing to a server") {
+		t.Fatalf("a rerun of a harness that names a server: %v\n%s", err, out)
+	}
+	if n := connected.Load(); n != 0 {
+		t.Fatalf("the rerun connected to the trace's server %d times", n)
 	}
 }
+
+// writerHarness is one agent that saves a note first (write_note is its
+// forced first call), then reports.
+const writerHarness = `tools:
+  write_note: {builtin: write_note, folder: notes}
+roles:
+  writer:
+    system: Save a note, then report.
+    tools: [write_note]
+    terminal: {builtin: report}
+    tool_choice: write_note
+    max_turns: 3
+    turn_tokens: 1600
+run:
+  input: Save a note.
+  steps:
+    - role: writer
+      orchestrate: parallel
+      task: "{{input}}"
+`

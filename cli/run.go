@@ -13,6 +13,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/app"
 	"github.com/lloyal-ai/lloyal/approvals"
+	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
@@ -120,6 +121,7 @@ func serverFlags(fs *pflag.FlagSet, c *session.Config) {
 	fs.StringVar(&c.API, "api", "auto", "with --server: the server's API: chat (/v1/chat/completions, tools as tools), completions (/v1/completions, a raw prompt), generate (ollama's /api/generate) or auto (ollama: generate; others: completions where they take raw prompts, else chat); more headers from $LLOYAL_HEADERS (Name: value; …)")
 	fs.IntVar(&c.App.MaxInflight, "max-inflight", 8, "with --server: most requests in flight at once (one per active agent)")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", time.Minute, "with --server: give up on a request when the server has sent nothing for this long")
+	fs.DurationVar(&c.TurnTimeout, "turn-timeout", serverbackend.DefaultTurnTimeout, "with --server: end a turn the server has not finished after this long, however it streams (keep-alives do not extend it)")
 	fs.BoolVar(&c.Walk, "walk", false, "walk the model through the tools (for a model that never calls one itself, like a generated random-weight model)")
 	_ = fs.MarkHidden("walk")
 }
@@ -136,11 +138,17 @@ func approvalFlags(fs *pflag.FlagSet, c *approvals.Config) {
 func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 	c, fs := o.cfg, cmd.Flags()
 	c.App.Stdin, c.App.Stdout, c.App.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+	// What the flags chose, as given, before defaults and the harness
+	// fill them in: the facts a rerun rebuilds the run from.
+	var err error
+	if c.Run, err = runConfig(fs, o, c, args); err != nil {
+		return err
+	}
+	rerun := c.App.Replay != nil
 	// A harness file first (the built-in research harness without one):
 	// its problems are reported before anything loads, and its model
 	// settings count unless a flag overrides them.
 	var file *harness.File
-	var err error
 	if len(args) == 1 {
 		file, err = harness.Load(args[0])
 	} else {
@@ -149,13 +157,18 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.Server == "" {
+	if c.Server == "" && !rerun {
 		// Read here, not as the flag's default: help would print it, and a
 		// URL may carry credentials.
 		c.Server = os.Getenv("LLOYAL_SERVER")
 	}
 	if file, err = withProfiles(fs, file, &c); err != nil {
 		return err
+	}
+	if rerun && c.Server != "" {
+		// A rerun's harness is the recorded run's: the trace chose it, and
+		// a trace never chooses where a prompt (or a key) is sent.
+		return fmt.Errorf("the harness file %s names the server %s: a rerun runs the recorded model here and sends nothing to a server", file.Path, backends.RedactArgs([]string{c.Server})[0])
 	}
 	if err := checkRun(c); err != nil {
 		return err
@@ -328,6 +341,8 @@ func checkServer(c session.Config) error {
 		return fmt.Errorf("--max-inflight %d: use 1 to 1024", c.App.MaxInflight)
 	case c.RequestTimeout <= 0:
 		return fmt.Errorf("--request-timeout %s: use a positive time (e.g. 1m)", c.RequestTimeout)
+	case c.TurnTimeout <= 0:
+		return fmt.Errorf("--turn-timeout %s: use a positive time (e.g. 10m)", c.TurnTimeout)
 	}
 	if _, err := serverbackend.ParseAPI(c.API); err != nil {
 		return err

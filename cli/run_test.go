@@ -13,6 +13,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/internal/testproc"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -95,6 +96,7 @@ func TestHeadlessWithoutATerminal(t *testing.T) {
 	cmd := exec.Command(bin, "run", "--jsonl", "--agents", "1", "--ctx", "4096", "--corpus", filepath.Join("..", "testdata", "corpus"),
 		"--workspace", filepath.Join(dir, "notes"), "--trace", tp, "--grants-file", filepath.Join(dir, "grants.json"))
 	cmd.Env = append(os.Environ(), homes(dir)...)
+	testproc.Tie(cmd)
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)

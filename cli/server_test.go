@@ -83,6 +83,7 @@ func TestServerFlagsAreRefused(t *testing.T) {
 		{[]string{"run", "--server", "http://127.0.0.1:1"}, "--model NAME"},
 		{[]string{"run", "--server", "http://127.0.0.1:1", "--model", "m", "--max-inflight", "0"}, "--max-inflight 0"},
 		{[]string{"run", "--server", "http://127.0.0.1:1", "--model", "m", "--request-timeout", "-1s"}, "--request-timeout -1s"},
+		{[]string{"run", "--server", "http://127.0.0.1:1", "--model", "m", "--turn-timeout", "0s"}, "--turn-timeout 0s"},
 		{[]string{"run", "--server", "http://127.0.0.1:1", "--model", "m", "--headless"}, "cannot reach the server at http://127.0.0.1:1"},
 		{[]string{"run", "--server", "ftp://x", "--model", "m", "--headless"}, "not an http(s) URL"},
 		{[]string{"bench", "server", "--spine", "0"}, "--spine 0"},

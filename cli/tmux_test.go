@@ -12,6 +12,7 @@ import (
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/testproc"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -36,6 +37,21 @@ func startTmux(t *testing.T, cmdline string, env ...string) *tmux {
 	// meet that server as it exits ("server exited unexpectedly"), so each
 	// session gets a server of its own.
 	s.socket = filepath.Join(t.TempDir(), "tmux")
+	// The server runs in the foreground (-D), a child of the test binary
+	// that dies with it (and takes the panes' processes with it: their
+	// terminal hangs up); a daemon would outlive a killed test binary.
+	server := s.cmd("-D")
+	if err := testproc.Start(server); err != nil {
+		t.Fatalf("tmux -D: %v", err)
+	}
+	t.Cleanup(func() { testproc.KillGroup(server); _ = server.Wait() })
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(s.socket); err == nil {
+			break
+		} else if time.Now().After(end) {
+			t.Fatalf("tmux -D made no socket within 10 s: %v", err)
+		}
+	}
 	args := []string{"new-session", "-d", "-s", s.session, "-x", "120", "-y", "36"}
 	for _, e := range env {
 		args = append(args, "-e", e)
@@ -263,6 +279,7 @@ func TestTmuxReplay(t *testing.T) {
 	rec := exec.Command(bin, "run", "--headless", "--deny-protected", "--ctx", "4096", "--agents", "1", "--corpus", filepath.Join("..", "testdata", "corpus"),
 		"--workspace", filepath.Join(dir, "notes"), "--trace", tp)
 	rec.Env = append(os.Environ(), homes(dir)...)
+	testproc.Tie(rec)
 	if out, err := rec.CombinedOutput(); err != nil {
 		t.Fatalf("record: %v\n%s", err, out)
 	}
@@ -437,6 +454,7 @@ func TestTmuxForkFromReplay(t *testing.T) {
 	rec := exec.Command(bin, "run", "--headless", "--deny-protected", "--model", testmodel.Tiny(t), "--walk", "--ctx", "16384", "--temperature", "0", "--threads", "1",
 		"--workspace", filepath.Join(dir, "notes"), "--trace", tp)
 	rec.Env = append(os.Environ(), env...)
+	testproc.Tie(rec)
 	if out, err := rec.CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {
 		t.Fatalf("record: %v\n%s", err, out)
 	}
@@ -449,6 +467,12 @@ func TestTmuxForkFromReplay(t *testing.T) {
 	s.waitFor("NOTHING-MATCHED-HERE", 10*time.Second)
 	s.keys("C-s")
 	s.waitFor("fork of run.jsonl", 30*time.Second)
+	// The fork's live part asks for protected calls as a live run does:
+	// the recorded run's --deny-protected is not the fork's.
+	s.waitForAny(60*time.Second, "wants to run a protected tool", "follow up:")
+	if strings.Contains(s.screen(), "wants to run a protected tool") {
+		s.keys("n")
+	}
 	s.endRun(60 * time.Second)
 	s.keys("q")
 	s.waitFor("LLOYAL-EXITED=0", 10*time.Second)

@@ -11,14 +11,16 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
-// Approver decides protected calls. The runtime asks Grant first (a grant lets the call run; the
-// source is shown as approval:auto);
+// Approver decides protected calls. The runtime asks Grant first, with
+// the tool's name and origin (ToolSpec.Origin, OriginBuiltin when it names
+// none: together the tool's identity, which a grant must match); a grant
+// lets the call run, its source shown as approval:auto;
 // without a grant it calls Request and parks the agent — no tokens, no cache
 // growth, siblings keep running — until the channel delivers the decision.
 // Withdraw denies an agent's pending requests (agent 0: all of them) when it
 // is cancelled or the run ends, so none is left hanging.
 type Approver interface {
-	Grant(tool string) (source string, ok bool)
+	Grant(tool, origin string) (source string, ok bool)
 	Request(req event.ApprovalRequest) <-chan event.Decision
 	Withdraw(agent int, reason string)
 }
@@ -37,13 +39,22 @@ func (p *pool) granted(tool string) (string, bool) {
 	if p.rt.opts.Approver == nil {
 		return "", false
 	}
-	return p.rt.opts.Approver.Grant(tool)
+	return p.rt.opts.Approver.Grant(tool, p.origin(tool))
+}
+
+// origin is the pool's tool's origin (OriginOf): a call names its tool by
+// name only, and the pool holds one tool of each name.
+func (p *pool) origin(tool string) string {
+	if e := p.tools.byName[tool]; e != nil {
+		return OriginOf(e.spec)
+	}
+	return OriginBuiltin
 }
 
 // askApproval parks the agent until a person answers.
 func (p *pool) askApproval(pc *pendingCall) {
 	a := pc.agent
-	req := event.ApprovalRequest{CallID: pc.call.ID, Agent: a.ID, Task: a.Task, Tool: pc.call.Tool, Args: pc.call.Args, Why: pc.entry.spec.Description, Asked: time.Now()}
+	req := event.ApprovalRequest{CallID: pc.call.ID, Agent: a.ID, Task: a.Task, Tool: pc.call.Tool, Origin: OriginOf(pc.entry.spec), Args: pc.call.Args, Why: pc.entry.spec.Description, Asked: time.Now()}
 	a.status = event.StatusApproval
 	p.calls.awaiting++
 	// The approver knows the request before anyone can see it: a person

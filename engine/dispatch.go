@@ -68,7 +68,7 @@ func (p *pool) dispatch() {
 			}
 			if p.rt.opts.Approver == nil {
 				a.call = nil
-				p.refuse(a, pc.call, "protected", fmt.Sprintf("%s is protected and this session has no permission to run it. Do not call it again; continue without it.", pc.call.Tool))
+				p.refuseCall(a, pc.call, "protected", fmt.Sprintf("%s is protected and this session has no permission to run it. Do not call it again; continue without it.", pc.call.Tool))
 				continue
 			}
 			p.askApproval(pc)

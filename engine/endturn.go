@@ -44,16 +44,20 @@ func (p *pool) endTurn(a *Agent) {
 			// Prose that trails off into the start of a call: keep the prose.
 			perr = nil
 		}
-		if perr != nil && (cut || looped) {
+		if looped || (perr != nil && cut) {
 			// The turn stopped inside a call — at MaxTurnTokens, or at a
 			// loop (endLoop): the call is not malformed, it is unfinished.
 			// A report is salvaged (its text so far); another call is asked
-			// for again.
-			why, tool, source, ended := "turn_cut", "(cut)", "turn_cut_salvaged", "reached the token limit"
+			// for again. Prose that fell into a loop is asked for again too:
+			// a looping turn is never the agent's answer.
+			why, tool, source, ended := "turn_cut", "(cut)", "turn_cut_salvaged", "stopped at the token limit inside a call"
 			ask := fmt.Sprintf("Your turn reached its limit of %d tokens before the tool call was finished. Write the call again, shorter.", p.spec.MaxTurnTokens)
 			if looped {
 				why, tool, source, ended = "loop", "(loop)", "loop_salvaged", "fell into a loop"
 				ask = "You were repeating the same words over and over, so your turn was stopped. Write the call again, without repeating yourself."
+				if perr == nil {
+					ask = "You were repeating the same words over and over, so your turn was stopped. Go on without repeating yourself: call a tool or give your answer."
+				}
 			}
 			if body, ok := salvage(raw, p.tools.terminal, f); ok && p.tools.terminal != "" {
 				p.loopNudge(a, looped, raw)
@@ -64,21 +68,14 @@ func (p *pool) endTurn(a *Agent) {
 				// Out of turns: asking again could go on for ever (a model
 				// that spends every turn on whitespace inside the call).
 				p.loopNudge(a, looped, raw)
-				if p.tools.terminal == "" {
-					p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "max_turns"})
-					p.finish(a, event.Failed, fmt.Sprintf("max_turns: every one of its %d turns %s inside a call", p.spec.MaxTurns, ended), "")
-					return
-				}
-				p.drop(a, "max_turns", p.spec.RecoveryShape)
+				p.outOfTurns(a, fmt.Sprintf("its %d turns are spent and the last %s", p.spec.MaxTurns, ended))
 				return
 			}
 			p.refuse(a, Call{ID: p.newCallID(), Tool: tool, Agent: a.ID}, why, ask)
 			return
 		}
-		// A loop in prose: what came before it stands.
-		p.loopNudge(a, looped, raw)
 		if perr != nil {
-			p.refuse(a, Call{ID: p.newCallID(), Tool: "(malformed)", Agent: a.ID}, "malformed",
+			p.refuseCall(a, Call{ID: p.newCallID(), Tool: "(malformed)", Agent: a.ID}, "malformed",
 				fmt.Sprintf("Your tool call could not be read: %s. Write it again as %s{\"name\": ..., %q: {...}}%s.", parseReason(perr), strings.TrimSpace(f.CallOpen), f.ArgsKey, strings.TrimSpace(f.CallClose)))
 			return
 		}
@@ -106,18 +103,18 @@ func (p *pool) endTurn(a *Agent) {
 		if len(p.tools.byName) == 0 {
 			msg = "There are no tools here. Answer in plain text."
 		}
-		p.refuse(a, call, "unknown_tool", msg)
+		p.refuseCall(a, call, "unknown_tool", msg)
 		return
 	}
 	if msg := validate(e, call.Args); msg != "" {
-		p.refuse(a, call, "invalid_arguments", msg)
+		p.refuseCall(a, call, "invalid_arguments", msg)
 		return
 	}
 	// Guards before the budget: a call a guard refuses gets the guard's
 	// message, not a budget nudge. A report is guarded too (its sources
 	// must be what its agent read).
 	if name, msg := p.guard(a, e, call); msg != "" && call.Tool != p.tools.terminal {
-		p.refuse(a, call, "guard:"+name, msg)
+		p.refuseCall(a, call, "guard:"+name, msg)
 		return
 	}
 	if g := e.spec.BeforeDispatch; g != nil {
@@ -129,7 +126,7 @@ func (p *pool) endTurn(a *Agent) {
 				p.drop(a, "max_turns", p.spec.RecoveryShape)
 				return
 			}
-			p.refuse(a, call, "guard", msg)
+			p.refuseCall(a, call, "guard", msg)
 			return
 		}
 	}
@@ -172,6 +169,33 @@ func (p *pool) endTurn(a *Agent) {
 	a.call = &pendingCall{agent: a, call: call, entry: e, attempt: 1}
 	a.status = event.StatusDispatch
 	p.calls.dispatchQ = append(p.calls.dispatchQ, a)
+}
+
+// refuseCall refuses a call the agent's turn made. A refused call is a
+// turn spent: past MaxTurns an agent gets at most maxOverNudges refusals,
+// shared with its nudges to report, and is then stopped (outOfTurns), so a
+// model, or a server, that writes nothing but refused calls (unknown tools,
+// invalid arguments) cannot go on for ever.
+func (p *pool) refuseCall(a *Agent, call Call, reason, msg string) {
+	if a.turns >= p.spec.MaxTurns {
+		if a.overNudges >= maxOverNudges {
+			p.outOfTurns(a, fmt.Sprintf("its %d turns are spent and its calls are still refused (%s)", p.spec.MaxTurns, reason))
+			return
+		}
+		a.overNudges++
+	}
+	p.refuse(a, call, reason, msg)
+}
+
+// outOfTurns stops an agent whose turns are spent: it writes its report
+// (recovery), or, in a pool without a terminal tool, fails saying why.
+func (p *pool) outOfTurns(a *Agent, why string) {
+	if p.tools.terminal == "" {
+		p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "max_turns"})
+		p.finish(a, event.Failed, "max_turns: "+why, "")
+		return
+	}
+	p.drop(a, "max_turns", p.spec.RecoveryShape)
 }
 
 // maxOverNudges bounds the nudges to report an agent gets for calls past

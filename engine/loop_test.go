@@ -19,8 +19,9 @@ func TestLoopEndsTheTurnEarly(t *testing.T) {
 		{"report", `<tool_call>{"name": "report", "arguments": {"result": "The harbor listens on 7070. ` + loop, "loop_salvaged"},
 		// Inside another call: asked again; its next turn reports.
 		{"call", `<tool_call>{"name": "lookup", "arguments": {"term": "` + loop, ""},
-		// In prose: the prose before the loop is its answer.
-		{"prose", "The harbor listens on 7070. " + loop, "free_text"},
+		// In prose: asked again (a looping turn is never the answer); its
+		// next turn reports.
+		{"prose", "The harbor listens on 7070. " + loop, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var n atomic.Int32

@@ -47,7 +47,7 @@ func policyScenarios(t *testing.T, o engine.Options, policy func(*engine.PoolSpe
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "alone"})})
 
 	h = newHarness(t, 8192, o)
-	h.be.Script("loops", "The harbor listens on 7070. "+strings.Repeat("Run. ", 200))
+	h.be.Script("loops", "The harbor listens on 7070. "+strings.Repeat("Run. ", 200), reportCall("after the loop"))
 	run(h, engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, MaxTurnTokens: 2000,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "loops"})})
 	return all

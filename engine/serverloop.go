@@ -40,6 +40,9 @@ type turnState struct {
 	// it frees its slot: the loop may take the slot before the refusal's
 	// event, and must not send another request the server would refuse.
 	refused atomic.Bool
+	// clampSaid: the pool has said that a server's token count was set
+	// aside (clampCounts), which it says once.
+	clampSaid bool
 }
 
 // generation is an agent's current turn on the server.
@@ -51,6 +54,7 @@ type generation struct {
 	notBefore time.Time // a busy server asked to wait until then
 	pieces    int       // pieces of text received (tokens, until the server counts them)
 	promptLen int       // the prompt's bytes, for the token estimate
+	maxTokens int       // the turn's MaxTokens: the most it may bring (overLimit)
 }
 
 // turnEvent is a piece of an answer, or its end.
@@ -175,7 +179,7 @@ func (p *pool) startTurn(a *Agent, g *generation) {
 	req.Sampling.Grammar = nil
 	ctx, cancel := context.WithCancel(p.ctx)
 	g.seq++
-	g.running, g.cancel, g.pieces, g.promptLen = true, cancel, 0, len(text)
+	g.running, g.cancel, g.pieces, g.promptLen, g.maxTokens = true, cancel, 0, len(text), maxTok
 	g.attempt++
 	a.raw.Reset()
 	a.turnTokens = 0
@@ -258,13 +262,14 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 	var ends []turnEvent
 	type looped struct {
 		a    *Agent
-		keep int // the bytes of its text kept
+		keep int  // the bytes of its text kept
+		cut  bool // not a loop: the turn ran past its limit (overLimit)
 	}
 	var loops []looped // in the order they fell in, so a trace is the same each time
 	isLooping := func(a *Agent) bool { return slices.ContainsFunc(loops, func(l looped) bool { return l.a == a }) }
 	for _, ev := range evs {
 		if isLooping(ev.a) {
-			continue // the rest of a looping answer is never read
+			continue // the rest of a looping (or overlong) answer is never read
 		}
 		if ev.done {
 			p.tick.kick = true
@@ -277,6 +282,11 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 			ends = append(ends, ev)
 			continue
 		}
+		if overLimit(g, g.pieces+1, ev.a.raw.Len()+len(ev.text)) {
+			// The piece is not kept: the turn ends before it.
+			loops = append(loops, looped{a: ev.a, keep: ev.a.raw.Len(), cut: true})
+			continue
+		}
 		ev.a.raw.WriteString(ev.text)
 		ev.a.addTokens(1)
 		ev.a.turnTokens++
@@ -285,7 +295,7 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 		per[ev.a.ID]++
 		n++
 		if start, unit, loop := repetition.Find(ev.a.raw.String()); loop {
-			loops = append(loops, looped{ev.a, start + unit})
+			loops = append(loops, looped{a: ev.a, keep: start + unit})
 		}
 	}
 	if n > 0 {
@@ -303,8 +313,15 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 	}
 	for _, l := range loops {
 		// As on a local model: the request is aborted at the loop, and
-		// what came before it is the turn (endLoop).
+		// what came before it is the turn (endLoop); a turn past its
+		// limit ends there, cut, as a local one does at MaxTurnTokens.
 		p.abortTurn(l.a)
+		if l.cut {
+			p.rt.cells.appendPrompt(l.a.branch, chat.Prompt{{Text: p.forcedCall(l.a)}})
+			l.a.cut = !l.a.extracting
+			p.endTurn(l.a)
+			continue
+		}
 		p.rt.cells.appendPrompt(l.a.branch, chat.Prompt{{Text: l.a.raw.String()[:l.keep]}})
 		p.endLoop(l.a, l.keep)
 	}
@@ -315,6 +332,21 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 			p.endServerTurn(ev)
 		}
 	}
+}
+
+// turnSlack is what a turn may bring beyond its MaxTokens pieces and
+// MaxTurnBytes before the runtime cuts it: the markers a TurnBackend writes
+// itself (a chat endpoint's reasoning between <think> markers, a call
+// between the format's call markers) are pieces and bytes the model did not
+// sample.
+const turnSlack = 16
+
+// overLimit reports whether a turn of so many pieces and bytes is more than
+// it may bring: more pieces than its MaxTokens, or more bytes than
+// MaxTurnBytes, whatever the backend streams (a server that ignores
+// max_tokens). The runtime cuts it before, so one turn's text is bounded.
+func overLimit(g *generation, pieces, bytes int) bool {
+	return pieces > g.maxTokens+turnSlack || bytes > MaxTurnBytes(g.maxTokens)+turnSlack<<10
 }
 
 // endServerTurn handles the end of a request: a busy server parks the agent,
@@ -353,20 +385,14 @@ func (p *pool) endServerTurn(ev turnEvent) {
 		return
 	}
 	delete(ts.gens, a)
-	res := ev.res
+	res := p.clampCounts(a, g, ev.res)
 	if res.Tokens > 0 && res.Tokens != g.pieces {
 		a.addTokens(res.Tokens - g.pieces)
 		a.turnTokens = res.Tokens
 	}
 	cells := p.rt.cells
 	cells.noteUsage(g.promptLen, res.PromptTokens)
-	raw := a.raw.String()
-	f := p.be.Format()
-	if s := p.rt.cells.samplingOf(a.branch); s.Grammar != nil && !s.Grammar.Lazy && f.CallOpen != "" && !strings.HasPrefix(strings.TrimSpace(raw), strings.TrimSpace(f.CallOpen)) {
-		raw = wrapCall(raw, f)
-		a.raw.Reset()
-		a.raw.WriteString(raw)
-	}
+	raw := p.forcedCall(a)
 	cells.appendPrompt(a.branch, chat.Prompt{{Text: raw}})
 	if res.PromptTokens > 0 && res.Tokens > 0 {
 		cells.counted(a.branch, g.promptLen+len(raw), res.PromptTokens+res.Tokens)
@@ -377,6 +403,47 @@ func (p *pool) endServerTurn(ev turnEvent) {
 		a.cut = true
 	}
 	p.endTurn(a)
+}
+
+// clampCounts sets aside a server's token counts that no request could
+// hold: a count is the server's word, not a fact, and a prompt counted as
+// more tokens than the context (10⁹, say) would read as a full context and
+// stop the agent. What is set aside counts as unsaid (lloyal's own
+// estimate stands), and the pool says so once, on screen and in the trace.
+func (p *pool) clampCounts(a *Agent, g *generation, res TurnResult) TurnResult {
+	n := p.be.NCtx()
+	var said []string
+	if res.PromptTokens > n {
+		said = append(said, fmt.Sprintf("%d prompt tokens", res.PromptTokens))
+		res.PromptTokens = 0
+	}
+	if res.Tokens > n {
+		said = append(said, fmt.Sprintf("%d tokens of answer", res.Tokens))
+		res.Tokens = 0
+	}
+	if res.Evaluated > n {
+		res.Evaluated = -1
+	}
+	if len(said) > 0 && !p.turns.clampSaid {
+		p.turns.clampSaid = true
+		p.emit(event.Event{Type: event.PoolNote, Role: "server_count_clamped", Pool: p.scope, Parent: p.scope, Agent: a.ID,
+			Reason: fmt.Sprintf("the server reported %s for a context of %d tokens: not believed; lloyal counts by its own estimate (%d pieces of answer this turn)", strings.Join(said, " and "), n, g.pieces)})
+	}
+	return res
+}
+
+// forcedCall is the agent's turn as the runtime reads it: a call the
+// server constrained to its JSON alone is written between the format's
+// markers (wrapCall), in a.raw too.
+func (p *pool) forcedCall(a *Agent) string {
+	raw := a.raw.String()
+	f := p.be.Format()
+	if s := p.rt.cells.samplingOf(a.branch); s.Grammar != nil && !s.Grammar.Lazy && f.CallOpen != "" && !strings.HasPrefix(strings.TrimSpace(raw), strings.TrimSpace(f.CallOpen)) {
+		raw = wrapCall(raw, f)
+		a.raw.Reset()
+		a.raw.WriteString(raw)
+	}
+	return raw
 }
 
 // serverFailed ends an agent whose request failed: the reason is the

@@ -32,6 +32,14 @@ type ToolSpec struct {
 	Parameters json.RawMessage
 	// Protected tools are refused unless a grant allows them.
 	Protected bool
+	// Origin is where the tool comes from; with Name it is the tool's
+	// identity, which grants bind to, so that a grant for one tool never
+	// lets another of the same name run. "" (or OriginBuiltin) is one of
+	// the program's own tools; a harness file's command tool is
+	// "harness PATH sha256:HEX" (the file's absolute path, the hash of the
+	// tool's definition); an ability's tool is "ability NAME key KEY" (its
+	// signer's key id). The runtime compares it and never parses it.
+	Origin string
 	// Fanout tools run on their own goroutine beside other agents' work. They
 	// must not touch the model (no sub-agents): only inline tools, which run
 	// on the loop while it waits, may.
@@ -73,6 +81,18 @@ type ToolSpec struct {
 	// refuse it back and ask again: e.g. it drops a source the agent never
 	// read. The agent's result (and its trace event) is what Repair gives.
 	Repair func(a *Agent, report json.RawMessage) json.RawMessage
+}
+
+// OriginBuiltin is the Origin of the program's own tools (lloyal's
+// built-in ones).
+const OriginBuiltin = "builtin"
+
+// OriginOf is s's Origin, OriginBuiltin when it names none.
+func OriginOf(s ToolSpec) string {
+	if s.Origin == "" {
+		return OriginBuiltin
+	}
+	return s.Origin
 }
 
 // Call is one tool call an agent made.
@@ -182,6 +202,24 @@ func OnProgress(ctx context.Context, filled, total int) {
 	if ci := info(ctx); ci != nil && ci.progress != nil {
 		ci.progress(filled, total)
 	}
+}
+
+// OnProgressSaying reports progress as OnProgress does, with what the tool
+// is doing (message, drawn beside the bar) and, when it cannot say its
+// total (total 0), how far it is by its own count (value, which may be a
+// fraction): the app then draws a moving bar with the value. It is for
+// progress a protocol gives (an MCP server's notifications/progress).
+// Outside a tool call it does nothing.
+func OnProgressSaying(ctx context.Context, filled, total int, value float64, message string) {
+	ci := info(ctx)
+	if ci == nil || ci.emit == nil {
+		return
+	}
+	e := event.Event{Type: event.ToolProgress, Parent: ci.dispatchID, Agent: ci.agent.ID, CallID: ci.call.ID, Tool: ci.call.Tool, Filled: filled, Total: total, Text: message}
+	if total == 0 {
+		e.Data, _ = json.Marshal(event.ProgressData{Value: value})
+	}
+	ci.emit(e)
 }
 
 // Explore reports whether the calling agent should explore (broaden) rather

@@ -33,12 +33,22 @@ type TurnBackend interface {
 	// NCtx is the context one request may fill (prompt and answer).
 	NCtx() int
 	// Generate runs one turn. It calls text with each piece of the answer as
-	// it arrives and returns when the turn is over. A transient refusal
+	// it arrives and returns when the turn is over: at the latest after
+	// req.MaxTokens pieces or MaxTurnBytes(req.MaxTokens) bytes, with Cut. A transient refusal
 	// (the server is busy: 429, 503) is a *RetryError and the turn is sent
 	// again after its Delay; any other error ends the agent. Cancelling ctx
 	// must abort the request.
 	Generate(ctx context.Context, req TurnRequest, text func(string)) (TurnResult, error)
 }
+
+// MaxTurnBytes is the most text one turn of maxTokens tokens may bring: 64
+// bytes a token and 64 KiB besides, far more than a model writes in that
+// many tokens, so only a server streaming past what it was asked for
+// reaches it. A TurnBackend passes on no more than this and MaxTokens
+// pieces (it cuts the turn there, arguments of a call included), and the
+// runtime cuts a turn that brings more: what one turn holds in memory is
+// bounded whatever a server streams.
+func MaxTurnBytes(maxTokens int) int { return 64<<10 + 64*max(maxTokens, 0) }
 
 // ErrRefused is what a TurnBackend wraps when the server refuses the run
 // itself (401, 403: the credentials): every agent would be refused alike,

@@ -35,9 +35,10 @@ type Program struct {
 	// handbook), each with what its agents read.
 	corpora map[string]*corpus
 	// soft, hard are the pressure limits of a role that sets none (0: the
-	// engine's), and findingChars how much of each report {{findings.ID}}
-	// holds: Fit sizes them to the context.
-	soft, hard, findingChars int
+	// engine's), findingChars how much of each report {{findings.ID}}
+	// holds, and noteChars how many characters of claims a publisher's
+	// grounded note holds (0: all): Fit sizes them to the context.
+	soft, hard, findingChars, noteChars int
 	// Sampling is what every pool samples with (the file's over
 	// DefaultSampling); a caller may override it before Run.
 	Sampling engine.Sampling
@@ -161,8 +162,8 @@ func (p *Program) Fit(nCtx, nBatch int) string {
 	if !fitted {
 		return ""
 	}
-	p.soft, p.hard, p.findingChars = l.Soft, l.Hard, l.FindingChars
-	return fmt.Sprintf("context %d: pressure limits %d/%d cells (soft/hard), findings cut to %d characters each", nCtx, p.soft, p.hard, p.findingChars)
+	p.soft, p.hard, p.findingChars, p.noteChars = l.Soft, l.Hard, l.FindingChars, l.NoteChars
+	return fmt.Sprintf("context %d: pressure limits %d/%d cells (soft/hard), findings cut to %d characters each, a grounded note's claims to %d characters", nCtx, p.soft, p.hard, p.findingChars, p.noteChars)
 }
 
 // SetAbility gives the program a started ability the file names
@@ -253,7 +254,7 @@ func (p *Program) tool(name string, t Tool) (engine.Tool, error) {
 		}
 		timeout, _ := parseDuration(t.Timeout)
 		return Command{Name: name, Description: t.Description, Parameters: mustJSON(orObject(t.Parameters)), Argv: append([]string{exe}, t.Command[1:]...),
-			Dir: filepath.Dir(p.f.Path), ReadOnly: t.ReadOnly, Timeout: timeout, Env: t.Env}.Tool(), nil
+			Dir: filepath.Dir(p.f.Path), ReadOnly: t.ReadOnly, Timeout: timeout, Env: t.Env, Origin: p.f.Origin(name)}.Tool(), nil
 	}
 	if t.Delegate != "" {
 		return p.delegate(name, t)
@@ -384,6 +385,16 @@ func (s Sampling) Over(base engine.Sampling) engine.Sampling {
 // ability's are not among them): what an ability's tool must not be named
 // like.
 func (p *Program) Tools() []engine.Tool { return append(p.own(), p.terminals()...) }
+
+// RunTools are every tool the program's agents may be offered: its own,
+// its abilities' and its roles' terminal tools (what a --grant may name).
+func (p *Program) RunTools() []engine.Tool {
+	all := p.own()
+	for _, a := range p.abilities {
+		all = append(all, a.Tools...)
+	}
+	return append(all, p.terminals()...)
+}
 
 // ToolInfos are the program's tools (its own, then its abilities') and its
 // roles' terminal tools, as the trace header records them.
@@ -767,7 +778,7 @@ func (p *Program) findings(results []engine.AgentResult) []research.Finding {
 	for i := range findings {
 		findings[i].Helped = research.Findings(p.helpers.of(findings[i].Agent))
 	}
-	return findings
+	return research.KeepClaims(findings, p.noteChars)
 }
 
 // grounded reports whether a report or publish terminal is grounded:

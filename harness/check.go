@@ -73,11 +73,17 @@ func (c *checker) tool(name string, t Tool) {
 		c.add(at, "say which tool this is: builtin (e.g. builtin: search), command (command: [./script]), delegate (delegate: ROLE) or ability (ability: NAME)")
 	case t.Ability != "":
 		// Its tools are known only when its server starts (lloyal run).
+		if t.ReadOnly {
+			c.add(at+"/read_only", "tool %s: an ability's tools are protected as the ability says, and read_only cannot change that: remove it", name)
+		}
 	case t.Delegate != "":
 		c.delegate(at, name, t)
 	case t.Builtin == "write_note":
 		if t.Folder == "" {
 			c.add(at, "write_note needs folder: where its notes are saved")
+		}
+		if t.ReadOnly {
+			c.add(at+"/read_only", "tool %s is write_note, which is protected (a person approves each note it saves): read_only cannot change that; remove it", name)
 		}
 	case t.Builtin != "":
 		// No corpus: the built-in handbook.
@@ -100,6 +106,47 @@ func (c *checker) tool(name string, t Tool) {
 			c.add(at+"/timeout", "%q is not a duration: write 30s, 2m or 1m30s", t.Timeout)
 		}
 	}
+}
+
+// protection is whether a tool asks before each call: a command unless it
+// is read_only, write_note always, an ability's tools as the ability says,
+// the other built-in tools and delegates never.
+func (t Tool) protection() string {
+	switch {
+	case t.Ability != "":
+		return "protected as its ability says"
+	case len(t.Command) > 0:
+		if t.ReadOnly {
+			return "not protected"
+		}
+		return "protected"
+	case t.Builtin == "write_note":
+		return "protected"
+	}
+	return "not protected"
+}
+
+// protectionKept checks that the profile name, which made g of f, changes
+// no tool's protection: a profile applies only on some models and
+// contexts (the demo model, a small context), where a tool the file
+// protects would otherwise run without asking, and `harness check` of the
+// file would not show it. Protection is set once, on the tool itself.
+func protectionKept(f, g *File, name string, tree *ast.File) []Problem {
+	c := &checker{f: f, tree: tree}
+	over, _ := f.Profiles[name]["tools"].(map[string]any)
+	for _, tool := range sortedKeys(g.Tools) {
+		at := "/profiles/" + escape(name) + "/tools/" + escape(tool)
+		if entry, _ := over[tool].(map[string]any); entry != nil {
+			if _, set := entry["read_only"]; set {
+				c.add(at+"/read_only", "a profile cannot set read_only: whether a tool is protected is set once, on the tool itself (tools.%s); remove it here", tool)
+				continue
+			}
+		}
+		if was, ok := f.Tools[tool]; ok && was.protection() != g.Tools[tool].protection() {
+			c.add(at, "this profile makes %s %s (the file: %s): whether a tool is protected is set once, on the tool itself; keep its kind (builtin, command, ability) here", tool, g.Tools[tool].protection(), was.protection())
+		}
+	}
+	return c.out
 }
 
 // delegate checks a delegate tool: its role exists and its agents cannot

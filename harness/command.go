@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,10 @@ type Command struct {
 	// PATH alone). The user's other variables, tokens and keys among
 	// them, never reach it.
 	Env []string
+	// Origin is where the command is defined (engine.ToolSpec.Origin: the
+	// harness file and its definition's hash), so that a grant for it is
+	// not a grant for another harness's command of the same name.
+	Origin string
 }
 
 // Limits of one command call.
@@ -63,7 +68,7 @@ func (c Command) Tool() engine.Tool {
 	if len(params) == 0 {
 		params = json.RawMessage(`{"type":"object"}`)
 	}
-	spec := engine.ToolSpec{Name: c.Name, Description: c.Description, Parameters: params, Protected: !c.ReadOnly}
+	spec := engine.ToolSpec{Name: c.Name, Description: c.Description, Parameters: params, Protected: !c.ReadOnly, Origin: c.Origin}
 	return engine.Func{S: spec, Fn: c.run}
 }
 
@@ -78,8 +83,9 @@ func (c Command) run(ctx context.Context, args json.RawMessage) (any, error) {
 	cmd.Dir = c.Dir
 	cmd.Env = c.environ()
 	cmd.Stdin = bytes.NewReader(args)
-	// Its own process group, so that a timeout kills what it started too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that a timeout kills what it started too;
+	// and (on Linux) killed when lloyal dies, even by kill -9.
+	cmd.SysProcAttr = sysProcAttr()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	stdout, err := cmd.StdoutPipe()
@@ -90,7 +96,9 @@ func (c Command) run(ctx context.Context, args json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	exited := make(chan struct{})
+	defer close(exited)
+	if err := startLocked(cmd, exited); err != nil {
 		return engine.ErrorResult("%s could not start: %v", c.Name, err), nil
 	}
 	// At the deadline the pipes close too: a child that left the process
@@ -122,6 +130,26 @@ func (c Command) run(ctx context.Context, args json.RawMessage) (any, error) {
 		return engine.ErrorResult("%s wrote something that is not JSON: %q", c.Name, chat.Clip(string(out), 200)), nil
 	}
 	return json.RawMessage(out), nil
+}
+
+// startLocked starts cmd from a goroutine locked to its OS thread, which
+// it holds until exited closes (after Wait). The parent-death signal
+// (sysProcAttr) is sent when the thread that started the child exits, not
+// the process (Go issue 27505), and Go ends a thread whose goroutine exits
+// locked: held this way, the thread lives as long as the child runs, and
+// the signal comes only when lloyal itself dies.
+func startLocked(cmd *exec.Cmd, exited <-chan struct{}) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			<-exited
+		}
+	}()
+	return <-started
 }
 
 // environ is the allowlisted part of this process's environment.

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -297,4 +299,18 @@ func merge(base, over map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// Origin is the origin (engine.ToolSpec.Origin) of the file's tool name:
+// the file's absolute path and the sha256 of the tool's definition as the
+// run uses it (its profiles put over it), so that a grant for it is a
+// grant for this definition in this file only: another harness's tool of
+// the same name, or this one once changed, asks again.
+func (f *File) Origin(name string) string {
+	def, _ := json.Marshal(struct {
+		Name string
+		Tool Tool
+	}{name, f.Tools[name]})
+	sum := sha256.Sum256(def)
+	return fmt.Sprintf("harness %s sha256:%s", f.Path, hex.EncodeToString(sum[:]))
 }

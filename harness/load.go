@@ -128,7 +128,10 @@ func Parse(path string, data []byte) (*File, error) {
 	// Each profile must make a good file too: a run that applies one
 	// finds no new problem after its model loads.
 	for _, name := range sortedKeys(f.Profiles) {
-		_, err := f.With(name)
+		g, err := f.With(name)
+		if err == nil {
+			e.Problems = append(e.Problems, protectionKept(f, g, name, tree)...)
+		}
 		var pe *Error
 		if errors.As(err, &pe) {
 			for _, p := range pe.Problems {

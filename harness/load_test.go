@@ -70,6 +70,10 @@ func TestBadHarnessFiles(t *testing.T) {
 		{"a profile that breaks the file", "      task: \"Join: {{results.read}}\"\n", "      task: \"Join: {{results.read}}\"\nprofiles:\n  demo:\n    roles:\n      reader: {tools: [search, nothing]}\n", "testdata/bad.yaml:40: profiles.demo: put over the file: roles.reader.tools.1: no tool \"nothing\": define it under tools (defined: lines, search)"},
 		{"tool_choice naming no tool", "    max_turns: 4\n", "    max_turns: 4\n    tool_choice: write_note\n", "testdata/bad.yaml:30: roles.reader.tool_choice: \"write_note\": use auto, required or one of the role's tools (search, lines)"},
 		{"follow_up naming no role", "run:\n", "run:\n  follow_up: writer\n", "testdata/bad.yaml:31: run.follow_up: no role \"writer\": define it under roles (defined: reader)"},
+		{"a profile that sets read_only", "    read_only: true\n", "", "testdata/bad.yaml:43: profiles.small_context.tools.lines.read_only: a profile cannot set read_only: whether a tool is protected is set once, on the tool itself (tools.lines); remove it here"},
+		{"a profile that makes write_note another tool", "  lines:\n", "  note:\n    builtin: write_note\n    folder: notes\n  lines:\n", "testdata/bad.yaml:45: profiles.demo.tools.note: this profile makes note not protected (the file: protected): whether a tool is protected is set once, on the tool itself; keep its kind (builtin, command, ability) here"},
+		{"read_only on write_note", "  lines:\n", "  note:\n    builtin: write_note\n    folder: notes\n    read_only: true\n  lines:\n", "testdata/bad.yaml:11: tools.note.read_only: tool note is write_note, which is protected (a person approves each note it saves): read_only cannot change that; remove it"},
+		{"read_only on an ability", "  lines:\n", "  mail:\n    ability: mail\n    read_only: true\n  lines:\n", "testdata/bad.yaml:10: tools.mail.read_only: tool mail: an ability's tools are protected as the ability says, and read_only cannot change that: remove it"},
 		{"chain of one task", "orchestrate: parallel\n      tasks: [\"What is {{input}}?\", \"Where is {{input}}?\"]", "orchestrate: chain\n      tasks: [\"only one\"]", "testdata/bad.yaml:32: run.steps.0: a chain runs tasks one after another, each with {{previous}}: give tasks, two or more"},
 	}
 	// Cases that need a second replacement.
@@ -77,6 +81,8 @@ func TestBadHarnessFiles(t *testing.T) {
 		"a role that delegates to itself": {{"  lines:\n", "  ask:\n    delegate: reader\n    description: Ask helpers.\n  lines:\n"}},
 		"a loop of two delegates": {{"  lines:\n", "  ask:\n    delegate: helper\n    description: Ask helpers.\n  back:\n    delegate: reader\n    description: Ask the reader.\n  lines:\n"},
 			{"run:\n", "  helper:\n    system: You help.\n    tools: [back]\n    terminal: {name: answer, schema: {type: object}}\nrun:\n"}},
+		"a profile that sets read_only":                {{"      task: \"Join: {{results.read}}\"\n", "      task: \"Join: {{results.read}}\"\nprofiles:\n  small_context:\n    tools:\n      lines:\n        timeout: 9s\n        read_only: true\n"}},
+		"a profile that makes write_note another tool": {{"      task: \"Join: {{results.read}}\"\n", "      task: \"Join: {{results.read}}\"\nprofiles:\n  demo:\n    tools:\n      note: {builtin: search}\n"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

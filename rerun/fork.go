@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
+
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 // Point is an event a fork can start at: what an agent was about to read
@@ -121,13 +122,29 @@ func (r *Record) ForkWith(id uint64, replace, appendText string) error {
 	}
 	edited := p.Appended(appendText)
 	if replace != "" {
-		b, err := os.ReadFile(replace)
+		// A regular file of bounded size: /dev/zero never ends and a FIFO
+		// blocks; ForkAt refuses an edit over the context anyway, so the
+		// bound reads only what could still fit it.
+		b, err := regular.ReadFile(replace, maxEdit(r.Header.Context.NCtx))
+		if errors.Is(err, regular.ErrTooLarge) {
+			return fmt.Errorf("--replace-result %s: more than the run's whole context (%d cells) could hold; shorten it", replace, r.Header.Context.NCtx)
+		}
 		if err != nil {
-			return fmt.Errorf("--replace-result: %w", err)
+			return fmt.Errorf("--replace-result %s: %w: give a regular file of what the agent reads instead", replace, err)
 		}
 		edited = p.Replacement(string(b))
 	}
 	return r.ForkAt(id, edited, r.Header.Context.NCtx)
+}
+
+// maxEdit is the most bytes of an edit a fork reads: more than ForkAt lets
+// fit a context of nCtx cells (three bytes a token), bounded for a header
+// that records no context.
+func maxEdit(nCtx int) int64 {
+	if nCtx <= 0 {
+		nCtx = 1 << 20
+	}
+	return int64(3*nCtx + 3)
 }
 
 // ForkEdited forks at event id where the agent reads text, edited from

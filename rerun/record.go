@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"reflect"
 	"sync"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -56,10 +58,13 @@ type Record struct {
 
 type turnKey struct{ agent, turn int }
 
-// Load reads a trace for a rerun. It refuses a trace without its closing
-// record (a run that was killed: its record is incomplete), one whose
-// tokens were not recorded (a run on an inference server, or a trace
-// older than token recording) and one no `lloyal run` wrote.
+// Load reads a trace for a rerun. It refuses a trace it cannot trust to
+// say what ran: one with a line it cannot read (a rerun needs every
+// record), one whose headers disagree, one without its closing record (a
+// run that was killed: its record is incomplete), one whose tokens were
+// not recorded (a run on an inference server, or a trace older than token
+// recording), one older than the recorded run configuration (format 3) and
+// one no `lloyal run` wrote.
 func Load(path string) (*Record, error) {
 	f, err := regular.Open(path)
 	if err != nil {
@@ -75,6 +80,9 @@ func Load(path string) (*Record, error) {
 		rec := s.Record()
 		switch {
 		case rec.Header != nil:
+			if header != nil && !reflect.DeepEqual(*header, *rec.Header) {
+				return nil, fmt.Errorf("%s has two trace headers that disagree (line %d differs from the first): it is not one run's record, so it is not rerun", path, rec.Line)
+			}
 			header = rec.Header
 		case rec.Close != nil:
 			closing = rec.Close
@@ -87,6 +95,9 @@ func Load(path string) (*Record, error) {
 	if err := s.Err(); err != nil {
 		return nil, fmt.Errorf("read trace %s: %w", path, err)
 	}
+	if ps := s.Problems(); len(ps) > 0 {
+		return nil, fmt.Errorf("%s line %d: %s: a rerun needs every record of the run (lloyal trace check %s lists what is wrong)", path, ps[0].Line, ps[0].Reason, path)
+	}
 	switch {
 	case header == nil:
 		return nil, fmt.Errorf("%s has no trace header: it is not a lloyal trace", path)
@@ -98,9 +109,25 @@ func Load(path string) (*Record, error) {
 		return nil, fmt.Errorf("%s holds no token ids (a trace written before lloyal recorded them): it cannot be rerun", path)
 	case len(header.CommandLine) < 2 || header.CommandLine[1] != "run":
 		return nil, fmt.Errorf("%s was not written by `lloyal run` (its command line: %v): only runs can be rerun", path, header.CommandLine)
+	case header.Run == nil:
+		return nil, fmt.Errorf("%s was written by lloyal %s, before traces recorded the run's configuration (trace format %d; this lloyal reruns format %d): run it again with this lloyal to rerun it", path, header.ProgramVersion, header.FormatVersion, trace.FormatVersion)
+	case !absolute(header.Run.Harness, header.Run.Corpus, header.Run.Template):
+		return nil, fmt.Errorf("%s records a relative path in its run configuration (harness %q, corpus %q, template %q): lloyal records them absolute, so it is not rerun", path, header.Run.Harness, header.Run.Corpus, header.Run.Template)
+	case header.Harness == nil:
+		return nil, fmt.Errorf("%s does not name the harness file its run ran: a rerun checks that file, so it is not rerun", path)
 	}
 	r.Header, r.Closing = *header, *closing
 	return r, nil
+}
+
+// absolute says each path is absolute or "".
+func absolute(paths ...string) bool {
+	for _, p := range paths {
+		if p != "" && !filepath.IsAbs(p) {
+			return false
+		}
+	}
+	return true
 }
 
 func newRecord(path string) *Record {

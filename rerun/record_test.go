@@ -12,32 +12,6 @@ import (
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
-func TestRunArgsDropWhatARerunSets(t *testing.T) {
-	for _, c := range []struct {
-		in   []string
-		want []string
-		err  string
-	}{
-		{[]string{"run", "--headless", "--seed", "3"}, []string{"--seed", "3"}, ""},
-		{[]string{"run", "h.yaml", "--trace", "x.jsonl", "--task", "Q"}, []string{"h.yaml", "--task", "Q"}, ""},
-		{[]string{"run", "--trace=x.jsonl", "--jsonl", "--model", "m.gguf"}, []string{"--model", "m.gguf"}, ""},
-		{[]string{"run", "--task", "--", "--trace", "kept"}, []string{"--task", "--", "--trace", "kept"}, ""},
-		{[]string{"run", "--headless", "--interactive"}, nil, "--interactive"},
-	} {
-		r := &Record{Path: "t.jsonl", Header: trace.Header{CommandLine: append([]string{"lloyal"}, c.in...)}}
-		got, err := r.RunArgs()
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%v: err %v, want one naming %s", c.in, err, c.err)
-			}
-			continue
-		}
-		if err != nil || !slices.Equal(got, c.want) {
-			t.Errorf("%v: %v %v, want %v", c.in, got, err, c.want)
-		}
-	}
-}
-
 // The record answers a call by the turn that made it: a result, a
 // refusal, a tool's error; a call that opened a pool of agents is run
 // again (its agents are rerun); sampled ids run across turns and the

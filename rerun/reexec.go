@@ -4,32 +4,44 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
+	"github.com/lloyal-ai/lloyal/regular"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
 // Plan is how a recorded run is run again: the `lloyal run` arguments and
 // the trace paths, absolute.
 type Plan struct {
-	// Args are the recorded run's arguments (after "run"), less the
-	// flags a rerun sets, with --trace Out.
+	// Args are the run's arguments (after "run"): the recorded facts and
+	// the rerunning command's authority (RunArgs), with --trace Out.
 	Args []string
 	// Trace is the recorded trace, Out the new one.
 	Trace, Out string
 }
 
 // Prepare checks the record can be run again here (the same model file,
-// a run typed into only through flags), and moves to the directory the
-// recorded run started in, so its command line's relative paths (a harness
-// file, a corpus) mean what they meant. out "" is a new trace in the
-// default folder. A note about another build goes to warn.
-func (r *Record) Prepare(out, version string, warn io.Writer) (Plan, error) {
+// the same chat template, a run typed into only through flags) and with
+// what authority (Differences: the notes go to warn, a headless rerun
+// that would need more is refused), and plans the run. Paths in the
+// record are absolute; relative ones the rerunning command gives (its
+// workspace) are its own folder's. out "" is a new trace in the default
+// folder.
+func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan, error) {
 	if err := r.CheckModel(); err != nil {
 		return Plan{}, err
 	}
-	args, err := r.RunArgs()
+	if err := r.checkTemplate(); err != nil {
+		return Plan{}, err
+	}
+	args, err := r.RunArgs(a)
+	if err != nil {
+		return Plan{}, err
+	}
+	notes, err := r.Differences(a)
+	for _, n := range notes {
+		fmt.Fprintln(warn, "note:", n)
+	}
 	if err != nil {
 		return Plan{}, err
 	}
@@ -47,16 +59,28 @@ func (r *Record) Prepare(out, version string, warn io.Writer) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	if d := r.Header.Dir; d != "" {
-		if err := os.Chdir(d); err != nil {
-			return Plan{}, fmt.Errorf("the recorded run started in %s, which a rerun needs for its relative paths: %w", d, err)
-		}
-	}
 	if r.Header.ProgramVersion != version {
 		fmt.Fprintf(warn, "note: %s was recorded by lloyal %s and this is %s: tokens may differ (a rerun stops where they do)\n", p.Trace, r.Header.ProgramVersion, version)
 	}
 	p.Args = append(args, "--trace", p.Out)
 	return p, nil
+}
+
+// checkTemplate refuses a rerun whose --template file is not the text the
+// recorded run rendered with.
+func (r *Record) checkTemplate() error {
+	c := r.Header.Run
+	if c == nil || c.Template == "" {
+		return nil
+	}
+	sum, err := regular.SHA256(c.Template, -1)
+	if err != nil {
+		return fmt.Errorf("the recorded run's --template: %w: a rerun needs the same template", err)
+	}
+	if sum != c.TemplateSHA256 {
+		return fmt.Errorf("the template %s has sha256 %.12s, the recorded one %.12s: a rerun needs the same template", c.Template, sum, c.TemplateSHA256)
+	}
+	return nil
 }
 
 // Verdict says how the run again went, given the run's error: for a fork,

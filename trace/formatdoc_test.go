@@ -46,17 +46,29 @@ func exampleHeader() Header {
 		},
 		Server:      &ServerInfo{URL: "http://127.0.0.1:11434", Dialect: "ollama", Model: "qwen3:0.6b", MaxInflight: 4},
 		Start:       exampleStart,
-		CommandLine: []string{"lloyal", "run", "--seed", "7", "When did the bridge open?"},
-		Abilities:   []AbilityInfo{{Name: "notes", Version: "1.2.0", Key: "a1b2c3d4", Tools: []string{"write_note"}}},
-		Dir:         "/home/me/research",
-		Logprobs:    &five,
-		Harness:     &HarnessRef{Path: "/home/me/research/review.yaml", SHA256: "0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e"},
-		RerunOf:     "/home/me/.local/state/lloyal/traces/trace-20250601T115500Z-1a2b3c4d.jsonl",
-		ForkOf:      &ForkRef{Trace: "/home/me/.local/state/lloyal/traces/trace-20250601T115500Z-1a2b3c4d.jsonl", Event: 122},
+		CommandLine: []string{"lloyal", "run", "review.yaml", "--seed", "7", "--task", "When did the bridge open?", "--grant", "write_note"},
+		Run: &RunConfig{Harness: "/home/me/research/review.yaml", Model: "/home/me/models/qwen3-0.6b.gguf", Corpus: "/home/me/research/docs", Task: &task, Agents: 4,
+			Context: 8192, Seed: &seven, Sampling: SamplingFlags{Temperature: &temp, TopK: &forty, TopP: &topP, MinP: &minP, RepeatPenalty: &penalty, RepeatLastN: &lastN},
+			Grounded: &yes, Streams: 4, Threads: 2, KVType: "q8_0", Think: "off", Template: "/home/me/research/chat.jinja",
+			TemplateSHA256: "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0", Logprobs: &five, Walk: true,
+			FollowUps: []string{"And who built it?"}, MaxFollowUps: 8, Interactive: true, Abilities: []string{"notes"},
+			Granted: []string{"write_note"}, DenyProtected: true, Workspace: "/home/me/research/notes"},
+		Abilities: []AbilityInfo{{Name: "notes", Version: "1.2.0", Key: "a1b2c3d4", Tools: []string{"write_note"}}},
+		Dir:       "/home/me/research",
+		Logprobs:  &five,
+		Harness:   &HarnessRef{Path: "/home/me/research/review.yaml", SHA256: "0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e"},
+		RerunOf:   "/home/me/.local/state/lloyal/traces/trace-20250601T115500Z-1a2b3c4d.jsonl",
+		ForkOf:    &ForkRef{Trace: "/home/me/.local/state/lloyal/traces/trace-20250601T115500Z-1a2b3c4d.jsonl", Event: 122},
 	}
 }
 
-var five = 5
+var (
+	five, forty, lastN               = 5, 40, 64
+	seven                     uint32 = 7
+	temp, topP, minP, penalty        = float32(0.7), float32(0.95), float32(0.05), float32(1.1)
+	yes                              = true
+	task                             = "When did the bridge open?"
+)
 
 // headerDocs says what each key of the header and the closing record
 // means, by path ("sampling.grammar.gbnf", "tools[].name").
@@ -100,6 +112,37 @@ var headerDocs = map[string]string{
 	"sampling.grammar.triggerWords":    "words that arm a lazy grammar",
 	"sampling.grammar.triggerPatterns": "regular expressions that arm a lazy grammar",
 	"tools":                            "the tools the model was offered, the terminal tool last",
+	"run":                              "what the command line chose, as facts: lloyal rerun and fork rebuild the run from these alone (absent before format 3). Unset keys took the harness's or lloyal's default. Paths are absolute",
+	"run.harness":                      "the harness file (absent: the built-in research harness)",
+	"run.model":                        "--model: a file's path, or a name as given",
+	"run.corpus":                       "--corpus",
+	"run.task":                         "--task",
+	"run.agents":                       "--agents",
+	"run.ctx":                          "--ctx",
+	"run.seed":                         "--seed",
+	"run.sampling":                     "the sampling flags given",
+	"run.sampling.temperature":         "--temperature",
+	"run.sampling.topK":                "--top-k",
+	"run.sampling.topP":                "--top-p",
+	"run.sampling.minP":                "--min-p",
+	"run.sampling.repeatPenalty":       "--repeat-penalty",
+	"run.sampling.repeatLastN":         "--repeat-last-n",
+	"run.grounded":                     "--grounded",
+	"run.streams":                      "--streams",
+	"run.threads":                      "--threads",
+	"run.kvType":                       "--kv-type",
+	"run.think":                        "--think",
+	"run.template":                     "--template",
+	"run.templateSha256":               "SHA-256 of the template's text, hex (a rerun refuses another text)",
+	"run.logprobs":                     "--trace-logprobs",
+	"run.walk":                         "--walk",
+	"run.followUps":                    "--follow-up's questions",
+	"run.maxFollowUps":                 "--max-follow-ups",
+	"run.interactive":                  "--interactive (its typed follow-ups are not in the trace: not rerun)",
+	"run.abilities":                    "--ability: abilities a rerun loads from its user's own store",
+	"run.granted":                      "--grant: tools the run allowed without asking. Recorded to be shown, never used: a rerun grants only what its own command line does",
+	"run.denyProtected":                "--deny-protected",
+	"run.workspace":                    "--workspace: where the run saved notes. Shown, never used: a rerun saves notes where its own command says",
 	"tools[].name":                     "the tool's name",
 	"tools[].description":              "its description, as the model read it",
 	"tools[].parameters":               "its arguments' JSON Schema",
@@ -389,7 +432,8 @@ func formatDocText(t *testing.T) string {
 	p("It refuses a newer one (\"update lloyal\").\n\n")
 	p("| formatVersion | what changed |\n|---|---|\n")
 	p("| 1 | the first layout. The header's `sampling` object had Go field names (`Temperature`, `TopK`, `TopP`, `MinP`, `Seed`, `Grammar` with `GBNF`, `Lazy`, `TriggerWords`, `TriggerPatterns`) and three `context` keys were snake_case (`thread_choices`, `kv_type`, `flash_attn`). |\n")
-	p("| 2 | every key is camelCase: those keys are now `temperature`, `topK`, `topP`, `minP`, `seed`, `grammar` (`gbnf`, `lazy`, `triggerWords`, `triggerPatterns`; left out when there is none), `threadChoices`, `kvType`, `flashAttn`. Events and the closing record are unchanged. |\n\n")
+	p("| 2 | every key is camelCase: those keys are now `temperature`, `topK`, `topP`, `minP`, `seed`, `grammar` (`gbnf`, `lazy`, `triggerWords`, `triggerPatterns`; left out when there is none), `threadChoices`, `kvType`, `flashAttn`. Events and the closing record are unchanged. |\n")
+	p("| 3 | the header gains `run`, the run's configuration as facts. `lloyal rerun` and `lloyal fork` rebuild a run from it alone and refuse older traces (they would have had to re-parse `commandLine`, grants and server included). Nothing else changed: every reader reads versions 1 and 2 as before. |\n\n")
 
 	p("## Header\n\n")
 	keyTable(t, &b, keysOf(header, contentOf(string(event.TraceHeader))), headerDocs)

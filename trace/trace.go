@@ -36,13 +36,19 @@ type Header struct {
 	Tools          []ToolInfo      `json:"tools"`
 	// Server is the inference server the run drove its model on (absent
 	// for a model run here).
-	Server      *ServerInfo `json:"server,omitempty"`
-	Start       time.Time   `json:"start"`
-	CommandLine []string    `json:"commandLine"`
+	Server *ServerInfo `json:"server,omitempty"`
+	Start  time.Time   `json:"start"`
+	// CommandLine is the command line as typed (credentials redacted), for
+	// people to read: a rerun never parses it (Run is what it reruns).
+	CommandLine []string `json:"commandLine"`
+	// Run is what the command line chose, as facts a rerun rebuilds the
+	// run from (absent in traces older than format 3, which are not rerun).
+	Run *RunConfig `json:"run,omitempty"`
 	// Abilities are the installed abilities whose tools the run offered.
 	Abilities []AbilityInfo `json:"abilities,omitempty"`
 	// Dir is the working directory the run started in (relative paths of
-	// CommandLine are relative to it).
+	// CommandLine are relative to it; Run's paths are absolute, and a
+	// rerun does not enter it).
 	Dir string `json:"dir,omitempty"`
 	// Logprobs is the alternatives each sampled token's probabilities
 	// list, when the run traced them (--trace-logprobs; -1: off).

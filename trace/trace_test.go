@@ -17,6 +17,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/testproc"
 )
 
 func header() Header {
@@ -169,6 +170,7 @@ func TestSIGKILLLeavesAReadableFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "killed.jsonl")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "LLOYAL_TRACE_CHILD="+path)
+	testproc.Tie(cmd) // it writes until killed: never past this test binary
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -273,5 +275,41 @@ func TestTextEscapesTerminalControl(t *testing.T) {
 	line = NewLog().Line(e)
 	if strings.ContainsAny(line, "\x1b\x07\r\n") || !strings.Contains(line, `\x1b`) {
 		t.Fatalf("%q", line)
+	}
+}
+
+// A trace holds what the agents read and wrote: the file and the folders
+// Create makes for it are the user's alone, and the default folder is
+// made private even where it was left readable by others.
+func TestTracesArePrivate(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	def, err := DefaultDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(def, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(def, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{filepath.Join(t.TempDir(), "new", "dir", "t.jsonl"), NewPath(def)} {
+		w, err := Create(path, Header{ProgramVersion: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close("completed"); err != nil {
+			t.Fatal(err)
+		}
+		for p, want := range map[string]os.FileMode{path: 0o600, filepath.Dir(path): 0o700} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != want {
+				t.Errorf("%s is %v, want %v", p, got, want)
+			}
+		}
 	}
 }

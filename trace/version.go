@@ -16,7 +16,9 @@ import (
 //     TriggerPatterns) and three context keys were snake_case
 //     (thread_choices, kv_type, flash_attn).
 //   - 2: every key is camelCase.
-const FormatVersion = 2
+//   - 3: the header records the run's configuration as facts (run), which
+//     lloyal rerun and fork rebuild a run from; they refuse older traces.
+const FormatVersion = 3
 
 // parseHeader reads a header line of any version up to FormatVersion into
 // the current Header.

@@ -109,7 +109,8 @@ func TestVersions(t *testing.T) {
 	}{
 		{"version 1", `{"type":"trace:header","formatVersion":1,"sampling":{"TopK":40,"Seed":9}}`, false},
 		{"version 2", `{"type":"trace:header","formatVersion":2,"sampling":{"topK":40,"seed":9}}`, false},
-		{"version 3", `{"type":"trace:header","formatVersion":3,"sampling":{"topK":40,"seed":9}}`, true},
+		{"version 3", `{"type":"trace:header","formatVersion":3,"sampling":{"topK":40,"seed":9},"run":{"ctx":4096}}`, false},
+		{"version 4", `{"type":"trace:header","formatVersion":4,"sampling":{"topK":40,"seed":9}}`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := CheckReader(strings.NewReader(tc.header + "\n"))

@@ -35,12 +35,21 @@ type Writer struct {
 const QueueSize = 1 << 16
 
 // Create opens a new trace file (never truncating an existing one: the
-// path must not exist) and writes the header.
+// path must not exist) and writes the header. A trace holds what the
+// agents read and wrote, so it is the user's alone: the file is made 0600,
+// folders it creates 0700, and the default folder (DefaultDir) is made
+// private even where an older lloyal left it readable by others.
 func Create(path string, h Header) (*Writer, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create trace: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if def, err := DefaultDir(); err == nil && filepath.Clean(dir) == def {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create trace: make %s private: %w", dir, err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("trace file %s already exists: choose another path (traces are never overwritten)", path)

@@ -255,8 +255,16 @@ func item(t themes.Theme, it event.Item, w int, done bool) string {
 	switch it.Kind {
 	case event.ItemCall:
 		s := t.Accent.Render("› "+it.Tool) + " " + oneLine(it.Text)
-		if it.Total > 0 {
+		switch {
+		case it.Total > 0:
 			s = fit(s, w-30) + "  " + bar(float64(it.Filled)/float64(it.Total), 16) + fmt.Sprintf(" %d/%d", it.Filled, it.Total)
+		case it.Indeterminate():
+			// No total to fill: a block that moves with each report,
+			// and how far the tool says it is.
+			s = fit(s, w-30) + "  " + sweep(it.Progressed, 16) + " " + amount(it.Value)
+		}
+		if it.Message != "" {
+			s = fit(s+" · "+oneLine(it.Message), w)
 		}
 		return s
 	case event.ItemResult:

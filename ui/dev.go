@@ -258,7 +258,9 @@ func devLine(e event.Event) string {
 	case e.Tool != "" && len(e.Args) > 0:
 		detail = e.Tool + " " + string(e.Args)
 	case e.Total > 0:
-		detail = fmt.Sprintf("%s %d/%d", e.Tool, e.Filled, e.Total)
+		detail = strings.TrimSpace(fmt.Sprintf("%s %d/%d %s", e.Tool, e.Filled, e.Total, e.Text))
+	case e.Type == event.ToolProgress:
+		detail = strings.TrimSpace(e.Tool + " " + e.Text) // no total: what the tool says
 	case e.Tool != "" && len(e.Result) > 0:
 		detail = e.Tool + " " + string(e.Result)
 	case e.Reason != "":

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -89,6 +90,30 @@ func bar(frac float64, w int) string {
 	frac = min(max(frac, 0), 1)
 	n := int(frac*float64(w) + 0.5)
 	return strings.Repeat("█", n) + strings.Repeat("░", w-n)
+}
+
+// sweep is a bar w cells wide for progress without a total: a block that
+// moves one cell with each of n reports, back and forth.
+func sweep(n, w int) string {
+	const block = 4
+	if w <= block {
+		return strings.Repeat("█", max(w, 0))
+	}
+	span := w - block
+	k := n % (2 * span)
+	if k > span {
+		k = 2*span - k
+	}
+	return strings.Repeat("░", k) + strings.Repeat("█", block) + strings.Repeat("░", span-k)
+}
+
+// amount is how far a tool without a total says it is: a whole number as
+// one, a fraction to two places.
+func amount(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) >= 1e12 {
+		return strconv.FormatFloat(v, 'g', 4, 64)
+	}
+	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
 }
 
 // gaugeStyle colours the context gauge: green < 70 %, yellow ≥ 70 %, red ≥ 90 %.

@@ -122,8 +122,13 @@ func (p *treePane) activity(a *event.Agent) string {
 	case event.StatusApproval:
 		return "awaiting you"
 	case event.StatusInTool, event.StatusDispatch:
-		if it := lastCall(a); it != nil && it.Total > 0 {
+		it := lastCall(a)
+		switch {
+		case it == nil:
+		case it.Total > 0:
 			return fmt.Sprintf("in %s %d%%", a.Tool, it.Filled*100/it.Total)
+		case it.Indeterminate():
+			return fmt.Sprintf("in %s %s", a.Tool, amount(it.Value))
 		}
 		return "in " + a.Tool
 	case event.StatusParked:

@@ -35,7 +35,10 @@ type Config struct {
 	Abilities []string
 	Version   string
 	Args      []string // the command line, for the trace header
-	Walk      bool     // walk the model through the tools (a model that never calls one itself)
+	// Run is what the command line chose, as facts: the trace header
+	// records it and a rerun rebuilds the run from it.
+	Run  *trace.RunConfig
+	Walk bool // walk the model through the tools (a model that never calls one itself)
 
 	Sampling harness.Sampling // --temperature, …: override the harness's choice for the model
 	Grounded *bool            // --grounded (nil: on for the demo model, off otherwise)
@@ -63,7 +66,7 @@ func appOptions(cfg Config, m *backends.Opened, s engine.Sampling, tools []trace
 	o := cfg.App
 	o.Model, o.Server, o.Title = m.Model, m.Server, m.Title
 	o.Header = trace.Header{ProgramVersion: cfg.Version, Model: m.Info, Sampling: s, Context: m.Context, Server: m.ServerInfo,
-		Tools: tools, CommandLine: backends.RedactArgs(cfg.Args), RerunOf: cfg.App.Header.RerunOf, ForkOf: cfg.App.Header.ForkOf}
+		Tools: tools, CommandLine: backends.RedactArgs(cfg.Args), Run: cfg.Run, RerunOf: cfg.App.Header.RerunOf, ForkOf: cfg.App.Header.ForkOf}
 	o.Title += app.Lineage(&o.Header)
 	return o
 }
@@ -132,9 +135,10 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 	var infos []trace.AbilityInfo
 	for _, a := range abs {
 		ab, tools := a.Server.Ability(), a.Offered(m.Grammar(), cfg.App.Stderr)
-		p.SetAbility(research.Ability{Name: ab.Name, Version: ab.Version, UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: tools})
+		p.SetAbility(research.Ability{Name: ab.Name, Version: ab.Version, Signer: ab.Signer(), UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: tools})
 		infos = append(infos, a.Info(tools))
 	}
+	cfg.App.Approvals.Warn(cfg.App.Stderr, p.RunTools()) // a --grant naming no tool; old name-only grants
 	o := appOptions(cfg, m, p.Sampling, p.ToolInfos())
 	o.Header.Abilities, o.Asker = infos, asker
 	o.Header.Harness = &trace.HarnessRef{Path: f.Path, SHA256: f.SHA256}

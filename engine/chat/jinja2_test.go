@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
+
+	"github.com/lloyal-ai/lloyal/internal/testproc"
 )
 
 // jinja2 is one long-lived `python3 testdata/render.py --serve`: Python's
@@ -57,7 +59,7 @@ func startJinja2(tb testing.TB) *jinja2 {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := testproc.Start(cmd); err != nil { // it dies with the test binary
 		tb.Fatalf("start render.py --serve: %v", err)
 	}
 	j := &jinja2{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20)}

@@ -15,6 +15,9 @@ type ApprovalRequest struct {
 	// Why the tool is protected: its description, as the model read it.
 	Why   string    `json:"why"`
 	Asked time.Time `json:"asked"`
+	// Origin is where the tool comes from (engine.ToolSpec.Origin): with
+	// Tool, the identity a session or "always" answer grants.
+	Origin string `json:"origin,omitempty"`
 }
 
 // Answer is what a person (or a policy) decided.

@@ -54,11 +54,38 @@ type Item struct {
 	Tool   string
 	CallID string
 	Text   string // arguments, result, message
-	Filled int
-	Total  int
+	// Filled of Total is a call's progress in whole steps (Total 0: its
+	// tool did not say the total); Value is how far, by the tool's own
+	// count, when it did not; Message is what the tool last said it is
+	// doing; Progressed counts its progress events (a moving bar moves
+	// with each).
+	Filled, Total int
+	Value         float64
+	Message       string
+	Progressed    int
+	// Failed: the call failed (a tool:note named FailedNote said so),
+	// though its agent read the failure as its result and went on.
+	Failed bool
 	At     time.Duration
 	Retry  time.Time // when a parked retry runs
 }
+
+// Indeterminate reports whether the item is a call that reports progress
+// without a total: it is drawn as a moving bar with its value and message.
+func (it Item) Indeterminate() bool { return it.Kind == ItemCall && it.Progressed > 0 && it.Total <= 0 }
+
+// ProgressData is a tool:progress event's data when its tool cannot say
+// the total: how far it is by its own count (which may be a fraction).
+type ProgressData struct {
+	Value float64 `json:"value"`
+}
+
+// FailedNote is the name (Role) of the tool:note by which a tool says its
+// call failed while its agent still reads the failure as the call's result
+// and goes on (an ability whose server crashed, hung or answered an
+// error): the call shows as failed and counts as an error, as a tool:error
+// does, without ending its agent.
+const FailedNote = "failed"
 
 // Agent is what the stream has said about one agent.
 type Agent struct {
@@ -161,6 +188,17 @@ func (s *State) agent(id int) *Agent {
 		s.Agents[id] = a
 	}
 	return a
+}
+
+// call is the agent's timeline entry for the call with this id (nil when
+// the timeline no longer holds it).
+func (a *Agent) call(id string) *Item {
+	for i := len(a.Timeline) - 1; i >= 0; i-- {
+		if a.Timeline[i].CallID == id && a.Timeline[i].Kind == ItemCall {
+			return &a.Timeline[i]
+		}
+	}
+	return nil
 }
 
 func (a *Agent) add(it Item) {
@@ -323,19 +361,24 @@ func (s *State) fold(e Event) string {
 	case AgentDone, SettleOrder:
 	case ToolDispatch:
 	case ToolProgress:
-		a := s.agent(e.Agent)
-		for i := len(a.Timeline) - 1; i >= 0; i-- {
-			if a.Timeline[i].CallID == e.CallID && a.Timeline[i].Kind == ItemCall {
-				a.Timeline[i].Filled, a.Timeline[i].Total = e.Filled, e.Total
-				break
+		if it := s.agent(e.Agent).call(e.CallID); it != nil {
+			it.Filled, it.Total, it.Message, it.Value = e.Filled, e.Total, e.Text, float64(e.Filled)
+			var d ProgressData
+			if e.Total <= 0 && json.Unmarshal(e.Data, &d) == nil {
+				it.Value = d.Value
 			}
+			it.Progressed++
 		}
 	case ToolResult:
 		a := s.agent(e.Agent)
 		if !a.Done() {
 			a.Status, a.Tool = StatusThinking, ""
 		}
-		a.add(Item{Kind: ItemResult, Tool: e.Tool, CallID: e.CallID, Text: string(e.Result), At: e.At})
+		kind := ItemResult
+		if it := a.call(e.CallID); it != nil && it.Failed {
+			kind = ItemError // its tool said it failed (FailedNote)
+		}
+		a.add(Item{Kind: kind, Tool: e.Tool, CallID: e.CallID, Text: string(e.Result), At: e.At})
 		s.ToolTime[e.Tool] += e.Duration
 		return fmt.Sprintf("%s← %s (%s): %s", who, e.Tool, e.Duration.Round(time.Millisecond), termtext.Clean(short(string(e.Result), 300)))
 	case ToolRetry:
@@ -349,6 +392,12 @@ func (s *State) fold(e Event) string {
 		s.ToolErrors[e.Tool]++
 		return fmt.Sprintf("%s%s error: %s", who, e.Tool, termtext.Clean(e.Reason))
 	case ToolNote:
+		if e.Role == FailedNote {
+			if it := s.agent(e.Agent).call(e.CallID); it != nil {
+				it.Failed = true
+			}
+			s.ToolErrors[e.Tool]++
+		}
 		return fmt.Sprintf("%s%s %s: %s", who, e.Tool, termtext.Clean(e.Role), termtext.Clean(short(string(e.Data), 300)))
 	case ApprovalRequested:
 		a := s.agent(e.Agent)

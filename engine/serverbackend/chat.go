@@ -10,6 +10,7 @@ package serverbackend
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -120,8 +121,11 @@ type pendingCall struct {
 
 // readChat reads /v1/chat/completions' server-sent events: content is
 // passed on as it comes, reasoning between <think> markers, and the tool
-// call, once complete, as the API format writes it.
-func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, int, error) {
+// call, once complete, as the API format writes it. Every piece, a call's
+// included, is spent from b: a call whose arguments run past the turn's
+// limit is passed on cut (without its closing marker), as a local model's
+// turn cut inside a call is, and the runtime asks for it again.
+func (c *Client) readChat(r io.Reader, b *turnBudget, text func(string)) (engine.TurnResult, int, error) {
 	res := engine.TurnResult{Evaluated: -1}
 	pieces := 0
 	thinking := false
@@ -138,7 +142,7 @@ func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, in
 			emit("</think>")
 		}
 	}
-	flush := func() {
+	flush := func(cut bool) {
 		endThinking()
 		idx := make([]int, 0, len(calls))
 		for i := range calls {
@@ -150,10 +154,15 @@ func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, in
 		for _, i := range idx {
 			pc := calls[i]
 			args := strings.TrimSpace(pc.args.String())
-			if args == "" {
+			if args == "" && !cut {
 				args = "{}"
 			}
 			name, _ := json.Marshal(pc.name)
+			if cut {
+				// Unfinished: the first call as far as it came, unclosed.
+				emit(c.format.CallOpen + fmt.Sprintf(`{"name": %s, "arguments": %s`, name, args))
+				break
+			}
 			// Arguments that are not JSON go to the runtime as written: its
 			// parser refuses them back to the model, as it would a local
 			// model's.
@@ -161,7 +170,7 @@ func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, in
 		}
 		calls = map[int]*pendingCall{}
 	}
-	err := readSSE(r, func(data []byte) (bool, error) {
+	err := readSSE(r, b.maxLine(), func(data []byte) (bool, error) {
 		var m struct {
 			Choices []struct {
 				Delta struct {
@@ -185,6 +194,9 @@ func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, in
 			d := ch.Delta
 			for _, r := range []*string{d.ReasoningContent, d.Reasoning} {
 				if r != nil && *r != "" {
+					if !b.take(len(*r)) {
+						return false, errTurnLimit
+					}
 					if !thinking {
 						thinking = true
 						emit("<think>")
@@ -193,10 +205,17 @@ func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, in
 				}
 			}
 			if d.Content != nil && *d.Content != "" {
+				if !b.take(len(*d.Content)) {
+					return false, errTurnLimit
+				}
 				endThinking()
 				emit(*d.Content)
 			}
 			for _, cd := range d.ToolCalls {
+				piece := argumentsPiece(cd.Function.Arguments)
+				if !b.take(len(cd.Function.Name) + len(piece)) {
+					return false, errTurnLimit
+				}
 				endThinking()
 				i := 0
 				if cd.Index != nil {
@@ -210,16 +229,22 @@ func (c *Client) readChat(r io.Reader, text func(string)) (engine.TurnResult, in
 				if cd.Function.Name != "" {
 					pc.name = cd.Function.Name
 				}
-				pc.args.WriteString(argumentsPiece(cd.Function.Arguments))
+				pc.args.WriteString(piece)
 			}
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
 				finished = true
 				res.Cut = *ch.FinishReason == "length"
-				flush()
+				flush(false)
 			}
 		}
 		return finished, nil
 	})
+	if errors.Is(err, errTurnLimit) {
+		// A server past max_tokens: the turn ends here, a call in
+		// progress with it.
+		res.Cut, err = true, nil
+		flush(true)
+	}
 	return res, pieces, err
 }
 

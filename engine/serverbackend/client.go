@@ -15,9 +15,13 @@
 //
 // Faults are answers, not crashes: 429 and 503 are engine.Retry errors
 // (Retry-After honoured) and the runtime parks the agent; a refused
-// connection, a stream cut short or a server that sends nothing for
-// RequestTimeout is an error that ends the agent concerned. The package is
-// pure Go (it builds with CGO_ENABLED=0).
+// connection, a stream cut short, a server that sends nothing for
+// RequestTimeout or keeps a turn going past TurnTimeout is an error that
+// ends the agent concerned. A server's answer is never authority: a
+// redirect to another origin is refused (credentials stay with the server
+// the user named), and a turn ends at its token limit and within bounded
+// memory whatever the server streams. The package is pure Go (it builds
+// with CGO_ENABLED=0).
 package serverbackend
 
 import (
@@ -29,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -85,6 +90,10 @@ type Options struct {
 	// this long (default 60s): a server that stops answering ends the agent,
 	// it never hangs the run.
 	RequestTimeout time.Duration
+	// TurnTimeout ends a turn that has not finished after this long, however
+	// the server streams: keep-alives and a trickle of bytes, which reset
+	// RequestTimeout, do not extend it (default DefaultTurnTimeout).
+	TurnTimeout time.Duration
 	// Format overrides the chat format the prompts are rendered in (default:
 	// detected from the model's template or vocabulary).
 	Format chat.Kind
@@ -96,6 +105,11 @@ type Options struct {
 	// organisation); like APIKey, never logged or traced.
 	Headers map[string]string
 }
+
+// DefaultTurnTimeout is Options.TurnTimeout's default (--turn-timeout):
+// generous, since a slow server writes a long turn slowly, and still a
+// bound on a server that never finishes one.
+const DefaultTurnTimeout = 10 * time.Minute
 
 // ParseHeaders reads LLOYAL_HEADERS: "Name: value" pairs, one per line or
 // separated by ";".
@@ -172,13 +186,17 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 60 * time.Second
 	}
+	if o.TurnTimeout <= 0 {
+		o.TurnTimeout = DefaultTurnTimeout
+	}
 	tr := &http.Transport{
 		Proxy:               nil, // a local inference server: never through a proxy from the environment
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	c := &Client{o: o, base: base, tr: tr, hc: &http.Client{Transport: tr}}
+	c := &Client{o: o, base: base, tr: tr}
+	c.hc = &http.Client{Transport: tr, CheckRedirect: c.checkRedirect}
 	if err := c.probe(ctx); err != nil {
 		tr.CloseIdleConnections()
 		return nil, err
@@ -226,8 +244,9 @@ func (c *Client) probe(ctx context.Context) error {
 		Version string `json:"version"`
 	}
 	err := c.getJSON(ctx, "/api/version", nil, &ver)
+	var re *redirectError
 	switch {
-	case isUnreachable(err) || errors.Is(err, engine.ErrRefused):
+	case isUnreachable(err) || errors.Is(err, engine.ErrRefused) || errors.As(err, &re):
 		return err
 	case err == nil && ver.Version != "":
 		c.ollama = true
@@ -355,6 +374,10 @@ func (c *Client) probeOpenAI(ctx context.Context) error {
 		} `json:"data"`
 	}
 	if err := c.getJSON(ctx, "/v1/models", nil, &models); err != nil {
+		var he *htmlError
+		if errors.As(err, &he) {
+			return fmt.Errorf("server %s: /v1/models: %w", c.Name(), err)
+		}
 		return fmt.Errorf("server %s: /v1/models: %w; is it an OpenAI-compatible server?", c.Name(), err)
 	}
 	found := false
@@ -469,17 +492,50 @@ func (c *Client) getJSON(ctx context.Context, path string, body, out any) error 
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return unreachable(c.Name(), err)
+		return c.requestFailed(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return statusError(resp)
 	}
+	if err := notHTML(resp); err != nil {
+		return err
+	}
 	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out)
 }
 
-func unreachable(name string, err error) error {
-	return fmt.Errorf("cannot reach the server at %s: %w", name, err)
+// requestFailed says why a request got no answer: a redirect lloyal
+// refused (its own message), or a server it cannot reach.
+func (c *Client) requestFailed(err error) error {
+	var re *redirectError
+	if errors.As(err, &re) {
+		return re
+	}
+	return fmt.Errorf("cannot reach the server at %s: %w", c.Name(), err)
+}
+
+// isStream reports whether an answer says it is a stream of a turn
+// (server-sent events, or ollama's lines of JSON).
+func isStream(resp *http.Response) bool {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return mt == "text/event-stream" || mt == "application/x-ndjson"
+}
+
+// htmlError is a page where the API's answer should be: a proxy's error
+// page, a login page, a web UI at the URL given.
+type htmlError struct{ msg string }
+
+func (e *htmlError) Error() string { return e.msg }
+
+// notHTML fails when the server answered a web page, saying what to check,
+// instead of the parse error (or "unexpected EOF") reading it would give.
+func notHTML(resp *http.Response) error {
+	ct := resp.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	if mt != "text/html" && mt != "application/xhtml+xml" {
+		return nil
+	}
+	return &htmlError{fmt.Sprintf("the server answered %s with %s, not JSON: is --server the API's URL (e.g. http://127.0.0.1:11434, without a path), and is nothing (a proxy, a login) in between?", resp.Status, mt)}
 }
 
 // statusError reads a refusal: 429 and 503 are transient (engine.Retry, with
@@ -487,6 +543,10 @@ func unreachable(name string, err error) error {
 func statusError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	msg := strings.TrimSpace(string(b))
+	if he := notHTML(resp); he != nil {
+		// A page, not the API's error: its markup says nothing useful.
+		msg = he.Error()
+	}
 	var e struct {
 		Error any `json:"error"`
 	}
@@ -538,6 +598,10 @@ func (c *Client) Generate(ctx context.Context, tr engine.TurnRequest, text func(
 	if err != nil {
 		return engine.TurnResult{}, err
 	}
+	// The turn's wall limit: nothing the server sends extends it.
+	ctx, stop := context.WithTimeoutCause(ctx, c.o.TurnTimeout,
+		fmt.Errorf("the turn was not over after %s (--turn-timeout): the server kept it going without finishing it; raise --turn-timeout for a slow server", c.o.TurnTimeout))
+	defer stop()
 	// The watchdog: every byte from the server resets it; silence for
 	// RequestTimeout cancels the request.
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -551,35 +615,44 @@ func (c *Client) Generate(ctx context.Context, tr engine.TurnRequest, text func(
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		if cause := context.Cause(ctx); errors.Is(cause, silent) {
-			return engine.TurnResult{}, cause
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return engine.TurnResult{}, cause // silent, or past --turn-timeout
 		}
 		if ctx.Err() != nil {
 			return engine.TurnResult{}, ctx.Err()
 		}
-		return engine.TurnResult{}, unreachable(c.Name(), err)
+		return engine.TurnResult{}, c.requestFailed(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return engine.TurnResult{}, statusError(resp)
 	}
+	if err := notHTML(resp); err != nil {
+		return engine.TurnResult{}, err
+	}
 	r := &watchReader{r: resp.Body, dog: dog, d: c.o.RequestTimeout}
+	b := newTurnBudget(tr.MaxTokens)
 	var res engine.TurnResult
 	var pieces int
 	switch c.dialect {
 	case Ollama:
-		res, pieces, err = c.readOllama(r, text)
+		res, pieces, err = c.readOllama(r, b, text)
 	case Chat:
-		res, pieces, err = c.readChat(r, text)
+		res, pieces, err = c.readChat(r, b, text)
 	default:
-		res, pieces, err = c.readOpenAI(r, text)
+		res, pieces, err = c.readOpenAI(r, b, text)
 	}
 	if err != nil {
-		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		switch cause := context.Cause(ctx); {
+		case cause != nil && !errors.Is(cause, context.Canceled):
 			err = cause
-		} else if ctx.Err() != nil {
+		case ctx.Err() != nil:
 			err = ctx.Err()
-		} else {
+		case errors.Is(err, bufio.ErrTooLong):
+			err = fmt.Errorf("the stream from %s holds a line longer than %d bytes, more than a turn of %d tokens may bring", c.Name(), b.maxLine(), tr.MaxTokens)
+		case pieces == 0 && errors.Is(err, io.ErrUnexpectedEOF) && !isStream(resp):
+			err = fmt.Errorf("the answer from %s (%s) held no stream of a turn: is --server the API's URL?", c.Name(), cmp.Or(resp.Header.Get("Content-Type"), "no Content-Type"))
+		default:
 			err = fmt.Errorf("the stream from %s was cut after %d pieces: %w", c.Name(), pieces, err)
 		}
 		return res, err
@@ -683,10 +756,10 @@ func (c *Client) body(tr engine.TurnRequest) (string, map[string]any, error) {
 }
 
 // readOllama reads /api/generate's NDJSON stream.
-func (c *Client) readOllama(r io.Reader, text func(string)) (engine.TurnResult, int, error) {
+func (c *Client) readOllama(r io.Reader, b *turnBudget, text func(string)) (engine.TurnResult, int, error) {
 	res := engine.TurnResult{Evaluated: -1}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), b.maxLine())
 	pieces := 0
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
@@ -709,6 +782,10 @@ func (c *Client) readOllama(r io.Reader, text func(string)) (engine.TurnResult, 
 			return res, pieces, fmt.Errorf("the server reported: %s", m.Error)
 		}
 		if m.Response != "" {
+			if !b.take(len(m.Response)) {
+				res.Cut = true // a server past num_predict: the turn ends here
+				return res, pieces, nil
+			}
 			pieces++
 			text(m.Response)
 		}
@@ -732,10 +809,10 @@ func (c *Client) readOllama(r io.Reader, text func(string)) (engine.TurnResult, 
 }
 
 // readOpenAI reads /v1/completions' server-sent events.
-func (c *Client) readOpenAI(r io.Reader, text func(string)) (engine.TurnResult, int, error) {
+func (c *Client) readOpenAI(r io.Reader, b *turnBudget, text func(string)) (engine.TurnResult, int, error) {
 	res := engine.TurnResult{Evaluated: -1}
 	pieces := 0
-	err := readSSE(r, func(data []byte) (bool, error) {
+	err := readSSE(r, b.maxLine(), func(data []byte) (bool, error) {
 		var m struct {
 			Choices []struct {
 				Text         string  `json:"text"`
@@ -752,6 +829,9 @@ func (c *Client) readOpenAI(r io.Reader, text func(string)) (engine.TurnResult, 
 		finished := false
 		for _, ch := range m.Choices {
 			if ch.Text != "" {
+				if !b.take(len(ch.Text)) {
+					return false, errTurnLimit
+				}
 				pieces++
 				text(ch.Text)
 			}
@@ -762,5 +842,8 @@ func (c *Client) readOpenAI(r io.Reader, text func(string)) (engine.TurnResult, 
 		}
 		return finished, nil
 	})
+	if errors.Is(err, errTurnLimit) {
+		res.Cut, err = true, nil // a server past max_tokens: the turn ends here
+	}
 	return res, pieces, err
 }

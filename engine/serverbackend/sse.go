@@ -49,10 +49,11 @@ func (e openAIEvent) apply(res *engine.TurnResult) error {
 // decodes it into v (a struct embedding openAIEvent) first. each answers
 // whether the answer's end (a finish_reason) has been seen. The stream is
 // over at [DONE] or at its end; either before the answer's end is a stream
-// cut short (io.ErrUnexpectedEOF), as is a broken connection.
-func readSSE(r io.Reader, each func(data []byte) (finished bool, err error)) error {
+// cut short (io.ErrUnexpectedEOF), as is a broken connection. No line may
+// be longer than maxLine (bufio.ErrTooLong).
+func readSSE(r io.Reader, maxLine int, each func(data []byte) (finished bool, err error)) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	finished := false
 	for sc.Scan() {
 		data, ok := bytes.CutPrefix(bytes.TrimSpace(sc.Bytes()), []byte("data:"))

@@ -153,6 +153,68 @@ func noteSections(task string, findings []Finding) []section {
 	return out
 }
 
+// KeepClaims is findings with only as many of their claims as fit in
+// chars characters (each claim's quote and source; chars <= 0: all): each
+// finding's first claim, then each one's second, and so on (a grounded
+// report lists its closest claims first), the researchers' before their
+// helpers', until the next would not fit. The first claim is always kept,
+// so a note that had claims still has one. A finding keeps its question,
+// answer and sources.
+func KeepClaims(findings []Finding, chars int) []Finding {
+	if chars <= 0 {
+		return findings
+	}
+	out := make([]Finding, len(findings))
+	var own, helped []lane
+	for i, f := range findings {
+		out[i] = f
+		out[i].Claims = nil
+		own = append(own, lane{&out[i].Claims, f.Claims})
+		out[i].Helped = slices.Clone(f.Helped)
+		for j, h := range f.Helped {
+			out[i].Helped[j].Claims = nil
+			helped = append(helped, lane{&out[i].Helped[j].Claims, h.Claims})
+		}
+	}
+	left := chars
+	if fill(own, &left, true) {
+		fill(helped, &left, false)
+	}
+	return out
+}
+
+// lane is one finding's claims (from) and where those kept go (to).
+type lane struct {
+	to   *[]report.Claim
+	from []report.Claim
+}
+
+// fill takes the lanes' claims round by round (each lane's first, then
+// each one's second, …) while they fit in *left characters, the first
+// whatever its size when first is set, and reports whether all fitted.
+func fill(lanes []lane, left *int, first bool) bool {
+	for round := 0; ; round++ {
+		more := false
+		for _, l := range lanes {
+			if round >= len(l.from) {
+				continue
+			}
+			more = true
+			c := l.from[round]
+			n := len(c.Quote) + len(c.Source)
+			if n > *left && !first {
+				return false
+			}
+			*l.to = append(*l.to, c)
+			*left -= n
+			first = false
+		}
+		if !more {
+			return true
+		}
+	}
+}
+
 // FixedNote is write_note with its arguments fixed: a note named "report"
 // holding text (the model chooses nothing, a person still approves it).
 func FixedNote(note engine.Tool, text string) engine.Tool {

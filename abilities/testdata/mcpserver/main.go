@@ -6,11 +6,21 @@
 //   - delete_item (destructive): "deletes" an item and says so
 //   - crash: exits the process in the middle of the call
 //   - hang: never answers
-//   - garbage: writes a line that is not JSON-RPC to stdout, then waits
 //   - settings: returns the settings lloyal sent with the call
+//   - log: writes log lines (text, and JSON that is not JSON-RPC) on
+//     stdout, as a careless server does, then answers
+//   - flood: sends n progress notifications as fast as it can, then answers
+//   - slow: reports progress without a total (fractions, with a message)
+//     every `every` milliseconds for `steps` steps, then answers
+//   - forever: reports progress every 10 ms and never answers
+//   - image: answers an image both as content and in its structured
+//     content (as server-filesystem's read_media_file does), and a blob
 //
-// --tools a,b limits the tools it lists (all by default). Every call is
-// appended to $MCPSERVER_LOG when set, so a test can see what reached it.
+// --tools a,b limits the tools it lists (all by default); --banner writes
+// a line that is not JSON-RPC on stdout before serving; --linger keeps the
+// process running, a timer ticking, after its stdin closed (as a node
+// server with a timer does). Every call is appended to $MCPSERVER_LOG when
+// set, so a test can see what reached it.
 package main
 
 import (
@@ -28,7 +38,12 @@ import (
 
 func main() {
 	only := flag.String("tools", "", "comma-separated tools to list (default: all)")
+	banner := flag.Bool("banner", false, "write a banner line on stdout before serving")
+	linger := flag.Bool("linger", false, "keep running after stdin closed")
 	flag.Parse()
+	if *banner {
+		fmt.Println("mcpserver 0.1.0 starting: listening on stdio")
+	}
 	want := func(name string) bool {
 		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
 	}
@@ -88,14 +103,6 @@ func main() {
 				select {} // not even cancellation ends it
 			})
 	}
-	if want("garbage") {
-		mcp.AddTool(s, &mcp.Tool{Name: "garbage", Description: "Answer with bytes that are not JSON-RPC.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
-			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
-				record("garbage", in)
-				os.Stdout.WriteString("this is not json\n")
-				select {}
-			})
-	}
 	if want("settings") {
 		mcp.AddTool(s, &mcp.Tool{Name: "settings", Description: "Return the settings sent with the call.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
@@ -113,8 +120,70 @@ func main() {
 					StructuredContent: map[string]any{"env": os.Environ()}}, nil, nil
 			})
 	}
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	if want("log") {
+		mcp.AddTool(s, &mcp.Tool{Name: "log", Description: "Write log lines on stdout, then answer.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+				os.Stdout.WriteString("[info] handling a call to log\n")
+				os.Stdout.WriteString(`{"level":30,"msg":"pino says hello"}` + "\n")
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "logged"}}}, nil, nil
+			})
+	}
+	if want("flood") {
+		mcp.AddTool(s, &mcp.Tool{Name: "flood", Description: "Send n progress notifications as fast as possible.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":100000}},"required":["n"]}`),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+				N int `json:"n"`
+			}) (*mcp.CallToolResult, any, error) {
+				tok := req.Params.GetProgressToken()
+				for i := 1; i <= in.N && tok != nil; i++ {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(in.N), Message: "flooding"})
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("flooded %d", in.N)}}}, nil, nil
+			})
+	}
+	if want("slow") {
+		mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "Report progress without a total for a while, then answer.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"steps":{"type":"integer","minimum":1,"maximum":1000},"every":{"type":"integer","minimum":1,"maximum":10000}},"required":["steps","every"]}`),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+				Steps int `json:"steps"`
+				Every int `json:"every"`
+			}) (*mcp.CallToolResult, any, error) {
+				tok := req.Params.GetProgressToken()
+				for i := 0; i < in.Steps; i++ {
+					time.Sleep(time.Duration(in.Every) * time.Millisecond)
+					if tok != nil {
+						_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i) + 0.5, Message: fmt.Sprintf("working on step %d", i+1)})
+					}
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+			})
+	}
+	if want("forever") {
+		mcp.AddTool(s, &mcp.Tool{Name: "forever", Description: "Report progress and never answer.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+				tok := req.Params.GetProgressToken()
+				for i := 0; ; i++ {
+					time.Sleep(10 * time.Millisecond)
+					_ = req.Session.NotifyProgress(context.Background(), &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i)})
+				}
+			})
+	}
+	if want("image") {
+		mcp.AddTool(s, &mcp.Tool{Name: "image", Description: "Answer an image and a blob.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+				png := []byte("\x89PNG\r\n\x1a\nnot really a picture")
+				img := &mcp.ImageContent{MIMEType: "image/png", Data: png}
+				blob := &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///data.bin", MIMEType: "application/octet-stream", Blob: []byte("binary data")}}
+				return &mcp.CallToolResult{Content: []mcp.Content{img, blob}, StructuredContent: map[string]any{"content": []any{img, blob}, "caption": "a chart"}}, nil, nil
+			})
+	}
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil && !*linger {
 		log.Fatal(err)
+	}
+	for *linger {
+		time.Sleep(100 * time.Millisecond) // a timer keeps the process alive
 	}
 }
 

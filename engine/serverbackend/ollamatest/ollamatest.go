@@ -2,6 +2,8 @@
 // ollama module lloyal already requires (with the same cgo flags, so
 // llama.cpp comes from Go's build cache), started on 127.0.0.1 on a free
 // port with private model and home folders, and stopped when the test ends.
+// Its servers and their runners die with the test binary however it ends
+// (`go test -timeout`, SIGKILL), and CheckNoneLeft finds any left running.
 package ollamatest
 
 import (
@@ -21,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lloyal-ai/lloyal/internal/testproc"
 )
 
 // buildMu serialises builds within one test binary; across test binaries
@@ -79,6 +83,7 @@ func Binary(t testing.TB) string {
 	cmd := exec.Command("go", "build", "-o", tmp, "github.com/ollama/ollama")
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	testproc.Tie(cmd)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
 		t.Fatalf("building ollama %s: %v\n%s", version, err, tail(out, 4000))
@@ -175,12 +180,15 @@ func Start(t testing.TB, bin string, parallel int) *Server {
 	dir := t.TempDir()
 	s := &Server{URL: "http://" + addr, Addr: addr, bin: bin, log: &logBuffer{}, done: make(chan struct{}),
 		env: append(os.Environ(), "OLLAMA_HOST="+addr, "OLLAMA_MODELS="+filepath.Join(dir, "models"), "HOME="+dir,
-			fmt.Sprintf("OLLAMA_NUM_PARALLEL=%d", parallel), "OLLAMA_KEEP_ALIVE=-1", "OLLAMA_NOPRUNE=1")}
+			fmt.Sprintf("OLLAMA_NUM_PARALLEL=%d", parallel), "OLLAMA_KEEP_ALIVE=-1", "OLLAMA_NOPRUNE=1", ownerMark())}
 	s.cmd = exec.Command(bin, "serve")
 	s.cmd.Env = s.env
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its runners are its children: stopped with it
-	if err := s.cmd.Start(); err != nil {
+	// Its runners are its children, in its process group, with no death
+	// signal of their own: the whole group dies with the test binary (a
+	// server killed by SIGKILL cannot stop its runners).
+	testproc.Group(s.cmd)
+	if err := testproc.Start(s.cmd); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = s.cmd.Wait(); close(s.done) }()
@@ -232,6 +240,7 @@ func (s *Server) CreateWith(t testing.TB, name, gguf, modelfile string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.bin, "create", name, "-f", mf)
 	cmd.Env = s.env
+	testproc.Tie(cmd)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ollama create %s: %v\n%s", name, err, tail(out, 2000))
 	}
@@ -255,26 +264,25 @@ func (s *Server) Load(t testing.TB, model string, numCtx int) {
 // Kill ends the server and its runners at once (SIGKILL to its process
 // group): a server dying mid-run.
 func (s *Server) Kill() {
-	if s.cmd.Process != nil {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	}
+	testproc.KillGroup(s.cmd)
 	<-s.done
 }
 
-// Stop ends the server: SIGTERM, and its process group is killed if it has
-// not exited after ten seconds.
+// Stop ends the server: SIGTERM to its process group (the server, its
+// runners and the shell that watches for the test binary's death), and
+// the group is killed if it has not exited after ten seconds.
 func (s *Server) Stop() {
 	select {
 	case <-s.done:
 	default:
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-s.done:
 		case <-time.After(10 * time.Second):
 		}
 	}
 	// Runners it left behind are in its process group.
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	testproc.KillGroup(s.cmd)
 	<-s.done
 }
 

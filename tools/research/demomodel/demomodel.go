@@ -5,12 +5,17 @@
 package demomodel
 
 import (
+	"bytes"
 	"crypto/sha256"
 	_ "embed" // the model file
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/regular"
 )
 
 //go:embed lloyal-demo.gguf
@@ -22,17 +27,22 @@ const Name = "lloyal-demo.gguf"
 // Path returns the model as a file under dir, writing it there first when
 // that file is missing or differs (llama.cpp maps a file; it cannot read
 // the model from memory). The file's name carries its hash, so a newer
-// lloyal never reads an older model.
+// lloyal never reads an older model, and its bytes are checked against
+// that hash each time: a file of the right size is not trusted for it (a
+// cache another program or an interrupted copy wrote). A write goes to a
+// temporary file renamed into place; ones that a killed lloyal left
+// behind are removed.
 func Path(dir string) (string, error) {
 	sum := sha256.Sum256(file)
 	p := filepath.Join(dir, fmt.Sprintf("lloyal-demo-%s.gguf", hex.EncodeToString(sum[:6])))
-	if fi, err := os.Stat(p); err == nil && fi.Size() == int64(len(file)) {
+	if same(p, sum) {
 		return p, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("demo model: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".lloyal-demo-*")
+	removeStale(dir, time.Now())
+	tmp, err := os.CreateTemp(dir, tempPattern)
 	if err != nil {
 		return "", fmt.Errorf("demo model: %w", err)
 	}
@@ -48,6 +58,41 @@ func Path(dir string) (string, error) {
 		return "", fmt.Errorf("demo model: %w", err)
 	}
 	return p, nil
+}
+
+// tempPattern names the temporary files Path writes.
+const tempPattern = ".lloyal-demo-*"
+
+// staleAfter is how old a temporary file must be to be another run's
+// leftover rather than one being written now (a write takes well under a
+// second).
+const staleAfter = 10 * time.Minute
+
+// same says whether the regular file at p holds exactly the embedded model.
+func same(p string, sum [sha256.Size]byte) bool {
+	f, err := regular.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(file)) {
+		return false
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return false
+	}
+	return bytes.Equal(h.Sum(nil), sum[:])
+}
+
+// removeStale removes temporary files that a killed lloyal left in dir.
+func removeStale(dir string, now time.Time) {
+	old, _ := filepath.Glob(filepath.Join(dir, tempPattern))
+	for _, p := range old {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && now.Sub(fi.ModTime()) > staleAfter {
+			_ = os.Remove(p)
+		}
+	}
 }
 
 // UserPath is Path in the user's cache (lloyal/models), or the temporary

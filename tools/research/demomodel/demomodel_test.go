@@ -1,10 +1,12 @@
 package demomodel
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 )
@@ -50,6 +52,21 @@ func TestPathWritesTheModelOnceAndItsHeaderSaysWhatItIs(t *testing.T) {
 		t.Errorf("a cut file was kept: %d bytes", fi.Size())
 	}
 
+	// A file of the right size with other bytes (a cache another program
+	// or a cut copy wrote) is not trusted for its size: it is written again.
+	junk := make([]byte, len(file))
+	copy(junk, file)
+	junk[len(junk)/2] ^= 0xff
+	if err := os.WriteFile(p, junk, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Path(filepath.Join(dir, "models")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, file) {
+		t.Error("a file of the model's size but other bytes was kept")
+	}
+
 	f, err := gguf.Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -59,5 +76,30 @@ func TestPathWritesTheModelOnceAndItsHeaderSaysWhatItIs(t *testing.T) {
 	held, _ := f.Strings("lloyal.train.held_out")
 	if !strings.Contains(name, "lloyal-demo") || !strings.Contains(desc, "Tidewater handbook only") || len(held) == 0 {
 		t.Errorf("header: name %q, description %q, %d held-out facts", name, desc, len(held))
+	}
+}
+
+// A temporary file that a killed lloyal left while writing the model is
+// removed by the next write; one being written now (fresh) is left alone.
+func TestPathRemovesTheTemporaryFilesOfAKilledWrite(t *testing.T) {
+	dir := t.TempDir()
+	stale, fresh := filepath.Join(dir, ".lloyal-demo-111"), filepath.Join(dir, ".lloyal-demo-222")
+	for _, p := range []string{stale, fresh} {
+		if err := os.WriteFile(p, []byte("half a model"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Path(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("the killed write's temporary file is still there")
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Error("a temporary file being written now was removed")
 	}
 }

@@ -1,0 +1,52 @@
+package serverbackend
+
+// Redirects: credentials stay with the server the user named. The key and
+// LLOYAL_HEADERS go with every request, and Go's client would send them
+// on to a redirect's target (the key too, where only the port differs), so
+// a redirect is followed only within the server's origin, and only one
+// that keeps the request: 307 or 308 (301, 302 and 303 turn a POST into a
+// GET without its body).
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// maxRedirects bounds the redirects one request follows.
+const maxRedirects = 5
+
+// redirectError is a redirect lloyal refused to follow; its message is for
+// the user, who alone can name another server.
+type redirectError struct{ msg string }
+
+func (e *redirectError) Error() string { return e.msg }
+
+// checkRedirect is the client's CheckRedirect: it runs before the
+// redirected request is sent, so a refused target receives nothing.
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	from, to := origin(c.base), origin(req.URL)
+	if to != from {
+		return &redirectError{fmt.Sprintf("the server at %s redirected to %s, another origin: lloyal does not follow it, so the key and LLOYAL_HEADERS stay with %s; if %s is the server you mean, pass it as --server", from, to, from, to)}
+	}
+	if r := req.Response; r != nil && r.StatusCode != http.StatusTemporaryRedirect && r.StatusCode != http.StatusPermanentRedirect {
+		return &redirectError{fmt.Sprintf("the server at %s answered %s, redirecting to %s: lloyal follows only 307 and 308 redirects (which keep the request) within the server's origin; pass the URL the API answers at as --server", from, r.Status, redact(req.URL))}
+	}
+	if len(via) >= maxRedirects {
+		return &redirectError{fmt.Sprintf("the server at %s redirected %d times: pass the URL the API answers at as --server", from, len(via))}
+	}
+	return nil
+}
+
+// origin is a URL's scheme, host and port (the default port written out),
+// in lower case: what must match for credentials to go.
+func origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}

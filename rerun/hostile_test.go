@@ -1,0 +1,216 @@
+package rerun
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/trace"
+)
+
+// recorded is the header of a run that had authority a trace must not pass
+// on: it granted write_note, saved notes in a folder of its own, and its
+// command line names a server, a corpus and a grants file.
+func recorded() trace.Header {
+	task := "Q"
+	return trace.Header{Type: event.TraceHeader, FormatVersion: trace.FormatVersion, ProgramVersion: "test",
+		CommandLine: []string{"lloyal", "run", "--grant", "write_note", "--workspace", "/home/victim/.ssh", "--server", "http://attacker.example",
+			"--grants-file", "/tmp/evil.json", "--deny-protected=false"},
+		Context: trace.ContextInfo{NCtx: 4096},
+		Harness: &trace.HarnessRef{Path: "/work/h.yaml", SHA256: strings.Repeat("ab", 32)},
+		Run: &trace.RunConfig{Harness: "/work/h.yaml", Task: &task, Context: 4096, Granted: []string{"write_note"},
+			Workspace: "/home/victim/.ssh"},
+	}
+}
+
+// A rerun's arguments hold the recorded facts and the rerunning command's
+// authority alone: no grant, workspace, server or grants file of the
+// trace's, whatever its command line says.
+func TestRunArgsTakeNoAuthorityFromTheTrace(t *testing.T) {
+	r := &Record{Path: "t.jsonl", Header: recorded()}
+	for _, c := range []struct {
+		name      string
+		a         Authority
+		want, not []string
+	}{
+		{"no flags", Authority{}, []string{"/work/h.yaml", "--task=Q", "--ctx=4096", "--workspace=lloyal-notes"},
+			[]string{"--grant", "--server", "/home/victim/.ssh", "--grants-file", "attacker", "--deny-protected"}},
+		{"own grants", Authority{Grants: []string{"report"}, Workspace: "mine", GrantsFile: "/me/g.json"},
+			[]string{"--grant=report", "--workspace=mine", "--grants-file=/me/g.json"}, []string{"--grant=write_note", "--server"}},
+		{"deny", Authority{DenyProtected: true, ApprovalTimeout: "1m0s"}, []string{"--deny-protected=true", "--approval-timeout=1m0s"}, []string{"--grant"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args, err := r.RunArgs(c.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			line := strings.Join(args, " ")
+			for _, w := range c.want {
+				if !slices.Contains(args, w) {
+					t.Errorf("args %q lack %q", line, w)
+				}
+			}
+			for _, n := range c.not {
+				if strings.Contains(line, n) {
+					t.Errorf("args %q hold %q, from the trace", line, n)
+				}
+			}
+			if args[0] != "/work/h.yaml" {
+				t.Errorf("the harness is not the first argument: %q", line)
+			}
+		})
+	}
+	r.Header.Run.Interactive = true
+	if _, err := r.RunArgs(Authority{}); err == nil || !strings.Contains(err.Error(), "--interactive") {
+		t.Fatalf("an interactive run: %v", err)
+	}
+}
+
+// What the recorded run had and the rerun does not carry over is said;
+// headless, a rerun of a run that granted tools or chose its notes folder
+// is refused until the command says itself what to do.
+func TestDifferencesRefuseAHeadlessRerunThatWouldNeedTheTracesAuthority(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		a       Authority
+		refused string // "" runs
+		says    []string
+	}{
+		{"app", Authority{}, "", []string{"allowed write_note without asking", "saved notes in /home/victim/.ssh"}},
+		{"headless", Authority{Headless: true}, "--grant write_note", []string{"allowed write_note"}},
+		{"headless, grants given", Authority{Headless: true, Grants: []string{"write_note"}}, "--workspace", nil},
+		{"headless, denied", Authority{Headless: true, DenyProtected: true, Workspace: "out"}, "", []string{"allowed write_note"}},
+		{"headless, all given", Authority{Headless: true, Grants: []string{"write_note"}, Workspace: "out"}, "", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &Record{Path: "t.jsonl", Header: recorded()}
+			notes, err := r.Differences(c.a)
+			switch {
+			case c.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused)):
+				t.Fatalf("err %v, want a refusal naming %s", err, c.refused)
+			}
+			all := strings.Join(notes, "\n")
+			for _, s := range c.says {
+				if !strings.Contains(all, s) {
+					t.Errorf("notes %q do not say %q", all, s)
+				}
+			}
+		})
+	}
+}
+
+// writeTrace writes header lines, a sampled turn and a closing record.
+func writeTrace(t *testing.T, headers ...trace.Header) string {
+	t.Helper()
+	var b strings.Builder
+	for _, h := range headers {
+		line, _ := json.Marshal(h)
+		b.Write(append(line, '\n'))
+	}
+	e, _ := json.Marshal(event.Event{ID: 1, Type: event.AgentTurn, Agent: 1, IDs: []int32{5, 6}})
+	c, _ := json.Marshal(trace.Closing{Type: event.TraceClose, Reason: "completed", Events: 1})
+	b.WriteString(string(e) + "\n" + string(c) + "\n")
+	p := filepath.Join(t.TempDir(), "t.jsonl")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Load refuses a trace it cannot trust to say what ran, naming why.
+func TestLoadRefusesHostileTraces(t *testing.T) {
+	good := recorded()
+	other := recorded()
+	other.Run = &trace.RunConfig{Harness: "/tmp/evil.yaml", Granted: []string{"write_note"}}
+	newer := recorded()
+	newer.FormatVersion = trace.FormatVersion + 1
+	old := recorded()
+	old.FormatVersion, old.Run = 2, nil
+	server := recorded()
+	server.Server = &trace.ServerInfo{URL: "http://attacker.example"}
+	noHarness := recorded()
+	noHarness.Harness = nil
+	relative := recorded()
+	relative.Run = &trace.RunConfig{Harness: "h.yaml"}
+	if _, err := Load(writeTrace(t, good)); err != nil {
+		t.Fatalf("a good trace: %v", err)
+	}
+	if _, err := Load(writeTrace(t, good, good)); err != nil {
+		t.Fatalf("two equal headers: %v", err)
+	}
+	for _, c := range []struct {
+		name, path, want string
+	}{
+		{"headers disagree", writeTrace(t, good, other), "two trace headers that disagree"},
+		{"a newer format", writeTrace(t, newer), "newer than this lloyal reads"},
+		{"no run configuration", writeTrace(t, old), "before traces recorded the run's configuration"},
+		{"a server run", writeTrace(t, server), "cannot be rerun token for token"},
+		{"no harness", writeTrace(t, noHarness), "does not name the harness file"},
+		{"a relative harness", writeTrace(t, relative), "relative path"},
+		{"a huge line", hugeLine(t, writeTrace(t, good)), "line longer than"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := Load(c.path); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want one saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// hugeLine puts a line over trace.MaxLine after the header of the trace at
+// path.
+func hugeLine(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, rest, _ := strings.Cut(string(b), "\n")
+	big := `{"type":"agent:turn","id":9,"text":"` + strings.Repeat("x", trace.MaxLine+1) + `"}`
+	if err := os.WriteFile(path, []byte(head+"\n"+big+"\n"+rest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A trace or a fork's replacement that is no regular file is refused at
+// once: /dev/zero never ends, a FIFO blocks its reader.
+func TestSpecialFilesAreRefusedAtOnce(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	r := FromEvents([]event.Event{{ID: 1, Type: event.AgentSpawn, Agent: 1, Text: "task"}})
+	r.Header = recorded()
+	done := make(chan error, 3)
+	go func() { _, err := Load(fifo); done <- err }()
+	go func() { done <- r.ForkWith(1, "/dev/zero", "") }()
+	go func() { done <- r.ForkWith(1, fifo, "") }()
+	for range 3 {
+		select {
+		case err := <-done:
+			if err == nil || !(strings.Contains(err.Error(), "not a regular file") || strings.Contains(err.Error(), "named pipe")) {
+				t.Errorf("err %v, want a refusal of a file that is not regular", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a read of a special file hangs")
+		}
+	}
+	// A regular file over what the context could hold is refused without
+	// reading it all.
+	big := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(big, make([]byte, 4*4096*3), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ForkWith(1, big, ""); err == nil || !strings.Contains(err.Error(), "more than the run's whole context") {
+		t.Fatalf("a replacement bigger than the context: %v", err)
+	}
+}
