@@ -60,4 +60,4 @@ fuzz:
 	go test ./abilities -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME)
 	@$(CGO); go test ./engine/llamacpp/model -run '^$$' -fuzz '^FuzzOpenMetadata$$' -fuzztime $(FUZZTIME)
 	@$(CGO); go test ./engine/llamacpp/model -run '^$$' -fuzz '^FuzzOpenExperts$$' -fuzztime $(FUZZTIME)
-	@$(CGO); go test ./cli -run '^$$' -fuzz '^FuzzRunFlags$$' -fuzztime $(FUZZTIME)
+	@$(CGO); go test ./internal/runconfig -run '^$$' -fuzz '^FuzzCheckRun$$' -fuzztime $(FUZZTIME)

@@ -10,7 +10,9 @@ import (
 	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/bench"
 	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/internal/runconfig"
 	"github.com/lloyal-ai/lloyal/tools/research"
+	"github.com/lloyal-ai/lloyal/ui"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -97,7 +99,7 @@ non-empty report or an explicit failure reason.`,
 }
 
 func newBenchUICmd() *cobra.Command {
-	var o bench.UIOptions
+	var o ui.BenchOptions
 	cmd := &cobra.Command{
 		Use:   "ui",
 		Short: "Render cost of the terminal app under a stream of events",
@@ -106,7 +108,7 @@ progress and results) through the app's real Bridge, Update and View at the
 given size and rate, and reports View time, frames, event-to-screen lag and
 memory. Targets: p95 View ≤ 8 ms, lag ≤ 100 ms, memory flat.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return bench.UI(cmd.OutOrStdout(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return ui.Bench(cmd.OutOrStdout(), o) },
 	}
 	f := cmd.Flags()
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long to stream")
@@ -287,7 +289,7 @@ as lloyal run sets it up.`,
 			c := session.Config{Config: backends.Config{Model: o.Model, NCtx: o.Ctx}}
 			c.App.Stderr = cmd.ErrOrStderr()
 			if c.Model == "" {
-				if err := useDemoModel(cmd.Flags(), &c); err != nil {
+				if err := runconfig.UseDemoModel(cmd.Flags().Changed("ctx"), &c); err != nil {
 					return err
 				}
 			}

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lloyal-ai/lloyal/app"
 	"github.com/lloyal-ai/lloyal/approvals"
+	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/internal/runconfig"
 	"github.com/lloyal-ai/lloyal/rerun"
 	"github.com/lloyal-ai/lloyal/trace"
 	"github.com/lloyal-ai/lloyal/ui"
@@ -36,12 +40,7 @@ func (f *rerunFlags) add(cmd *cobra.Command) {
 // authority is what the command gives the run: its own grants, workspace
 // and approvals, never the trace's.
 func (f *rerunFlags) authority() rerun.Authority {
-	a := rerun.Authority{Grants: f.approvals.Grant, DenyProtected: f.approvals.DenyProtected, GrantsFile: f.approvals.GrantsFile,
-		Workspace: f.workspace, Headless: f.headless || f.jsonl}
-	if f.approvals.Timeout != 0 {
-		a.ApprovalTimeout = f.approvals.Timeout.String()
-	}
-	return a
+	return rerun.Authority{Approvals: f.approvals, Workspace: f.workspace, Headless: f.headless || f.jsonl}
 }
 
 func newRerunCmd() *cobra.Command {
@@ -112,46 +111,48 @@ docs/time-travel.md says more.`,
 	return cmd
 }
 
-// reexecute runs rec's command line again with rec as its replay: a rerun,
-// or with fork set a fork (its header names it).
+// reexecute runs rec's run again with rec as its replay: a rerun, or with
+// fork set a fork (its header names it). The run is decided as lloyal run
+// decides one, from the recorded facts and this command's authority.
 func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trace.ForkRef) error {
-	plan, err := rec.Prepare(f.out, Version, f.authority(), cmd.ErrOrStderr())
+	a := f.authority()
+	plan, err := rec.Prepare(f.out, Version, a, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	rec.OnDiverge = func(engine.Divergence) { cancel() }
-	// The new trace's command line is the run this is: the recorded facts
-	// and this command's authority.
-	o := &runFlags{argv: append([]string{"lloyal", "run"}, plan.Args...)}
-	o.cfg.App.Replay = rec
+	var base session.Config
+	base.App.Replay, base.App.TracePath = rec, plan.Out
+	base.App.Stdin, base.App.Stdout, base.App.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+	switch {
+	case f.jsonl:
+		base.App.View = app.ViewJSONL
+	case f.headless:
+		base.App.View = app.ViewLog
+	}
+	base.App.Dev = os.Getenv("LLOYAL_DEV") == "1"
+	base.Version, base.Args = Version, os.Args
 	// The record's tokens were decoded with or without jump-forward (runs
 	// before it have none); the rerun must split text into tokens alike.
 	jf := rec.Header.Sampling.JumpForward
-	o.cfg.Sampling.JumpForward = &jf
+	base.Sampling.JumpForward = &jf
 	if h := rec.Header.Harness; h != nil {
-		o.cfg.HarnessSHA256 = h.SHA256
+		base.HarnessSHA256 = h.SHA256
 	}
 	if fork != nil {
 		fork.Trace = plan.Trace
-		o.cfg.App.Header.ForkOf = fork
+		base.App.Header.ForkOf = fork
 	} else {
-		o.cfg.App.Header.RerunOf = plan.Trace
+		base.App.Header.RerunOf = plan.Trace
 	}
-	args := plan.Args
-	switch {
-	case f.jsonl:
-		args = append(args, "--jsonl")
-	case f.headless:
-		args = append(args, "--headless")
+	auth := runconfig.Authority{Approvals: a.Approvals, Workspace: rerun.WorkspaceOf(a), Rerun: true}
+	cfg, file, err := runconfig.Decide(plan.Facts, auth, base)
+	if err == nil {
+		err = session.Run(ctx, cfg, file)
 	}
-	run := newRunCmd(o)
-	run.SetArgs(args)
-	run.SetOut(cmd.OutOrStdout())
-	run.SetErr(cmd.ErrOrStderr())
-	run.SilenceUsage, run.SilenceErrors = true, true
-	said, err := rec.Verdict(plan, run.ExecuteContext(ctx))
+	said, err := rec.Verdict(plan, err)
 	fmt.Fprint(cmd.OutOrStdout(), said)
 	return err
 }

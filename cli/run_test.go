@@ -9,10 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/lloyal-ai/lloyal/backends"
-	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/internal/testproc"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -121,28 +118,6 @@ func TestHeadlessWithoutATerminal(t *testing.T) {
 	if !strings.Contains(stdout.String(), "Nobody is here to approve it") {
 		t.Fatal("the protected call was not refused by policy")
 	}
-}
-
-// FuzzRunFlags: any numbers on the run's command line are accepted or
-// refused with the flag's name, never a panic; what is accepted is in range.
-func FuzzRunFlags(f *testing.F) {
-	f.Add(3, 8192, 0, int64(0))
-	f.Add(0, 256, -1, int64(-5))
-	f.Add(17, 1<<40, 1<<20, int64(1)<<62)
-	f.Fuzz(func(t *testing.T, agents, nCtx, threads int, timeout int64) {
-		c := session.Config{Agents: agents, Config: backends.Config{NCtx: nCtx, Threads: threads}}
-		c.App.Approvals.Timeout = time.Duration(timeout)
-		err := checkRun(c)
-		if err == nil {
-			if agents < 1 || agents > 16 || nCtx < minCtx || nCtx > maxCtx || nCtx%256 != 0 || threads < 0 || timeout < 0 {
-				t.Fatalf("accepted %+v", c)
-			}
-			return
-		}
-		if !strings.HasPrefix(err.Error(), "--") {
-			t.Fatalf("the error does not name the flag: %v", err)
-		}
-	})
 }
 
 // The binary over the edge values of every command's numeric flags: each

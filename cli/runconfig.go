@@ -19,7 +19,7 @@ import (
 // absolute so a rerun from another folder reads the same files.
 func runConfig(fs *pflag.FlagSet, o *runFlags, c session.Config, args []string) (*trace.RunConfig, error) {
 	set := fs.Changed
-	r := &trace.RunConfig{Agents: c.Agents, Streams: c.Streams, Threads: c.Threads, KVType: string(c.KVType), Walk: c.Walk,
+	r := &trace.RunConfig{Streams: c.Streams, Threads: c.Threads, Walk: c.Walk,
 		Abilities: c.Abilities, FollowUps: c.FollowUps, Interactive: c.Interactive, Granted: c.App.Approvals.Grant,
 		DenyProtected: c.App.Approvals.DenyProtected, Grounded: c.Grounded}
 	var err error
@@ -42,11 +42,11 @@ func runConfig(fs *pflag.FlagSet, o *runFlags, c session.Config, args []string) 
 	if set("task") {
 		r.Task = &c.Task
 	}
-	if !set("agents") {
-		r.Agents = 0
+	if set("agents") {
+		r.Agents = &c.Agents
 	}
 	if set("ctx") {
-		r.Context = c.NCtx
+		r.Context = &c.NCtx
 	}
 	if set("seed") {
 		r.Seed = &c.Seed
@@ -64,12 +64,15 @@ func runConfig(fs *pflag.FlagSet, o *runFlags, c session.Config, args []string) 
 			}
 		}
 	}
+	if set("kv-type") {
+		r.KVType = string(c.KVType)
+	}
 	if set("trace-logprobs") {
 		n := o.logprobs
 		r.Logprobs = &n
 	}
 	if set("max-follow-ups") {
-		r.MaxFollowUps = c.MaxFollowUps
+		r.MaxFollowUps = &c.MaxFollowUps
 	}
 	if set("workspace") {
 		r.Workspace = abs(c.App.Workspace)

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -18,56 +18,31 @@ import (
 // on: it granted write_note, saved notes in a folder of its own, and its
 // command line names a server, a corpus and a grants file.
 func recorded() trace.Header {
-	task := "Q"
+	task, ctx := "Q", 4096
 	return trace.Header{Type: event.TraceHeader, FormatVersion: trace.FormatVersion, ProgramVersion: "test",
 		CommandLine: []string{"lloyal", "run", "--grant", "write_note", "--workspace", "/home/victim/.ssh", "--server", "http://attacker.example",
 			"--grants-file", "/tmp/evil.json", "--deny-protected=false"},
 		Context: trace.ContextInfo{NCtx: 4096},
 		Harness: &trace.HarnessRef{Path: "/work/h.yaml", SHA256: strings.Repeat("ab", 32)},
-		Run: &trace.RunConfig{Harness: "/work/h.yaml", Task: &task, Context: 4096, Granted: []string{"write_note"},
+		Run: &trace.RunConfig{Harness: "/work/h.yaml", Task: &task, Context: &ctx, Granted: []string{"write_note"},
 			Workspace: "/home/victim/.ssh"},
 	}
 }
 
-// A rerun's arguments hold the recorded facts and the rerunning command's
-// authority alone: no grant, workspace, server or grants file of the
-// trace's, whatever its command line says.
-func TestRunArgsTakeNoAuthorityFromTheTrace(t *testing.T) {
+// A rerun is decided from the trace's facts alone: Facts hands over the
+// recorded configuration, whose recorded grants and workspace the rerun
+// only shows; a run typed into (--interactive) is refused.
+func TestFactsOfARecord(t *testing.T) {
 	r := &Record{Path: "t.jsonl", Header: recorded()}
-	for _, c := range []struct {
-		name      string
-		a         Authority
-		want, not []string
-	}{
-		{"no flags", Authority{}, []string{"/work/h.yaml", "--task=Q", "--ctx=4096", "--workspace=lloyal-notes"},
-			[]string{"--grant", "--server", "/home/victim/.ssh", "--grants-file", "attacker", "--deny-protected"}},
-		{"own grants", Authority{Grants: []string{"report"}, Workspace: "mine", GrantsFile: "/me/g.json"},
-			[]string{"--grant=report", "--workspace=mine", "--grants-file=/me/g.json"}, []string{"--grant=write_note", "--server"}},
-		{"deny", Authority{DenyProtected: true, ApprovalTimeout: "1m0s"}, []string{"--deny-protected=true", "--approval-timeout=1m0s"}, []string{"--grant"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			args, err := r.RunArgs(c.a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			line := strings.Join(args, " ")
-			for _, w := range c.want {
-				if !slices.Contains(args, w) {
-					t.Errorf("args %q lack %q", line, w)
-				}
-			}
-			for _, n := range c.not {
-				if strings.Contains(line, n) {
-					t.Errorf("args %q hold %q, from the trace", line, n)
-				}
-			}
-			if args[0] != "/work/h.yaml" {
-				t.Errorf("the harness is not the first argument: %q", line)
-			}
-		})
+	f, err := r.Facts()
+	if err != nil || f.Harness != "/work/h.yaml" || *f.Context != 4096 {
+		t.Fatalf("facts %+v, %v", f, err)
+	}
+	if WorkspaceOf(Authority{}) != "lloyal-notes" || WorkspaceOf(Authority{Workspace: "mine"}) != "mine" {
+		t.Fatal("a rerun's workspace is not its own command's")
 	}
 	r.Header.Run.Interactive = true
-	if _, err := r.RunArgs(Authority{}); err == nil || !strings.Contains(err.Error(), "--interactive") {
+	if _, err := r.Facts(); err == nil || !strings.Contains(err.Error(), "--interactive") {
 		t.Fatalf("an interactive run: %v", err)
 	}
 }
@@ -84,9 +59,9 @@ func TestDifferencesRefuseAHeadlessRerunThatWouldNeedTheTracesAuthority(t *testi
 	}{
 		{"app", Authority{}, "", []string{"allowed write_note without asking", "saved notes in /home/victim/.ssh"}},
 		{"headless", Authority{Headless: true}, "--grant write_note", []string{"allowed write_note"}},
-		{"headless, grants given", Authority{Headless: true, Grants: []string{"write_note"}}, "--workspace", nil},
-		{"headless, denied", Authority{Headless: true, DenyProtected: true, Workspace: "out"}, "", []string{"allowed write_note"}},
-		{"headless, all given", Authority{Headless: true, Grants: []string{"write_note"}, Workspace: "out"}, "", nil},
+		{"headless, grants given", Authority{Headless: true, Approvals: approvals.Config{Grant: []string{"write_note"}}}, "--workspace", nil},
+		{"headless, denied", Authority{Headless: true, Approvals: approvals.Config{DenyProtected: true}, Workspace: "out"}, "", []string{"allowed write_note"}},
+		{"headless, all given", Authority{Headless: true, Approvals: approvals.Config{Grant: []string{"write_note"}}, Workspace: "out"}, "", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &Record{Path: "t.jsonl", Header: recorded()}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -107,7 +108,7 @@ func Load(path string) (*Record, error) {
 		return nil, fmt.Errorf("%s is a run on an inference server (%s): a server samples on its own, so it cannot be rerun token for token", path, header.Server.URL)
 	case !ids:
 		return nil, fmt.Errorf("%s holds no token ids (a trace written before lloyal recorded them): it cannot be rerun", path)
-	case len(header.CommandLine) < 2 || header.CommandLine[1] != "run":
+	case len(header.CommandLine) < 2 || !slices.Contains([]string{"run", "rerun", "fork", "replay"}, header.CommandLine[1]):
 		return nil, fmt.Errorf("%s was not written by `lloyal run` (its command line: %v): only runs can be rerun", path, header.CommandLine)
 	case header.Run == nil:
 		return nil, fmt.Errorf("%s was written by lloyal %s, before traces recorded the run's configuration (trace format %d; this lloyal reruns format %d): run it again with this lloyal to rerun it", path, header.ProgramVersion, header.FormatVersion, trace.FormatVersion)

@@ -10,12 +10,12 @@ import (
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
-// Plan is how a recorded run is run again: the `lloyal run` arguments and
-// the trace paths, absolute.
+// Plan is how a recorded run is run again: its facts and the trace paths,
+// absolute.
 type Plan struct {
-	// Args are the run's arguments (after "run"): the recorded facts and
-	// the rerunning command's authority (RunArgs), with --trace Out.
-	Args []string
+	// Facts are the recorded run's configuration (Facts), which the rerun
+	// is decided from with the rerunning command's authority.
+	Facts trace.RunConfig
 	// Trace is the recorded trace, Out the new one.
 	Trace, Out string
 }
@@ -34,7 +34,7 @@ func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan
 	if err := r.checkTemplate(); err != nil {
 		return Plan{}, err
 	}
-	args, err := r.RunArgs(a)
+	facts, err := r.Facts()
 	if err != nil {
 		return Plan{}, err
 	}
@@ -52,7 +52,7 @@ func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan
 		}
 		out = trace.NewPath(dir)
 	}
-	p := Plan{}
+	p := Plan{Facts: facts}
 	if p.Trace, err = filepath.Abs(r.Path); err == nil {
 		p.Out, err = filepath.Abs(out)
 	}
@@ -62,7 +62,6 @@ func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan
 	if r.Header.ProgramVersion != version {
 		fmt.Fprintf(warn, "note: %s was recorded by lloyal %s and this is %s: tokens may differ (a rerun stops where they do)\n", p.Trace, r.Header.ProgramVersion, version)
 	}
-	p.Args = append(args, "--trace", p.Out)
 	return p, nil
 }
 

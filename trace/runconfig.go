@@ -22,10 +22,10 @@ type RunConfig struct {
 	Corpus string `json:"corpus,omitempty"`
 	// Task is --task.
 	Task *string `json:"task,omitempty"`
-	// Agents is --agents (0: the plan's own).
-	Agents int `json:"agents,omitempty"`
+	// Agents is --agents (absent: the plan's own).
+	Agents *int `json:"agents,omitempty"`
 	// Context is --ctx.
-	Context int `json:"ctx,omitempty"`
+	Context *int `json:"ctx,omitempty"`
 	// Seed is --seed.
 	Seed *uint32 `json:"seed,omitempty"`
 	// Sampling holds the sampling flags given.
@@ -48,7 +48,7 @@ type RunConfig struct {
 	Walk bool `json:"walk,omitempty"`
 	// FollowUps are --follow-up's questions; MaxFollowUps --max-follow-ups.
 	FollowUps    []string `json:"followUps,omitempty"`
-	MaxFollowUps int      `json:"maxFollowUps,omitempty"`
+	MaxFollowUps *int     `json:"maxFollowUps,omitempty"`
 	// Interactive says follow-ups were typed (--interactive): they are not
 	// in the trace, so such a run is not rerun.
 	Interactive bool `json:"interactive,omitempty"`
