@@ -11,6 +11,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -52,21 +53,21 @@ func TestAbilityCallsInARun(t *testing.T) {
 	if a == nil || a.Outcome != event.Returned {
 		t.Fatalf("the agent did not return: %+v", a)
 	}
-	var slow, crash *event.Item
-	kinds := map[string][]event.ItemKind{}
+	var slow, crash *fold.Item
+	kinds := map[string][]fold.ItemKind{}
 	for i, it := range a.Timeline {
 		kinds[it.Tool] = append(kinds[it.Tool], it.Kind)
-		if it.Kind == event.ItemCall && it.Tool == "test_slow" {
+		if it.Kind == fold.ItemCall && it.Tool == "test_slow" {
 			slow = &a.Timeline[i]
 		}
-		if it.Kind == event.ItemCall && it.Tool == "test_crash" {
+		if it.Kind == fold.ItemCall && it.Tool == "test_crash" {
 			crash = &a.Timeline[i]
 		}
 	}
 	if slow == nil || !slow.Indeterminate() || slow.Value != 2.5 || slow.Message != "working on step 3" {
 		t.Fatalf("the call reporting progress without a total: %+v", slow)
 	}
-	if crash == nil || !crash.Failed || len(kinds["test_crash"]) != 2 || kinds["test_crash"][1] != event.ItemError || kinds["test_slow"][1] != event.ItemResult {
+	if crash == nil || !crash.Failed || len(kinds["test_crash"]) != 2 || kinds["test_crash"][1] != fold.ItemError || kinds["test_slow"][1] != fold.ItemResult {
 		t.Fatalf("timeline kinds %v, crash %+v", kinds, crash)
 	}
 	if st.ToolErrors["test_crash"] != 1 || st.ToolErrors["test_slow"] != 0 {

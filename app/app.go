@@ -209,20 +209,20 @@ func Run(ctx context.Context, prog Program, o Options) (err error) {
 	if o.View == ViewJSONL {
 		sum = o.Stderr
 	}
-	r.fold.print(sum, res)
+	r.summary.print(sum, res)
 	return r.end.result()
 }
 
 // run is one Run's state.
 type run struct {
-	o      Options
-	tw     *trace.Writer
-	end    ending
-	mode   approvals.Mode
-	broker *approvals.Broker
-	fold   *fold
-	bridge *ui.Bridge // the app's feed (ViewApp)
-	rt     *engine.Runtime
+	o       Options
+	tw      *trace.Writer
+	end     ending
+	mode    approvals.Mode
+	broker  *approvals.Broker
+	summary *summary
+	bridge  *ui.Bridge // the app's feed (ViewApp)
+	rt      *engine.Runtime
 }
 
 // closeTrace closes the trace with the run's ending and says where it is.

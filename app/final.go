@@ -21,7 +21,7 @@ var ErrNothingProduced = errors.New("the run produced nothing")
 // (Ctrl-C once): then it was stopped before it produced anything,
 // Interrupted.
 func (r *run) judge(res []engine.AgentResult) (Ending, error) {
-	err := r.fold.produced(res)
+	err := r.summary.produced(res)
 	switch {
 	case err == nil:
 		return Completed, nil
@@ -35,7 +35,7 @@ func (r *run) judge(res []engine.AgentResult) (Ending, error) {
 // pool of the last result (a program runs each step as a pool), in order.
 // The fold knows each agent's pool from its spawn; an agent it never saw
 // counts as the last result's step. f.mu is held.
-func (f *fold) finalStep(res []engine.AgentResult) []engine.AgentResult {
+func (f *summary) finalStep(res []engine.AgentResult) []engine.AgentResult {
 	if len(res) == 0 {
 		return nil
 	}
@@ -52,7 +52,7 @@ func (f *fold) finalStep(res []engine.AgentResult) []engine.AgentResult {
 // produced is nil when an agent of the run's final step ended with a
 // result, else ErrNothingProduced saying which agents (by their roles)
 // failed and why.
-func (f *fold) produced(res []engine.AgentResult) error {
+func (f *summary) produced(res []engine.AgentResult) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	final := f.finalStep(res)
@@ -71,7 +71,7 @@ func (f *fold) produced(res []engine.AgentResult) error {
 // publisher (agent 4) failed: why", or for several "the 2 writers
 // (agents 3, 4) produced nothing: agent 3 failed (why); agent 4 cancelled".
 // f.mu is held.
-func (f *fold) failed(step []engine.AgentResult) string {
+func (f *summary) failed(step []engine.AgentResult) string {
 	if len(step) == 1 {
 		r := step[0]
 		return fmt.Sprintf("%s (agent %d) %s%s", f.who(step), r.ID, r.Outcome, because(r.Reason, ": "))
@@ -98,7 +98,7 @@ func because(reason, sep string) string {
 // who names a step's agents by the roles the program gave them: "the
 // publisher", "the 3 writers", "the researcher and the helper", or "the
 // agent"/"the 2 agents" for agents without a role. f.mu is held.
-func (f *fold) who(step []engine.AgentResult) string {
+func (f *summary) who(step []engine.AgentResult) string {
 	var roles []string
 	count := map[string]int{}
 	for _, r := range step {

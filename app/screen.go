@@ -30,9 +30,9 @@ func (r *run) show(ctx context.Context, stop context.CancelFunc, prog Program) e
 			}
 		}
 		if progErr != nil && !errors.Is(progErr, context.Canceled) {
-			return ui.DoneMsg{Summary: r.fold.line(), Err: progErr}
+			return ui.DoneMsg{Summary: r.summary.line(), Err: progErr}
 		}
-		return ui.DoneMsg{Summary: r.fold.line()}
+		return ui.DoneMsg{Summary: r.summary.line()}
 	})
 	switch {
 	case progErr != nil && !errors.Is(progErr, context.Canceled):
@@ -40,7 +40,7 @@ func (r *run) show(ctx context.Context, stop context.CancelFunc, prog Program) e
 	case !finished:
 		r.end.set(Interrupted, nil) // quit before the run was over
 	}
-	r.fold.print(r.o.Stdout, res)
+	r.summary.print(r.o.Stdout, res)
 	if err != nil {
 		return err
 	}

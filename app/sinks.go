@@ -8,6 +8,7 @@ import (
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/termtext"
 	"github.com/lloyal-ai/lloyal/trace"
 	"github.com/lloyal-ai/lloyal/ui"
@@ -34,8 +35,8 @@ func (r *run) start() error {
 	r.broker = broker
 	// The summary reads the same fold as the screen and the log.
 	// Whole seconds: a file system may keep modification times no finer.
-	r.fold = &fold{st: event.NewState(), trace: r.tw.Path(), workspace: o.Workspace, since: time.Now().Truncate(time.Second)}
-	sinks := []engine.Sink{r.tw, r.fold, r.view()}
+	r.summary = &summary{st: fold.NewState(), trace: r.tw.Path(), workspace: o.Workspace, since: time.Now().Truncate(time.Second)}
+	sinks := []engine.Sink{r.tw, r.summary, r.view()}
 	eo := engine.Options{Sinks: sinks, Approver: broker, MaxInflight: o.MaxInflight, Logprobs: o.Logprobs, LogprobTop: o.LogprobTop, Replay: o.Replay}
 	if o.Model != nil {
 		r.rt = engine.New(o.Model, eo)

@@ -15,16 +15,18 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/termtext"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
-// fold is the run's state for the summary, folded as events arrive. Late
-// events (an ignored duplicate answer) may come from the app's goroutine,
-// so it is read under the same lock.
-type fold struct {
+// summary is the run's state for the summary (a fold.State), folded as
+// events arrive, with each agent's pool and role. Late events (an ignored
+// duplicate answer) may come from the app's goroutine, so it is read under
+// the same lock.
+type summary struct {
 	mu               sync.Mutex
-	st               *event.State
+	st               *fold.State
 	trace, workspace string
 	// since is when the run started: a note counts as saved when its file
 	// was written since (a rerun serves write_note's recorded result and
@@ -42,7 +44,7 @@ type spawn struct {
 }
 
 // Emit folds e.
-func (f *fold) Emit(e event.Event) {
+func (f *summary) Emit(e event.Event) {
 	f.mu.Lock()
 	f.st.Apply(e)
 	if e.Type == event.AgentSpawn {
@@ -56,7 +58,7 @@ func (f *fold) Emit(e event.Event) {
 
 // line is the app's last word on the run: the summary line, the trace and
 // the notes saved.
-func (f *fold) line() string {
+func (f *summary) line() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	line := summaryLine(f.st) + " · trace " + f.trace
@@ -66,7 +68,7 @@ func (f *fold) line() string {
 	return line
 }
 
-func (f *fold) print(w io.Writer, res []engine.AgentResult) {
+func (f *summary) print(w io.Writer, res []engine.AgentResult) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if printSummary(w, f.st, f.workspace, f.since) {
@@ -78,12 +80,12 @@ func (f *fold) print(w io.Writer, res []engine.AgentResult) {
 // {"saved": name}), as paths: those whose file was written since the run
 // started. A result a rerun served from its record wrote nothing, and an
 // older file of the same name is not this run's.
-func savedNotes(st *event.State, workspace string, since time.Time) []string {
+func savedNotes(st *fold.State, workspace string, since time.Time) []string {
 	var out []string
 	for _, a := range st.Roster() {
 		for _, it := range a.Timeline {
 			var r struct{ Saved string }
-			if it.Kind == event.ItemResult && it.Tool == "write_note" && json.Unmarshal([]byte(it.Text), &r) == nil && r.Saved != "" {
+			if it.Kind == fold.ItemResult && it.Tool == "write_note" && json.Unmarshal([]byte(it.Text), &r) == nil && r.Saved != "" {
 				p := filepath.Join(workspace, r.Saved)
 				if fi, err := os.Stat(p); err == nil && !fi.ModTime().Before(since) {
 					out = append(out, p)
@@ -96,7 +98,7 @@ func savedNotes(st *event.State, workspace string, since time.Time) []string {
 
 // summaryLine is the run in one line: agents by outcome, tokens, tool calls
 // by tool and the context's peak.
-func summaryLine(st *event.State) string {
+func summaryLine(st *fold.State) string {
 	line := fmt.Sprintf("run finished in %s: %s · %d tokens", st.Now.Round(100*time.Millisecond), trace.Outcomes(st.Outcomes), st.Tokens)
 	var calls []string
 	for _, t := range slices.Sorted(maps.Keys(st.ToolCalls)) {
@@ -113,7 +115,7 @@ func summaryLine(st *event.State) string {
 
 // printSummary prints every agent's outcome (from the fold), the summary
 // line and the notes saved, and reports whether any agent ran.
-func printSummary(w io.Writer, st *event.State, workspace string, since time.Time) bool {
+func printSummary(w io.Writer, st *fold.State, workspace string, since time.Time) bool {
 	roster := st.Roster()
 	if len(roster) == 0 {
 		return false
@@ -136,7 +138,7 @@ func printSummary(w io.Writer, st *event.State, workspace string, since time.Tim
 // printReport prints the report: the last result of the run's final step
 // that has one (the research harness's publisher's), or what that step's
 // agents, named by their roles, ended with instead. f.mu is held.
-func (f *fold) printReport(w io.Writer, res []engine.AgentResult) {
+func (f *summary) printReport(w io.Writer, res []engine.AgentResult) {
 	fmt.Fprintln(w, "\n== report")
 	final := f.finalStep(res)
 	if len(final) == 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 )
 
 // A note counts as saved when its file was written in this run: a rerun
@@ -17,7 +18,7 @@ import (
 func TestSavedNotesAreTheFilesThisRunWrote(t *testing.T) {
 	dir := t.TempDir()
 	since := time.Now().Truncate(time.Second)
-	f := &fold{st: event.NewState(), workspace: dir, since: since}
+	f := &summary{st: fold.NewState(), workspace: dir, since: since}
 	f.Emit(event.Event{ID: 1, Type: event.AgentSpawn, Agent: 1, Text: "write"})
 	for i, name := range []string{"written.md", "served.md", "old.md"} {
 		id := uint64(10 * (i + 1))

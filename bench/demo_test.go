@@ -72,7 +72,7 @@ func TestBenchDemoRunsTheWholeHarness(t *testing.T) {
 	}
 	var out bytes.Buffer
 	traces := filepath.Join(dir, "traces")
-	err := Demo(t.Context(), &out, DemoOptions{Model: filepath.Join("..", "tools", "research", "demomodel", "lloyal-demo.gguf"), Demo: true,
+	err := Demo(t.Context(), &out, DemoOptions{Model: filepath.Join("..", "demomodel", "lloyal-demo.gguf"), Demo: true,
 		Questions: qf, Ctx: 16384, Seed: 1, Traces: traces})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lloyal-ai/lloyal/demomodel/training"
+	"github.com/lloyal-ai/lloyal/demomodel/transcript"
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
@@ -17,9 +19,8 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
-	"github.com/lloyal-ai/lloyal/tools/research/training"
-	"github.com/lloyal-ai/lloyal/tools/research/transcript"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -84,11 +85,16 @@ func Researchers(ctx context.Context, w io.Writer, o ResearchersOptions) (err er
 		return err
 	}
 	defer be.Close()
-	h, corpus, done, err := training.HandbookHarness(research.Handbook(), o.Ctx, be.NBatch())
+	p, done, err := transcript.ResearchProgram(nil, o.Ctx, be.NBatch())
 	if err != nil {
 		return err
 	}
 	defer done()
+	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	if err != nil {
+		return err
+	}
+	defer corpus.Close()
 
 	var mu sync.Mutex
 	sc := researchersScore{searchesOf: map[int][]string{}}
@@ -108,11 +114,23 @@ func Researchers(ctx context.Context, w io.Writer, o ResearchersOptions) (err er
 	}
 	rt := engine.New(be, engine.Options{Sinks: sinks})
 	var specs []engine.AgentSpec
+	var pool engine.PoolSpec
 	fileOf := map[string]string{} // a researcher's task → the file holding its answer
 	for _, f := range asked {
+		// Each researcher's task is its question asked alone: the
+		// program's researchers' step on that question, planned alone.
 		q := f.Questions()[0]
-		task := research.ResearcherTask(q, q)
-		specs = append(specs, engine.AgentSpec{Task: task, Role: "researcher"})
+		plan, err := transcript.Planned(p, q)
+		if err != nil {
+			return err
+		}
+		spec, tasks, err := p.StepPool(transcript.Researcher, q, plan)
+		if err != nil {
+			return err
+		}
+		task := tasks[0]
+		pool = spec
+		specs = append(specs, engine.AgentSpec{Task: task, Role: transcript.Researcher})
 		fileOf[task] = f.File
 		// What a model can reach: a search with the question's own words
 		// ranks the answer's file first, so reading the top hit cites it.
@@ -123,8 +141,12 @@ func Researchers(ctx context.Context, w io.Writer, o ResearchersOptions) (err er
 	fmt.Fprintln(w, "bench researchers runs the researchers alone: a real run's planner, walks, helpers and publisher are left out (lloyal bench demo runs them all)")
 	fmt.Fprintf(w, "researchers: %s, %d held-out facts asked (of %d), context %d\n", m.Info.Name, len(asked), held, o.Ctx)
 	start := time.Now()
-	h.Sampling = sampling
-	res, err := rt.Run(ctx, h.ResearcherPool(6, specs...))
+	// The researchers' pool as the program runs it, all of them in it as
+	// room allows, greedy, and their searches ranked without the pool's
+	// scorer: the transcripts the model trained on searched so, and this
+	// measure has been taken so since it began (issue #17).
+	pool.Sampling, pool.Orchestrate, pool.Scorer = sampling, engine.AsRoomAllows(specs...), nil
+	res, err := rt.Run(ctx, pool)
 	sc.wall = time.Since(start)
 	sc.attention = be.Store().Attention()
 	if err != nil {

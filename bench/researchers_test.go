@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lloyal-ai/lloyal/demomodel/training"
+	"github.com/lloyal-ai/lloyal/demomodel/training/trainingtest"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
-	"github.com/lloyal-ai/lloyal/tools/research/training"
-	"github.com/lloyal-ai/lloyal/tools/research/training/trainingtest"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 

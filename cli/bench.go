@@ -10,8 +10,8 @@ import (
 	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/bench"
 	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/demomodel"
 	"github.com/lloyal-ai/lloyal/internal/runconfig"
-	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/ui"
 )
 
@@ -301,7 +301,7 @@ as lloyal run sets it up.`,
 	f.StringVar(&o.Model, "model", "", "GGUF file (default: lloyal's demo model)")
 	f.StringVar(&o.Questions, "questions", "", "a file of questions in bench/demo-questions.tsv's columns (default: the built-in held-out set)")
 	f.IntVar(&o.PerForm, "per-form", 0, "ask at most this many questions of each form (default: all)")
-	f.IntVar(&o.Ctx, "ctx", 8192, fmt.Sprintf("context size in tokens, as lloyal run --ctx (%d for the demo model)", research.DemoModelContext))
+	f.IntVar(&o.Ctx, "ctx", 8192, fmt.Sprintf("context size in tokens, as lloyal run --ctx (%d for the demo model)", demomodel.Context))
 	f.Uint32Var(&o.Seed, "seed", 1, "sampling seed")
 	f.StringVar(&o.Traces, "traces", "", "write each question's trace into this folder")
 	f.BoolVar(&o.NoJumpForward, "no-jump-forward", false, "sample the text a grammar forces one token per tick (to measure jump-forward decoding)")

@@ -12,11 +12,12 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/bench"
+	"github.com/lloyal-ai/lloyal/demomodel"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/internal/testproc"
 	"github.com/lloyal-ai/lloyal/tools/research"
-	"github.com/lloyal-ai/lloyal/tools/research/demomodel"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -97,10 +98,15 @@ func TestDemoReachesEveryPart(t *testing.T) {
 	// Word for word, as it trained: its question is its first search (the
 	// walked one's too, searched before its walk goes where it never
 	// learned to).
+	builtin, err := harness.Builtin("research")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := builtin.Run.Input // the demo's task
 	for _, key := range rs.order {
 		r := rs.byKey[key]
-		if !slices.Contains(research.Clauses(research.DemoTask), r.question) {
-			t.Errorf("a researcher's question %q is not a clause of the task %q", r.question, research.DemoTask)
+		if !slices.Contains(research.Clauses(task), r.question) {
+			t.Errorf("a researcher's question %q is not a clause of the task %q", r.question, task)
 		}
 		var first struct{ Query string }
 		if len(r.calls) > 0 && r.calls[0].Tool == "search" {

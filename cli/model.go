@@ -24,9 +24,9 @@ func newModelCmd() *cobra.Command {
 // tinyFlags are model tiny's flags; the shape flags (in shape) override the
 // preset's only where given.
 type tinyFlags struct {
-	out, preset, vocab, wtype string
-	force                     bool
-	shape                     modelgen.Options
+	out   string
+	force bool
+	model modelgen.Choice
 }
 
 func newModelTinyCmd() *cobra.Command {
@@ -50,7 +50,8 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
 			if t.out == "" {
 				return fmt.Errorf("say where to write the model: -o FILE")
 			}
-			o, err := t.options(cmd.Flags().Changed)
+			t.model.Given = cmd.Flags().Changed
+			o, err := t.model.Options()
 			if err != nil {
 				return err
 			}
@@ -71,49 +72,18 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
 	f := cmd.Flags()
 	f.StringVarP(&t.out, "output", "o", "", "file to write (a new file, unless --force)")
 	f.BoolVar(&t.force, "force", false, "replace the file if it exists")
-	f.StringVar(&t.preset, "preset", "tiny", "tiny, small or bench")
-	f.StringVar(&t.vocab, "vocab", "", "borrow the tokenizer (and chat template) of this GGUF file")
-	f.StringVar(&t.wtype, "type", "", "weight type: f32, f16 or q8_0 (default: the preset's)")
-	f.IntVar(&t.shape.Layers, "layers", 0, "transformer blocks")
-	f.IntVar(&t.shape.Embd, "width", 0, "hidden width")
-	f.IntVar(&t.shape.FF, "ff", 0, "feed-forward width")
-	f.IntVar(&t.shape.Heads, "heads", 0, "attention heads")
-	f.IntVar(&t.shape.KVHeads, "kv-heads", 0, "key/value heads")
-	f.IntVar(&t.shape.CtxTrain, "ctx", 0, "trained context length")
-	f.Uint64Var(&t.shape.Seed, "seed", 1, "weight seed")
+	m := &t.model
+	f.StringVar(&m.Preset, "preset", "tiny", "tiny, small or bench")
+	f.StringVar(&m.Vocab, "vocab", "", "borrow the tokenizer (and chat template) of this GGUF file")
+	f.StringVar(&m.Type, "type", "", "weight type: f32, f16 or q8_0 (default: the preset's)")
+	f.IntVar(&m.Shape.Layers, "layers", 0, "transformer blocks")
+	f.IntVar(&m.Shape.Embd, "width", 0, "hidden width")
+	f.IntVar(&m.Shape.FF, "ff", 0, "feed-forward width")
+	f.IntVar(&m.Shape.Heads, "heads", 0, "attention heads")
+	f.IntVar(&m.Shape.KVHeads, "kv-heads", 0, "key/value heads")
+	f.IntVar(&m.Shape.CtxTrain, "ctx", 0, "trained context length")
+	f.Uint64Var(&m.Shape.Seed, "seed", 1, "weight seed")
 	return cmd
-}
-
-// options is the preset's shape with the shape flags the user gave
-// (changed) over it.
-func (t *tinyFlags) options(changed func(flag string) bool) (modelgen.Options, error) {
-	o, err := modelgen.Preset(t.preset)
-	if err != nil {
-		return o, err
-	}
-	for _, s := range []struct {
-		flag     string
-		dst, val *int
-	}{{"layers", &o.Layers, &t.shape.Layers}, {"width", &o.Embd, &t.shape.Embd}, {"ff", &o.FF, &t.shape.FF},
-		{"heads", &o.Heads, &t.shape.Heads}, {"kv-heads", &o.KVHeads, &t.shape.KVHeads}, {"ctx", &o.CtxTrain, &t.shape.CtxTrain}} {
-		if changed(s.flag) {
-			*s.dst = *s.val
-		}
-	}
-	if changed("seed") {
-		o.Seed = t.shape.Seed
-	}
-	if changed("type") {
-		if o.Type, err = modelgen.WeightType(t.wtype); err != nil {
-			return o, err
-		}
-	}
-	if t.vocab != "" {
-		if o.Vocab, err = modelgen.VocabFrom(t.vocab); err != nil {
-			return o, err
-		}
-	}
-	return o, nil
 }
 
 func newModelInfoCmd() *cobra.Command {

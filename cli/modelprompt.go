@@ -2,14 +2,10 @@ package cli
 
 import (
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 )
 
 func newModelPromptCmd() *cobra.Command {
@@ -47,7 +43,7 @@ with the template's own render; it exits non-zero when one does not match.`,
 				if len(args) == 1 {
 					model = args[0]
 				}
-				return checkTemplate(cmd.OutOrStdout(), model, r)
+				return llamabackend.CheckTemplate(cmd.OutOrStdout(), model, r)
 			}
 			if msgFile == "" {
 				return fmt.Errorf("say which conversation to render: --messages FILE.json (or --check the template)")
@@ -56,7 +52,7 @@ with the template's own render; it exits non-zero when one does not match.`,
 			if len(args) == 1 {
 				r.Model = args[0]
 			}
-			if err := readConversation(&r, msgFile, toolsFile, think); err != nil {
+			if err := llamabackend.ReadConversation(&r, msgFile, toolsFile, think); err != nil {
 				return err
 			}
 			p, err := llamabackend.RenderPrompt(r)
@@ -82,88 +78,4 @@ with the template's own render; it exits non-zero when one does not match.`,
 	fl.BoolVar(&r.NoGenerationPrompt, "no-generation-prompt", false, "leave out the assistant's generation prompt at the end")
 	fl.BoolVar(&check, "check", false, "check how lloyal serves the template: roles, tools and thinking, one line each")
 	return cmd
-}
-
-// checkTemplate prints chat.CheckTemplate's lines for the model's own
-// template, or r.TemplateFile's; it is an error when one does not match.
-func checkTemplate(w io.Writer, modelRef string, r llamabackend.PromptRequest) error {
-	var t *chat.Template
-	if r.TemplateFile != "" {
-		b, err := os.ReadFile(r.TemplateFile)
-		if err != nil {
-			return fmt.Errorf("--template: %w", err)
-		}
-		r.Template = string(b)
-	}
-	switch {
-	case modelRef != "":
-		m, err := model.Open(modelRef, model.Options{VocabOnly: true})
-		if err != nil {
-			return err
-		}
-		defer m.Close()
-		f, err := llamabackend.Identify(m, llamabackend.FormatOptions{Template: r.Template})
-		if err != nil {
-			return err
-		}
-		if !f.Templated() {
-			fmt.Fprintf(w, "%-9s %-8s %s\n", "template:", "MISMATCH", "lloyal does not render with the model's own template: it uses the hand-written "+string(f.Kind)+" format")
-			if f.Warning != "" {
-				fmt.Fprintln(w, "  "+f.Warning)
-			}
-			return fmt.Errorf("%s: the model's own template is not used", modelRef)
-		}
-		t = f.Template()
-		t.Name = modelRef
-	default:
-		var err error
-		if t, err = chat.NewTemplate(r.Template, r.BOS, r.EOS); err != nil {
-			fmt.Fprintf(w, "%-9s %-8s %v\n", "template:", "MISMATCH", err)
-			return fmt.Errorf("--template %s does not compile", r.TemplateFile)
-		}
-		t.Name = r.TemplateFile
-	}
-	bad := 0
-	lines := chat.CheckTemplate(t)
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
-		if !l.OK {
-			bad++
-		}
-	}
-	if bad > 0 {
-		return fmt.Errorf("%s: %d of %d checks do not match", t.Name, bad, len(lines))
-	}
-	return nil
-}
-
-// readConversation reads --think, --messages, --tools and --template into r.
-func readConversation(r *llamabackend.PromptRequest, msgFile, toolsFile, think string) (err error) {
-	if r.Think, err = chat.ParseThink(think); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(msgFile)
-	if err != nil {
-		return fmt.Errorf("--messages: %w", err)
-	}
-	if r.Messages, err = chat.ParseMessages(b); err != nil {
-		return fmt.Errorf("--messages %s: %w", msgFile, err)
-	}
-	r.Tools = nil
-	if toolsFile != "" {
-		if b, err = os.ReadFile(toolsFile); err != nil {
-			return fmt.Errorf("--tools: %w", err)
-		}
-		if r.Tools, err = chat.ParseTools(b); err != nil {
-			return fmt.Errorf("--tools %s: %w", toolsFile, err)
-		}
-	}
-	r.Template = ""
-	if r.TemplateFile != "" {
-		if b, err = os.ReadFile(r.TemplateFile); err != nil {
-			return fmt.Errorf("--template: %w", err)
-		}
-		r.Template = string(b)
-	}
-	return nil
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lloyal-ai/lloyal/app"
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/engine"
@@ -123,17 +121,8 @@ func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trac
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	rec.OnDiverge = func(engine.Divergence) { cancel() }
-	var base session.Config
+	base, _ := baseConfig(cmd, f.headless, f.jsonl, "dark")
 	base.App.Replay, base.App.TracePath = rec, plan.Out
-	base.App.Stdin, base.App.Stdout, base.App.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
-	switch {
-	case f.jsonl:
-		base.App.View = app.ViewJSONL
-	case f.headless:
-		base.App.View = app.ViewLog
-	}
-	base.App.Dev = os.Getenv("LLOYAL_DEV") == "1"
-	base.Version, base.Args = Version, os.Args
 	// The record's tokens were decoded with or without jump-forward (runs
 	// before it have none); the rerun must split text into tokens alike.
 	jf := rec.Header.Sampling.JumpForward

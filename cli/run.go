@@ -13,10 +13,11 @@ import (
 	"github.com/lloyal-ai/lloyal/app"
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/demomodel"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
+	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/internal/runconfig"
-	"github.com/lloyal-ai/lloyal/tools/research"
 )
 
 // runFlags are lloyal run's flags: cfg holds the values they parse into,
@@ -62,8 +63,8 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.StringVar(&c.Model, "model", "", "GGUF file or ollama model name (default: the built-in demo model, which knows only the Tidewater handbook)")
 	f.StringVar(&c.Corpus, "corpus", "", "folder of .md/.txt documents (default: the built-in Tidewater handbook)")
 	f.StringVar(&c.Task, "task", "", "the run's input, {{input}} in the harness's tasks (default: its run.input; the research harness's asks about the handbook)")
-	f.IntVar(&c.Agents, "agents", research.DefaultAgents, "most research agents")
-	f.IntVar(&c.NCtx, "ctx", runconfig.DefaultContext, fmt.Sprintf("context size shared by all agents, in tokens (%d for the built-in demo model)", research.DemoModelContext))
+	f.IntVar(&c.Agents, "agents", harness.DefaultQuestions, "most research agents")
+	f.IntVar(&c.NCtx, "ctx", runconfig.DefaultContext, fmt.Sprintf("context size shared by all agents, in tokens (%d for the built-in demo model)", demomodel.Context))
 	f.Uint32Var(&c.Seed, "seed", 1, "sampling seed")
 	s := &c.Sampling
 	f.Func("temperature", "sample at temperature `t`, 0 to 5; 0 decodes greedily (default 0.7; the demo model decodes greedily: 0)", bounded(&s.Temperature, 0, 5, "0 to 5 (0 decodes greedily), e.g. --temperature 0.7"))
@@ -148,24 +149,27 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 // base is how the run is shown and recorded: its streams, view, theme,
 // trace path and command line.
 func (o *runFlags) base(cmd *cobra.Command) (session.Config, error) {
+	b, err := baseConfig(cmd, o.headless, o.jsonl, o.theme)
+	b.App.TracePath, b.App.Approvals = o.cfg.App.TracePath, o.cfg.App.Approvals
+	return b, err
+}
+
+// baseConfig is a run shown as lloyal run and rerun show one: the app when
+// there is a terminal to draw on, a log (headless) or JSON lines otherwise.
+func baseConfig(cmd *cobra.Command, headless, jsonl bool, theme string) (session.Config, error) {
 	var b session.Config
-	b.App = o.cfg.App
 	b.App.Stdin, b.App.Stdout, b.App.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
-	// The app when there is a terminal to draw on; a log otherwise.
 	switch {
-	case o.jsonl:
+	case jsonl:
 		b.App.View = app.ViewJSONL
-	case o.headless:
+	case headless:
 		b.App.View = app.ViewLog
 	}
-	th, err := app.Theme(o.theme)
-	if err != nil {
-		return b, err
-	}
+	th, err := app.Theme(theme)
 	b.App.Theme = th
 	b.App.Dev = os.Getenv("LLOYAL_DEV") == "1"
 	b.Version, b.Args = Version, os.Args
-	return b, nil
+	return b, err
 }
 
 // bounded parses a number flag into a new *p (nil, the model's default,
@@ -180,4 +184,3 @@ func bounded[T int | float32](p **T, lo, hi T, use string) func(string) error {
 		return nil
 	}
 }
-

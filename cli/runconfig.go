@@ -39,18 +39,8 @@ func runConfig(fs *pflag.FlagSet, o *runFlags, c session.Config, args []string) 
 		}
 	}
 	r.Corpus = abs(c.Corpus)
-	if set("task") {
-		r.Task = &c.Task
-	}
-	if set("agents") {
-		r.Agents = &c.Agents
-	}
-	if set("ctx") {
-		r.Context = &c.NCtx
-	}
-	if set("seed") {
-		r.Seed = &c.Seed
-	}
+	r.Task, r.Agents, r.Context = given(set, "task", c.Task), given(set, "agents", c.Agents), given(set, "ctx", c.NCtx)
+	r.Seed, r.MaxFollowUps, r.Logprobs = given(set, "seed", c.Seed), given(set, "max-follow-ups", c.MaxFollowUps), given(set, "trace-logprobs", o.logprobs)
 	s := c.Sampling
 	r.Sampling = trace.SamplingFlags{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, RepeatPenalty: s.RepeatPenalty, RepeatLastN: s.RepeatLastN}
 	if set("think") {
@@ -67,15 +57,16 @@ func runConfig(fs *pflag.FlagSet, o *runFlags, c session.Config, args []string) 
 	if set("kv-type") {
 		r.KVType = string(c.KVType)
 	}
-	if set("trace-logprobs") {
-		n := o.logprobs
-		r.Logprobs = &n
-	}
-	if set("max-follow-ups") {
-		r.MaxFollowUps = &c.MaxFollowUps
-	}
 	if set("workspace") {
 		r.Workspace = abs(c.App.Workspace)
 	}
 	return r, err
+}
+
+// given is &v when the flag name was given, else nil (the default).
+func given[T any](set func(string) bool, name string, v T) *T {
+	if !set(name) {
+		return nil
+	}
+	return &v
 }

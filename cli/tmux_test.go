@@ -12,6 +12,7 @@ import (
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/internal/testproc"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -170,7 +171,7 @@ func TestTmuxLiveRunApproveAndFinish(t *testing.T) {
 	}
 	// Every part of the machinery was on screen: a progress bar, a
 	// sub-agent, a retry.
-	st := event.NewState()
+	st := fold.NewState()
 	for _, r := range recs {
 		if r.Event != nil {
 			st.Apply(*r.Event)

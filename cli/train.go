@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lloyal-ai/lloyal/tools/research/training"
+	"github.com/lloyal-ai/lloyal/demomodel/training"
 )
 
 func newModelTrainCmd() *cobra.Command {

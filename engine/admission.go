@@ -45,62 +45,72 @@ type reqReply struct {
 	fits   bool // a CanFit's answer
 }
 
-// admissionQueue is what waits to be written into the context: spawns
-// (forked from the spine), spine extensions and settle items (tool
-// results, refusals, recovery prompts), admitted as room allows.
-type admissionQueue struct {
+// admission is what waits to be written into the context and the one
+// prefill a tick writes it in: spawns (forked from the spine), spine
+// extensions and settle items (tool results, refusals, recovery prompts,
+// follow-ups), each admitted only when its context has room. It also
+// keeps the pool's place in a rerun's record of prefills (replay.go), which
+// says what each prefill may write.
+type admission struct {
+	p         *pool
 	spawnQ    []*Agent
 	slotsFull bool // a fork found every branch slot taken: spawns wait for one
 	extendQ   []request
 	settle    []settleItem
+
+	// ordinal is the pool's number in the run (1 for the first opened),
+	// admissions the prefills it has written so far: what a rerun knows
+	// the recorded run's prefills by (replay.go).
+	ordinal, admissions int
+	replayHeld          bool // a rerun holds queued work back until the recorded tick
+	// replayDue: a rerun's recorded prefill is due at this tick and a
+	// spawn or extension of it is not queued yet: the tick waits for the
+	// orchestrator before it decodes.
+	replayDue bool
 }
 
-func (p *pool) drainRequests() {
-	for {
-		select {
-		case r := <-p.orch.reqs:
-			p.handleRequest(r)
-		case err := <-p.orch.done:
-			p.orch.over, p.orch.err = true, err
-		default:
-			return
-		}
-	}
-}
-
-func (p *pool) handleRequest(r request) {
+// handle takes an orchestrator's request: a CanFit is answered now, an
+// extension queued, a spawn's agents made and queued (or refused).
+func (ad *admission) handle(r request) {
+	p := ad.p
 	if r.fit != nil {
-		toks, err := p.be.Tokenize(p.fmt.Turn(chat.Message{Role: chat.User, Content: r.fit.Task}, false))
-		r.reply <- reqReply{err: err, fits: err == nil && !p.woundDown && len(toks) <= p.spawnPressure().Headroom-p.reserved()}
+		toks, err := p.store.Tokenize(p.fmt.Turn(chat.Message{Role: chat.User, Content: r.fit.Task}, false))
+		r.reply <- reqReply{err: err, fits: err == nil && !p.stops.woundDown && len(toks) <= ad.spawnPressure().Headroom-ad.reserved()}
 		return
 	}
 	if r.spawn == nil {
-		p.admit.extendQ = append(p.admit.extendQ, r)
+		ad.extendQ = append(ad.extendQ, r)
 		return
 	}
 	var rep reqReply
 	for _, s := range r.spawn {
-		a, err := p.newAgent(s)
+		a, err := ad.newAgent(s)
 		rep.agents = append(rep.agents, a)
 		rep.errs = append(rep.errs, err)
 	}
 	r.reply <- rep
 }
 
+// spawnPressure is the pressure a new agent's branch starts under: it
+// forks the spine, so with contexts of their own it starts as full as the
+// spine's.
+func (ad *admission) spawnPressure() Pressure { return ad.p.gauge.pressureOf(ad.p.spine.branch) }
+
 // reserved is the cells already promised to queued spawns, in a shared
 // context (with contexts of their own, each spawn has its own room).
-func (p *pool) reserved() int {
-	if p.ownContexts() {
+func (ad *admission) reserved() int {
+	if ad.p.gauge.ownContexts() {
 		return 0
 	}
 	n := 0
-	for _, a := range p.admit.spawnQ {
+	for _, a := range ad.spawnQ {
 		n += len(a.suffix)
 	}
 	return n
 }
 
-func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
+func (ad *admission) newAgent(s AgentSpec) (*Agent, error) {
+	p := ad.p
 	// A fork at an agent's task starts it with the edited one (the id it
 	// will have: ids are given on this goroutine, in order).
 	fork := false
@@ -118,29 +128,29 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 		}
 	}
 	prompt := p.fmt.Turn(chat.Message{Role: chat.User, Content: s.Task}, false)
-	toks, err := p.be.Tokenize(prompt)
+	toks, err := p.store.Tokenize(prompt)
 	if err != nil {
 		return nil, fmt.Errorf("spawn: %w", err)
 	}
-	if p.woundDown {
+	if p.stops.woundDown {
 		return nil, ErrFinishingUp
 	}
-	pr := p.spawnPressure()
-	if room := pr.Headroom - p.reserved(); len(toks) > room {
+	pr := ad.spawnPressure()
+	if room := pr.Headroom - ad.reserved(); len(toks) > room {
 		reason := fmt.Sprintf("spawn refused (pressure_init): its task needs %d cells and only %d are free above the soft limit (%d free of %d); wait for agents to finish, shorten the task or give the context more room", len(toks), max(room, 0), pr.Remaining, pr.NCtx)
 		p.emit(event.Event{Type: event.SpawnRefused, Text: s.Task, Tokens: len(toks), Reason: reason})
 		return nil, roomError(reason)
 	}
 	id := int(p.rt.nextAgent.Add(1))
 	a := &Agent{ID: id, ParentID: agentID(p.parent), Task: s.Task, Role: s.Role, plan: s.Plan, parent: p.parent, pool: p, status: event.StatusPending, done: make(chan struct{}), suffix: toks, suffixText: prompt.String()}
-	p.tick.kick = true
+	p.kick = true
 	a.seed = p.spec.Sampling.Seed + uint32(len(p.agents))
 	if s.Seed != nil {
 		a.seed = *s.Seed
 	}
 	p.agents = append(p.agents, a)
 	p.byID[id] = a
-	p.admit.spawnQ = append(p.admit.spawnQ, a)
+	ad.spawnQ = append(ad.spawnQ, a)
 	switch {
 	case fork:
 		p.goLive(a, "fork: the agent starts on the edited task")
@@ -150,48 +160,71 @@ func (p *pool) newAgent(s AgentSpec) (*Agent, error) {
 	return a, nil
 }
 
+// admittedSpan is one span a prefill writes: a spawn's task, a spine
+// extension or a settle item.
+type admittedSpan struct {
+	span  Span
+	spawn *Agent
+	ext   *request
+	item  *settleItem
+}
+
 // prefill writes queued spawn suffixes, spine extensions and tool results in
 // one backend call.
-func (p *pool) prefill() {
-	p.replayHeld, p.replayDue = false, false
+func (ad *admission) prefill() {
+	p := ad.p
+	ad.replayHeld, ad.replayDue = false, false
 	// A rerun writes what the recorded run wrote at this tick, and only
 	// that (replay.go); a prefill due now with nothing queued yet holds
 	// the tick too. A fork writes its past by prefill (forced.go): its
 	// ticks are not the recorded ones, so its prefills do not wait.
 	var allow *allowance
 	if r := p.rt.opts.Replay; r != nil && p.rt.tb == nil && !r.Forking() {
-		allow = p.recordedNext(r)
+		allow = ad.recordedNext(r)
 	}
-	if len(p.admit.spawnQ) == 0 && len(p.admit.extendQ) == 0 && len(p.admit.settle) == 0 {
+	if len(ad.spawnQ) == 0 && len(ad.extendQ) == 0 && len(ad.settle) == 0 {
 		return
 	}
-	type entry struct {
-		span  Span
-		spawn *Agent
-		ext   *request
-		item  *settleItem
+	entries := ad.forkSpawns(allow)
+	// A running count of the cells promised, per context: every admitted
+	// span uses some of its context's headroom.
+	promised := p.gauge.newTally()
+	for _, e := range entries {
+		promised.add(e.span.Branch, len(e.span.Tokens))
 	}
-	var entries []entry
+	entries = ad.takeExtensions(allow, promised, entries)
+	entries = ad.takeSettled(allow, promised, entries)
+	if len(entries) == 0 {
+		return
+	}
+	ad.write(entries)
+}
+
+// forkSpawns forks each queued spawn's branch from the spine; a spawn that
+// finds every branch slot taken, or one a rerun holds, waits in the queue.
+func (ad *admission) forkSpawns(allow *allowance) []admittedSpan {
+	p := ad.p
+	var entries []admittedSpan
 	var waiting []*Agent // no branch slot free yet
-	p.admit.slotsFull = false
-	for _, a := range p.admit.spawnQ {
+	ad.slotsFull = false
+	for _, a := range ad.spawnQ {
 		if a.outcome != event.Running {
 			continue
 		}
-		if p.admit.slotsFull {
+		if ad.slotsFull {
 			waiting = append(waiting, a)
 			continue
 		}
 		if allow != nil && !allow.spawn(a.ID) {
 			waiting = append(waiting, a)
-			p.replayHeld = true
+			ad.replayHeld = true
 			continue
 		}
-		b, err := p.be.Fork(p.spine.branch)
-		if errors.Is(err, ErrNoBranch) && p.holdsBranches() {
+		b, err := p.store.Fork(p.spine.branch)
+		if errors.Is(err, ErrNoBranch) && ad.holdsBranches() {
 			// Every slot is taken: wait for an agent of this pool to finish
 			// and free one, as a spawn waits for room.
-			p.admit.slotsFull = true
+			ad.slotsFull = true
 			waiting = append(waiting, a)
 			if !a.slotWait {
 				a.slotWait = true
@@ -205,26 +238,28 @@ func (p *pool) prefill() {
 			continue
 		}
 		a.branch, a.forked = b, true
-		entries = append(entries, entry{span: Span{Branch: b, Tokens: a.suffix}, spawn: a})
+		entries = append(entries, admittedSpan{span: Span{Branch: b, Tokens: a.suffix}, spawn: a})
 	}
-	p.admit.spawnQ = append(p.admit.spawnQ[:0], waiting...)
-	// A running count of the cells promised, per context: every admitted
-	// span uses some of its context's headroom.
-	promised := p.newTally()
-	for _, e := range entries {
-		promised.add(e.span.Branch, len(e.span.Tokens))
-	}
-	spine := p.pressureOf(p.spine.branch)
+	ad.spawnQ = append(ad.spawnQ[:0], waiting...)
+	return entries
+}
+
+// takeExtensions admits the queued spine extensions that fit the spine's
+// headroom (less what is promised); one that does not waits for room, or,
+// when nothing running will free any, is refused.
+func (ad *admission) takeExtensions(allow *allowance, promised *tally, entries []admittedSpan) []admittedSpan {
+	p := ad.p
+	spine := p.gauge.pressureOf(p.spine.branch)
 	var held []request
-	for i := range p.admit.extendQ {
-		r := p.admit.extendQ[i]
-		toks, err := p.be.Tokenize(p.fmt.Exchange(r.user, r.ans))
+	for i := range ad.extendQ {
+		r := ad.extendQ[i]
+		toks, err := p.store.Tokenize(p.fmt.Exchange(r.user, r.ans))
 		if err != nil {
 			r.reply <- reqReply{err: err}
 			continue
 		}
 		need, room := len(toks)+r.leave, spine.Headroom-promised.of(p.spine.branch)
-		if need > room && (p.ownContexts() || !p.holdsBranches() && len(p.admit.spawnQ) == 0) {
+		if need > room && (p.gauge.ownContexts() || !ad.holdsBranches() && len(ad.spawnQ) == 0) {
 			// Nothing will free room: no agent of the pool runs, or the
 			// spine has a context of its own that no agent's end frees.
 			// Waiting would wait for ever. The caller may shorten the
@@ -245,20 +280,28 @@ func (p *pool) prefill() {
 		}
 		if allow != nil && !allow.extend() {
 			held = append(held, r)
-			p.replayHeld = true
+			ad.replayHeld = true
 			continue
 		}
 		promised.add(p.spine.branch, len(toks))
-		entries = append(entries, entry{span: Span{Branch: p.spine.branch, Tokens: toks}, ext: &r})
+		entries = append(entries, admittedSpan{span: Span{Branch: p.spine.branch, Tokens: toks}, ext: &r})
 	}
-	p.admit.extendQ = held
+	ad.extendQ = held
+	return entries
+}
+
+// takeSettled admits the queued settle items that fit their agents'
+// contexts (a recovery prompt may use the band between the soft and the
+// hard limit); one that does not is deferred, said once.
+func (ad *admission) takeSettled(allow *allowance, promised *tally, entries []admittedSpan) []admittedSpan {
+	p := ad.p
 	var deferred []settleItem
-	for i := range p.admit.settle {
-		it := p.admit.settle[i]
+	for i := range ad.settle {
+		it := ad.settle[i]
 		if it.agent.outcome != event.Running {
 			continue
 		}
-		pr := p.pressureOf(it.agent.branch)
+		pr := p.gauge.pressureOf(it.agent.branch)
 		cost, limit := len(it.tokens), pr.Headroom-promised.of(it.agent.branch)
 		if it.role == "recovery" {
 			// Reports may use the band between the soft and the hard limit.
@@ -275,16 +318,22 @@ func (p *pool) prefill() {
 		}
 		if allow != nil && !allow.settle(it) {
 			deferred = append(deferred, it)
-			p.replayHeld = true
+			ad.replayHeld = true
 			continue
 		}
 		promised.add(it.agent.branch, len(it.tokens))
-		entries = append(entries, entry{span: Span{Branch: it.agent.branch, Tokens: it.tokens}, item: &it})
+		entries = append(entries, admittedSpan{span: Span{Branch: it.agent.branch, Tokens: it.tokens}, item: &it})
 	}
-	p.admit.settle = deferred
-	if len(entries) == 0 {
-		return
-	}
+	ad.settle = deferred
+	return entries
+}
+
+// write prefills the admitted spans in one backend call (each alone if the
+// call fails, so only the ones that do not fit fail), then starts what
+// each one opens: an extension answered, a spawned agent thinking, an
+// agent reading its result. The order they were written in is traced.
+func (ad *admission) write(entries []admittedSpan) {
+	p := ad.p
 	spans := make([]Span, len(entries))
 	for i, e := range entries {
 		spans[i] = e.span
@@ -293,15 +342,15 @@ func (p *pool) prefill() {
 	var order []settled
 	defer func() {
 		if len(order) > 0 {
-			p.admissions++
+			ad.admissions++
 			p.emit(event.Event{Type: event.SettleOrder, Tokens: p.steps, Data: mustJSON(order)})
 		}
 	}()
-	if err := p.be.Prefill(spans); err != nil {
+	if err := p.store.Prefill(spans); err != nil {
 		// All or nothing failed: write each span alone, so only the ones that
 		// do not fit fail.
 		for i := range entries {
-			ok[i] = p.be.Prefill(spans[i : i+1])
+			ok[i] = p.store.Prefill(spans[i : i+1])
 		}
 	}
 	for i, e := range entries {
@@ -314,7 +363,7 @@ func (p *pool) prefill() {
 			}
 			p.spine.Tokens += len(e.span.Tokens)
 			order = append(order, settled{Role: "extend", Tokens: len(e.span.Tokens)})
-			p.emit(p.span(event.Event{Type: event.SpineExtend, Branch: int(p.spine.branch), Text: e.ext.user, Result: mustJSON(e.ext.ans), Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed()}, "", e.span.Tokens))
+			p.emit(p.span(event.Event{Type: event.SpineExtend, Branch: int(p.spine.branch), Text: e.ext.user, Result: mustJSON(e.ext.ans), Tokens: len(e.span.Tokens), CellsUsed: p.store.CellsUsed()}, "", e.span.Tokens))
 			e.ext.reply <- reqReply{}
 		case e.spawn != nil:
 			a := e.spawn
@@ -326,15 +375,15 @@ func (p *pool) prefill() {
 			p.checkSpan(a, a.suffix)
 			a.activeAt = time.Now()
 			a.pausedAtStart = p.rt.pausedSoFar()
-			p.activate(a)
+			p.turns.activate(a)
 			p.emit(event.Event{Type: event.AgentSpawn, Agent: a.ID, ParentAgent: a.ParentID, Branch: int(a.branch), Text: a.Task, Role: a.Role, Tokens: len(a.suffix)})
-			p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)}, a.suffixText, a.suffix))
+			p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "suffix", Tokens: len(a.suffix), CellsUsed: p.store.CellsUsed(), Unique: p.store.Unique(a.branch)}, a.suffixText, a.suffix))
 		default:
 			a := e.item.agent
 			if err != nil {
 				reason := "the context could not take its tool result: " + err.Error()
 				if e.item.role == "recovery" {
-					p.failRecovery(a, "scope_error: "+err.Error(), "")
+					p.stops.failRecovery(a, "scope_error: "+err.Error(), "")
 				} else {
 					p.finish(a, event.Failed, reason, "")
 				}
@@ -343,16 +392,16 @@ func (p *pool) prefill() {
 			if e.item.attend != nil {
 				a.book(*e.item.attend)
 			}
-			p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)}, e.item.text, e.span.Tokens))
+			p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens), CellsUsed: p.store.CellsUsed(), Unique: p.store.Unique(a.branch)}, e.item.text, e.span.Tokens))
 			order = append(order, settled{Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens)})
 			p.checkSpan(a, e.span.Tokens)
 			if e.item.after != nil && a.outcome == event.Running {
 				if text := e.item.after(); text != "" {
-					p.queueFollowUp(a, text) // it writes once it has read this too
+					ad.queueFollowUp(a, text) // it writes once it has read this too
 					continue
 				}
 			}
-			p.activate(a)
+			p.turns.activate(a)
 		}
 	}
 }
@@ -360,8 +409,8 @@ func (p *pool) prefill() {
 // holdsBranches reports whether a running agent of this pool holds a
 // branch it will give back when it finishes (so a spawn without a slot can
 // wait for it).
-func (p *pool) holdsBranches() bool {
-	for _, a := range p.agents {
+func (ad *admission) holdsBranches() bool {
+	for _, a := range ad.p.agents {
 		if a.outcome == event.Running && a.forked && !a.pruned {
 			return true
 		}
@@ -370,11 +419,68 @@ func (p *pool) holdsBranches() bool {
 }
 
 // deferredOnly reports whether every queued result is waiting for room.
-func (p *pool) deferredOnly() bool {
-	for _, it := range p.admit.settle {
+func (ad *admission) deferredOnly() bool {
+	for _, it := range ad.settle {
 		if !it.deferred {
 			return false
 		}
 	}
 	return true
+}
+
+// stalled reports whether results are queued and every one waits for
+// room (the stall-break's question).
+func (ad *admission) stalled() bool { return len(ad.settle) > 0 && ad.deferredOnly() }
+
+// idle reports whether nothing queued can be written without something
+// else happening first: results wait for room, spawns (if any) for a
+// branch slot, and no extension is queued.
+func (ad *admission) idle() bool {
+	return ad.deferredOnly() && (len(ad.spawnQ) == 0 || ad.slotsFull) && len(ad.extendQ) == 0
+}
+
+// pending reports whether a spawn or an extension is still queued: the
+// pool is not finished.
+func (ad *admission) pending() bool { return len(ad.spawnQ) > 0 || len(ad.extendQ) > 0 }
+
+// spawning reports whether a spawn is queued.
+func (ad *admission) spawning() bool { return len(ad.spawnQ) > 0 }
+
+// slotFreed says an agent gave its branch back: a spawn waiting for a
+// slot can have it.
+func (ad *admission) slotFreed() { ad.slotsFull = false }
+
+// cancelSpawns cancels every queued spawn, saying why.
+func (ad *admission) cancelSpawns(why string) {
+	for _, a := range ad.spawnQ {
+		ad.p.finish(a, event.Cancelled, why, "")
+	}
+	ad.spawnQ = nil
+}
+
+// refuseExtensions answers every queued spine extension with err.
+func (ad *admission) refuseExtensions(err error) {
+	for _, r := range ad.extendQ {
+		r.reply <- reqReply{err: err}
+	}
+	ad.extendQ = nil
+}
+
+// queue adds a settle item as it is (a stall-break's nudge, a recovery
+// prompt).
+func (ad *admission) queue(it settleItem) { ad.settle = append(ad.settle, it) }
+
+// takeSettle removes and returns every queued settle item.
+func (ad *admission) takeSettle() []settleItem {
+	items := ad.settle
+	ad.settle = nil
+	return items
+}
+
+// last is the settle item queued last, or nil.
+func (ad *admission) last() *settleItem {
+	if n := len(ad.settle); n > 0 {
+		return &ad.settle[n-1]
+	}
+	return nil
 }

@@ -78,7 +78,7 @@ type Agent struct {
 	// returnsRefused the returns a pool's rules refused (returns.go).
 	workCalls, returnsRefused int
 	forked                    bool
-	backendFailed             bool // it ended because the backend failed (serverFailed, decodeFailed)
+	backendFailed             bool // it ended because the backend failed (serverLoop.failed, decodeFailed)
 	pruned                    bool
 	slotWait                  bool // it waited for a branch slot (said once)
 

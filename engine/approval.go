@@ -32,31 +32,24 @@ type approvalAnswer struct {
 }
 
 // granted says whether a grant lets tool run without asking, and its source.
-func (p *pool) granted(tool string) (string, bool) {
+func (ds *dispatcher) granted(tool string) (string, bool) {
+	p := ds.p
 	if p.rt.opts.Allow != nil && p.rt.opts.Allow(tool) {
 		return "allowed by the program (Options.Allow)", true
 	}
 	if p.rt.opts.Approver == nil {
 		return "", false
 	}
-	return p.rt.opts.Approver.Grant(tool, p.origin(tool))
-}
-
-// origin is the pool's tool's origin (OriginOf): a call names its tool by
-// name only, and the pool holds one tool of each name.
-func (p *pool) origin(tool string) string {
-	if e := p.tools.byName[tool]; e != nil {
-		return OriginOf(e.spec)
-	}
-	return OriginBuiltin
+	return p.rt.opts.Approver.Grant(tool, p.tools.origin(tool))
 }
 
 // askApproval parks the agent until a person answers.
-func (p *pool) askApproval(pc *pendingCall) {
+func (ds *dispatcher) askApproval(pc *pendingCall) {
+	p := ds.p
 	a := pc.agent
 	req := event.ApprovalRequest{CallID: pc.call.ID, Agent: a.ID, Task: a.Task, Tool: pc.call.Tool, Origin: OriginOf(pc.entry.spec), Args: pc.call.Args, Why: pc.entry.spec.Description, Asked: time.Now()}
 	a.status = event.StatusApproval
-	p.calls.awaiting++
+	ds.awaiting++
 	// The approver knows the request before anyone can see it: a person
 	// who answers the prompt at once must find it waiting.
 	ch := p.rt.opts.Approver.Request(req)
@@ -69,14 +62,17 @@ func (p *pool) askApproval(pc *pendingCall) {
 			return
 		}
 		select {
-		case p.calls.answers <- approvalAnswer{pc: pc, d: d, asked: req.Asked}:
+		case ds.answers <- approvalAnswer{pc: pc, d: d, asked: req.Asked}:
 		case <-p.closed:
 		}
 	}()
 }
 
-func (p *pool) answered(ans approvalAnswer) {
-	p.calls.awaiting--
+// answered takes a person's answer: an allowed call is queued for
+// dispatch, a denied one refused.
+func (ds *dispatcher) answered(ans approvalAnswer) {
+	p := ds.p
+	ds.awaiting--
 	pc, a := ans.pc, ans.pc.agent
 	waited := time.Since(ans.asked)
 	p.emit(event.Event{Type: event.ApprovalAnswered, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: ans.d.Reason, Duration: waited,
@@ -87,11 +83,11 @@ func (p *pool) answered(ans approvalAnswer) {
 	if ans.d.Answer.Allows() {
 		pc.approved = true
 		a.status = event.StatusDispatch
-		p.calls.dispatchQ = append(p.calls.dispatchQ, a)
+		ds.queue(a)
 		return
 	}
 	a.call = nil
-	p.refuse(a, pc.call, "denied", denial(pc.call.Tool, ans.d)+" Do not call it again with these arguments; continue with what you can do without it, or report what you have.")
+	p.admit.refuse(a, pc.call, "denied", denial(pc.call.Tool, ans.d)+" Do not call it again with these arguments; continue with what you can do without it, or report what you have.")
 }
 
 // denial is what the model reads when a protected call is not allowed: who

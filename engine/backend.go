@@ -76,7 +76,10 @@ type Sampling struct {
 	JumpForward bool `json:"jumpForward,omitempty"`
 }
 
-// Backend is what the runtime needs from a model and its context.
+// Backend is what the runtime needs from a model in this process and its
+// context: the branches every pool writes into (branchStore) and the
+// cell-level calls its decode loop makes (decoder: Piece, IsStop, NBatch,
+// Sample, DecodeEach).
 type Backend interface {
 	Format() chat.Format
 	// Tokenize tokenizes a prompt (markers special, content never).
@@ -99,3 +102,29 @@ type Backend interface {
 	Sample(b BranchID) (Token, error)
 	DecodeEach(steps []Step) error
 }
+
+// branchStore is the part of a Backend that a pool's shared code uses,
+// whichever loop writes its turns: formatting and tokenizing prompts, the
+// branches (spine, forks, prefills, prunes, each branch's sampling), and
+// the cells they hold (pressure). A cell-level Backend is one; on a
+// turn-level backend it is the runtime's own bookkeeping of branches as
+// text (serverCells), which has no cell-level calls: sampling and decoding
+// are the decode loop's (decoder) alone.
+type branchStore interface {
+	Format() chat.Format
+	Tokenize(p chat.Prompt) ([]Token, error)
+	SchemaToGrammar(schema []byte) (string, error)
+
+	NCtx() int
+	CellsUsed() int
+	Unique(b BranchID) int
+
+	Create() (BranchID, error)
+	Fork(parent BranchID) (BranchID, error)
+	Prune(b BranchID) error
+	SetSampling(b BranchID, s Sampling) error
+	Prefill(spans []Span) error
+}
+
+// Every Backend is a branchStore.
+var _ branchStore = Backend(nil)

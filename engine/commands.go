@@ -43,6 +43,8 @@ func (rt *Runtime) takeCommands(mine func(agent int) bool) []command {
 	return out
 }
 
+// hasCommand reports whether a command is queued for an agent of this
+// pool.
 func (p *pool) hasCommand() bool {
 	p.rt.cmdMu.Lock()
 	defer p.rt.cmdMu.Unlock()
@@ -72,6 +74,8 @@ func (p *pool) ancestorCancelled() bool {
 	return false
 }
 
+// applyCommands takes this pool's commands (and a cancel of its caller,
+// which ends every agent of the pool).
 func (p *pool) applyCommands() {
 	if p.ancestorCancelled() {
 		// The caller is being cancelled: its sub-agents go with it (the
@@ -79,10 +83,7 @@ func (p *pool) applyCommands() {
 		if p.orch.cancel != nil {
 			p.orch.cancel()
 		}
-		for _, a := range p.admit.spawnQ {
-			p.finish(a, event.Cancelled, "its caller was cancelled", "")
-		}
-		p.admit.spawnQ = nil
+		p.admit.cancelSpawns("its caller was cancelled")
 		for _, a := range p.agents {
 			if a.outcome == event.Running {
 				if a.status == event.StatusApproval && p.rt.opts.Approver != nil {

@@ -33,9 +33,14 @@ type completion struct {
 	err   error
 }
 
-// callState is the pool's tool calls between the turn that made them and
-// the result that settles.
-type callState struct {
+// dispatcher is the pool's tool calls between the turn that made them and
+// the result that settles: the calls to run this tick, fanout tools on
+// goroutines of their own (at most MaxConcurrentTools, the rest waiting in
+// FIFO order), calls parked for a retry or a person's answer
+// (approval.go), and the channels results and answers come back on, which
+// the pool's wait selects on.
+type dispatcher struct {
+	p           *pool
 	dispatchQ   []*Agent        // calls to run this tick
 	completions chan completion // fanout tools' results
 	answers     chan approvalAnswer
@@ -47,61 +52,69 @@ type callState struct {
 	seq         int            // the last call id's number
 }
 
+func newDispatcher(p *pool) *dispatcher {
+	return &dispatcher{p: p, completions: make(chan completion, 64), answers: make(chan approvalAnswer, 16)}
+}
+
 // dispatch runs this tick's calls: inline ones now (the loop waits), fanout
 // ones on goroutines, at most MaxConcurrentTools at once in FIFO order.
-func (p *pool) dispatch() {
-	q := p.calls.dispatchQ
-	p.calls.dispatchQ = nil
+func (ds *dispatcher) dispatch() {
+	p := ds.p
+	q := ds.dispatchQ
+	ds.dispatchQ = nil
 	for _, a := range q {
 		if a.outcome != event.Running || a.call == nil {
 			continue
 		}
 		pc := a.call
-		if p.replayed(pc) {
+		if ds.replayed(pc) {
 			continue
 		}
 		if pc.entry.spec.Protected && !pc.approved {
-			if src, ok := p.granted(pc.call.Tool); ok {
+			if src, ok := ds.granted(pc.call.Tool); ok {
 				p.emit(event.Event{Type: event.ApprovalAuto, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Reason: src})
-				p.run(pc)
+				ds.run(pc)
 				continue
 			}
 			if p.rt.opts.Approver == nil {
 				a.call = nil
-				p.refuseCall(a, pc.call, "protected", fmt.Sprintf("%s is protected and this session has no permission to run it. Do not call it again; continue without it.", pc.call.Tool))
+				p.turns.refuseCall(a, pc.call, "protected", fmt.Sprintf("%s is protected and this session has no permission to run it. Do not call it again; continue without it.", pc.call.Tool))
 				continue
 			}
-			p.askApproval(pc)
+			ds.askApproval(pc)
 			continue
 		}
-		p.run(pc)
+		ds.run(pc)
 	}
 }
 
 // run starts an allowed call: inline now (the loop waits), fanout on a
 // goroutine within the concurrency limit.
-func (p *pool) run(pc *pendingCall) {
+func (ds *dispatcher) run(pc *pendingCall) {
 	pc.agent.status = event.StatusInTool
 	if pc.entry.spec.Fanout {
-		if p.calls.fanRunning >= p.rt.opts.MaxConcurrentTools {
-			p.calls.fanWaiting = append(p.calls.fanWaiting, pc)
+		if ds.fanRunning >= ds.p.rt.opts.MaxConcurrentTools {
+			ds.fanWaiting = append(ds.fanWaiting, pc)
 			return
 		}
-		p.startFanout(pc)
+		ds.startFanout(pc)
 		return
 	}
-	ctx := p.toolContext(pc, true)
+	ctx := ds.toolContext(pc, true)
 	v, err := runTool(ctx, pc)
 	pc.cancel()
-	p.complete(completion{pc: pc, value: v, err: err})
+	ds.complete(completion{pc: pc, value: v, err: err})
 }
 
-func (p *pool) toolContext(pc *pendingCall, inline bool) context.Context {
+// toolContext emits the call's tool:dispatch and is the context its tool
+// runs in: what CallingAgent, OnProgress, Explore and the rest answer.
+func (ds *dispatcher) toolContext(pc *pendingCall, inline bool) context.Context {
+	p := ds.p
 	d := p.emit(event.Event{Type: event.ToolDispatch, Agent: pc.agent.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Attempt: pc.attempt})
 	pc.dispatchID = d.ID
 	pc.started = time.Now()
 	a := pc.agent
-	pct := p.pressureOf(a.branch).PercentAvailable
+	pct := p.gauge.pressureOf(a.branch).PercentAvailable
 	ci := &callInfo{agent: a, call: pc.call, dispatchID: d.ID, pressure: pct, explore: p.policy().Explore(a, pct, p.elapsed(a)), scorer: p.spec.Scorer,
 		attach: append([]Attachment(nil), p.attachments...), inline: inline,
 		emit: func(e event.Event) { p.rt.em.emit(e) },
@@ -114,25 +127,25 @@ func (p *pool) toolContext(pc *pendingCall, inline bool) context.Context {
 	return ctx
 }
 
-func (p *pool) startFanout(pc *pendingCall) {
-	p.calls.fanRunning++
-	ctx := p.toolContext(pc, false)
-	p.calls.fanWG.Add(1)
+func (ds *dispatcher) startFanout(pc *pendingCall) {
+	ds.fanRunning++
+	ctx := ds.toolContext(pc, false)
+	ds.fanWG.Add(1)
 	go func() {
-		defer p.calls.fanWG.Done()
+		defer ds.fanWG.Done()
 		v, err := runTool(ctx, pc)
 		pc.cancel()
 		select {
-		case p.calls.completions <- completion{pc: pc, value: v, err: err}:
-		case <-p.closed:
+		case ds.completions <- completion{pc: pc, value: v, err: err}:
+		case <-ds.p.closed:
 		}
 	}()
 }
 
 // hookContext is the context a call's hooks (AfterExecute, BeforeAdmit)
 // run in: CallingAgent and CurrentCall answer for the call.
-func (p *pool) hookContext(pc *pendingCall) context.Context {
-	return context.WithValue(p.ctx, keyCall, &callInfo{agent: pc.agent, call: pc.call, dispatchID: pc.dispatchID})
+func (ds *dispatcher) hookContext(pc *pendingCall) context.Context {
+	return context.WithValue(ds.p.ctx, keyCall, &callInfo{agent: pc.agent, call: pc.call, dispatchID: pc.dispatchID})
 }
 
 // runTool runs Execute, turning a panic into an error.
@@ -146,16 +159,17 @@ func runTool(ctx context.Context, pc *pendingCall) (v any, err error) {
 }
 
 // complete handles a finished tool call on the loop.
-func (p *pool) complete(c completion) {
+func (ds *dispatcher) complete(c completion) {
+	p := ds.p
 	pc := c.pc
 	a := pc.agent
 	if pc.entry.spec.Fanout {
-		p.calls.fanRunning--
-		for len(p.calls.fanWaiting) > 0 && p.calls.fanRunning < p.rt.opts.MaxConcurrentTools {
-			next := p.calls.fanWaiting[0]
-			p.calls.fanWaiting = p.calls.fanWaiting[1:]
+		ds.fanRunning--
+		for len(ds.fanWaiting) > 0 && ds.fanRunning < p.rt.opts.MaxConcurrentTools {
+			next := ds.fanWaiting[0]
+			ds.fanWaiting = ds.fanWaiting[1:]
 			if next.agent.outcome == event.Running {
-				p.startFanout(next)
+				ds.startFanout(next)
 			}
 		}
 	}
@@ -163,7 +177,7 @@ func (p *pool) complete(c completion) {
 		return // cancelled while the tool ran: its result is discarded
 	}
 	if h := pc.entry.spec.AfterExecute; h != nil && c.err == nil {
-		c.value, c.err = h(p.hookContext(pc), pc.call, c.value)
+		c.value, c.err = h(ds.hookContext(pc), pc.call, c.value)
 	}
 	var retry *RetryError
 	var rejected *Rejection
@@ -171,7 +185,7 @@ func (p *pool) complete(c completion) {
 	case errors.As(c.err, &rejected):
 		a.call = nil
 		a.workCalls++ // it ran: the refusal is about its result
-		p.refuse(a, pc.call, "rejected", rejected.Msg)
+		p.admit.refuse(a, pc.call, "rejected", rejected.Msg)
 		return
 	case errors.As(c.err, &retry):
 		if pc.attempt <= p.spec.MaxRetries {
@@ -179,7 +193,7 @@ func (p *pool) complete(c completion) {
 			pc.notBefore = time.Now().Add(retry.Delay)
 			a.status = event.StatusParked
 			a.call = pc
-			p.calls.retries = append(p.calls.retries, pc)
+			ds.retries = append(ds.retries, pc)
 			p.emit(event.Event{Type: event.ToolRetry, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Attempt: pc.attempt, RetryAfter: retry.Delay, Reason: retry.Err.Error()})
 			return
 		}
@@ -189,26 +203,26 @@ func (p *pool) complete(c completion) {
 		p.finish(a, event.Failed, "tool error: "+c.err.Error(), "tool_error")
 		return
 	}
-	body, err := p.serialise(a, c.value)
+	body, err := ds.serialise(a, c.value)
 	if err != nil {
 		p.emit(event.Event{Type: event.ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: err.Error()})
 		p.finish(a, event.Failed, "tool error: "+err.Error(), "tool_error")
 		return
 	}
-	p.settle(pc, body)
+	ds.settle(pc, body)
 }
 
 // settle queues a call's result for its agent to read.
-func (p *pool) settle(pc *pendingCall, body json.RawMessage) {
+func (ds *dispatcher) settle(pc *pendingCall, body json.RawMessage) {
+	p := ds.p
 	a := pc.agent
 	if h := pc.entry.spec.BeforeAdmit; h != nil {
-		h(p.hookContext(pc), pc.call, body)
+		h(ds.hookContext(pc), pc.call, body)
 	}
 	a.call = nil
 	a.workCalls++
-	p.queueResult(a, pc.call.Tool, pc.call.ID, body, "toolResult")
-	if n := len(p.admit.settle); n > 0 && p.admit.settle[n-1].agent == a {
-		it := &p.admit.settle[n-1]
+	p.admit.queueResult(a, pc.call.Tool, pc.call.ID, body, "toolResult")
+	if it := p.admit.last(); it != nil && it.agent == a {
 		it.attend = &HistoryEntry{Tool: pc.call.Tool, Args: pc.call.Args, CallID: pc.call.ID, Outcome: "result"}
 		if h := pc.entry.spec.AfterAdmit; h != nil {
 			it.after = func() (followUp string) {
@@ -219,21 +233,22 @@ func (p *pool) settle(pc *pendingCall, body json.RawMessage) {
 						p.emit(event.Event{Type: event.ToolError, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: fmt.Sprintf("AfterAdmit panicked: %v", r)})
 					}
 				}()
-				return h(p.hookContext(pc), pc.call, body)
+				return h(ds.hookContext(pc), pc.call, body)
 			}
 		}
 	}
 	n := 0
-	if len(p.admit.settle) > 0 {
-		n = len(p.admit.settle[len(p.admit.settle)-1].tokens)
+	if it := p.admit.last(); it != nil {
+		n = len(it.tokens)
 	}
 	p.emit(event.Event{Type: event.ToolResult, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Result: body, Tokens: n, Duration: time.Since(pc.started)})
 }
 
-func (p *pool) dueRetries() {
+// dueRetries queues the parked calls whose time has come for dispatch.
+func (ds *dispatcher) dueRetries() {
 	now := time.Now()
-	rest := p.calls.retries[:0]
-	for _, r := range p.calls.retries {
+	rest := ds.retries[:0]
+	for _, r := range ds.retries {
 		if r.agent.outcome != event.Running {
 			continue
 		}
@@ -243,7 +258,103 @@ func (p *pool) dueRetries() {
 		}
 		r.agent.call = r
 		r.agent.status = event.StatusDispatch
-		p.calls.dispatchQ = append(p.calls.dispatchQ, r.agent)
+		ds.dispatchQ = append(ds.dispatchQ, r.agent)
 	}
-	p.calls.retries = rest
+	ds.retries = rest
+}
+
+// queue queues the agent's call to run at this tick's dispatch.
+func (ds *dispatcher) queue(a *Agent) { ds.dispatchQ = append(ds.dispatchQ, a) }
+
+// queued reports whether a call waits for this tick's dispatch.
+func (ds *dispatcher) queued() bool { return len(ds.dispatchQ) > 0 }
+
+// newCallID is the id of the pool's next call (or refusal).
+func (ds *dispatcher) newCallID() string {
+	ds.seq++
+	return fmt.Sprintf("call_%d_%d", ds.p.scope, ds.seq)
+}
+
+// drain takes every completion and answer that has arrived, without
+// waiting.
+func (ds *dispatcher) drain() {
+	for {
+		select {
+		case c := <-ds.completions:
+			ds.complete(c)
+		case ans := <-ds.answers:
+			ds.answered(ans)
+		default:
+			return
+		}
+	}
+}
+
+// busy reports whether a call is queued, running, waiting for a fanout
+// slot, parked for a retry or waiting for a person: something that can
+// move the pool on.
+func (ds *dispatcher) busy() bool {
+	return ds.fanRunning > 0 || len(ds.fanWaiting) > 0 || len(ds.retries) > 0 || ds.awaiting > 0 || len(ds.dispatchQ) > 0
+}
+
+// pending reports whether a fanout tool runs or waits to, or a person is
+// asked: the pool is not finished.
+func (ds *dispatcher) pending() bool {
+	return ds.fanRunning > 0 || len(ds.fanWaiting) > 0 || ds.awaiting > 0
+}
+
+// nextRetry is when the earliest parked call may run again.
+func (ds *dispatcher) nextRetry() (time.Time, bool) {
+	var next time.Time
+	due := false
+	for _, r := range ds.retries {
+		if !due || r.notBefore.Before(next) {
+			next, due = r.notBefore, true
+		}
+	}
+	return next, due
+}
+
+// windDown answers the calls that will not run now that the run is
+// finishing up (parked for a retry, waiting for a fanout slot) with an
+// error telling their agents to report, and withdraws the questions put
+// to a person.
+func (ds *dispatcher) windDown() {
+	p := ds.p
+	for _, pc := range ds.retries {
+		if pc.agent.outcome == event.Running {
+			p.admit.queueResult(pc.agent, pc.call.Tool, pc.call.ID, mustJSON(map[string]string{"error": fmt.Sprintf("%s was not retried: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
+		}
+	}
+	ds.retries = nil
+	for _, pc := range ds.fanWaiting {
+		if pc.agent.outcome == event.Running {
+			p.admit.queueResult(pc.agent, pc.call.Tool, pc.call.ID, mustJSON(map[string]string{"error": fmt.Sprintf("%s did not run: the run is finishing up. Report what you have.", pc.call.Tool)}), "toolResult")
+		}
+	}
+	ds.fanWaiting = nil
+	ds.withdraw("the run is finishing up", true)
+}
+
+// withdraw denies the pool's requests pending with the approver, for its
+// agents waiting for an approval (onlyWaiting) or for all of them.
+func (ds *dispatcher) withdraw(why string, onlyWaiting bool) {
+	p := ds.p
+	if ds.awaiting == 0 || p.rt.opts.Approver == nil {
+		return
+	}
+	for _, a := range p.agents {
+		if !onlyWaiting || a.status == event.StatusApproval {
+			p.rt.opts.Approver.Withdraw(a.ID, why)
+		}
+	}
+}
+
+// shutdown cancels the fanout calls that never started and waits for the
+// running ones: no tool goroutine outlives the pool.
+func (ds *dispatcher) shutdown() {
+	for _, pc := range ds.fanWaiting {
+		ds.p.finish(pc.agent, event.Cancelled, "pool closed before the tool could run", "")
+	}
+	ds.fanWG.Wait()
 }

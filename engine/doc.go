@@ -7,8 +7,13 @@
 //
 // The runtime talks to the model through one of two interfaces, one
 // constructor each: New takes a Backend and runs the decode loop
-// (decode.go), NewOnServer takes a TurnBackend and runs the server turn loop
-// (serverloop.go).
+// (decoder, decode.go), NewOnServer takes a TurnBackend and runs the server
+// turn loop (serverLoop, serverloop.go). Both loops satisfy one small
+// internal interface, turnLoop (turns.go): produce a tick of turns, write a
+// stopped agent's report alone, and abort, wait for and take what is in
+// flight between ticks (nothing, locally). Everything else a pool does runs
+// on a branchStore (backend.go): a Backend's branches, or a server's kept
+// as text (serverCells), which has no cell-level calls at all.
 //
 // Backend is cell-level: a model in this process with one context whose
 // unified KV cache holds every branch. engine/llamabackend is the real one
@@ -25,6 +30,35 @@
 // streams into the loop the way a fanout tool's result does; tools,
 // approvals, nudges, recovery, wind-down, cancel and every event are the
 // same code on both.
+//
+// # The pool by concern
+//
+// A running pool (pool.go) holds what all of its parts read (spec, tools,
+// spine, agents, the pressure gauge) and coordinates them: it opens and
+// closes, runs the tick loop and the wait between ticks, takes commands,
+// and gives every agent its outcome (finish, outcome.go). The state each
+// concern changes belongs to one sub-state, which the others reach only
+// through its methods:
+//
+//   - admission (admission.go, results.go): the queues of what waits to be
+//     written into the context (spawns, spine extensions, results,
+//     refusals, recovery prompts, follow-ups), the one prefill a tick
+//     writes them in, and a rerun's place in the recorded prefills.
+//   - dispatcher (dispatch.go, approval.go): tool calls from the turn that
+//     made them to their result: this tick's calls, fanout tools and their
+//     limit, retries, approvals, and the channels results come back on.
+//   - turns (turns.go, endturn.go, returns.go): arming a turn (sampling,
+//     grammar) and reading a finished one (a call, a refusal, an answer,
+//     the one budget nudge a tick), over the pool's turnLoop: decoder
+//     (decode.go, forced.go, record.go) or serverLoop (serverloop.go, which
+//     owns the requests in flight).
+//   - stops (stops.go, recovery.go): wind-down, the per-tick stops (reap;
+//     one critical kill a tick), the stall-break, and recovery reports.
+//
+// Beside them, toolset (toolset.go) is the pool's compiled tools and
+// grammars, and gauge (pressure.go) reads how full the context is against
+// the pool's limits. A tick runs: commands and completions, admission's
+// prefill (or the stall-break), the dispatcher's calls, then the turns.
 //
 // # Invariants that hold only on the local backend
 //

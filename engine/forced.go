@@ -47,7 +47,8 @@ func (p *pool) forcing(a *Agent) bool {
 
 // planForced plans the rest of the agent's recorded turn; false when the
 // record holds no more of it (the agent goes live).
-func (p *pool) planForced(a *Agent) (forcedTurn, bool) {
+func (d *decoder) planForced(a *Agent) (forcedTurn, bool) {
+	p := d.p
 	ids := p.rt.opts.Replay.TurnRest(a.ID, a.sampled)
 	if len(ids) == 0 {
 		p.goLive(a, "its record ends here: it runs on live")
@@ -58,13 +59,13 @@ func (p *pool) planForced(a *Agent) (forcedTurn, bool) {
 	n := a.turnTokens
 	for _, t := range ids {
 		f.ids = append(f.ids, t)
-		if p.be.IsStop(t) {
+		if d.be.IsStop(t) {
 			f.text += f.dec.Flush()
 			f.end = forcedStop
 			break
 		}
 		f.toks = append(f.toks, t)
-		piece := f.dec.Write(p.be.Piece(t))
+		piece := f.dec.Write(d.be.Piece(t))
 		f.text += piece
 		n++
 		if piece != "" {
@@ -91,7 +92,8 @@ func (p *pool) planForced(a *Agent) (forcedTurn, bool) {
 // batch does not fit; a turn that does not fit alone goes live unwritten)
 // and ends each as the record did. It reports whether an agent is still
 // thinking.
-func (p *pool) writeForced(plans []forcedTurn, texts map[int]string) bool {
+func (d *decoder) writeForced(plans []forcedTurn, texts map[int]string) bool {
+	p := d.p
 	if len(plans) == 0 {
 		return false
 	}
@@ -102,13 +104,13 @@ func (p *pool) writeForced(plans []forcedTurn, texts map[int]string) bool {
 		}
 	}
 	ok := make([]bool, len(plans))
-	if err := p.be.Prefill(spans); err == nil {
+	if err := d.be.Prefill(spans); err == nil {
 		for i := range ok {
 			ok[i] = true
 		}
 	} else {
 		for i, f := range plans {
-			ok[i] = len(f.toks) == 0 || p.be.Prefill([]Span{{Branch: f.a.branch, Tokens: f.toks}}) == nil
+			ok[i] = len(f.toks) == 0 || d.be.Prefill([]Span{{Branch: f.a.branch, Tokens: f.toks}}) == nil
 		}
 	}
 	thinking := false
@@ -130,12 +132,12 @@ func (p *pool) writeForced(plans []forcedTurn, texts map[int]string) bool {
 		}
 		switch f.end {
 		case forcedStop, forcedFull:
-			p.endTurn(a)
+			p.turns.endTurn(a)
 		case forcedLoop:
-			p.endLoop(a, f.keep)
+			p.turns.endLoop(a, f.keep)
 		case forcedCut:
 			a.cut = true
-			p.endTurn(a)
+			p.turns.endTurn(a)
 		default:
 			p.goLive(a, "its record ends mid-turn (it was stopped there): it runs on live")
 			thinking = true

@@ -40,6 +40,23 @@ type orchestration struct {
 	cancel context.CancelFunc
 }
 
+// start runs orchestrate on its own goroutine; its return (a panic turned
+// into an error) arrives on done.
+func (o *orchestration) start(ctx context.Context, orchestrate Orchestrator, pc *PoolContext) {
+	go func() {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("orchestrator panicked: %v", r)
+				}
+			}()
+			err = orchestrate(ctx, pc)
+		}()
+		o.done <- err
+	}()
+}
+
 // PoolContext is an orchestrator's handle on its pool.
 type PoolContext struct {
 	p *pool

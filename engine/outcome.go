@@ -29,12 +29,12 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 	}
 	a.mu.Unlock()
 	a.status = event.StatusFinished
-	p.abortTurn(a)
+	p.turns.loop.abort(a)
 	if a.call != nil && a.call.cancel != nil && o != event.Returned {
 		a.call.cancel()
 	}
 	a.call = nil
-	p.tick.kick = true
+	p.kick = true
 	ev := event.Event{Type: o.Type(), Agent: a.ID, Reason: reason, Result: a.result, Tokens: a.tokens}
 	d := map[string]any{}
 	if o == event.Returned {
@@ -56,10 +56,10 @@ func (p *pool) finish(a *Agent, o event.Outcome, reason, source string, result .
 	p.emit(ev)
 	// A finished agent's own cells go back to the pool at once: siblings
 	// waiting for room get it now, not when the pool closes.
-	if a.forked && !a.pruned && p.be.Prune(a.branch) == nil {
+	if a.forked && !a.pruned && p.store.Prune(a.branch) == nil {
 		a.pruned = true
-		p.admit.slotsFull = false // a spawn waiting for a slot can have this one
-		p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
+		p.admit.slotFreed() // a spawn waiting for a slot can have this one
+		p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.store.CellsUsed()})
 	}
 	close(a.done)
 }
@@ -76,8 +76,5 @@ func (p *pool) interrupt(err error) {
 		}
 		p.finish(a, event.Cancelled, "run interrupted: "+err.Error(), "")
 	}
-	for _, r := range p.admit.extendQ {
-		r.reply <- reqReply{err: ErrPoolClosed}
-	}
-	p.admit.extendQ = nil
+	p.admit.refuseExtensions(ErrPoolClosed)
 }

@@ -1,8 +1,10 @@
 package engine
 
-// The pool: its state, how it opens and closes (Runtime.run), and the tick
-// loop that calls the steps the other files hold (admission.go, dispatch.go,
-// decode.go or serverloop.go, endturn.go, stops.go, recovery.go).
+// The pool: what every part of a running pool reads (its spec, tools,
+// spine, agents), how it opens and closes (Runtime.run), and the tick loop
+// that calls its sub-states in turn: admit (admission.go), calls
+// (dispatch.go, approval.go), turns (turns.go, endturn.go; its turnLoop in
+// decode.go or serverloop.go) and stops (stops.go, recovery.go).
 
 import (
 	"context"
@@ -18,73 +20,100 @@ import (
 // ErrPoolClosed: the pool stopped before the request could be served.
 var ErrPoolClosed = errors.New("pool closed")
 
-// pool is one running pool: its agents, the queues between the steps of
-// its tick loop, and what the loop knows about the current tick. Only the
-// loop's goroutine changes it; the goroutines of the orchestrator, fanout
-// tools, approvals and server turns reach it through its channels, until
-// closed is closed.
+// pool is one running pool. It holds what all of its parts read (the
+// spec, the tools, the spine, the agents) and coordinates them: the tick
+// loop, the wait between ticks, commands, and every agent's outcome
+// (finish). The state each concern changes is its sub-state's, which the
+// others reach through its methods:
+//
+//   - admit: what waits to be written into the context, and the prefill;
+//   - calls: tool calls from the turn that made them to their result;
+//   - turns: arming and ending turns, and the turnLoop that writes them;
+//   - stops: wind-down, the per-tick stops, stall-break and recovery.
+//
+// Only the loop's goroutine changes it; the goroutines of the
+// orchestrator, fanout tools, approvals and server turns reach it through
+// its channels, until closed is closed.
 type pool struct {
-	rt    *Runtime
-	be    Backend
-	spec  PoolSpec
-	ctx   context.Context
-	scope uint64 // id of the pool:open event
-	// ordinal is the pool's number in the run (1 for the first opened),
-	// admissions the prefills it has written so far: what a rerun knows
-	// the recorded run's prefills by (replay.go).
-	ordinal, admissions int
-	replayHeld          bool // a rerun holds queued work back until the recorded tick
-	// fatal is a backend failure that ended every agent at once
-	// (ErrRefused): the loop stops and Run returns it.
-	fatal error
-	// replayDue: a rerun's recorded prefill is due at this tick and a
-	// spawn or extension of it is not queued yet: the tick waits for the
-	// orchestrator before it decodes.
-	replayDue bool
-	parent    *Agent // the calling agent of a nested pool
-	start     time.Time
-	closed    chan struct{} // the loop has ended: nobody is left to receive
+	rt     *Runtime
+	store  branchStore // the branches: the Backend, or a server's as text
+	spec   PoolSpec
+	ctx    context.Context
+	scope  uint64 // id of the pool:open event
+	parent *Agent // the calling agent of a nested pool
+	start  time.Time
+	closed chan struct{} // the loop has ended: nobody is left to receive
 
 	spine    *Spine
 	ownSpine bool
 	fmt      chat.Format // the backend's format with the pool's thinking switch
 	tools    toolset
+	gauge    gauge // how full the context is, against the pool's limits
 
 	agents []*Agent
 	byID   map[int]*Agent
 
-	orch  orchestration  // the orchestrator and what it asks for
-	admit admissionQueue // what waits to be written into the context
-	calls callState      // tool calls between the turn that made them and their result
-	turns *turnState     // requests in flight on a turn-level backend
-	tick  tickState
+	orch  orchestration // the orchestrator and what it asks for
+	admit *admission
+	calls *dispatcher
+	turns *turns
+	stops *stops
 
-	woundDown   bool
+	// fatal is a backend failure that ended every agent at once
+	// (ErrRefused): the loop stops and Run returns it.
+	fatal error
+	// kick: something changed this tick (an agent spawned or finished, a
+	// result queued, a turn ended): the loop does not block.
+	kick bool
+	// steps counts the ticks that wrote tokens: the clock a rerun places
+	// the recorded prefills by (replay.go).
 	steps       int
 	attachments []Attachment
 }
 
-// tickState is what the loop knows about the tick it is in.
-type tickState struct {
-	// nudged: one agent at most is nudged to report for its budget per
-	// tick; the others' calls run and they are nudged on a later turn.
-	nudged bool
-	// killed: one agent at most is stopped for critical pressure per tick
-	// (invariant 25), whether reap or a turn's end stops it.
-	killed bool
-	kick   bool // something changed this tick: do not block
-}
+// DefaultMaxTurns is a pool's MaxTurns when its spec gives none.
+const DefaultMaxTurns = 8
 
 // run opens a pool (defaults filled in, its tools compiled, its spine
 // written unless it was given one), runs the tick loop beside the
 // orchestrator's goroutine, and closes it: outstanding approvals withdrawn,
 // goroutines waited for, branches pruned, pool:close emitted.
-// DefaultMaxTurns is a pool's MaxTurns when its spec gives none.
-const DefaultMaxTurns = 8
-
 func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parentScope uint64) (*PoolResult, error) {
+	spec, err := rt.withDefaults(spec)
+	if err != nil {
+		return nil, err
+	}
+	p, err := rt.open(ctx, spec, parent, parentScope)
+	if err != nil {
+		return nil, err
+	}
+	octx, cancelOrch := context.WithCancel(ctx)
+	p.orch.cancel = cancelOrch
+	p.orch.start(octx, spec.Orchestrate, &PoolContext{p: p})
+	loopErr := p.loop()
+	cancelOrch()
+	res := p.shutdown()
+	rt.em.emit(event.Event{Type: event.PoolClose, Parent: p.scope, Pool: p.scope, Duration: time.Since(p.start), CellsUsed: rt.store.CellsUsed(), NCtx: rt.store.NCtx(),
+		Tokens: res.TotalTokens, Reason: errString(loopErr), Data: mustJSON(res.Agents)})
+	if loopErr != nil {
+		return res, loopErr
+	}
+	// Neither a cancelled context nor a spawn refused while finishing up is
+	// the orchestrator's failure: both are how the run was asked to end.
+	if p.orch.err != nil && !errors.Is(p.orch.err, context.Canceled) && !errors.Is(p.orch.err, ErrFinishingUp) {
+		return res, fmt.Errorf("orchestrator: %w", p.orch.err)
+	}
+	if why := p.backendFailure(); why != "" {
+		return res, fmt.Errorf("%w: %s", ErrBackendFailed, why)
+	}
+	return res, nil
+}
+
+// withDefaults fills in what spec leaves unsaid and refuses limits the
+// runtime cannot keep.
+func (rt *Runtime) withDefaults(spec PoolSpec) (PoolSpec, error) {
 	if spec.Orchestrate == nil {
-		return nil, errors.New("pool: no orchestrator (use Parallel, Chain, FanOut or DAG)")
+		return spec, errors.New("pool: no orchestrator (use Parallel, Chain, FanOut or DAG)")
 	}
 	if spec.MaxTurns <= 0 {
 		spec.MaxTurns = DefaultMaxTurns
@@ -109,23 +138,41 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	if spec.RecoveryShape == "" {
 		spec.RecoveryShape = Staggered
 	}
-	if nb := rt.be.NBatch(); spec.HardLimit < nb {
-		return nil, fmt.Errorf("pool: hard limit %d cannot hold a full decode batch (n_batch %d): the recovery reserve must fit one; raise HardLimit to at least %d or lower n_batch", spec.HardLimit, nb, nb)
+	// A decode batch is the decode loop's: a server's turns have none.
+	if rt.be != nil {
+		if nb := rt.be.NBatch(); spec.HardLimit < nb {
+			return spec, fmt.Errorf("pool: hard limit %d cannot hold a full decode batch (n_batch %d): the recovery reserve must fit one; raise HardLimit to at least %d or lower n_batch", spec.HardLimit, nb, nb)
+		}
 	}
 	if spec.SoftLimit < spec.HardLimit {
-		return nil, fmt.Errorf("pool: soft limit %d is below the hard limit %d: agents would be stopped before they were nudged", spec.SoftLimit, spec.HardLimit)
+		return spec, fmt.Errorf("pool: soft limit %d is below the hard limit %d: agents would be stopped before they were nudged", spec.SoftLimit, spec.HardLimit)
 	}
-	p := &pool{rt: rt, be: rt.be, spec: spec, ctx: ctx, parent: parent, byID: map[int]*Agent{}, closed: make(chan struct{}),
+	return spec, nil
+}
+
+// open makes the pool of spec and its sub-states, compiles its tools,
+// emits pool:open and writes its spine (unless it was given one).
+func (rt *Runtime) open(ctx context.Context, spec PoolSpec, parent *Agent, parentScope uint64) (*pool, error) {
+	p := &pool{rt: rt, store: rt.store, spec: spec, ctx: ctx, parent: parent, byID: map[int]*Agent{}, closed: make(chan struct{}),
 		orch:        orchestration{reqs: make(chan request), done: make(chan error, 1)},
-		calls:       callState{completions: make(chan completion, 64), answers: make(chan approvalAnswer, 16)},
+		gauge:       gauge{store: rt.store, soft: spec.SoftLimit, hard: spec.HardLimit},
 		attachments: append([]Attachment(nil), spec.Attachments...), start: time.Now()}
+	p.admit = &admission{p: p}
+	p.calls = newDispatcher(p)
+	p.turns = &turns{p: p}
+	if rt.tb != nil {
+		p.turns.loop = newServerLoop(p, rt.tb, rt.cells)
+	} else {
+		p.turns.loop = &decoder{p: p, be: rt.be}
+	}
+	p.stops = &stops{p: p}
 	if ci := info(ctx); ci != nil {
 		p.attachments = append(p.attachments, ci.attach...)
 	}
 	if spec.Spine != nil {
 		p.spine = spec.Spine
 	}
-	f, err := rt.be.Format().WithThink(spec.Thinking)
+	f, err := rt.store.Format().WithThink(spec.Thinking)
 	if err != nil {
 		return nil, fmt.Errorf("pool: thinking %q: %w", spec.Thinking, err)
 	}
@@ -134,13 +181,14 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 	if p.spine != nil {
 		tools, terminal = p.spine.Tools, p.spine.Terminal
 	}
-	if err := p.compileTools(tools, terminal); err != nil {
+	p.tools = toolset{fmt: f, conv: rt.store.SchemaToGrammar, choice: spec.ToolChoice}
+	if err := p.tools.compile(tools, terminal); err != nil {
 		return nil, err
 	}
-	open := rt.em.emit(event.Event{Type: event.PoolOpen, Parent: parentScope, Agent: agentID(parent), CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx(),
+	open := rt.em.emit(event.Event{Type: event.PoolOpen, Parent: parentScope, Agent: agentID(parent), CellsUsed: rt.store.CellsUsed(), NCtx: rt.store.NCtx(),
 		Data: mustJSON(map[string]any{"tools": p.tools.order, "terminal": p.tools.terminal, "maxTurns": spec.MaxTurns, "toolChoice": spec.ToolChoice})})
 	p.scope = open.ID
-	p.ordinal = int(rt.pools.Add(1))
+	p.admit.ordinal = int(rt.pools.Add(1))
 	if p.spine == nil {
 		from := BranchID(-1)
 		if parent != nil {
@@ -153,55 +201,25 @@ func (rt *Runtime) run(ctx context.Context, spec PoolSpec, parent *Agent, parent
 		}
 		p.spine, p.ownSpine = sp, true
 	}
-	octx, cancelOrch := context.WithCancel(ctx)
-	p.orch.cancel = cancelOrch
-	pc := &PoolContext{p: p}
-	go func() {
-		var err error
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					err = fmt.Errorf("orchestrator panicked: %v", r)
-				}
-			}()
-			err = spec.Orchestrate(octx, pc)
-		}()
-		p.orch.done <- err
-	}()
-	loopErr := p.loop()
-	cancelOrch()
-	if p.calls.awaiting > 0 && rt.opts.Approver != nil {
-		// Agents already have their outcome (interrupt); their requests are
-		// still pending with the approver: resolve every one.
-		for _, a := range p.agents {
-			rt.opts.Approver.Withdraw(a.ID, "the run ended before anyone answered")
-		}
-	}
+	return p, nil
+}
+
+// shutdown closes a pool whose loop has returned: approvals still pending
+// withdrawn, turns in flight aborted, the orchestrator and the fanout
+// tools waited for, branches pruned. It returns what the pool ended with.
+func (p *pool) shutdown() *PoolResult {
+	// Agents already have their outcome (interrupt); their requests may
+	// still be pending with the approver: resolve every one.
+	p.calls.withdraw("the run ended before anyone answered", false)
 	close(p.closed)
-	p.closeTurns()
+	p.turns.loop.close()
 	if !p.orch.over {
 		p.orch.err = <-p.orch.done
 	}
-	for _, pc := range p.calls.fanWaiting {
-		p.finish(pc.agent, event.Cancelled, "pool closed before the tool could run", "")
-	}
-	p.calls.fanWG.Wait()
+	p.calls.shutdown()
 	res := p.result()
 	p.pruneAll()
-	rt.em.emit(event.Event{Type: event.PoolClose, Parent: p.scope, Pool: p.scope, Duration: time.Since(p.start), CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx(),
-		Tokens: res.TotalTokens, Reason: errString(loopErr), Data: mustJSON(res.Agents)})
-	if loopErr != nil {
-		return res, loopErr
-	}
-	// Neither a cancelled context nor a spawn refused while finishing up is
-	// the orchestrator's failure: both are how the run was asked to end.
-	if p.orch.err != nil && !errors.Is(p.orch.err, context.Canceled) && !errors.Is(p.orch.err, ErrFinishingUp) {
-		return res, fmt.Errorf("orchestrator: %w", p.orch.err)
-	}
-	if why := p.backendFailure(); why != "" {
-		return res, fmt.Errorf("%w: %s", ErrBackendFailed, why)
-	}
-	return res, nil
+	return res
 }
 
 // backendFailure is why the pool produced nothing, when no agent ended
@@ -246,57 +264,58 @@ func (p *pool) loop() error {
 			p.interrupt(p.fatal)
 			return p.fatal
 		}
-		p.tick.kick = false
+		p.kick = false
 		if !p.hold() {
 			continue
 		}
-		if p.rt.windingDown.Load() && !p.woundDown {
-			p.startWindDown()
+		if p.rt.windingDown.Load() && !p.stops.woundDown {
+			p.stops.windDown()
 		}
 		p.drainRequests()
 		p.applyCommands()
-		p.drainCompletions()
-		p.dueRetries()
+		p.calls.drain()
+		p.turns.drain()
+		p.calls.dueRetries()
 		if !p.hold() {
 			continue
 		}
-		p.prefill()
+		p.admit.prefill()
 		// A result that waits for room waits for other agents to free it;
 		// in a context of its own nothing will, so it is stall-broken at
 		// once.
-		if len(p.admit.settle) > 0 && p.deferredOnly() && !p.tick.kick && (p.ownContexts() || !p.canProgress()) {
-			p.stallBreak()
+		if p.admit.stalled() && !p.kick && (p.gauge.ownContexts() || !p.canProgress()) {
+			p.stops.stallBreak()
 			continue
 		}
 		if !p.hold() {
 			continue
 		}
-		p.dispatch()
+		p.calls.dispatch()
 		if !p.hold() {
 			continue
 		}
-		if p.replayDue {
+		if p.admit.replayDue {
 			// The recorded run wrote more before this tick's decode: wait
 			// for it (a spawn request, a result) rather than decode past it.
-			if !p.tick.kick {
+			if !p.kick {
 				p.waitReplay()
 			}
 			continue
 		}
-		thinking := p.produce()
+		thinking := p.turns.produce()
 		if p.finished() {
 			return nil
 		}
-		if !thinking && !p.tick.kick && p.replayHeld {
+		if !thinking && !p.kick && p.admit.replayHeld {
 			p.waitReplay()
-		} else if !thinking && !p.tick.kick && p.deferredOnly() && (len(p.admit.spawnQ) == 0 || p.admit.slotsFull) && len(p.admit.extendQ) == 0 && len(p.calls.dispatchQ) == 0 {
+		} else if !thinking && !p.kick && p.admit.idle() && !p.calls.queued() {
 			p.wait()
 		}
 	}
 }
 
 func (p *pool) finished() bool {
-	if !p.orch.over || len(p.admit.spawnQ) > 0 || len(p.admit.extendQ) > 0 || p.calls.fanRunning > 0 || len(p.calls.fanWaiting) > 0 || p.calls.awaiting > 0 {
+	if !p.orch.over || p.admit.pending() || p.calls.pending() {
 		return false
 	}
 	for _, a := range p.agents {
@@ -307,7 +326,23 @@ func (p *pool) finished() bool {
 	return true
 }
 
-// wait blocks until something can make progress.
+// canProgress reports whether anything other than the deferred results can
+// move the pool forward (so a stall-break would be premature).
+func (p *pool) canProgress() bool {
+	if p.calls.busy() || p.turns.loop.busy() || p.admit.spawning() {
+		return true
+	}
+	for _, a := range p.agents {
+		if a.outcome == event.Running && (a.status == event.StatusThinking || a.status == event.StatusInTool) {
+			return true
+		}
+	}
+	return false
+}
+
+// wait blocks until something can make progress: the orchestrator, a
+// tool's completion, an approval's answer, a piece of a turn in flight, a
+// freed request slot, a command, a retry's time, or the end of ctx.
 func (p *pool) wait() {
 	// The wake signal may have been taken by a nested pool: a command that is
 	// already queued for this pool must not wait for another one.
@@ -315,35 +350,29 @@ func (p *pool) wait() {
 		return
 	}
 	var timer <-chan time.Time
-	next, due := p.nextTurnRetry()
-	for _, r := range p.calls.retries {
-		if !due || r.notBefore.Before(next) {
-			next, due = r.notBefore, true
-		}
+	next, due := p.turns.loop.nextRetry()
+	if r, ok := p.calls.nextRetry(); ok && (!due || r.Before(next)) {
+		next, due = r, true
 	}
 	if due {
 		t := time.NewTimer(max(time.Until(next), 0))
 		defer t.Stop()
 		timer = t.C
 	}
-	var turns chan turnEvent
-	var slot chan struct{}
-	if p.turns != nil {
-		turns, slot = p.turns.events, p.rt.turnWake
-	}
+	turns, slot := p.turns.loop.wakes()
 	orch := p.orch.done
 	if p.orch.over {
 		orch = nil
 	}
 	select {
 	case r := <-p.orch.reqs:
-		p.handleRequest(r)
+		p.admit.handle(r)
 	case c := <-p.calls.completions:
-		p.complete(c)
+		p.calls.complete(c)
 	case ans := <-p.calls.answers:
-		p.answered(ans)
+		p.calls.answered(ans)
 	case ev := <-turns:
-		p.takeTurnEvents([]turnEvent{ev})
+		p.turns.loop.take([]turnEvent{ev})
 	case <-slot:
 	case err := <-orch:
 		p.orch.over, p.orch.err = true, err
@@ -355,15 +384,16 @@ func (p *pool) wait() {
 	}
 }
 
-func (p *pool) drainCompletions() {
+// drainRequests takes the orchestrator's requests and its return, without
+// waiting.
+func (p *pool) drainRequests() {
 	for {
 		select {
-		case c := <-p.calls.completions:
-			p.complete(c)
-		case ans := <-p.calls.answers:
-			p.answered(ans)
+		case r := <-p.orch.reqs:
+			p.admit.handle(r)
+		case err := <-p.orch.done:
+			p.orch.over, p.orch.err = true, err
 		default:
-			p.drainTurns()
 			return
 		}
 	}
@@ -388,13 +418,13 @@ func (p *pool) pruneAll() {
 		if !a.forked || a.pruned {
 			continue
 		}
-		if err := p.be.Prune(a.branch); err == nil {
+		if err := p.store.Prune(a.branch); err == nil {
 			a.pruned = true
-			p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.be.CellsUsed()})
+			p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "prune", CellsUsed: p.store.CellsUsed()})
 		}
 	}
 	if p.ownSpine {
-		_ = p.be.Prune(p.spine.branch)
+		_ = p.store.Prune(p.spine.branch)
 		p.spine.closed = true
 	}
 }

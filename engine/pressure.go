@@ -37,10 +37,19 @@ type BranchContexts interface {
 	BranchCells(b BranchID) (nctx, used int)
 }
 
+// gauge measures how full a pool's context is against the pool's limits:
+// the one context every branch shares, or each branch's own where the
+// store gives every branch a context of its own (BranchContexts). It holds
+// no state of its own: every figure is read from the store when asked.
+type gauge struct {
+	store      branchStore
+	soft, hard int // the pool's SoftLimit and HardLimit
+}
+
 // ownContexts reports whether each branch of the pool has a context of
 // its own (BranchContexts).
-func (p *pool) ownContexts() bool {
-	bc, ok := p.be.(BranchContexts)
+func (g gauge) ownContexts() bool {
+	bc, ok := g.store.(BranchContexts)
 	return ok && bc.OwnContexts()
 }
 
@@ -48,41 +57,31 @@ func (p *pool) ownContexts() bool {
 // every branch shares, or with contexts of their own its summary (the
 // cache's cells over every stream, a server's longest conversation), for
 // the trace and the screen.
-func (p *pool) pressure() Pressure {
-	return p.limits(p.be.NCtx(), p.be.CellsUsed())
+func (g gauge) pressure() Pressure {
+	return g.limits(g.store.NCtx(), g.store.CellsUsed())
 }
 
 // pressureOf is the pressure on branch b's context: the shared one's, or
 // b's own.
-func (p *pool) pressureOf(b BranchID) Pressure {
-	if p.ownContexts() {
-		return p.limits(p.be.(BranchContexts).BranchCells(b))
+func (g gauge) pressureOf(b BranchID) Pressure {
+	if g.ownContexts() {
+		return g.limits(g.store.(BranchContexts).BranchCells(b))
 	}
-	return p.pressure()
+	return g.pressure()
 }
-
-// spawnPressure is the pressure a new agent's branch starts under: it
-// forks the spine, so with contexts of their own it starts as full as the
-// spine's.
-func (p *pool) spawnPressure() Pressure { return p.pressureOf(p.spine.branch) }
 
 // pressureIn is the pressure on agent a's context: shared (the pool's,
 // taken once for a tick) or a's own.
-func (p *pool) pressureIn(a *Agent, shared Pressure) Pressure {
-	if p.ownContexts() {
-		return p.pressureOf(a.branch)
+func (g gauge) pressureIn(a *Agent, shared Pressure) Pressure {
+	if g.ownContexts() {
+		return g.pressureOf(a.branch)
 	}
 	return shared
 }
 
-// mayStop reports whether the pressure limit may stop another agent this
-// tick: in a shared context one stop a tick frees cells for all, so the
-// next waits to see; in contexts of their own each full one stops.
-func (p *pool) mayStop() bool { return !p.tick.killed || p.ownContexts() }
-
 // limits is the pressure of n cells of which used are held.
-func (p *pool) limits(n, used int) Pressure {
-	pr := Pressure{NCtx: n, CellsUsed: used, Remaining: n - used, SoftLimit: p.spec.SoftLimit, HardLimit: p.spec.HardLimit}
+func (g gauge) limits(n, used int) Pressure {
+	pr := Pressure{NCtx: n, CellsUsed: used, Remaining: n - used, SoftLimit: g.soft, HardLimit: g.hard}
 	pr.Headroom = pr.Remaining - pr.SoftLimit
 	pr.Critical = pr.Remaining < pr.HardLimit
 	pr.PercentAvailable = 100
@@ -100,8 +99,9 @@ type tally struct {
 	shared int
 }
 
-func (p *pool) newTally() *tally {
-	if p.ownContexts() {
+// newTally is an empty count of promised cells, per context.
+func (g gauge) newTally() *tally {
+	if g.ownContexts() {
 		return &tally{per: map[BranchID]int{}}
 	}
 	return &tally{}

@@ -80,7 +80,7 @@ func (p *pool) span(e event.Event, text string, toks []Token) event.Event {
 // forcedIDs records tokens a grammar forced after the agent's sampled one
 // (jump-forward): they are part of the turn's ids, and a rerun, which forces
 // the same tokens after the same history, counts them as sampled.
-func (p *pool) forcedIDs(a *Agent, toks []Token) {
+func (d *decoder) forcedIDs(a *Agent, toks []Token) {
 	a.sampled += len(toks)
 	a.turnIDs = append(a.turnIDs, toks...)
 }
@@ -88,10 +88,10 @@ func (p *pool) forcedIDs(a *Agent, toks []Token) {
 // turnIDs takes the tokens the agent sampled since its turn began or
 // they were last taken (nil on a server): each sampled token is recorded
 // once, by the event that ends its turn.
-func (p *pool) turnIDs(a *Agent) []int32 {
+func (t *turns) turnIDs(a *Agent) []int32 {
 	ids := a.turnIDs
 	a.turnIDs = nil
-	if p.rt.tb != nil {
+	if t.p.rt.tb != nil {
 		return nil
 	}
 	return ids
@@ -100,7 +100,7 @@ func (p *pool) turnIDs(a *Agent) []int32 {
 // turnData adds how the turn was sampled to an agent:turn's data: the
 // sampling chain with its seed, and the grammar in force by hash, its GBNF
 // the first time the run uses it.
-func (p *pool) turnData(a *Agent, d map[string]any) json.RawMessage {
+func (t *turns) turnData(a *Agent, d map[string]any) json.RawMessage {
 	s := a.sampling
 	g := s.Grammar
 	s.Grammar = nil
@@ -110,7 +110,7 @@ func (p *pool) turnData(a *Agent, d map[string]any) json.RawMessage {
 		sum := sha256.Sum256(raw)
 		h := hex.EncodeToString(sum[:6])
 		d["grammar"] = h
-		if p.rt.grammars.first(h) {
+		if t.p.rt.grammars.first(h) {
 			d["grammarText"] = g
 		}
 	}
@@ -120,25 +120,26 @@ func (p *pool) turnData(a *Agent, d map[string]any) json.RawMessage {
 // sample samples the agent's next token and records it: in its turn's ids,
 // with its probabilities when the run traces them, and against the
 // recorded run a rerun replays (a different token ends the rerun there).
-func (p *pool) sample(a *Agent) (Token, error) {
-	tok, err := p.be.Sample(a.branch)
+func (d *decoder) sample(a *Agent) (Token, error) {
+	p := d.p
+	tok, err := d.be.Sample(a.branch)
 	if err != nil {
 		return tok, err
 	}
 	a.lastProb = nil
-	if s, ok := p.be.(Surpriser); ok {
+	if s, ok := d.be.(Surpriser); ok {
 		if m, sm, ok := s.Surprisal(a.branch); ok {
 			a.surprisedBy(m, sm)
 		}
 	}
 	o := p.rt.opts
 	if o.Logprobs {
-		if lg, ok := p.be.(Logitser); ok {
+		if lg, ok := d.be.(Logitser); ok {
 			if logits := lg.Logits(a.branch); logits != nil {
-				pr := p.probabilities(logits, []Token{tok}, o.LogprobTop)
+				pr := d.probabilities(logits, []Token{tok}, o.LogprobTop)
 				tp := event.TokenProb{ID: tok, Logprob: pr.Logprobs[0], Entropy: pr.Entropy}
 				for _, t := range pr.Top {
-					tp.Top = append(tp.Top, event.Alt{ID: t.ID, Text: string(p.be.Piece(t.ID)), Logprob: t.Logprob})
+					tp.Top = append(tp.Top, event.Alt{ID: t.ID, Text: string(d.be.Piece(t.ID)), Logprob: t.Logprob})
 				}
 				a.lastProb = &tp
 			}
@@ -148,15 +149,15 @@ func (p *pool) sample(a *Agent) (Token, error) {
 		if want, ok := r.Expect(a.ID, a.sampled); ok && want != tok && r.Forking() {
 			p.goLive(a, fmt.Sprintf("its token %d left the record (what it read changed): it runs on live", a.sampled+1))
 		} else if ok && want != tok {
-			d := Divergence{Agent: a.ID, Turn: a.turns + 1, Index: a.sampled, Position: len(a.turnIDs), Got: tok, Want: want,
-				GotText: string(p.be.Piece(tok)), WantText: string(p.be.Piece(want)), GotLogprob: math.NaN(), WantLogprob: math.NaN()}
-			if lg, ok := p.be.(Logitser); ok {
+			dv := Divergence{Agent: a.ID, Turn: a.turns + 1, Index: a.sampled, Position: len(a.turnIDs), Got: tok, Want: want,
+				GotText: string(d.be.Piece(tok)), WantText: string(d.be.Piece(want)), GotLogprob: math.NaN(), WantLogprob: math.NaN()}
+			if lg, ok := d.be.(Logitser); ok {
 				if logits := lg.Logits(a.branch); logits != nil {
-					pr := p.probabilities(logits, []Token{tok, want}, 0)
-					d.GotLogprob, d.WantLogprob = float64(pr.Logprobs[0]), float64(pr.Logprobs[1])
+					pr := d.probabilities(logits, []Token{tok, want}, 0)
+					dv.GotLogprob, dv.WantLogprob = float64(pr.Logprobs[0]), float64(pr.Logprobs[1])
 				}
 			}
-			p.diverged(d)
+			p.diverged(dv)
 			return tok, fmt.Errorf("rerun: %w", ErrDiverged)
 		}
 	}
@@ -167,8 +168,8 @@ func (p *pool) sample(a *Agent) (Token, error) {
 
 // probabilities is Probabilities with the backend's SoftmaxSums when it
 // has one.
-func (p *pool) probabilities(logits []float32, toks []Token, top int) Probs {
-	if s, ok := p.be.(SoftmaxSummer); ok {
+func (d *decoder) probabilities(logits []float32, toks []Token, top int) Probs {
+	if s, ok := d.be.(SoftmaxSummer); ok {
 		return ProbabilitiesWith(logits, toks, top, s.SoftmaxSums)
 	}
 	return Probabilities(logits, toks, top)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/repetition"
 )
 
 // RecoveryShape says how stopped agents write their reports.
@@ -26,23 +25,19 @@ const (
 )
 
 // drop stops an agent and recovers its work into a report.
-func (p *pool) drop(a *Agent, reason string, shape RecoveryShape) {
+func (st *stops) drop(a *Agent, reason string, shape RecoveryShape) {
+	p := st.p
 	// The ids of a turn cut short: a rerun checks every sampled token.
-	p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: reason, IDs: p.turnIDs(a)})
+	p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: reason, IDs: p.turns.turnIDs(a)})
 	p.emit(event.Event{Type: event.AgentDone, Agent: a.ID})
 	a.doneEmitted = true
 	a.dropReason = reason
-	p.abortTurn(a)
-	if p.rt.tb != nil {
-		// A server writes a whole turn at a time: the report is one more
-		// turn, sent like any other (there is no blocking decode loop).
-		shape = InLoop
-	}
+	p.turns.loop.abort(a)
 	if a.call != nil && a.call.cancel != nil {
 		a.call.cancel()
 	}
 	a.call = nil
-	if p.midTerminal(a) {
+	if st.midTerminal(a) {
 		// Stopped while writing its report: keep what it wrote if it holds an
 		// answer; otherwise it gets a fresh recovery turn like anyone else.
 		if body, ok := salvage(a.raw.String(), p.tools.terminal, p.fmt); ok {
@@ -60,13 +55,17 @@ func (p *pool) drop(a *Agent, reason string, shape RecoveryShape) {
 		return
 	}
 	if shape == InLoop {
-		p.recoverInLoop(a, reason)
+		st.recoverInLoop(a, reason)
 		return
 	}
-	p.recoverBlocking(a, reason)
+	// Staggered: alone, where the turn loop can block on one agent (a
+	// server cannot: its loop writes the report in-loop).
+	p.turns.loop.recoverAlone(a, reason)
 }
 
-func (p *pool) recoveryPrompt(words int) string {
+// recoveryPrompt is what a stopped agent reads before its report.
+func (st *stops) recoveryPrompt(words int) string {
+	p := st.p
 	if t := p.spec.RecoveryPrompt; t != "" {
 		return strings.ReplaceAll(t, "{words}", fmt.Sprint(words))
 	}
@@ -76,10 +75,11 @@ func (p *pool) recoveryPrompt(words int) string {
 // recoverInLoop queues the recovery prompt as a settle item; the agent then
 // writes its report in the normal tick, batched with live siblings, within a
 // per-report budget.
-func (p *pool) recoverInLoop(a *Agent, reason string) {
-	pr := p.pressureOf(a.branch)
+func (st *stops) recoverInLoop(a *Agent, reason string) {
+	p := st.p
+	pr := p.gauge.pressureOf(a.branch)
 	alive := 1
-	if !p.ownContexts() {
+	if !p.gauge.ownContexts() {
 		alive = 0
 		for _, x := range p.agents {
 			if x.outcome == event.Running {
@@ -95,10 +95,10 @@ func (p *pool) recoverInLoop(a *Agent, reason string) {
 	if p.spec.ReportBudget > 0 {
 		budget = min(budget, p.spec.ReportBudget)
 	}
-	prompt := p.fmt.Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(wordsFor(budget))}, true)
-	toks, err := p.be.Tokenize(prompt)
+	prompt := p.fmt.Turn(chat.Message{Role: chat.User, Content: st.recoveryPrompt(wordsFor(budget))}, true)
+	toks, err := p.store.Tokenize(prompt)
 	if err != nil {
-		p.failRecovery(a, "scope_error: "+err.Error(), "")
+		st.failRecovery(a, "scope_error: "+err.Error(), "")
 		return
 	}
 	if p.spec.ReportBudget == 0 {
@@ -106,94 +106,15 @@ func (p *pool) recoverInLoop(a *Agent, reason string) {
 	}
 	a.extracting, a.reportBudget, a.forceTerminal = true, budget, true
 	a.status = event.StatusSettling
-	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), role: "recovery"})
+	p.admit.queue(settleItem{agent: a, tokens: toks, text: prompt.String(), role: "recovery"})
 	p.emit(event.Event{Type: event.RecoveryStart, Agent: a.ID, Reason: reason, Tokens: budget, Data: mustJSON(map[string]string{"shape": string(InLoop)})})
-}
-
-// recoverBlocking writes the agent's report now, alone, until it stops or
-// the context has no cell left.
-func (p *pool) recoverBlocking(a *Agent, reason string) {
-	pr := p.pressureOf(a.branch)
-	words := wordsFor(max(pr.Remaining-150, 50))
-	prompt := p.fmt.Turn(chat.Message{Role: chat.User, Content: p.recoveryPrompt(words)}, true)
-	toks, err := p.be.Tokenize(prompt)
-	if err != nil {
-		p.failRecovery(a, "scope_error: "+err.Error(), "")
-		return
-	}
-	p.emit(event.Event{Type: event.RecoveryStart, Agent: a.ID, Reason: reason, Tokens: pr.Remaining - len(toks), Data: mustJSON(map[string]string{"shape": string(Staggered)})})
-	a.extracting, a.forceTerminal = true, true
-	if len(toks) >= pr.Remaining {
-		p.failRecovery(a, fmt.Sprintf("scope_error: no room for its recovery prompt (%d tokens, %d cells free)", len(toks), pr.Remaining), "")
-		return
-	}
-	if err := p.be.Prefill([]Span{{Branch: a.branch, Tokens: toks}}); err != nil {
-		p.failRecovery(a, "scope_error: "+err.Error(), "")
-		return
-	}
-	p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "recovery", Tokens: len(toks), CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch)}, prompt.String(), toks))
-	p.checkSpan(a, toks)
-	p.activate(a)
-	if a.outcome != event.Running {
-		return
-	}
-	outOfRoom := false
-	for a.outcome == event.Running {
-		if !p.hold() {
-			p.failRecovery(a, "scope_error: interrupted", a.raw.String())
-			return
-		}
-		tok, err := p.sample(a)
-		if err != nil {
-			p.failRecovery(a, "scope_error: "+err.Error(), a.raw.String())
-			return
-		}
-		if p.be.IsStop(tok) {
-			a.raw.WriteString(a.dec.Flush())
-			if a.lastProb != nil {
-				// The stop was sampled too: its probability is traced,
-				// as a turn's is (decode.go), though nothing is written.
-				p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Role: "recovery", Probs: addProb(nil, a)})
-			}
-			break
-		}
-		if p.pressureOf(a.branch).Remaining < 1 {
-			a.raw.WriteString(a.dec.Flush())
-			outOfRoom = true
-			break
-		}
-		if err := p.be.DecodeEach([]Step{{Branch: a.branch, Token: tok}}); err != nil {
-			p.failRecovery(a, "scope_error: "+err.Error(), a.raw.String())
-			return
-		}
-		text := a.dec.Write(p.be.Piece(tok))
-		a.raw.WriteString(text)
-		a.addTokens(1)
-		a.turnTokens++
-		if start, unit, loop := repetition.Find(a.raw.String()); loop && text != "" {
-			// A report that loops ends at the loop (endLoop): it is
-			// salvaged from what came before.
-			p.endLoop(a, start+unit)
-			return
-		}
-		p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: 1, Texts: map[int]string{a.ID: text}, Role: "recovery", Probs: addProb(nil, a)})
-	}
-	if outOfRoom {
-		if body, ok := salvage(a.raw.String(), p.tools.terminal, p.fmt); ok {
-			p.emit(event.Event{Type: event.RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged a truncated report"})
-			p.finish(a, event.Recovered, reason, "recovery_salvaged", body)
-			return
-		}
-		p.failRecovery(a, "scope_error: the context ran out while it wrote its report", a.raw.String())
-		return
-	}
-	p.finishRecovery(a, a.raw.String(), reason)
 }
 
 // finishRecovery turns a recovery turn into the agent's outcome: a terminal
 // call is the report; a truncated one is salvaged; anything else fails.
-func (p *pool) finishRecovery(a *Agent, raw, reason string) {
-	p.emit(event.Event{Type: event.AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Role: "recovery", IDs: p.turnIDs(a), Data: p.turnData(a, map[string]any{})})
+func (st *stops) finishRecovery(a *Agent, raw, reason string) {
+	p := st.p
+	p.emit(event.Event{Type: event.AgentTurn, Agent: a.ID, Text: raw, Tokens: a.turnTokens, Role: "recovery", IDs: p.turns.turnIDs(a), Data: p.turns.turnData(a, map[string]any{})})
 	out, _ := p.fmt.Parse(raw)
 	for _, c := range out.Calls {
 		if c.Name != p.tools.terminal {
@@ -214,10 +135,13 @@ func (p *pool) finishRecovery(a *Agent, raw, reason string) {
 	if writingCall(raw, p.tools.terminal, p.fmt) {
 		why = "empty_terminal_result"
 	}
-	p.failRecovery(a, why, raw)
+	st.failRecovery(a, why, raw)
 }
 
-func (p *pool) failRecovery(a *Agent, reason, raw string) {
+// failRecovery ends a recovery that wrote no report: the agent fails,
+// with the end of what it wrote.
+func (st *stops) failRecovery(a *Agent, reason, raw string) {
+	p := st.p
 	excerpt := []rune(strings.TrimSpace(raw))
 	if len(excerpt) > 200 {
 		excerpt = excerpt[len(excerpt)-200:]

@@ -144,7 +144,8 @@ func (p *pool) diverged(d Divergence) {
 // replayed settles a dispatched call from the record instead of running
 // its tool, and reports whether it did. An approval the recorded run asked
 // a person for is not asked again: the record holds the answer.
-func (p *pool) replayed(pc *pendingCall) bool {
+func (ds *dispatcher) replayed(pc *pendingCall) bool {
+	p := ds.p
 	r := p.rt.opts.Replay
 	a := pc.agent
 	if r == nil || a.live {
@@ -164,7 +165,7 @@ func (p *pool) replayed(pc *pendingCall) bool {
 			Error string `json:"error"`
 		}
 		_ = json.Unmarshal(rec.Body, &msg)
-		p.refuse(a, pc.call, rec.Reason, msg.Error)
+		p.admit.refuse(a, pc.call, rec.Reason, msg.Error)
 	case "error":
 		d := p.emit(event.Event{Type: event.ToolDispatch, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Attempt: pc.attempt})
 		p.emit(event.Event{Type: event.ToolError, Parent: d.ID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Reason: rec.Reason})
@@ -172,7 +173,7 @@ func (p *pool) replayed(pc *pendingCall) bool {
 	default:
 		d := p.emit(event.Event{Type: event.ToolDispatch, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Args: pc.call.Args, Attempt: pc.attempt})
 		pc.dispatchID, pc.started = d.ID, time.Now()
-		p.settle(pc, rec.Body)
+		ds.settle(pc, rec.Body)
 	}
 	return true
 }
@@ -216,16 +217,17 @@ func (a *allowance) extend() bool {
 }
 
 // recordedNext is the allowance of this tick's prefill in a rerun.
-func (p *pool) recordedNext(r Replay) *allowance {
+func (ad *admission) recordedNext(r Replay) *allowance {
+	p := ad.p
 	al := &allowance{spawns: map[int]bool{}, items: map[admitKey]int{}}
-	next, ok := r.Admission(p.ordinal, p.admissions+1)
+	next, ok := r.Admission(ad.ordinal, ad.admissions+1)
 	switch {
 	case !ok, p.rt.diverged.Load():
 		return nil // past the record: the token check has the say
 	case next.Step > p.steps:
 		return al
 	case next.Step < p.steps:
-		p.diverged(Divergence{Agent: firstAgent(next), Reason: fmt.Sprintf("pool %d's prefill %d came before tick %d in the recorded run; the rerun is at tick %d without it", p.ordinal, p.admissions+1, next.Step, p.steps)})
+		p.diverged(Divergence{Agent: firstAgent(next), Reason: fmt.Sprintf("pool %d's prefill %d came before tick %d in the recorded run; the rerun is at tick %d without it", ad.ordinal, ad.admissions+1, next.Step, p.steps)})
 		return al
 	}
 	for i, it := range next.Items {
@@ -239,25 +241,25 @@ func (p *pool) recordedNext(r Replay) *allowance {
 		}
 	}
 	spawns, items := 0, 0
-	for _, a := range p.admit.spawnQ {
+	for _, a := range ad.spawnQ {
 		if al.spawns[a.ID] {
 			spawns++
 		}
 	}
-	for _, it := range p.admit.settle {
+	for _, it := range ad.settle {
 		if _, ok := al.items[admitKey{it.agent.ID, it.role}]; ok {
 			items++
 		}
 	}
-	al.ok = spawns == len(al.spawns) && items == len(al.items) && len(p.admit.extendQ) >= al.exts
+	al.ok = spawns == len(al.spawns) && items == len(al.items) && len(ad.extendQ) >= al.exts
 	// A spawn or an extension the orchestrator has not asked for yet (its
 	// goroutine is a moment late) holds the tick: decoding on would write
 	// cells where the recorded run wrote the task. Results and nudges are
 	// not waited for: they come from this loop's own dispatch and
 	// stall-break, which the tick must run to reach them.
-	p.replayDue = spawns < len(al.spawns) || len(p.admit.extendQ) < al.exts
+	ad.replayDue = spawns < len(al.spawns) || len(ad.extendQ) < al.exts
 	if al.ok {
-		slices.SortStableFunc(p.admit.settle, func(x, y settleItem) int {
+		slices.SortStableFunc(ad.settle, func(x, y settleItem) int {
 			return al.place(x) - al.place(y)
 		})
 	}
@@ -288,8 +290,8 @@ func (p *pool) waitReplay() {
 	timer := time.AfterFunc(replayWait, p.rt.wake)
 	p.wait()
 	if !timer.Stop() { // it fired: the wait lasted replayWait
-		next, _ := p.rt.opts.Replay.Admission(p.ordinal, p.admissions+1)
-		p.diverged(Divergence{Agent: firstAgent(next), Reason: fmt.Sprintf("pool %d waited %s for its prefill %d (tick %d in the recorded run; the rerun is at tick %d): the rerun does not do what the recorded run did", p.ordinal, replayWait, p.admissions+1, next.Step, p.steps)})
+		next, _ := p.rt.opts.Replay.Admission(p.admit.ordinal, p.admit.admissions+1)
+		p.diverged(Divergence{Agent: firstAgent(next), Reason: fmt.Sprintf("pool %d waited %s for its prefill %d (tick %d in the recorded run; the rerun is at tick %d): the rerun does not do what the recorded run did", p.admit.ordinal, replayWait, p.admit.admissions+1, next.Step, p.steps)})
 	}
 }
 

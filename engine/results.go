@@ -44,7 +44,8 @@ func ResultJSON(v any, edit func(obj map[string]json.RawMessage) error) (json.Ra
 // serialise turns a tool's value into the JSON the model reads: objects get
 // ContextPercentKey; _attachments are lifted out (and, since lloyal's
 // models cannot see images, the result says so).
-func (p *pool) serialise(a *Agent, v any) (json.RawMessage, error) {
+func (ds *dispatcher) serialise(a *Agent, v any) (json.RawMessage, error) {
+	p := ds.p
 	return ResultJSON(v, func(obj map[string]json.RawMessage) error {
 		if att, ok := obj["_attachments"]; ok {
 			delete(obj, "_attachments")
@@ -61,13 +62,14 @@ func (p *pool) serialise(a *Agent, v any) (json.RawMessage, error) {
 				obj["_imageError"] = mustJSON(fmt.Sprintf("%d attachment(s) came with this result but this model cannot see images; rely on the text.", len(list)))
 			}
 		}
-		obj[ContextPercentKey] = mustJSON(p.pressureOf(a.branch).PercentAvailable)
+		obj[ContextPercentKey] = mustJSON(p.gauge.pressureOf(a.branch).PercentAvailable)
 		return nil
 	})
 }
 
 // refuse answers a call with an {"error"} the model reads as its result.
-func (p *pool) refuse(a *Agent, call Call, reason, msg string) {
+func (ad *admission) refuse(a *Agent, call Call, reason, msg string) {
+	p := ad.p
 	body := mustJSON(map[string]string{"error": msg})
 	a.book(HistoryEntry{Tool: call.Tool, Args: call.Args, CallID: call.ID, Outcome: "nudge"})
 	p.emit(event.Event{Type: event.AgentNudge, Agent: a.ID, CallID: call.ID, Tool: call.Tool, Reason: reason, Result: body})
@@ -75,36 +77,38 @@ func (p *pool) refuse(a *Agent, call Call, reason, msg string) {
 	if strings.HasPrefix(tool, "(") {
 		tool = "" // "(malformed)", "(cut)": no tool sent this
 	}
-	p.queueResult(a, tool, call.ID, body, "nudge")
+	ad.queueResult(a, tool, call.ID, body, "nudge")
 }
 
 // queueResult writes a tool's result (or a refusal naming the call) back
 // to the agent; the tool's name is shown where the template names the
 // sender of a result (harmony's functions.NAME).
-func (p *pool) queueResult(a *Agent, tool, callID string, body json.RawMessage, role string) {
+func (ad *admission) queueResult(a *Agent, tool, callID string, body json.RawMessage, role string) {
+	p := ad.p
 	prompt := p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body), Name: tool}, true)
-	toks, err := p.be.Tokenize(prompt)
+	toks, err := p.store.Tokenize(prompt)
 	if err != nil {
 		p.finish(a, event.Failed, "could not tokenize a tool result: "+err.Error(), "")
 		return
 	}
 	a.status = event.StatusSettling
-	p.tick.kick = true
-	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), callID: callID, role: role})
+	p.kick = true
+	ad.settle = append(ad.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), callID: callID, role: role})
 }
 
 // queueFollowUp writes an AfterAdmit hook's follow-up to the agent as a
 // user turn after its result. The result's turn already opened the
 // assistant's reply, so that reply is closed empty first: the agent has
 // not written a token since it read the result.
-func (p *pool) queueFollowUp(a *Agent, text string) {
+func (ad *admission) queueFollowUp(a *Agent, text string) {
+	p := ad.p
 	prompt := p.fmt.Turn(chat.Message{Role: chat.User, Content: text}, true)
-	toks, err := p.be.Tokenize(prompt)
+	toks, err := p.store.Tokenize(prompt)
 	if err != nil {
 		p.finish(a, event.Failed, "could not tokenize a follow-up: "+err.Error(), "")
 		return
 	}
 	a.status = event.StatusSettling
-	p.tick.kick = true
-	p.admit.settle = append(p.admit.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), role: "followup"})
+	p.kick = true
+	ad.settle = append(ad.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), role: "followup"})
 }

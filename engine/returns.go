@@ -16,7 +16,8 @@ const defaultReturnRefusals = 2
 
 // returnRefusal is why the agent's return is refused ("" when it stands):
 // report is its terminal call's arguments, or free text.
-func (p *pool) returnRefusal(a *Agent, report []byte, freeText bool) string {
+func (t *turns) returnRefusal(a *Agent, report []byte, freeText bool) string {
+	p := t.p
 	most := p.spec.MaxReturnRefusals
 	if most == 0 {
 		most = defaultReturnRefusals
@@ -29,7 +30,7 @@ func (p *pool) returnRefusal(a *Agent, report []byte, freeText bool) string {
 	case freeText && p.spec.RefuseFreeText && p.tools.terminal != "":
 		why = fmt.Sprintf("Do not answer in plain text: call %s with your answer.", p.tools.terminal)
 	case p.spec.MinToolCalls > 0 && a.workCalls < p.spec.MinToolCalls:
-		why = fmt.Sprintf("Do not report yet: use the tools first (%s); report after at least %d call(s).", strings.Join(p.workTools(), ", "), p.spec.MinToolCalls)
+		why = fmt.Sprintf("Do not report yet: use the tools first (%s); report after at least %d call(s).", strings.Join(p.tools.workTools(), ", "), p.spec.MinToolCalls)
 	case p.spec.OnReturn != nil && !freeText:
 		if err := p.spec.OnReturn(p.ctx, a, report); err != nil {
 			why = fmt.Sprintf("Your report was not accepted: %s. Call %s again.", err, p.tools.terminal)
@@ -39,15 +40,4 @@ func (p *pool) returnRefusal(a *Agent, report []byte, freeText bool) string {
 		a.returnsRefused++
 	}
 	return why
-}
-
-// workTools are the pool's tools besides the terminal.
-func (p *pool) workTools() []string {
-	var out []string
-	for _, n := range p.tools.order {
-		if n != p.tools.terminal {
-			out = append(out, n)
-		}
-	}
-	return out
 }

@@ -35,13 +35,16 @@ type Options struct {
 	Replay Replay
 }
 
-// Runtime runs pools of agents on one Backend. One pool (with the pools its
-// tools start) owns the backend at a time; its tick loop is the only code
-// that calls the backend.
+// Runtime runs pools of agents on one backend (a Backend or a TurnBackend).
+// One pool (with the pools its tools start) owns the backend at a time; its
+// tick loop is the only code that calls the backend.
 type Runtime struct {
-	be        Backend
-	tb        TurnBackend   // nil on a cell-level backend
-	cells     *serverCells  // tb's branches as text
+	be    Backend      // the cell-level backend (nil on a turn-level one)
+	tb    TurnBackend  // the turn-level backend (nil on a cell-level one)
+	cells *serverCells // tb's branches as text
+	// store is the branches every pool writes into: be, or tb's as text
+	// (cells).
+	store     branchStore
 	inflight  atomic.Int64  // requests in flight on tb, in every pool
 	turnWake  chan struct{} // a request ended: a slot may be free
 	opts      Options
@@ -73,7 +76,7 @@ type Runtime struct {
 // token at a time for every agent in one batch.
 func New(be Backend, o Options) *Runtime {
 	rt := newRuntime(o)
-	rt.be = be
+	rt.be, rt.store = be, be
 	return rt
 }
 
@@ -83,7 +86,7 @@ func New(be Backend, o Options) *Runtime {
 func NewOnServer(tb TurnBackend, o Options) *Runtime {
 	rt := newRuntime(o)
 	rt.tb, rt.cells = tb, newServerCells(tb)
-	rt.be = rt.cells
+	rt.store = rt.cells
 	return rt
 }
 
@@ -97,8 +100,9 @@ func newRuntime(o Options) *Runtime {
 	return &Runtime{opts: o, em: &emitter{start: time.Now(), sinks: o.Sinks}, cmdWake: make(chan struct{}, 1), turnWake: make(chan struct{}, 1), resumed: make(chan struct{})}
 }
 
-// Backend is the runtime's cell-level backend; on a turn-level backend it is
-// the runtime's own bookkeeping of branches as text.
+// Backend is the runtime's cell-level backend, or nil when it runs on a
+// turn-level one (whose branches the runtime keeps as text, with no
+// cell-level calls to make).
 func (rt *Runtime) Backend() Backend { return rt.be }
 
 // Turns is the turn-level backend the runtime runs on, or nil when it runs

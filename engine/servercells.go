@@ -2,25 +2,21 @@ package engine
 
 // serverCells: on a turn-level backend the runtime keeps each branch as
 // rendered text, so the spine, fork, prefill and pressure code is the code a
-// cell-level Backend runs.
+// cell-level Backend runs (branchStore). Sampling and decoding are not
+// here: the server turn loop (serverloop.go) sends whole turns.
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 )
 
-// errNotCells is what the cell-level calls of a turn-level backend answer:
-// the turn loop never makes them.
-var errNotCells = errors.New("a turn-level backend has no cell-level calls (sample, decode): the runtime sends whole turns")
-
 // serverCells is the runtime's bookkeeping of a turn-level backend's branches
-// as rendered text: the Backend the pool's spine, fork, prefill and pressure
-// code runs on. A "token" here is an estimate: text is counted at bytesPer
-// bytes a token until the server's answers say how many tokens prompts
-// really were. Only the tick loop's goroutine calls it.
+// as rendered text: the branchStore the pool's spine, fork, prefill and
+// pressure code runs on. A "token" here is an estimate: text is counted at
+// bytesPer bytes a token until the server's answers say how many tokens
+// prompts really were. Only the tick loop's goroutine calls it.
 type serverCells struct {
 	tb       TurnBackend
 	next     BranchID
@@ -46,6 +42,11 @@ type textBranch struct {
 func (c *serverCells) length(b *textBranch) int {
 	return b.tokens + c.count(b.nbytes-b.counted)
 }
+
+var (
+	_ branchStore    = (*serverCells)(nil)
+	_ BranchContexts = (*serverCells)(nil)
+)
 
 func newServerCells(tb TurnBackend) *serverCells {
 	return &serverCells{tb: tb, branches: map[BranchID]*textBranch{}, pending: map[Token]chat.Prompt{}, sampling: map[BranchID]Sampling{}}
@@ -96,12 +97,8 @@ func (c *serverCells) Tokenize(p chat.Prompt) ([]Token, error) {
 	return toks, nil
 }
 
-func (c *serverCells) Piece(Token) []byte             { return nil }
-func (c *serverCells) IsStop(Token) bool              { return false }
-func (c *serverCells) NCtx() int                      { return c.tb.NCtx() }
-func (c *serverCells) NBatch() int                    { return 0 }
-func (c *serverCells) Sample(BranchID) (Token, error) { return 0, errNotCells }
-func (c *serverCells) DecodeEach([]Step) error        { return errNotCells }
+// NCtx is the context one request may fill.
+func (c *serverCells) NCtx() int { return c.tb.NCtx() }
 
 // SchemaToGrammar answers with a grammar of any JSON object: on a server the
 // constraint travels as the call's JSON Schema (TurnRequest.Call), and the

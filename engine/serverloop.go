@@ -1,6 +1,6 @@
 package engine
 
-// The tick loop on a turn-level backend: a thinking agent's whole
+// The turn loop on a turn-level backend: a thinking agent's whole
 // conversation goes to the server as one request, on its own goroutine, and
 // the answer streams back into the loop the way a fanout tool's result does.
 // Everything else (tools, approvals, pressure, recovery, events) is the loop
@@ -31,8 +31,16 @@ const DefaultMaxInflight = 8
 // said it was busy, before the agent fails with the server's answer.
 const maxTurnRetries = 8
 
-// turnState is a pool's requests in flight.
-type turnState struct {
+// serverLoop is the turnLoop of a TurnBackend, a model on a server: it
+// sends a thinking agent's whole conversation (its branch's text, cells)
+// as one request, at most Options.MaxInflight at once across the runtime,
+// and takes the answer back piece by piece; a busy server's answer parks
+// the turn until it may be sent again. It owns the pool's requests in
+// flight: nothing here samples or decodes.
+type serverLoop struct {
+	p      *pool
+	tb     TurnBackend
+	cells  *serverCells // the runtime's branches as text
 	events chan turnEvent
 	gens   map[*Agent]*generation
 	wg     sync.WaitGroup
@@ -67,26 +75,21 @@ type turnEvent struct {
 	err  error
 }
 
-func (p *pool) turnState() *turnState {
-	if p.turns == nil {
-		p.turns = &turnState{events: make(chan turnEvent, 256), gens: map[*Agent]*generation{}}
-	}
-	return p.turns
+func newServerLoop(p *pool, tb TurnBackend, cells *serverCells) *serverLoop {
+	return &serverLoop{p: p, tb: tb, cells: cells, events: make(chan turnEvent, 256), gens: map[*Agent]*generation{}}
 }
 
-// produceTurns starts a request for every thinking agent that has none, as
+// produce starts a request for every thinking agent that has none, as
 // the in-flight bound allows. It never reports agents as thinking: their
 // answers arrive on the events channel, which the loop waits on.
-func (p *pool) produceTurns() bool {
-	p.tick.nudged, p.tick.killed = false, false
-	p.reap(p.pressure())
-	ts := p.turnState()
+func (sv *serverLoop) produce(Pressure) bool {
+	p := sv.p
 	now := time.Now()
 	for _, a := range p.agents {
 		if a.outcome != event.Running {
 			continue
 		}
-		g := ts.gens[a]
+		g := sv.gens[a]
 		switch {
 		case a.status == event.StatusParked && g != nil && !g.running && !now.Before(g.notBefore):
 			a.status = event.StatusThinking // a busy server's wait is over
@@ -96,43 +99,12 @@ func (p *pool) produceTurns() bool {
 		if g != nil && (g.running || now.Before(g.notBefore)) {
 			continue
 		}
-		if p.rt.inflight.Load() >= int64(p.rt.opts.MaxInflight) || ts.refused.Load() {
+		if p.rt.inflight.Load() >= int64(p.rt.opts.MaxInflight) || sv.refused.Load() {
 			return false
 		}
-		p.startTurn(a, g)
+		sv.startTurn(a, g)
 	}
 	return false
-}
-
-// callSpecs are the tools the turn's grammar forces a call of, or nil for
-// free text (no grammar, or a lazy one the model arms itself).
-func (p *pool) callSpecs(g *chat.Grammar) []chat.ToolSpec {
-	if g == nil || g.Lazy {
-		return nil
-	}
-	if specs := p.tools.specsOf[g]; specs != nil {
-		return specs // narrowed for the agent (ParametersFor)
-	}
-	if g == p.tools.gRequired {
-		return p.toolSpecs()
-	}
-	for name, ng := range p.tools.gNamed {
-		if ng == g {
-			e := p.tools.byName[name]
-			return []chat.ToolSpec{{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters}}
-		}
-	}
-	return nil
-}
-
-// toolSpecs are the pool's tools as the spine lists them, word for word.
-func (p *pool) toolSpecs() []chat.ToolSpec {
-	var specs []chat.ToolSpec
-	for _, name := range p.tools.order {
-		e := p.tools.byName[name]
-		specs = append(specs, chat.ToolSpec{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters})
-	}
-	return specs
 }
 
 // toolChoice is a chat endpoint's tool_choice for a turn forcing specs:
@@ -150,19 +122,19 @@ func toolChoice(specs []chat.ToolSpec) string {
 }
 
 // startTurn sends the agent's conversation to the server.
-func (p *pool) startTurn(a *Agent, g *generation) {
-	ts := p.turnState()
-	cells := p.rt.cells
+func (sv *serverLoop) startTurn(a *Agent, g *generation) {
+	p := sv.p
+	cells := sv.cells
 	if g == nil {
 		g = &generation{}
-		ts.gens[a] = g
+		sv.gens[a] = g
 	}
 	s := cells.samplingOf(a.branch)
-	forced := p.callSpecs(s.Grammar)
+	forced := p.tools.callSpecs(s.Grammar)
 	var schema []byte
 	if len(forced) > 0 {
 		var err error
-		if schema, err = p.be.Format().CallSchema(forced); err != nil {
+		if schema, err = sv.tb.Format().CallSchema(forced); err != nil {
 			p.finish(a, event.Failed, "could not build its call's schema: "+err.Error(), "")
 			return
 		}
@@ -173,9 +145,9 @@ func (p *pool) startTurn(a *Agent, g *generation) {
 		maxTok = a.reportBudget
 	}
 	// The answer must fit beside the prompt.
-	maxTok = max(1, min(maxTok, p.be.NCtx()-cells.lengthOf(a.branch)))
-	req := TurnRequest{Agent: a.ID, Prompt: text, Segments: segs, MaxTokens: maxTok, Sampling: s, Call: schema, Stops: p.be.Format().Stops,
-		Tools: p.toolSpecs(), ToolChoice: toolChoice(forced)}
+	maxTok = max(1, min(maxTok, cells.NCtx()-cells.lengthOf(a.branch)))
+	req := TurnRequest{Agent: a.ID, Prompt: text, Segments: segs, MaxTokens: maxTok, Sampling: s, Call: schema, Stops: sv.tb.Format().Stops,
+		Tools: p.tools.toolSpecs(), ToolChoice: toolChoice(forced)}
 	req.Sampling.Grammar = nil
 	ctx, cancel := context.WithCancel(p.ctx)
 	g.seq++
@@ -187,14 +159,14 @@ func (p *pool) startTurn(a *Agent, g *generation) {
 	seq := g.seq
 	send := func(ev turnEvent) {
 		select {
-		case ts.events <- ev:
+		case sv.events <- ev:
 		case <-p.closed:
 		}
 	}
-	tb := p.rt.tb
-	ts.wg.Add(1)
+	tb := sv.tb
+	sv.wg.Add(1)
 	go func() {
-		defer ts.wg.Done()
+		defer sv.wg.Done()
 		defer cancel()
 		res, err := tb.Generate(ctx, req, func(s string) {
 			if s != "" {
@@ -202,7 +174,7 @@ func (p *pool) startTurn(a *Agent, g *generation) {
 			}
 		})
 		if errors.Is(err, ErrRefused) {
-			ts.refused.Store(true)
+			sv.refused.Store(true)
 		}
 		// The slot is free as soon as the request is over: a pool waiting
 		// for one (a nested pool, while this one's loop is in a tool) wakes.
@@ -215,47 +187,32 @@ func (p *pool) startTurn(a *Agent, g *generation) {
 	}()
 }
 
-// abortTurn cancels an agent's request in flight (it finished, was stopped
+// abort cancels an agent's request in flight (it finished, was stopped
 // or cancelled): the HTTP request is aborted and its answer ignored.
-func (p *pool) abortTurn(a *Agent) {
-	if p.turns == nil {
-		return
-	}
-	if g := p.turns.gens[a]; g != nil {
+func (sv *serverLoop) abort(a *Agent) {
+	if g := sv.gens[a]; g != nil {
 		if g.cancel != nil {
 			g.cancel()
 		}
 		g.seq++ // whatever is still on its way belongs to no turn
 		g.running = false
-		delete(p.turns.gens, a)
+		delete(sv.gens, a)
 	}
 }
 
-// drainTurns takes every piece and end that has arrived, without waiting.
-func (p *pool) drainTurns() {
-	if p.turns == nil {
-		return
-	}
-	var evs []turnEvent
-	for {
-		select {
-		case ev := <-p.turns.events:
-			evs = append(evs, ev)
-			continue
-		default:
-		}
-		break
-	}
-	p.takeTurnEvents(evs)
+// wakes are the pieces and ends of requests in flight, and a request slot
+// freed (in any pool of the runtime).
+func (sv *serverLoop) wakes() (<-chan turnEvent, <-chan struct{}) {
+	return sv.events, sv.p.rt.turnWake
 }
 
-// takeTurnEvents applies pieces (one tick event for all of them, like a
-// batched decode) and then ends.
-func (p *pool) takeTurnEvents(evs []turnEvent) {
+// take applies pieces (one tick event for all of them, like a batched
+// decode) and then ends.
+func (sv *serverLoop) take(evs []turnEvent) {
 	if len(evs) == 0 {
 		return
 	}
-	ts := p.turns
+	p := sv.p
 	texts := map[int]string{}
 	per := map[int]int{} // pieces per agent
 	n := 0
@@ -272,9 +229,9 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 			continue // the rest of a looping (or overlong) answer is never read
 		}
 		if ev.done {
-			p.tick.kick = true
+			p.kick = true
 		}
-		g := ts.gens[ev.a]
+		g := sv.gens[ev.a]
 		if g == nil || g.seq != ev.seq || ev.a.outcome != event.Running {
 			continue // a turn that was aborted
 		}
@@ -309,27 +266,27 @@ func (p *pool) takeTurnEvents(evs []turnEvent) {
 				counts[id] = k
 			}
 		}
-		p.emit(event.Event{Type: event.PoolTick, CellsUsed: p.be.CellsUsed(), NCtx: p.be.NCtx(), Tokens: n, Counts: counts, Texts: texts})
+		p.emit(event.Event{Type: event.PoolTick, CellsUsed: sv.cells.CellsUsed(), NCtx: sv.cells.NCtx(), Tokens: n, Counts: counts, Texts: texts})
 	}
 	for _, l := range loops {
 		// As on a local model: the request is aborted at the loop, and
 		// what came before it is the turn (endLoop); a turn past its
 		// limit ends there, cut, as a local one does at MaxTurnTokens.
-		p.abortTurn(l.a)
+		sv.abort(l.a)
 		if l.cut {
-			p.rt.cells.appendPrompt(l.a.branch, chat.Prompt{{Text: p.forcedCall(l.a)}})
+			sv.cells.appendPrompt(l.a.branch, chat.Prompt{{Text: sv.forcedCall(l.a)}})
 			l.a.cut = !l.a.extracting
-			p.endTurn(l.a)
+			p.turns.endTurn(l.a)
 			continue
 		}
-		p.rt.cells.appendPrompt(l.a.branch, chat.Prompt{{Text: l.a.raw.String()[:l.keep]}})
-		p.endLoop(l.a, l.keep)
+		sv.cells.appendPrompt(l.a.branch, chat.Prompt{{Text: l.a.raw.String()[:l.keep]}})
+		p.turns.endLoop(l.a, l.keep)
 	}
 	for _, ev := range ends {
 		// An end handled before this one may have ended its agent too (a
 		// refusal ends every agent): its own end is then nobody's turn.
-		if !isLooping(ev.a) && ev.a.outcome == event.Running && ts.gens[ev.a] != nil {
-			p.endServerTurn(ev)
+		if !isLooping(ev.a) && ev.a.outcome == event.Running && sv.gens[ev.a] != nil {
+			sv.endTurn(ev)
 		}
 	}
 }
@@ -349,17 +306,18 @@ func overLimit(g *generation, pieces, bytes int) bool {
 	return pieces > g.maxTokens+turnSlack || bytes > MaxTurnBytes(g.maxTokens)+turnSlack<<10
 }
 
-// endServerTurn handles the end of a request: a busy server parks the agent,
+// endTurn handles the end of a request: a busy server parks the agent,
 // a failure ends it, an answer is its turn.
-func (p *pool) endServerTurn(ev turnEvent) {
-	a, ts := ev.a, p.turns
-	g := ts.gens[a]
+func (sv *serverLoop) endTurn(ev turnEvent) {
+	p := sv.p
+	a := ev.a
+	g := sv.gens[a]
 	g.running = false
 	var retry *RetryError
 	switch {
 	case ev.err != nil && errors.As(ev.err, &retry) && g.pieces == 0:
 		if g.attempt > maxTurnRetries {
-			p.serverFailed(a, fmt.Errorf("still busy after %d tries: %w", g.attempt, retry.Err))
+			sv.failed(a, fmt.Errorf("still busy after %d tries: %w", g.attempt, retry.Err))
 			return
 		}
 		g.notBefore = time.Now().Add(retry.Delay)
@@ -372,7 +330,7 @@ func (p *pool) endServerTurn(ev turnEvent) {
 			p.fatal = ev.err
 			for _, b := range p.agents {
 				if b.outcome == event.Running {
-					p.serverFailed(b, ev.err)
+					sv.failed(b, ev.err)
 				}
 			}
 		}
@@ -381,28 +339,28 @@ func (p *pool) endServerTurn(ev turnEvent) {
 		if p.ctx.Err() != nil {
 			return // the run is being interrupted: interrupt gives the outcome
 		}
-		p.serverFailed(a, ev.err)
+		sv.failed(a, ev.err)
 		return
 	}
-	delete(ts.gens, a)
-	res := p.clampCounts(a, g, ev.res)
+	delete(sv.gens, a)
+	res := sv.clampCounts(a, g, ev.res)
 	if res.Tokens > 0 && res.Tokens != g.pieces {
 		a.addTokens(res.Tokens - g.pieces)
 		a.turnTokens = res.Tokens
 	}
-	cells := p.rt.cells
+	cells := sv.cells
 	cells.noteUsage(g.promptLen, res.PromptTokens)
-	raw := p.forcedCall(a)
+	raw := sv.forcedCall(a)
 	cells.appendPrompt(a.branch, chat.Prompt{{Text: raw}})
 	if res.PromptTokens > 0 && res.Tokens > 0 {
 		cells.counted(a.branch, g.promptLen+len(raw), res.PromptTokens+res.Tokens)
 	}
-	p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "server", Tokens: res.PromptTokens, CellsUsed: p.be.CellsUsed(), Unique: p.be.Unique(a.branch),
+	p.emit(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: "server", Tokens: res.PromptTokens, CellsUsed: cells.CellsUsed(), Unique: cells.Unique(a.branch),
 		Data: mustJSON(map[string]int{"promptTokens": res.PromptTokens, "evaluated": res.Evaluated, "tokens": res.Tokens})})
 	if res.Cut && !a.extracting {
 		a.cut = true
 	}
-	p.endTurn(a)
+	p.turns.endTurn(a)
 }
 
 // clampCounts sets aside a server's token counts that no request could
@@ -410,8 +368,9 @@ func (p *pool) endServerTurn(ev turnEvent) {
 // more tokens than the context (10⁹, say) would read as a full context and
 // stop the agent. What is set aside counts as unsaid (lloyal's own
 // estimate stands), and the pool says so once, on screen and in the trace.
-func (p *pool) clampCounts(a *Agent, g *generation, res TurnResult) TurnResult {
-	n := p.be.NCtx()
+func (sv *serverLoop) clampCounts(a *Agent, g *generation, res TurnResult) TurnResult {
+	p := sv.p
+	n := sv.cells.NCtx()
 	var said []string
 	if res.PromptTokens > n {
 		said = append(said, fmt.Sprintf("%d prompt tokens", res.PromptTokens))
@@ -424,8 +383,8 @@ func (p *pool) clampCounts(a *Agent, g *generation, res TurnResult) TurnResult {
 	if res.Evaluated > n {
 		res.Evaluated = -1
 	}
-	if len(said) > 0 && !p.turns.clampSaid {
-		p.turns.clampSaid = true
+	if len(said) > 0 && !sv.clampSaid {
+		sv.clampSaid = true
 		p.emit(event.Event{Type: event.PoolNote, Role: "server_count_clamped", Pool: p.scope, Parent: p.scope, Agent: a.ID,
 			Reason: fmt.Sprintf("the server reported %s for a context of %d tokens: not believed; lloyal counts by its own estimate (%d pieces of answer this turn)", strings.Join(said, " and "), n, g.pieces)})
 	}
@@ -435,10 +394,10 @@ func (p *pool) clampCounts(a *Agent, g *generation, res TurnResult) TurnResult {
 // forcedCall is the agent's turn as the runtime reads it: a call the
 // server constrained to its JSON alone is written between the format's
 // markers (wrapCall), in a.raw too.
-func (p *pool) forcedCall(a *Agent) string {
+func (sv *serverLoop) forcedCall(a *Agent) string {
 	raw := a.raw.String()
-	f := p.be.Format()
-	if s := p.rt.cells.samplingOf(a.branch); s.Grammar != nil && !s.Grammar.Lazy && f.CallOpen != "" && !strings.HasPrefix(strings.TrimSpace(raw), strings.TrimSpace(f.CallOpen)) {
+	f := sv.tb.Format()
+	if s := sv.cells.samplingOf(a.branch); s.Grammar != nil && !s.Grammar.Lazy && f.CallOpen != "" && !strings.HasPrefix(strings.TrimSpace(raw), strings.TrimSpace(f.CallOpen)) {
 		raw = wrapCall(raw, f)
 		a.raw.Reset()
 		a.raw.WriteString(raw)
@@ -446,26 +405,24 @@ func (p *pool) forcedCall(a *Agent) string {
 	return raw
 }
 
-// serverFailed ends an agent whose request failed: the reason is the
+// failed ends an agent whose request failed: the reason is the
 // server's, shown and traced; the other agents go on.
-func (p *pool) serverFailed(a *Agent, err error) {
+func (sv *serverLoop) failed(a *Agent, err error) {
+	p := sv.p
 	a.backendFailed = true
 	if a.extracting {
-		p.failRecovery(a, "server_error: "+err.Error(), a.raw.String())
+		p.stops.failRecovery(a, "server_error: "+err.Error(), a.raw.String())
 		return
 	}
 	p.emit(event.Event{Type: event.AgentDrop, Agent: a.ID, Reason: "server_error"})
 	p.finish(a, event.Failed, "the server failed: "+err.Error(), "")
 }
 
-// nextTurnRetry is when the earliest parked turn may be sent again.
-func (p *pool) nextTurnRetry() (time.Time, bool) {
-	if p.turns == nil {
-		return time.Time{}, false
-	}
+// nextRetry is when the earliest parked turn may be sent again.
+func (sv *serverLoop) nextRetry() (time.Time, bool) {
 	var next time.Time
 	found := false
-	for a, g := range p.turns.gens {
+	for a, g := range sv.gens {
 		if a.outcome == event.Running && !g.running && a.status == event.StatusParked && (!found || g.notBefore.Before(next)) {
 			next, found = g.notBefore, true
 		}
@@ -473,21 +430,25 @@ func (p *pool) nextTurnRetry() (time.Time, bool) {
 	return next, found
 }
 
-// turnsBusy reports whether a request is in flight or parked.
-func (p *pool) turnsBusy() bool {
-	return p.turns != nil && len(p.turns.gens) > 0
+// busy reports whether a request is in flight or parked.
+func (sv *serverLoop) busy() bool {
+	return len(sv.gens) > 0
 }
 
-// closeTurns aborts every request still in flight and waits for their
+// close aborts every request still in flight and waits for their
 // goroutines: nothing outlives the pool.
-func (p *pool) closeTurns() {
-	if p.turns == nil {
-		return
+func (sv *serverLoop) close() {
+	for a := range sv.gens {
+		sv.abort(a)
 	}
-	for a := range p.turns.gens {
-		p.abortTurn(a)
-	}
-	p.turns.wg.Wait()
+	sv.wg.Wait()
+}
+
+// recoverAlone writes the report in the loop: a server has no
+// token-at-a-time loop to block on, so every recovery on a turn-level
+// backend is in-loop, one more turn capped by its report budget.
+func (sv *serverLoop) recoverAlone(a *Agent, reason string) {
+	sv.p.stops.recoverInLoop(a, reason)
 }
 
 // wrapCall writes a call the server constrained to its JSON the way the

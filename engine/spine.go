@@ -32,7 +32,7 @@ func (s *Spine) Branch() BranchID { return s.branch }
 func (rt *Runtime) NewSpine(ctx context.Context, system string, tools []Tool, terminal Tool) (*Spine, error) {
 	rt.busy.Lock()
 	defer rt.busy.Unlock()
-	return rt.newSpine(ctx, rt.be.Format(), -1, 0, system, tools, terminal)
+	return rt.newSpine(ctx, rt.store.Format(), -1, 0, system, tools, terminal)
 }
 
 // newSpine creates a spine; with parent ≥ 0 it forks parent (an agent's
@@ -49,22 +49,22 @@ func (rt *Runtime) newSpine(ctx context.Context, f chat.Format, parent BranchID,
 	}
 	var b BranchID
 	if parent >= 0 {
-		b, err = rt.be.Fork(parent)
+		b, err = rt.store.Fork(parent)
 	} else {
-		b, err = rt.be.Create()
+		b, err = rt.store.Create()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create spine: %w", err)
 	}
-	toks, err := rt.be.Tokenize(prompt)
+	toks, err := rt.store.Tokenize(prompt)
 	if err == nil {
-		err = rt.be.Prefill([]Span{{Branch: b, Tokens: toks}})
+		err = rt.store.Prefill([]Span{{Branch: b, Tokens: toks}})
 	}
 	if err != nil {
-		_ = rt.be.Prune(b)
+		_ = rt.store.Prune(b)
 		return nil, fmt.Errorf("write spine: %w", err)
 	}
-	e := event.Event{Type: event.SpineCreate, Parent: scope, Branch: int(b), Text: prompt.String(), Tokens: len(toks), Role: "spine", CellsUsed: rt.be.CellsUsed(), NCtx: rt.be.NCtx()}
+	e := event.Event{Type: event.SpineCreate, Parent: scope, Branch: int(b), Text: prompt.String(), Tokens: len(toks), Role: "spine", CellsUsed: rt.store.CellsUsed(), NCtx: rt.store.NCtx()}
 	if rt.tb == nil {
 		e.IDs = slices.Clone(toks)
 	}
@@ -80,7 +80,7 @@ func (s *Spine) Close() error {
 	s.rt.busy.Lock()
 	defer s.rt.busy.Unlock()
 	s.closed = true
-	return s.rt.be.Prune(s.branch)
+	return s.rt.store.Prune(s.branch)
 }
 
 // ChatToolSpecs are tools' definitions as a spine writes them into the

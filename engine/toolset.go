@@ -1,7 +1,8 @@
 package engine
 
 // A pool's tools, compiled once when it opens: each tool's entry (spec and
-// schema) and the grammars that force calls.
+// schema), the grammars that force calls, and the tools a server is told a
+// turn may or must call.
 
 import (
 	"encoding/json"
@@ -19,8 +20,16 @@ type toolEntry struct {
 	schema *jsonschema.Schema
 }
 
-// toolset is a pool's tools and the grammars that force calls to them.
+// toolset is a pool's tools and the grammars that force calls to them,
+// compiled once when the pool opens (grammars narrowed for an agent are
+// built the first time one is asked for). Its methods answer which tool a
+// name is, which grammar an agent's next turn is under, and which tools a
+// server is told a turn must call.
 type toolset struct {
+	fmt    chat.Format                  // the pool's format (its thinking switch included)
+	conv   func([]byte) (string, error) // the store's JSON Schema to GBNF converter
+	choice ToolChoice                   // the pool's ToolChoice
+
 	byName   map[string]*toolEntry
 	order    []string // names, in the order the spine lists them
 	terminal string   // the terminal tool's name ("" without one)
@@ -38,15 +47,17 @@ type toolset struct {
 	specsOf   map[*chat.Grammar][]chat.ToolSpec // each of gAgent's specs (a server's call schema)
 }
 
-func (p *pool) compileTools(tools []Tool, terminal Tool) error {
-	p.tools.byName = map[string]*toolEntry{}
+// compile builds the entries of tools and terminal and the grammars that
+// force calls to them.
+func (ts *toolset) compile(tools []Tool, terminal Tool) error {
+	ts.byName = map[string]*toolEntry{}
 	var specs []chat.ToolSpec
 	for _, t := range toolList(tools, terminal) {
 		s := t.Spec()
 		if s.Name == "" {
 			return errors.New("pool: a tool has no name")
 		}
-		if _, dup := p.tools.byName[s.Name]; dup {
+		if _, dup := ts.byName[s.Name]; dup {
 			return fmt.Errorf("pool: two tools are named %q", s.Name)
 		}
 		params := s.Parameters
@@ -58,22 +69,22 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 		if err != nil {
 			return fmt.Errorf("pool: tool %q parameters are not a valid JSON Schema: %w", s.Name, err)
 		}
-		p.tools.byName[s.Name] = &toolEntry{tool: t, spec: s, schema: sch}
-		p.tools.order = append(p.tools.order, s.Name)
+		ts.byName[s.Name] = &toolEntry{tool: t, spec: s, schema: sch}
+		ts.order = append(ts.order, s.Name)
 		if s.ParametersFor != nil {
-			p.tools.narrowing = append(p.tools.narrowing, s.Name)
+			ts.narrowing = append(ts.narrowing, s.Name)
 		}
 		specs = append(specs, chat.ToolSpec{Name: s.Name, Description: s.Description, Parameters: params})
 	}
 	if terminal != nil {
-		p.tools.terminal = terminal.Spec().Name
-		p.tools.onlyTerm = len(p.tools.byName) == 1
+		ts.terminal = terminal.Spec().Name
+		ts.onlyTerm = len(ts.byName) == 1
 	}
 	if len(specs) == 0 {
 		return nil // no tools: no grammar, ever (a template's grammar would force a call)
 	}
-	f := p.fmt
-	conv := p.be.SchemaToGrammar
+	f := ts.fmt
+	conv := ts.conv
 	lazy, err := f.ToolCallGrammar(specs, true, conv)
 	if err != nil {
 		return fmt.Errorf("pool: %w", err)
@@ -82,17 +93,17 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 	if err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
-	p.tools.gLazy, p.tools.gRequired = &lazy, &req
-	if c := p.spec.ToolChoice; c != ToolAuto && c != ToolRequired {
-		if _, ok := p.tools.byName[string(c)]; !ok {
+	ts.gLazy, ts.gRequired = &lazy, &req
+	if c := ts.choice; c != ToolAuto && c != ToolRequired {
+		if _, ok := ts.byName[string(c)]; !ok {
 			return fmt.Errorf("pool: ToolChoice %q is neither auto, required nor a tool of this pool", c)
 		}
-		if p.tools.gFirst, err = p.oneTool(string(c)); err != nil {
+		if ts.gFirst, err = ts.oneTool(string(c)); err != nil {
 			return fmt.Errorf("pool: %w", err)
 		}
 	}
 	if terminal != nil {
-		if p.tools.gTerminal, err = p.oneTool(p.tools.terminal); err != nil {
+		if ts.gTerminal, err = ts.oneTool(ts.terminal); err != nil {
 			return fmt.Errorf("pool: terminal tool: %w", err)
 		}
 	}
@@ -101,33 +112,33 @@ func (p *pool) compileTools(tools []Tool, terminal Tool) error {
 
 // oneTool is the grammar of a call to one named tool of the pool (the
 // ToolChoice's first turn, the terminal tool, a plan's step), built once.
-func (p *pool) oneTool(name string) (*chat.Grammar, error) {
-	if g, ok := p.tools.gNamed[name]; ok {
+func (ts *toolset) oneTool(name string) (*chat.Grammar, error) {
+	if g, ok := ts.gNamed[name]; ok {
 		return g, nil
 	}
-	e := p.tools.byName[name]
-	g, err := p.fmt.ToolCallGrammar([]chat.ToolSpec{{Name: e.spec.Name, Description: e.spec.Description, Parameters: e.spec.Parameters}}, false, p.be.SchemaToGrammar)
+	e := ts.byName[name]
+	g, err := ts.fmt.ToolCallGrammar([]chat.ToolSpec{{Name: e.spec.Name, Description: e.spec.Description, Parameters: e.spec.Parameters}}, false, ts.conv)
 	if err != nil {
 		return nil, err
 	}
-	if p.tools.gNamed == nil {
-		p.tools.gNamed = map[string]*chat.Grammar{}
+	if ts.gNamed == nil {
+		ts.gNamed = map[string]*chat.Grammar{}
 	}
-	p.tools.gNamed[name] = &g
+	ts.gNamed[name] = &g
 	return &g, nil
 }
 
 // planned is the grammar of one step of an agent's plan.
-func (p *pool) planned(c ToolChoice) *chat.Grammar {
+func (ts *toolset) planned(c ToolChoice) *chat.Grammar {
 	switch c {
 	case ToolAuto:
-		return p.tools.gLazy
+		return ts.gLazy
 	case ToolRequired:
-		return p.tools.gRequired
+		return ts.gRequired
 	}
-	g, err := p.oneTool(string(c))
+	g, err := ts.oneTool(string(c))
 	if err != nil {
-		return p.tools.gRequired // validated at spawn; a converter failure falls back to any tool
+		return ts.gRequired // validated at spawn; a converter failure falls back to any tool
 	}
 	return g
 }
@@ -135,30 +146,30 @@ func (p *pool) planned(c ToolChoice) *chat.Grammar {
 // grammarFor is the grammar of an agent's next turn: the pool's, or, where
 // a tool it allows narrows its parameters for this agent (ParametersFor),
 // one built for what that tool answers now.
-func (p *pool) grammarFor(a *Agent) *chat.Grammar {
+func (ts *toolset) grammarFor(a *Agent) *chat.Grammar {
 	switch {
-	case a.forceTerminal && p.tools.gTerminal != nil, p.tools.onlyTerm:
-		return p.narrowed(a, p.tools.terminal, p.tools.gTerminal)
+	case a.forceTerminal && ts.gTerminal != nil, ts.onlyTerm:
+		return ts.narrowed(a, ts.terminal, ts.gTerminal)
 	case a.turns < len(a.plan):
 		switch c := a.plan[a.turns]; c {
 		case ToolAuto, ToolRequired:
-			return p.narrowedAll(a, c == ToolAuto, p.planned(c))
+			return ts.narrowedAll(a, c == ToolAuto, ts.planned(c))
 		default:
-			return p.narrowed(a, string(c), p.planned(c))
+			return ts.narrowed(a, string(c), ts.planned(c))
 		}
-	case p.tools.gFirst != nil && a.turns == 0:
-		return p.narrowed(a, string(p.spec.ToolChoice), p.tools.gFirst)
-	case p.spec.ToolChoice == ToolRequired:
-		return p.narrowedAll(a, false, p.tools.gRequired)
+	case ts.gFirst != nil && a.turns == 0:
+		return ts.narrowed(a, string(ts.choice), ts.gFirst)
+	case ts.choice == ToolRequired:
+		return ts.narrowedAll(a, false, ts.gRequired)
 	default:
-		return p.narrowedAll(a, true, p.tools.gLazy)
+		return ts.narrowedAll(a, true, ts.gLazy)
 	}
 }
 
 // narrowed is the grammar of a call to one named tool for this agent:
 // pool is the pool's grammar of it, kept when the tool does not narrow.
-func (p *pool) narrowed(a *Agent, name string, pool *chat.Grammar) *chat.Grammar {
-	e := p.tools.byName[name]
+func (ts *toolset) narrowed(a *Agent, name string, pool *chat.Grammar) *chat.Grammar {
+	e := ts.byName[name]
 	if e == nil || e.spec.ParametersFor == nil {
 		return pool
 	}
@@ -166,20 +177,20 @@ func (p *pool) narrowed(a *Agent, name string, pool *chat.Grammar) *chat.Grammar
 	if params == nil {
 		return pool
 	}
-	return p.agentGrammar("one\x00"+name+"\x00"+string(params), []chat.ToolSpec{{Name: name, Description: e.spec.Description, Parameters: params}}, false, pool)
+	return ts.agentGrammar("one\x00"+name+"\x00"+string(params), []chat.ToolSpec{{Name: name, Description: e.spec.Description, Parameters: params}}, false, pool)
 }
 
 // narrowedAll is the grammar of a call to any tool of the pool (lazy: armed
 // when the model opens one) for this agent.
-func (p *pool) narrowedAll(a *Agent, lazy bool, pool *chat.Grammar) *chat.Grammar {
-	if len(p.tools.narrowing) == 0 || pool == nil {
+func (ts *toolset) narrowedAll(a *Agent, lazy bool, pool *chat.Grammar) *chat.Grammar {
+	if len(ts.narrowing) == 0 || pool == nil {
 		return pool
 	}
 	var key strings.Builder
 	fmt.Fprintf(&key, "all\x00%v", lazy)
-	specs := make([]chat.ToolSpec, 0, len(p.tools.order))
-	for _, name := range p.tools.order {
-		e := p.tools.byName[name]
+	specs := make([]chat.ToolSpec, 0, len(ts.order))
+	for _, name := range ts.order {
+		e := ts.byName[name]
 		params := e.spec.Parameters
 		if e.spec.ParametersFor != nil {
 			if mine := e.spec.ParametersFor(a); mine != nil {
@@ -189,23 +200,74 @@ func (p *pool) narrowedAll(a *Agent, lazy bool, pool *chat.Grammar) *chat.Gramma
 		}
 		specs = append(specs, chat.ToolSpec{Name: name, Description: e.spec.Description, Parameters: params})
 	}
-	return p.agentGrammar(key.String(), specs, lazy, pool)
+	return ts.agentGrammar(key.String(), specs, lazy, pool)
 }
 
 // agentGrammar builds (once per distinct key) the grammar of calls to
 // specs; a schema the converter refuses falls back to the pool's grammar,
 // which validation and the tool's guard still back.
-func (p *pool) agentGrammar(key string, specs []chat.ToolSpec, lazy bool, pool *chat.Grammar) *chat.Grammar {
-	if g, ok := p.tools.gAgent[key]; ok {
+func (ts *toolset) agentGrammar(key string, specs []chat.ToolSpec, lazy bool, pool *chat.Grammar) *chat.Grammar {
+	if g, ok := ts.gAgent[key]; ok {
 		return g
 	}
-	g, err := p.fmt.ToolCallGrammar(specs, lazy, p.be.SchemaToGrammar)
+	g, err := ts.fmt.ToolCallGrammar(specs, lazy, ts.conv)
 	if err != nil {
 		return pool
 	}
-	if p.tools.gAgent == nil {
-		p.tools.gAgent, p.tools.specsOf = map[string]*chat.Grammar{}, map[*chat.Grammar][]chat.ToolSpec{}
+	if ts.gAgent == nil {
+		ts.gAgent, ts.specsOf = map[string]*chat.Grammar{}, map[*chat.Grammar][]chat.ToolSpec{}
 	}
-	p.tools.gAgent[key], p.tools.specsOf[&g] = &g, specs
+	ts.gAgent[key], ts.specsOf[&g] = &g, specs
 	return &g
+}
+
+// callSpecs are the tools the turn's grammar forces a call of, or nil for
+// free text (no grammar, or a lazy one the model arms itself).
+func (ts *toolset) callSpecs(g *chat.Grammar) []chat.ToolSpec {
+	if g == nil || g.Lazy {
+		return nil
+	}
+	if specs := ts.specsOf[g]; specs != nil {
+		return specs // narrowed for the agent (ParametersFor)
+	}
+	if g == ts.gRequired {
+		return ts.toolSpecs()
+	}
+	for name, ng := range ts.gNamed {
+		if ng == g {
+			e := ts.byName[name]
+			return []chat.ToolSpec{{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters}}
+		}
+	}
+	return nil
+}
+
+// toolSpecs are the pool's tools as the spine lists them, word for word.
+func (ts *toolset) toolSpecs() []chat.ToolSpec {
+	var specs []chat.ToolSpec
+	for _, name := range ts.order {
+		e := ts.byName[name]
+		specs = append(specs, chat.ToolSpec{Name: name, Description: e.spec.Description, Parameters: e.spec.Parameters})
+	}
+	return specs
+}
+
+// workTools are the pool's tools besides the terminal.
+func (ts *toolset) workTools() []string {
+	var out []string
+	for _, n := range ts.order {
+		if n != ts.terminal {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// origin is the pool's tool's origin (OriginOf): a call names its tool by
+// name only, and the pool holds one tool of each name.
+func (ts *toolset) origin(tool string) string {
+	if e := ts.byName[tool]; e != nil {
+		return OriginOf(e.spec)
+	}
+	return OriginBuiltin
 }

@@ -3,8 +3,8 @@ package engine
 // The turn-level backend: a model behind an inference server, which takes a
 // whole prompt and streams one turn back. The runtime keeps each branch as
 // rendered text (servercells.go) so spines, forks, tool results, pressure and
-// recovery work as they do on the cell-level Backend; the tick loop sends a
-// thinking agent's whole conversation as one request (serverloop.go).
+// recovery work as they do on the cell-level Backend; the server turn loop
+// sends a thinking agent's whole conversation as one request (serverloop.go).
 
 import (
 	"context"

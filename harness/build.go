@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -49,8 +49,9 @@ type Program struct {
 	// appended to it, and the follow-up forks from it (see Run).
 	FollowUps func(ctx context.Context) (question string, ok bool)
 	// helpers holds, by agent id, the results of the helpers each agent
-	// started with a delegate tool, for its findings.
-	helpers helperResults
+	// started with a delegate tool, for its findings. A pointer: a
+	// Program on another input (on) books into the same.
+	helpers *helperResults
 }
 
 // helperResults are the results of each agent's helpers; delegate calls of
@@ -99,6 +100,11 @@ type Options struct {
 	// Grounded, when set, grounds every report and publish terminal or
 	// none (--grounded).
 	Grounded *bool
+	// Handbook, when set, is the corpus a built-in tool reads when
+	// neither its entry nor Corpus names a folder, in place of the
+	// built-in handbook (the demo model's training transcripts over a
+	// part of it, in tests).
+	Handbook fs.FS
 }
 
 // DefaultSampling is how a harness samples unless its file says
@@ -108,13 +114,9 @@ var DefaultSampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, Mi
 // maxFileText is how much of a file each_file puts in a task ({{text}}).
 const maxFileText = 8 << 10
 
-// fetchPause is how long the built-in fetch_page's rate-limited proxy
-// asks an agent to wait before its next fetch.
-const fetchPause = 3 * time.Second
-
 // Build makes f's program as o says. Close it when done.
 func (f *File) Build(o Options) (*Program, error) {
-	p := &Program{f: f, o: o, tools: map[string]engine.Tool{}, corpora: map[string]*corpus{}, findingChars: research.FindingChars, Sampling: f.Sampling.Over(DefaultSampling)}
+	p := &Program{f: f, o: o, tools: map[string]engine.Tool{}, corpora: map[string]*corpus{}, findingChars: research.FindingChars, Sampling: f.Sampling.Over(DefaultSampling), helpers: &helperResults{}}
 	if p.o.Input == "" {
 		p.o.Input = f.Run.Input
 	}
@@ -171,11 +173,15 @@ func (p *Program) Fit(nCtx, nBatch int) string {
 // gets all its tools, and its system prompt says when to use it.
 func (p *Program) SetAbility(a research.Ability) { p.abilities = append(p.abilities, a) }
 
+// File is the harness file the program was built from (its profiles put
+// over it).
+func (p *Program) File() *File { return p.f }
+
 // Notes is the folder the program's first write_note tool saves in ("":
 // it has none), for the run's summary.
 func (p *Program) Notes() string {
 	for _, name := range sortedKeys(p.f.Tools) {
-		if t := p.f.Tools[name]; t.Builtin == "write_note" {
+		if t := p.f.Tools[name]; t.builtinKind().notes {
 			return p.notes(t)
 		}
 	}
@@ -208,7 +214,13 @@ func (p *Program) corpus(t Tool) (*corpus, error) {
 	if c := p.corpora[dir]; c != nil {
 		return c, nil
 	}
-	c, err := research.OpenCorpus(dir)
+	var c *tools.Corpus
+	var err error
+	if dir == "" && p.o.Handbook != nil {
+		c, err = tools.LoadCorpusFS(p.o.Handbook, research.HandbookName)
+	} else {
+		c, err = research.OpenCorpus(dir)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -216,13 +228,13 @@ func (p *Program) corpus(t Tool) (*corpus, error) {
 	return p.corpora[dir], nil
 }
 
-// guarded is tl with the guards its entry names, or a built-in's default
-// ones (DefaultGuards) when it names none. A guard on an argument the tool
-// does not have is an error naming the ones it has.
+// guarded is tl with the guards its entry names, or its built-in kind's
+// default ones when it names none. A guard on an argument the tool does
+// not have is an error naming the ones it has.
 func guarded(tl engine.Tool, t Tool) (engine.Tool, error) {
 	names := t.Guards
 	if names == nil {
-		names = DefaultGuards[t.Builtin]
+		names = t.builtinKind().guards
 	}
 	if tl == nil || len(names) == 0 {
 		return tl, nil
@@ -262,35 +274,22 @@ func (p *Program) tool(name string, t Tool) (engine.Tool, error) {
 	if t.Ability != "" {
 		return nil, nil // its tools come with SetAbility, once its server has started
 	}
-	if t.Builtin == "write_note" {
-		note, err := tools.WriteNoteTool(p.notes(t))
-		return renamed(note, name, t.Description), err
+	k, ok := kindOf(t.Builtin)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("no built-in tool %q", t.Builtin)
+	case k.read == nil:
+		tl, err := k.build(p, t)
+		return renamed(tl, name, t.Description), err
 	}
 	c, err := p.corpus(t)
 	if err != nil {
 		return nil, err
 	}
 	// What a corpus tool shows an agent is what its report may cite.
-	var tl engine.Tool
-	switch t.Builtin {
-	case "search":
-		tl = c.g.Watch(tools.SearchTool(c.c))
-		if t.Narrow == NarrowQuestion {
-			tl = research.QuestionQueries(tl)
-		}
-	case "read_file":
-		tl = c.g.Watch(tools.ReadFileTool(c.c))
-		if t.Narrow == NarrowHits {
-			tl = research.HitReads(c.g, tl)
-		}
-	case "grep":
-		tl = c.g.Watch(tools.GrepTool(c.c))
-	case "glossary":
-		tl = c.g.Watch(tools.GlossaryTool(c.glossary))
-	case "fetch_page":
-		tl = c.g.Watch(tools.FetchPageTool(c.c, fetchPause))
-	default:
-		return nil, fmt.Errorf("no built-in tool %q", t.Builtin)
+	tl := c.g.Watch(k.read(c))
+	if t.Narrow != "" && t.Narrow == k.narrow {
+		tl = k.narrowed(c, tl)
 	}
 	return renamed(tl, name, t.Description), nil
 }
@@ -326,7 +325,7 @@ func (p *Program) roleCorpus(r Role) (*corpus, error) {
 // open since Build.
 func (p *Program) readBy(r Role) *corpus {
 	for _, name := range r.Tools {
-		if t := p.f.Tools[name]; t.Builtin != "" && t.Builtin != "write_note" {
+		if t := p.f.Tools[name]; t.builtinKind().read != nil {
 			c, _ := p.corpus(t)
 			return c
 		}
@@ -581,7 +580,7 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 		// the model chooses nothing, a person still approves it.
 		note := research.GroundedNote(p.o.Input, p.findings(results[r.Terminal.From]))
 		for i, name := range r.Tools {
-			if p.f.Tools[name].Builtin == "write_note" {
+			if p.f.Tools[name].builtinKind().notes {
 				ts[i] = research.FixedNote(ts[i], note)
 			}
 		}
@@ -796,7 +795,7 @@ func (p *Program) terminal(r Role, results map[string][]engine.AgentResult) (eng
 	t := r.Terminal
 	switch t.Builtin {
 	case TerminalPlan:
-		return research.PlanTool(p.o.Input, cmp.Or(p.o.Questions, t.MaxQuestions, 3), t.Narrow == NarrowClauses), nil
+		return research.PlanTool(p.o.Input, cmp.Or(p.o.Questions, t.MaxQuestions, DefaultQuestions), t.Narrow == NarrowClauses), nil
 	case TerminalReport:
 		c, err := p.roleCorpus(r)
 		if err != nil {

@@ -78,22 +78,12 @@ func (c *checker) tool(name string, t Tool) {
 		}
 	case t.Delegate != "":
 		c.delegate(at, name, t)
-	case t.Builtin == "write_note":
-		if t.Folder == "" {
-			c.add(at, "write_note needs folder: where its notes are saved")
-		}
-		if t.ReadOnly {
-			c.add(at+"/read_only", "tool %s is write_note, which is protected (a person approves each note it saves): read_only cannot change that; remove it", name)
-		}
 	case t.Builtin != "":
-		// No corpus: the built-in handbook.
-		if fi, err := os.Stat(c.f.Rel(t.Corpus)); t.Corpus != "" && (err != nil || !fi.IsDir()) {
-			c.add(at+"/corpus", "%s is not a folder: give the folder of .md/.txt files, relative to the harness file", t.Corpus)
-		}
+		c.builtin(at, name, t)
 	default:
 		c.command(at, t)
 	}
-	if want, ok := narrows[t.Narrow]; ok && !(t.Builtin == want || want == "delegate" && t.Delegate != "") {
+	if want, ok := narrowedTool(t.Narrow); ok && !(t.Builtin == want || want == "delegate" && t.Delegate != "") {
 		c.add(at+"/narrow", "narrow: %s is for %s tools only: remove it", t.Narrow, want)
 	}
 	for i, g := range t.Guards {
@@ -109,8 +99,9 @@ func (c *checker) tool(name string, t Tool) {
 }
 
 // protection is whether a tool asks before each call: a command unless it
-// is read_only, write_note always, an ability's tools as the ability says,
-// the other built-in tools and delegates never.
+// is read_only, a protected built-in kind (write_note) always, an
+// ability's tools as the ability says, the other built-in tools and
+// delegates never.
 func (t Tool) protection() string {
 	switch {
 	case t.Ability != "":
@@ -120,7 +111,7 @@ func (t Tool) protection() string {
 			return "not protected"
 		}
 		return "protected"
-	case t.Builtin == "write_note":
+	case t.builtinKind().protected:
 		return "protected"
 	}
 	return "not protected"
@@ -147,6 +138,19 @@ func protectionKept(f, g *File, name string, tree *ast.File) []Problem {
 		}
 	}
 	return c.out
+}
+
+// builtin checks a built-in tool: the corpus folder of a kind that reads
+// one (none: the built-in handbook), then what its kind checks. The schema
+// admits only the kinds there are.
+func (c *checker) builtin(at, name string, t Tool) {
+	k := t.builtinKind()
+	if fi, err := os.Stat(c.f.Rel(t.Corpus)); k.read != nil && t.Corpus != "" && (err != nil || !fi.IsDir()) {
+		c.add(at+"/corpus", "%s is not a folder: give the folder of .md/.txt files, relative to the harness file", t.Corpus)
+	}
+	if k.check != nil {
+		k.check(c, at, name, t)
+	}
 }
 
 // delegate checks a delegate tool: its role exists and its agents cannot
@@ -217,9 +221,6 @@ func (f *File) executable(name string) (string, error) {
 	}
 	return p, nil
 }
-
-// narrows are the tool each narrowing is for.
-var narrows = map[string]string{NarrowQuestion: "search", NarrowHits: "read_file", NarrowSubQuestions: "delegate"}
 
 func (c *checker) role(name string, r Role) {
 	at := "/roles/" + escape(name)

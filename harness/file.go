@@ -85,7 +85,8 @@ type Sampling struct {
 	JumpForward *bool `yaml:"jump_forward"`
 }
 
-// Tool is one tool roles may use: a built-in one or a command.
+// Tool is one tool roles may use: a built-in one (Builtin names its kind,
+// kinds.go), a command, a delegate to another role or an ability's tools.
 type Tool struct {
 	Builtin     string         `yaml:"builtin"`
 	Corpus      string         `yaml:"corpus"`
@@ -103,15 +104,10 @@ type Tool struct {
 	// NarrowHits, NarrowSubQuestions).
 	Narrow string `yaml:"narrow"`
 	// Guards are the named guards on the tool (engine.NamedGuard:
-	// same-FIELD, sibling-FIELD), in place of its default ones
-	// (DefaultGuards); an empty list turns them all off.
+	// same-FIELD, sibling-FIELD), in place of its built-in kind's default
+	// ones (search: same-query); an empty list turns them all off.
 	Guards []string `yaml:"guards"`
 }
-
-// DefaultGuards are the guards a built-in tool carries unless its entry
-// names others: a search repeated word for word by the same agent shows
-// it what it already read.
-var DefaultGuards = map[string][]string{"search": {"same-query"}}
 
 // Narrowings a built-in tool may have.
 const (
@@ -177,6 +173,10 @@ const (
 	TerminalReport  = "report"
 	TerminalPublish = "publish"
 )
+
+// DefaultQuestions is the most questions of a plan terminal whose
+// max_questions does not say, unless Options.Questions (--agents) does.
+const DefaultQuestions = 3
 
 // name is the terminal tool's name: its own, or its builtin's (a publish
 // terminal is its agent's report).

@@ -24,12 +24,6 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 )
 
-//go:embed schema.json
-var schemaJSON []byte
-
-// Schema is the JSON Schema a harness file is checked against.
-func Schema() []byte { return bytes.Clone(schemaJSON) }
-
 // maxFile is the largest harness file read: a program of agents is a page
 // or two, and a file much larger is the wrong file.
 const maxFile = 1 << 20
@@ -166,7 +160,7 @@ func syntaxProblem(err error) Problem {
 }
 
 // compiled is the schema, compiled once per process on first use.
-var compiled = sync.OnceValues(func() (*jsonschema.Schema, error) { return engine.CompileSchema(schemaJSON) })
+var compiled = sync.OnceValues(func() (*jsonschema.Schema, error) { return engine.CompileSchema(schemaJSON()) })
 
 // validate checks doc against the schema: one problem per rule broken,
 // at the line of the key that breaks it.
@@ -324,7 +318,7 @@ func explain(kw, msg string) string {
 // known lists the keys allowed beside the unknown one at ptr.
 func known(ptr string) string {
 	var s map[string]any
-	_ = json.Unmarshal(schemaJSON, &s)
+	_ = json.Unmarshal(schemaJSON(), &s)
 	segs := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
 	props := propsAt(s, segs[:len(segs)-1])
 	if len(props) == 0 {

@@ -14,7 +14,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/report"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
-	"github.com/lloyal-ai/lloyal/tools/research/training"
+	"github.com/lloyal-ai/lloyal/trace"
 )
 
 // researchProgram is the built-in research harness with the profiles
@@ -37,42 +37,68 @@ func researchProgram(t *testing.T, task string, profiles ...string) *Program {
 	return p
 }
 
-// The research harness file gives the demo model's researchers exactly
-// the prompt and tools it was trained on (the training transcripts'
-// research.Harness): their system prompt, and each tool's name,
-// description and parameters, in order. A word changed in the file would
-// be a prompt the model never saw.
-func TestResearchFileIsWhatTheDemoModelTrainedOn(t *testing.T) {
-	for _, nCtx := range []int{16384, 2048} {
-		h, _, done, err := training.HandbookHarness(research.Handbook(), nCtx, 512)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer done()
-		want, wantTerminal := h.ResearcherTools()
-		p := researchProgram(t, research.DemoTask, Profiles(false, false, nCtx)...)
+// demoTask is the research harness's default task (its run.input).
+func demoTask(t *testing.T) string {
+	t.Helper()
+	f, err := Builtin("research")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Run.Input
+}
+
+// A step's pool read without a run (StepPool: what the demo model's
+// training transcripts are written from) is the pool the run starts: the
+// researchers' system prompt, their tools in the file's order (the compact
+// ones in a small context) and report, six turns that each hold a whole
+// report, and a task per question. That the transcripts are what the demo
+// model trained on, byte for byte, is demomodel/training's
+// TestTranscriptsAreWhatTheDemoModelTrainedOn.
+func TestStepPoolIsTheRunsPool(t *testing.T) {
+	for nCtx, want := range map[int][]string{
+		16384: {"search", "read_file", "grep", "glossary", "fetch_page", "delegate", "report"},
+		2048:  {"search", "read_file", "grep", "report"},
+	} {
+		task := demoTask(t)
+		p := researchProgram(t, task, Profiles(false, false, nCtx)...)
 		p.Fit(nCtx, 512)
-		spec, err := p.pool(Step{Role: "researcher", Orchestrate: AsRoomAllows, Task: "Q"}, nil)
+		plan := map[string][]engine.AgentResult{"plan": {{Outcome: event.Returned, Result: json.RawMessage(`{"questions":["Q?"]}`)}}}
+		spec, tasks, err := p.StepPool("researcher", "", plan)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if spec.System != research.ResearcherSystem {
-			t.Errorf("context %d: system %q, want %q", nCtx, spec.System, research.ResearcherSystem)
+		run, err := p.pool(p.f.Run.Steps[1], plan)
+		if err != nil {
+			t.Fatal(err)
 		}
-		got := append(spec.Tools, spec.Terminal)
-		want = append(want, wantTerminal)
-		if len(got) != len(want) {
-			t.Fatalf("context %d: %d tools, want %d", nCtx, len(got), len(want))
+		if spec.System != p.f.Roles["researcher"].System || spec.System != run.System {
+			t.Errorf("context %d: system %q, want the researcher's %q", nCtx, spec.System, run.System)
 		}
-		for i := range want {
-			g, w := got[i].Spec(), want[i].Spec()
-			if g.Name != w.Name || g.Description != w.Description || string(g.Parameters) != string(w.Parameters) {
-				t.Errorf("context %d: tool %d is %s %q %s, want %s %q %s", nCtx, i, g.Name, g.Description, g.Parameters, w.Name, w.Description, w.Parameters)
+		var got []string
+		for i, tl := range append(spec.Tools, spec.Terminal) {
+			got = append(got, tl.Spec().Name)
+			w := append(run.Tools, run.Terminal)[i].Spec()
+			if g := tl.Spec(); g.Name != w.Name || g.Description != w.Description || string(g.Parameters) != string(w.Parameters) {
+				t.Errorf("context %d: tool %d is %s %q %s, the run's %s %q %s", nCtx, i, g.Name, g.Description, g.Parameters, w.Name, w.Description, w.Parameters)
 			}
 		}
-		if spec.MaxTurns != 6 || spec.MaxTurnTokens != tools.ReportTurnTokens {
-			t.Errorf("context %d: turns %d of %d tokens", nCtx, spec.MaxTurns, spec.MaxTurnTokens)
+		if !slices.Equal(got, want) {
+			t.Errorf("context %d: tools %v, want %v", nCtx, got, want)
 		}
+		if spec.MaxTurns != 6 || spec.MaxTurnTokens != tools.ReportTurnTokens || spec.SoftLimit != run.SoftLimit || spec.HardLimit != run.HardLimit {
+			t.Errorf("context %d: turns %d of %d tokens, limits %d/%d", nCtx, spec.MaxTurns, spec.MaxTurnTokens, spec.SoftLimit, spec.HardLimit)
+		}
+		if want := []string{"Q?\n\n(Part of the task: " + task + ")"}; !slices.Equal(tasks, want) {
+			t.Errorf("context %d: tasks %q, want %q", nCtx, tasks, want)
+		}
+		// Another input is another run's: its task, the same tools.
+		if _, tasks, err := p.StepPool("researcher", "Why?", plan); err != nil || !slices.Equal(tasks, []string{"Q?\n\n(Part of the task: Why?)"}) {
+			t.Errorf("context %d: on another input, tasks %q (%v)", nCtx, tasks, err)
+		}
+	}
+	p := researchProgram(t, "")
+	if _, _, err := p.StepPool("critic", "", nil); err == nil || !strings.Contains(err.Error(), `no step runs role "critic"`) {
+		t.Errorf("a role no step runs: %v", err)
 	}
 }
 
@@ -82,7 +108,7 @@ func TestResearchFileIsWhatTheDemoModelTrainedOn(t *testing.T) {
 // others choose) and the publisher through saving, then reporting; in a
 // small context nobody is walked.
 func TestResearchFileOnTheDemoModel(t *testing.T) {
-	p := researchProgram(t, research.DemoTask, ProfileDemo)
+	p := researchProgram(t, demoTask(t), ProfileDemo)
 	if p.Sampling != (engine.Sampling{Seed: 1, JumpForward: true}) {
 		t.Errorf("sampling %+v: want greedy", p.Sampling)
 	}
@@ -90,7 +116,7 @@ func TestResearchFileOnTheDemoModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := research.PlanTool(research.DemoTask, 3, true).Spec().Parameters; string(plan.Terminal.Spec().Parameters) != string(want) {
+	if want := research.PlanTool(demoTask(t), 3, true).Spec().Parameters; string(plan.Terminal.Spec().Parameters) != string(want) {
 		t.Errorf("plan schema %s, want the clauses' %s", plan.Terminal.Spec().Parameters, want)
 	}
 	results := map[string][]engine.AgentResult{"plan": {{Outcome: event.Returned, Result: json.RawMessage(`{"questions":["A?","a? ","B?"]}`)}}}
@@ -102,7 +128,7 @@ func TestResearchFileOnTheDemoModel(t *testing.T) {
 		t.Errorf("the researchers' report is not grounded: %s", res.Terminal.Spec().Parameters)
 	}
 	tasks, err := p.tasks(p.f.Run.Steps[1], func(t string) string { return p.fill(t, results) }, results)
-	if err != nil || len(tasks) != 2 || tasks[0] != "A?\n\n(Part of the task: "+research.DemoTask+")" || !strings.HasPrefix(tasks[1], "B?\n") {
+	if err != nil || len(tasks) != 2 || tasks[0] != "A?\n\n(Part of the task: "+demoTask(t)+")" || !strings.HasPrefix(tasks[1], "B?\n") {
 		t.Fatalf("researchers' tasks %q (%v): want one per distinct question", tasks, err)
 	}
 	researcher := p.f.Roles["researcher"]
@@ -122,7 +148,7 @@ func TestResearchFileOnTheDemoModel(t *testing.T) {
 	if _, rest := p.walks(p.f.Roles["publisher"], nil); !slices.Equal(rest, []engine.ToolChoice{"write_note", "report"}) {
 		t.Errorf("publisher's walk %v", rest)
 	}
-	small := researchProgram(t, research.DemoTask, ProfileDemo, ProfileSmallContext)
+	small := researchProgram(t, demoTask(t), ProfileDemo, ProfileSmallContext)
 	res, err = small.pool(small.f.Run.Steps[1], results)
 	if err != nil {
 		t.Fatal(err)
@@ -249,6 +275,35 @@ func TestAResearcherCitesAnAbilitysResource(t *testing.T) {
 	t.Fatal("no researcher")
 }
 
+// An installed ability's tools reach the researchers, beside the file's,
+// and the trace header's list (ToolInfos, RunTools); its line is in their
+// prompt's catalogue. The planner, which lists no ability, has neither.
+func TestAbilitiesToolsReachTheRun(t *testing.T) {
+	p := researchProgram(t, "What is a harbor?")
+	tool := engine.Func{S: engine.ToolSpec{Name: "items_delete_item", Description: "Delete an item.", Parameters: json.RawMessage(`{"type":"object"}`), Protected: true}}
+	p.SetAbility(research.Ability{Name: "items", Version: "0.3.0", UseWhen: "when an item must be deleted", Tools: []engine.Tool{tool}})
+	named := func(ts []engine.Tool) bool {
+		return slices.ContainsFunc(ts, func(t engine.Tool) bool { return t.Spec().Name == "items_delete_item" })
+	}
+	res, _, err := p.StepPool("researcher", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !named(res.Tools) || !strings.Contains(res.System, "- items: when an item must be deleted (tools: items_delete_item)") {
+		t.Errorf("the researchers' pool lacks the ability: tools %d, system %q", len(res.Tools), res.System)
+	}
+	plan, _, err := p.StepPool("planner", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if named(plan.Tools) || strings.Contains(plan.System, "items") {
+		t.Errorf("the planner was given the ability: %q", plan.System)
+	}
+	if !named(p.RunTools()) || !slices.ContainsFunc(p.ToolInfos(), func(i trace.ToolInfo) bool { return i.Name == "items_delete_item" && i.Protected }) {
+		t.Errorf("the run's tools lack the ability's: %+v", p.ToolInfos())
+	}
+}
+
 // A follow-up to the research harness is researched: it runs as a
 // researcher forked from the research step's spine (kept as the trunk,
 // not written again), with the final report appended to it.
@@ -280,7 +335,7 @@ func TestResearchFollowUpsForkFromTheResearchers(t *testing.T) {
 	if len(ext) != 1 || !strings.HasPrefix(ext[0].Text, "Task: "+task) || !strings.Contains(string(ext[0].Result), "the sky is long") {
 		t.Fatalf("turns appended to the trunk: %+v", ext)
 	}
-	if !strings.Contains(spines[1].Text, research.ResearcherSystem) {
+	if !strings.Contains(spines[1].Text, p.f.Roles["researcher"].System) {
 		t.Fatalf("the trunk is not the researchers' spine: %.80q", spines[1].Text)
 	}
 	for _, e := range rec.Of(event.AgentSpawn) {

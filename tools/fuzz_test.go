@@ -29,7 +29,7 @@ func FuzzToolArgs(f *testing.F) {
 	}
 	report := Report(nil)
 	tools := []engine.Tool{SearchTool(c), ReadFileTool(c), GrepTool(c), GlossaryTool(LoadGlossary(c)), note, report,
-		DelegateTool(func() []engine.Tool { return nil }, func() engine.Tool { return report }, 3, nil)}
+		delegateTool(func() []engine.Tool { return nil }, func() engine.Tool { return report }, 3, nil)}
 	f.Fuzz(func(t *testing.T, args string) {
 		for _, tool := range tools {
 			spec := tool.Spec()

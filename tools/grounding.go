@@ -328,13 +328,33 @@ type Claim = report.Claim
 // share most words with question first (at most n): what a grounded
 // report may quote.
 func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
+	all, read, first := g.shownClaims(a)
+	// Words compare by stem, as search does: "logging secrets" asks what
+	// "never logs secret values" says.
+	q := map[string]bool{}
+	for _, t := range queryTerms(question) {
+		q[stem(t)] = true
+	}
+	// A page field ("Applies to: Tidewater 3.3 and later") says what its
+	// page is about, which a question about that page's subject shares
+	// words with: it is no answer.
+	all = slices.DeleteFunc(all, func(c Claim) bool {
+		label, _, ok := strings.Cut(c.Quote, ":")
+		return ok && g.corpus.fields[strings.ToLower(strings.TrimSpace(label))]
+	})
+	score := g.scoreClaims(all, q, asksAmount(question), read, first)
+	return closestClaims(all, score, n)
+}
+
+// shownClaims are the claims of the lines the agent was shown (code blocks
+// under a lead-in, table rows, sentences), with the files it chose to read
+// and the first file it was shown.
+func (g *Grounding) shownClaims(a *engine.Agent) (all []Claim, read map[string]bool, first string) {
 	g.meet(a)
 	paths := g.Paths(a.ID)
 	g.mu.Lock()
 	views := g.view(a.ID)
-	var all []Claim
-	read := map[string]bool{}
-	first := ""
+	read = map[string]bool{}
 	if len(views) > 0 {
 		first = views[0].first
 	}
@@ -361,39 +381,37 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		}
 	}
 	g.mu.Unlock()
-	// Words compare by stem, as search does: "logging secrets" asks what
-	// "never logs secret values" says.
-	q := map[string]bool{}
-	for _, t := range queryTerms(question) {
-		q[stem(t)] = true
+	return all, read, first
+}
+
+// stemWords replaces each of ws by its stem, in place, and returns it.
+func stemWords(ws []string) []string {
+	for i, w := range ws {
+		ws[i] = stem(w)
 	}
-	stems := func(ws []string) []string {
-		for i, w := range ws {
-			ws[i] = stem(w)
+	return ws
+}
+
+// overlap is how much text says of the question's stems q: each stem it
+// shares, once, weighted by how rare it is in the corpus.
+func (g *Grounding) overlap(text string, q map[string]bool) float64 {
+	var s float64
+	seen := map[string]bool{}
+	for _, t := range stemWords(terms(text)) {
+		if q[t] && !seen[t] {
+			seen[t] = true
+			df := float64(g.corpus.sdf[t])
+			s += math.Log(1 + float64(len(g.corpus.Chunks))/(df+1))
 		}
-		return ws
 	}
-	// A page field ("Applies to: Tidewater 3.3 and later") says what its
-	// page is about, which a question about that page's subject shares
-	// words with: it is no answer.
-	all = slices.DeleteFunc(all, func(c Claim) bool {
-		label, _, ok := strings.Cut(c.Quote, ":")
-		return ok && g.corpus.fields[strings.ToLower(strings.TrimSpace(label))]
-	})
-	quantity := asksAmount(question)
+	return s
+}
+
+// scoreClaims is how well each claim answers the question whose stems are
+// q (quantity: it asks after an amount), given the files the agent read
+// and the first it was shown.
+func (g *Grounding) scoreClaims(all []Claim, q map[string]bool, quantity bool, read map[string]bool, first string) []float64 {
 	score := make([]float64, len(all))
-	overlap := func(text string) float64 {
-		var s float64
-		seen := map[string]bool{}
-		for _, t := range stems(terms(text)) {
-			if q[t] && !seen[t] {
-				seen[t] = true
-				df := float64(g.corpus.sdf[t])
-				s += math.Log(1 + float64(len(g.corpus.Chunks))/(df+1))
-			}
-		}
-		return s
-	}
 	for i, c := range all {
 		// A list item says what its lead-in ("A skiff stops claiming
 		// when:") introduces: it answers what the lead-in does, read as
@@ -403,12 +421,12 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		if lead := g.leadIn(c.Source); lead != "" {
 			text = lead + " " + text
 		}
-		score[i] = overlap(text)
+		score[i] = g.overlap(text, q)
 		// A sentence defining the question's words ("skiff: a worker
 		// process …") answers "What is a skiff?" better than one that
 		// mentions a skiff; and a file the agent chose to read, better than
 		// a passage it passed in a search.
-		if term, _, ok := strings.Cut(c.Quote, ": "); ok && len(term) < 40 && allIn(stems(terms(term)), q) {
+		if term, _, ok := strings.Cut(c.Quote, ": "); ok && len(term) < 40 && allIn(stemWords(terms(term)), q) {
 			score[i] *= 2
 		}
 		if read[claimPath(c.Source)] {
@@ -437,6 +455,12 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 			score[i] *= amountWeight
 		}
 	}
+	return score
+}
+
+// closestClaims are the claims closest to the question by score, best
+// first, at most n.
+func closestClaims(all []Claim, score []float64, n int) []Claim {
 	idx := make([]int, len(all))
 	for i := range idx {
 		idx[i] = i

@@ -240,7 +240,7 @@ func TestDelegateRunsSubAgentsFromTheCaller(t *testing.T) {
 	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
 	report := Report(nil)
 	sub := func() []engine.Tool { return nil }
-	res, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{DelegateTool(sub, func() engine.Tool { return report }, 3, nil)}, Terminal: report,
+	res, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{delegateTool(sub, func() engine.Tool { return report }, 3, nil)}, Terminal: report,
 		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "What are harbors and skiffs?"})})
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +320,7 @@ func TestGlossarySkipsPageFields(t *testing.T) {
 func TestDelegateNarrowsToDifferentSubQuestions(t *testing.T) {
 	report := Report(nil)
 	schema := func(offered []string) string {
-		d := DelegateTool(func() []engine.Tool { return nil }, func() engine.Tool { return report }, 3, func(*engine.Agent) []string { return offered })
+		d := delegateTool(func() []engine.Tool { return nil }, func() engine.Tool { return report }, 3, func(*engine.Agent) []string { return offered })
 		return string(d.Spec().ParametersFor(&engine.Agent{}))
 	}
 	tests := []struct {
@@ -380,7 +380,7 @@ func TestDelegateDropsEchoesAndDrift(t *testing.T) {
 			if c.offered {
 				offer = func(*engine.Agent) []string { return c.tasks }
 			}
-			d := DelegateTool(func() []engine.Tool { return nil }, func() engine.Tool { return report }, 3, offer)
+			d := delegateTool(func() []engine.Tool { return nil }, func() engine.Tool { return report }, 3, offer)
 			if _, err := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}}).Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{d}, Terminal: report,
 				Orchestrate: engine.Parallel(engine.AgentSpec{Task: lead})}); err != nil {
 				t.Fatal(err)

@@ -64,6 +64,7 @@ func exampleHeader() Header {
 
 var (
 	five, forty, lastN               = 5, 40, 64
+	four, eight, ctx8k               = 4, 8, 8192
 	seven                     uint32 = 7
 	temp, topP, minP, penalty        = float32(0.7), float32(0.95), float32(0.05), float32(1.1)
 	yes                              = true

@@ -5,22 +5,23 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 )
 
 // Log renders events as the lines of a readable log. It reads the one fold
-// (event.State): the sentence for each event is the one the fold gives, so
+// (fold.State): the sentence for each event is the one the fold gives, so
 // the log, the app and `trace stats` cannot disagree about what happened.
 // Control characters from model or tool output are escaped: a log can never
 // repaint or retitle the terminal it is printed on.
 type Log struct {
-	st *event.State
+	st *fold.State
 }
 
 // NewLog starts a log of one run.
-func NewLog() *Log { return &Log{st: event.NewState()} }
+func NewLog() *Log { return &Log{st: fold.NewState()} }
 
 // State is what the log has folded so far.
-func (l *Log) State() *event.State { return l.st }
+func (l *Log) State() *fold.State { return l.st }
 
 // Line folds e and returns its line ("" for events a log leaves out, such
 // as per-tick token text: turns carry the whole text).

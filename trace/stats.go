@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 )
 
-// Stats summarises a recorded run: the fold of its events (event.State)
+// Stats summarises a recorded run: the fold of its events (fold.State)
 // plus what only the file knows, how it closed and its bad lines.
 type Stats struct {
-	*event.State
+	*fold.State
 	Closed   string
 	Problems []Problem
 }
@@ -24,7 +25,7 @@ type Stats struct {
 // Collect folds e into the stats.
 func (st *Stats) Collect(e event.Event) {
 	if st.State == nil {
-		st.State = event.NewState()
+		st.State = fold.NewState()
 	}
 	st.Apply(e)
 }
@@ -32,7 +33,7 @@ func (st *Stats) Collect(e event.Event) {
 // Print writes the stats as tables.
 func (st *Stats) Print(w io.Writer) error {
 	if st.State == nil {
-		st.State = event.NewState()
+		st.State = fold.NewState()
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	pct := 0.0

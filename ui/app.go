@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/themes"
 )
 
@@ -59,12 +60,15 @@ type DoneMsg struct {
 type tickMsg time.Time
 
 // Model is the root model: it owns the layout, the focus and the modal
-// stack, and routes keys as doc.go describes.
+// stack, and routes keys as doc.go describes, over the panes registered in
+// registry.go.
 type Model struct {
 	o    Options
 	s    *shared
 	w, h int
 
+	panes []mounted // as registered, in routing order
+	// The panes the root coordinates by name (registry.go makes them).
 	tree      *treePane
 	detail    *detailPane
 	approval  *approvalPane
@@ -73,7 +77,7 @@ type Model struct {
 	fork      *forkPane
 	transport *transportPane // nil unless replaying
 
-	focusable []pane // tab order
+	focusable []pane // tab order: left, main, bottom
 	focus     int    // index into focusable
 	modals    []pane // bottom first; the top gets keys first
 
@@ -92,20 +96,9 @@ func New(o Options) *Model {
 		o.Now = time.Now
 	}
 	o.Title = oneLine(o.Title) // a model's name or a trace path: the file's bytes, escaped
-	s := &shared{st: event.NewState(), theme: o.Theme, ctl: o.Ctl, replay: o.Replay != nil, now: o.Now, timeout: o.ApprovalTimeout, sources: o.Sources}
+	s := &shared{st: fold.NewState(), theme: o.Theme, ctl: o.Ctl, replay: o.Replay != nil, now: o.Now, timeout: o.ApprovalTimeout, sources: o.Sources}
 	m := &Model{o: o, s: s, devOpen: o.Dev, keys: defaultKeys()}
-	m.detail = newDetail(s)
-	m.tree = newTree(s, func() { m.detail.scroll = 0 })
-	m.approval = newApproval(s)
-	m.dev = newDev(s)
-	m.followUp = newFollowUp(s)
-	m.fork = newFork(s)
-	m.focusable = []pane{m.tree, m.detail, m.dev}
-	m.dev.jump = func(id uint64) tea.Cmd { m.dev.selectEvent(id); return nil }
-	if o.Replay != nil {
-		m.transport = newTransport(s, o.Replay, m.applyStep)
-		m.dev.total, m.dev.jump = o.Replay.total, m.jumpTo
-	}
+	m.mount()
 	m.syncModals()
 	return m
 }
@@ -152,12 +145,12 @@ func (m *Model) openFork() tea.Cmd {
 }
 
 // State exposes the folded state (tests, the UI benchmark).
-func (m *Model) State() *event.State { return m.s.st }
+func (m *Model) State() *fold.State { return m.s.st }
 
 // Init starts the clock that ticks elapsed times and retry countdowns.
 func (m *Model) Init() tea.Cmd {
 	if m.o.Replay != nil {
-		m.s.st.Phase = event.PhaseReplay
+		m.s.st.Phase = fold.PhaseReplay
 		return tea.Batch(tick(), m.o.Replay.Start())
 	}
 	return tick()
@@ -167,15 +160,15 @@ func tick() tea.Cmd {
 	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return tickMsg(t) })
 }
 
-// syncModals rebuilds the modal stack: the transport at the bottom in a
-// replay, the approval prompt on top while a request waits.
+// syncModals rebuilds the modal stack from the registered modals that are
+// open or typing, the first registered on top: the approval prompt while a
+// request waits, over the transport in a replay.
 func (m *Model) syncModals() {
 	m.modals = m.modals[:0]
-	if m.transport != nil {
-		m.modals = append(m.modals, m.transport)
-	}
-	if m.approval.Open() || m.approval.Typing() {
-		m.modals = append(m.modals, m.approval)
+	for i := len(m.panes) - 1; i >= 0; i-- {
+		if p := m.panes[i]; p.modal && (isOpen(p.pane) || isTyping(p.pane)) {
+			m.modals = append(m.modals, p.pane)
+		}
 	}
 }
 
@@ -189,7 +182,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.detail.render()
 	case BatchMsg:
 		for _, e := range msg.Events {
-			m.s.st.Apply(e.EscapeNames())
+			m.s.st.Apply(escapeNames(e))
 		}
 		if n := len(msg.Events); n > 0 && !msg.Events[n-1].Wall.IsZero() {
 			m.s.lastWall, m.s.lastAt = msg.Events[n-1].Wall, msg.Events[n-1].At
@@ -200,7 +193,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case DoneMsg:
 		m.s.done, m.summary, m.err = true, sanitize(msg.Summary), msg.Err
 		m.s.notice = ""
-		m.s.st.Phase = event.PhaseDone
+		m.s.st.Phase = fold.PhaseDone
 		// Show the last report: in a pipeline, the final answer.
 		if r := m.s.st.Roster(); len(r) > 0 && m.o.Replay == nil {
 			for i := len(r) - 1; i >= 0; i-- {
@@ -214,9 +207,6 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case AskMsg:
 		m.follow()
 		return m, m.followUp.open(msg.Reply)
-	case reportMsg:
-		m.detail.reports[msg.key] = msg.text
-		return m, nil
 	case playTick:
 		if m.o.Replay != nil {
 			st, cmd := m.o.Replay.onTick(msg)
@@ -227,6 +217,13 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tick()
 	case tea.KeyMsg:
 		return m.key(msg)
+	}
+	for _, p := range m.panes {
+		if r, ok := p.pane.(receiver); ok {
+			if handled, cmd := r.Receive(msg); handled {
+				return m, cmd
+			}
+		}
 	}
 	return m, nil
 }
@@ -252,7 +249,7 @@ func (m *Model) follow() {
 		m.s.sel = st.Approvals[0].Agent
 		return
 	}
-	var pick *event.Agent
+	var pick *fold.Agent
 	for _, a := range st.Agents {
 		if !a.Done() && (pick == nil || a.Order > pick.Order) {
 			pick = a
@@ -279,7 +276,7 @@ func (m *Model) settleNotice() {
 // Keys that arrived together in one read ("jj" on a busy machine) come as
 // one message: outside a text input each is routed on its own.
 func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
-	if k.Type == tea.KeyRunes && len(k.Runes) > 1 && !k.Paste && !m.approval.Typing() && !m.dev.Typing() && !m.followUp.Typing() {
+	if k.Type == tea.KeyRunes && len(k.Runes) > 1 && !k.Paste && !m.textInputOpen() {
 		var cmds []tea.Cmd
 		for _, r := range k.Runes {
 			_, cmd := m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: k.Alt})
@@ -287,10 +284,10 @@ func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 		return m, tea.Batch(cmds...)
 	}
-	// 1. An open text input takes every key.
-	for _, p := range []pane{m.fork, m.approval, m.dev, m.followUp, m.detail} {
-		if t, ok := p.(typer); ok && t.Typing() {
-			if handled, cmd := p.Update(k); handled || (p != m.followUp && p != m.detail) {
+	// 1. An open text input (or picker) takes the key first.
+	for _, p := range m.panes {
+		if isTyping(p.pane) {
+			if handled, cmd := p.Update(k); handled {
 				return m, cmd
 			}
 		}
@@ -314,6 +311,31 @@ func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	return m, cmd
 }
 
+// textInputOpen reports whether a text input is open: a pane is typing
+// that is not a picker.
+func (m *Model) textInputOpen() bool {
+	for _, p := range m.panes {
+		if _, pick := p.pane.(picker); isTyping(p.pane) && !pick {
+			return true
+		}
+	}
+	return false
+}
+
+// focusOn gives the focus to the ring's i-th pane and tells every pane
+// that cares (focusTaker) whether it has it.
+func (m *Model) focusOn(i int) {
+	m.focus = i
+	for _, p := range m.focusable {
+		if f, ok := p.(focusTaker); ok {
+			f.setFocused(p == m.focusable[i])
+		}
+	}
+}
+
+// global answers the global keys (routing step 3). The dev pane's filter
+// and freeze and a replay's fork work whatever has the focus, so they are
+// here too.
 func (m *Model) global(k tea.KeyMsg) (bool, tea.Cmd) {
 	ctl := m.s.ctl
 	switch {
@@ -337,26 +359,23 @@ func (m *Model) global(k tea.KeyMsg) (bool, tea.Cmd) {
 	case key.Matches(k, m.keys.Fork) && m.o.Replay != nil:
 		return true, m.openFork()
 	case key.Matches(k, m.keys.Focus):
-		m.focus = (m.focus + 1) % len(m.focusable)
-		if m.focusable[m.focus] == m.dev && !m.devOpen {
-			m.focus = 0
+		i := (m.focus + 1) % len(m.focusable)
+		if m.focusable[i] == m.at(placeBottom) && !m.devOpen {
+			i = 0
 		}
-		m.dev.focused = m.focusable[m.focus] == m.dev
+		m.focusOn(i)
 	case key.Matches(k, m.keys.Dev):
 		m.devOpen = !m.devOpen
-		if !m.devOpen && m.focusable[m.focus] == m.dev {
-			m.focus = 0
-			m.dev.focused = false
+		if !m.devOpen && m.focusable[m.focus] == m.at(placeBottom) {
+			m.focusOn(0)
 		}
 	case key.Matches(k, m.keys.Inspect):
-		// One key to the JSON inspector: open the dev pane and focus it.
+		// One key to the JSON inspector: open the bottom strip (the dev
+		// pane) and focus it.
 		m.devOpen = true
-		for i, p := range m.focusable {
-			if p == m.dev {
-				m.focus = i
-			}
+		if i := slices.Index(m.focusable, m.at(placeBottom)); i >= 0 {
+			m.focusOn(i)
 		}
-		m.dev.focused = true
 	case key.Matches(k, m.keys.Filter):
 		return true, m.dev.openFilter()
 	case key.Matches(k, m.keys.Freeze):
@@ -389,13 +408,13 @@ func (m *Model) global(k tea.KeyMsg) (bool, tea.Cmd) {
 // applyStep applies a replay step in order, on the UI goroutine.
 func (m *Model) applyStep(st step) tea.Cmd {
 	if st.reset {
-		m.s.st = event.NewState()
+		m.s.st = fold.NewState()
 		m.s.sel = 0
 		m.s.done = false
 	}
-	m.s.st.Phase = event.PhaseReplay
+	m.s.st.Phase = fold.PhaseReplay
 	for _, e := range st.events {
-		m.s.st.Apply(e.EscapeNames()) // a trace's names reach the screen as they are
+		m.s.st.Apply(escapeNames(e)) // a trace's names reach the screen as they are
 	}
 	m.follow()
 	if st.done {
@@ -432,17 +451,18 @@ func (m *Model) View() string {
 	mainH := bodyH - devH
 	tw, dw := m.treeWidth(), m.detailWidth()
 	focused := m.focusable[m.focus]
-	left := m.box(m.tree, tw, mainH, focused == m.tree)
-	right := m.box(m.detail, dw, mainH, focused == m.detail)
-	if m.approval.Open() {
-		right = m.box(m.approval, dw, mainH, true)
-	}
-	if m.fork.Typing() {
-		right = m.box(m.fork, dw, mainH, true)
+	left := m.box(m.at(placeLeft), tw, mainH, focused == m.at(placeLeft))
+	right := m.box(m.at(placeMain), dw, mainH, focused == m.at(placeMain))
+	for _, p := range m.panes {
+		if p.place == placeOver && isOpen(p.pane) {
+			right = m.box(p.pane, dw, mainH, true)
+			break
+		}
 	}
 	parts := []string{header, lipgloss.JoinHorizontal(lipgloss.Top, left, right)}
 	if devH > 0 {
-		parts = append(parts, m.box(m.dev, m.w, devH, focused == m.dev))
+		bottom := m.at(placeBottom)
+		parts = append(parts, m.box(bottom, m.w, devH, focused == bottom))
 	}
 	parts = append(parts, footer)
 	return lipgloss.JoinVertical(lipgloss.Left, parts...)
@@ -515,32 +535,43 @@ func (m *Model) header() string {
 }
 
 // help gathers the key help of what can take keys now: the modals, the
-// focused pane and the global keys.
+// focused pane and the global keys. The ? screen has a row for the
+// columns' keys, one for the bottom strip's, one for the run's, and one
+// per modal.
 func (m *Model) help() keyHelp {
 	g := m.keys
-	if m.o.Replay != nil {
-		tk := m.transport.Help()
-		if m.fork.Typing() {
-			return keyHelp{short: append(m.fork.Help(), g.Interrupt)}
+	// A typing pane that owns the key line (keyLine) shows its own keys.
+	var input pane
+	for _, p := range m.panes {
+		if p.keyLine && isTyping(p.pane) {
+			input = p.pane
+			break
 		}
-		return keyHelp{short: append(tk[:5:5], g.Fork, g.Help, g.Quit), full: [][]key.Binding{tk, m.tree.Help(), {g.Focus, g.Dev, g.Filter, g.Freeze, g.Fork, g.Help, g.Quit}}}
+	}
+	if m.o.Replay != nil {
+		if input != nil {
+			return keyHelp{short: append(input.Help(), g.Interrupt)}
+		}
+		tk := m.transport.Help()
+		return keyHelp{short: append(tk[:5:5], g.Fork, g.Help, g.Quit), full: [][]key.Binding{tk, m.at(placeLeft).Help(), {g.Focus, g.Dev, g.Filter, g.Freeze, g.Fork, g.Help, g.Quit}}}
 	}
 	short := append(m.focusable[m.focus].Help()[:1:1], g.Dev, g.Filter, g.Pause, g.Finish, g.Cancel, g.Help, g.Quit)
-	if m.followUp.Typing() {
-		short = append(m.followUp.Help(), g.Interrupt)
-	}
-	if m.fork.Typing() {
-		short = append(m.fork.Help(), g.Interrupt)
+	if input != nil {
+		short = append(input.Help(), g.Interrupt)
 	}
 	if m.s.done {
 		// Nothing is running: pause, finish up and cancel would do nothing.
 		short = append(m.focusable[m.focus].Help()[:1:1], g.Dev, g.Inspect, g.Filter, g.Help, g.Quit)
 	}
 	full := [][]key.Binding{
-		append(append([]key.Binding{}, m.tree.Help()...), append(m.detail.Help(), g.Focus)...),
-		append([]key.Binding{g.Dev, g.Inspect}, m.dev.Help()...),
+		append(append([]key.Binding{}, m.at(placeLeft).Help()...), append(m.at(placeMain).Help(), g.Focus)...),
+		append([]key.Binding{g.Dev, g.Inspect}, m.at(placeBottom).Help()...),
 		{g.Pause, g.Finish, g.Cancel, g.Interrupt, g.Quit},
-		m.approval.Help(),
+	}
+	for _, p := range m.panes {
+		if p.modal {
+			full = append(full, p.Help())
+		}
 	}
 	return keyHelp{short: short, full: full}
 }
@@ -551,14 +582,12 @@ func (m *Model) footer() string {
 	if m.s.notice != "" {
 		lines = append(lines, fit(" "+t.Warn.Render(m.s.notice), m.w))
 	}
-	if m.dev.Typing() {
-		lines = append(lines, " "+m.dev.InputView())
-	}
-	if m.followUp.Typing() {
-		lines = append(lines, m.followUp.View(m.w, 1))
-	}
-	if m.transport != nil {
-		lines = append(lines, fit(m.transport.View(m.w, 1), m.w))
+	for _, p := range m.panes {
+		if l, ok := p.pane.(liner); ok {
+			if line, show := l.Line(m.w); show {
+				lines = append(lines, line)
+			}
+		}
 	}
 	h := help.New()
 	h.Width = m.w - 1

@@ -13,6 +13,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/themes"
 )
 
@@ -182,12 +183,12 @@ func TestReplayPausedMidRun(t *testing.T) {
 }
 
 func TestStateIsBounded(t *testing.T) {
-	s := event.NewState()
+	s := fold.NewState()
 	big := strings.Repeat("x", 1000)
 	for i := 0; i < 20000; i++ {
 		s.Apply(event.Event{ID: uint64(i), Type: event.PoolTick, Texts: map[int]string{1: big}, NCtx: 100, CellsUsed: i % 100})
 	}
-	if len(s.Agents[1].Text) > event.MaxText || len(s.Recent) > event.MaxRecent || len(s.History) > event.MaxHistory {
+	if len(s.Agents[1].Text) > fold.MaxText || len(s.Recent) > fold.MaxRecent || len(s.History) > fold.MaxHistory {
 		t.Fatalf("text %d, dev %d, history %d", len(s.Agents[1].Text), len(s.Recent), len(s.History))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"runtime"
 	"sort"
 	"time"
@@ -14,8 +15,38 @@ import (
 	"github.com/lloyal-ai/lloyal/themes"
 )
 
-// BenchResult is what BenchRender measured.
-type BenchResult struct {
+// BenchOptions are `lloyal bench ui`'s flags.
+type BenchOptions struct {
+	Duration      time.Duration // how long to stream
+	Agents        int
+	Rate          int // events per second
+	Width, Height int // the screen's size
+}
+
+// Bench is `lloyal bench ui`: it measures the app's render cost (no model,
+// no runtime): synthetic events (token text for every agent, tool calls
+// with progress and results) streamed through the app's real Bridge,
+// Update and View at the given size and rate; it prints the View time, the
+// time of a whole frame, frames, event-to-screen lag and the heap after
+// warm-up and at the end. It lives here, not in package bench, because it
+// needs nothing but the app: the bench package's benches load models.
+func Bench(w io.Writer, o BenchOptions) error {
+	if o.Agents < 1 || o.Rate < 1 || o.Width < 20 || o.Height < 10 || o.Duration <= 0 {
+		return fmt.Errorf("--agents %d --rate %d --width %d --height %d --duration %s: use at least 1 agent and 1 event/s, a 20×10 screen, a positive duration", o.Agents, o.Rate, o.Width, o.Height, o.Duration)
+	}
+	r := benchRender(o.Duration, o.Agents, o.Rate, o.Width, o.Height)
+	fmt.Fprintf(w, "%d agents, %d events/s for %s at %d×%d\n", o.Agents, o.Rate, o.Duration, o.Width, o.Height)
+	fmt.Fprintf(w, "events      %d (%.0f/s)\n", r.Events, float64(r.Events)/o.Duration.Seconds())
+	fmt.Fprintf(w, "frames      %d\n", r.Frames)
+	fmt.Fprintf(w, "View        median %s, p95 %s\n", r.ViewMedian.Round(time.Microsecond), r.ViewP95.Round(time.Microsecond))
+	fmt.Fprintf(w, "Update+View median %s, p95 %s (a frame: folding the batch, then drawing)\n", r.FrameMedian.Round(time.Microsecond), r.FrameP95.Round(time.Microsecond))
+	fmt.Fprintf(w, "lag         median %s, p95 %s\n", r.LagMedian.Round(time.Microsecond), r.LagP95.Round(time.Microsecond))
+	fmt.Fprintf(w, "heap        %.1f MiB after warm-up → %.1f MiB at the end\n", r.HeapStartMiB, r.HeapEnd)
+	return nil
+}
+
+// benchResult is what benchRender measured.
+type benchResult struct {
 	Events                int
 	Frames                int
 	ViewMedian, ViewP95   time.Duration
@@ -24,10 +55,10 @@ type BenchResult struct {
 	HeapStartMiB, HeapEnd float64
 }
 
-// BenchRender streams synthetic events (token text for every agent, tool
+// benchRender streams synthetic events (token text for every agent, tool
 // calls with progress and results) at rate events/s for d through the real
 // Bridge, Update and View at w×h, as a live run would.
-func BenchRender(d time.Duration, agents, rate, w, h int) BenchResult {
+func benchRender(d time.Duration, agents, rate, w, h int) benchResult {
 	m := New(Options{Theme: themes.Dark(), Title: "bench", Dev: true})
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	b := NewBridge()
@@ -70,7 +101,7 @@ func BenchRender(d time.Duration, agents, rate, w, h int) BenchResult {
 		}
 	}()
 	var views, frames, lags []time.Duration
-	res := BenchResult{}
+	res := benchResult{}
 	var ms runtime.MemStats
 	heapAt := func() float64 { runtime.ReadMemStats(&ms); return float64(ms.HeapAlloc) / (1 << 20) }
 	sampled := false

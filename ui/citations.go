@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/fold"
 )
 
 // A grounded report's claims are numbered in the detail pane; c steps
@@ -17,11 +17,11 @@ import (
 // citedLines are the lines a claim's source ("path:12-14") names, from the
 // tool results on the agent's timeline; none when the agent's results do
 // not hold them (a helper read them).
-func citedLines(timeline []event.Item, source string) []string {
+func citedLines(timeline []fold.Item, source string) []string {
 	path, from, to := report.SplitSource(source)
 	lines := map[int]string{}
 	for _, it := range timeline {
-		if it.Kind != event.ItemResult {
+		if it.Kind != fold.ItemResult {
 			continue
 		}
 		var v any

@@ -8,8 +8,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/themes"
 )
 
@@ -58,8 +58,11 @@ func (p *detailPane) Help() []key.Binding {
 // Typing: while a token is picked the picker takes its keys first.
 func (p *detailPane) Typing() bool { return p.picking }
 
+// isPicker: the picker's keys are commands, not text.
+func (*detailPane) isPicker() {}
+
 // probs are the selected agent's token probabilities.
-func (p *detailPane) probs() []event.Sampled {
+func (p *detailPane) probs() []fold.Sampled {
 	if a := p.st.Agents[p.sel]; a != nil {
 		return a.Probs
 	}
@@ -117,7 +120,17 @@ func (p *detailPane) Title() string {
 	return fmt.Sprintf("A%d · %s · %s", a.ID, a.State(), oneLine(a.Task))
 }
 
+// reportMsg is a report rendered off the UI goroutine (render).
 type reportMsg struct{ key, text string }
+
+// Receive keeps a rendered report.
+func (p *detailPane) Receive(msg tea.Msg) (bool, tea.Cmd) {
+	r, ok := msg.(reportMsg)
+	if ok {
+		p.reports[r.key] = r.text
+	}
+	return ok, nil
+}
 
 func reportKey(id, w int) string { return fmt.Sprintf("%d/%d", id, w) }
 
@@ -196,9 +209,9 @@ func (p *detailPane) View(w, h int) string {
 				}
 			}
 		case a.Reason != "":
-			out = append(out, styleFor(t, a).Render(string(a.Outcome)+": "+oneLine(event.Plain(a.Reason))))
+			out = append(out, styleFor(t, a).Render(string(a.Outcome)+": "+oneLine(plainReason(a.Reason))))
 		}
-		if event.IsCode(a.Reason) {
+		if isReasonCode(a.Reason) {
 			out = append(out, t.Dim.Render("code: "+oneLine(a.Reason)))
 		}
 		out = append(out, "")
@@ -207,13 +220,13 @@ func (p *detailPane) View(w, h int) string {
 	// full (pretty JSON, scroll with pgup/pgdn).
 	last := -1
 	for i, it := range a.Timeline {
-		if it.Kind == event.ItemResult {
+		if it.Kind == fold.ItemResult {
 			last = i
 		}
 	}
 	for i, it := range a.Timeline {
 		out = append(out, item(t, it, w, a.Done()))
-		if src, ok := p.sources[it.Tool]; ok && (it.Kind == event.ItemCall || it.Kind == event.ItemApproval) {
+		if src, ok := p.sources[it.Tool]; ok && (it.Kind == fold.ItemCall || it.Kind == fold.ItemApproval) {
 			out = append(out, t.Dim.Render(fit("  ↳ from "+src, w)))
 		}
 		if i == last && p.json {
@@ -251,9 +264,9 @@ func (p *detailPane) View(w, h int) string {
 	return strings.Join(out[start:end], "\n")
 }
 
-func item(t themes.Theme, it event.Item, w int, done bool) string {
+func item(t themes.Theme, it fold.Item, w int, done bool) string {
 	switch it.Kind {
-	case event.ItemCall:
+	case fold.ItemCall:
 		s := t.Accent.Render("› "+it.Tool) + " " + oneLine(it.Text)
 		switch {
 		case it.Total > 0:
@@ -267,30 +280,30 @@ func item(t themes.Theme, it event.Item, w int, done bool) string {
 			s = fit(s+" · "+oneLine(it.Message), w)
 		}
 		return s
-	case event.ItemResult:
+	case fold.ItemResult:
 		return t.Good.Render("✓ "+it.Tool) + " " + oneLine(it.Text)
-	case event.ItemNudge:
+	case fold.ItemNudge:
 		return t.Warn.Render("▲ "+it.Tool) + " " + oneLine(it.Text)
-	case event.ItemRetry:
+	case fold.ItemRetry:
 		left := time.Until(it.Retry).Round(time.Second)
 		when := "retrying now"
 		if left > 0 {
 			when = fmt.Sprintf("retry in %s", left)
 		}
 		return t.Warn.Render("↻ "+it.Tool) + " " + when + " · " + oneLine(it.Text)
-	case event.ItemError:
+	case fold.ItemError:
 		return t.Bad.Render("✗ "+it.Tool) + " " + oneLine(it.Text)
-	case event.ItemApproval:
+	case fold.ItemApproval:
 		return t.Warn.Render("⏸ "+it.Tool) + " asks for approval"
-	case event.ItemAnswer:
+	case fold.ItemAnswer:
 		return t.Accent.Render("⏵ "+it.Tool) + " " + oneLine(it.Text)
-	case event.ItemDrop:
-		return t.Bad.Render("■ ") + oneLine(event.Plain(it.Text))
-	case event.ItemReport:
+	case fold.ItemDrop:
+		return t.Bad.Render("■ ") + oneLine(plainReason(it.Text))
+	case fold.ItemReport:
 		if done {
-			return t.Warn.Render("▸ ") + "wrote its report (" + oneLine(event.Plain(it.Text)) + ")"
+			return t.Warn.Render("▸ ") + "wrote its report (" + oneLine(plainReason(it.Text)) + ")"
 		}
-		return t.Warn.Render("▸ ") + "writing its report (" + oneLine(event.Plain(it.Text)) + ")"
+		return t.Warn.Render("▸ ") + "writing its report (" + oneLine(plainReason(it.Text)) + ")"
 	}
 	return oneLine(it.Text)
 }

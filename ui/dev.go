@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 )
 
 // devPane lists the newest events (the trace as it is written), filtered by
@@ -42,7 +43,7 @@ type devPane struct {
 	// both.
 	jump   func(id uint64) tea.Cmd
 	total  func() time.Duration
-	picked *event.Segment // the segment the timeline selects
+	picked *fold.Segment // the segment the timeline selects
 }
 
 func newDev(s *shared) *devPane {
@@ -77,7 +78,7 @@ func (p *devPane) Help() []key.Binding {
 // laneUpdate is Update while the timeline shows.
 func (p *devPane) laneUpdate(k tea.KeyMsg) (bool, tea.Cmd) {
 	agents := laneAgents(p.st)
-	i := max(slices.IndexFunc(agents, func(a *event.Agent) bool { return a.ID == p.lanes.agent }), 0) // none chosen: the first
+	i := max(slices.IndexFunc(agents, func(a *fold.Agent) bool { return a.ID == p.lanes.agent }), 0) // none chosen: the first
 	switch {
 	case key.Matches(k, p.up) && len(agents) > 0:
 		p.lanes = lanes{agent: agents[max(i-1, 0)].ID}
@@ -171,6 +172,13 @@ func (p *devPane) Title() string {
 
 // InputView is the filter line while it is open.
 func (p *devPane) InputView() string { return p.input.View() }
+
+// Line is the filter line above the key line, while it is open.
+func (p *devPane) Line(int) (string, bool) { return " " + p.InputView(), p.typing }
+
+// setFocused: with the focus, the list shares its width with the selected
+// event's JSON.
+func (p *devPane) setFocused(f bool) { p.focused = f }
 
 func (p *devPane) View(w, h int) string {
 	if p.showLanes {

@@ -76,6 +76,10 @@ func (p *followUpPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
 
 func (p *followUpPane) View(w, _ int) string { return fit(" "+p.in.View(), w) }
 
+// Line is the input, above the key line, while the program waits for a
+// question (the pane has no box).
+func (p *followUpPane) Line(w int) (string, bool) { return p.View(w, 1), p.Typing() }
+
 func (p *followUpPane) Title() string { return "follow up" }
 
 func (p *followUpPane) Help() []key.Binding {

@@ -51,6 +51,10 @@ func newFork(s *shared) *forkPane {
 // Typing reports whether the editor is open.
 func (p *forkPane) Typing() bool { return p.at != nil }
 
+// Open reports whether the editor is open: it is drawn over the detail
+// pane.
+func (p *forkPane) Open() bool { return p.at != nil }
+
 // pointFor finds the selected agent's fork point in a replay's events:
 // the first it reads at or after next (the replay's position), else the
 // last before it, else its task.
@@ -122,8 +126,10 @@ func (p *forkPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
 		p.ta.Blur()
 		return true, nil
 	case k.Type == tea.KeyCtrlC:
+		// Closes the editor and goes no further: the next Ctrl-C reaches
+		// the root (and quits the replay).
 		p.at = nil
-		return false, nil // the root's Ctrl-C still applies
+		return true, nil
 	}
 	var cmd tea.Cmd
 	p.ta, cmd = p.ta.Update(k)

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/themes"
 )
 
 // The dev pane's timeline: a lane per agent over the run's time (turns on
 // the model, tool calls, waits for a retry, an approval or room, nudges),
-// drawn from the fold's lanes (event.Segment). In a replay the axis is the
+// drawn from the fold's lanes (fold.Segment). In a replay the axis is the
 // whole trace and a cursor marks where the replay is.
 
 // lanes is the timeline's selection: an agent's lane and a segment of it.
@@ -22,27 +22,27 @@ type lanes struct {
 }
 
 // laneAgents are the agents with a lane, in spawn order.
-func laneAgents(st *event.State) []*event.Agent {
-	var out []*event.Agent
+func laneAgents(st *fold.State) []*fold.Agent {
+	var out []*fold.Agent
 	for _, a := range st.Agents {
 		if len(a.Lane) > 0 {
 			out = append(out, a)
 		}
 	}
-	slices.SortFunc(out, func(x, y *event.Agent) int { return x.Order - y.Order })
+	slices.SortFunc(out, func(x, y *fold.Agent) int { return x.Order - y.Order })
 	return out
 }
 
 // segmentAt is the index of the segment of lane covering t (the latest
 // begun), or -1.
-func segmentAt(lane []event.Segment, t, now time.Duration) int {
+func segmentAt(lane []fold.Segment, t, now time.Duration) int {
 	at := -1
 	for i, s := range lane {
 		end := s.To
 		if end == 0 {
 			end = now
 		}
-		if s.Kind == event.SegNudge {
+		if s.Kind == fold.SegNudge {
 			continue
 		}
 		if s.From <= t && t <= end {
@@ -55,7 +55,7 @@ func segmentAt(lane []event.Segment, t, now time.Duration) int {
 // drawLanes draws the timeline at w×h: total is the axis's length (the
 // run so far, or a replay's whole trace) and cursor the replay's position
 // (negative: none).
-func drawLanes(t themes.Theme, st *event.State, sel lanes, w, h int, total, cursor time.Duration) (string, *event.Segment) {
+func drawLanes(t themes.Theme, st *fold.State, sel lanes, w, h int, total, cursor time.Duration) (string, *fold.Segment) {
 	agents := laneAgents(st)
 	if len(agents) == 0 {
 		return t.Dim.Render("no agent has a lane yet"), nil
@@ -68,19 +68,19 @@ func drawLanes(t themes.Theme, st *event.State, sel lanes, w, h int, total, curs
 	if cursor >= 0 {
 		cur = min(int(int64(cursor)*int64(cols)/int64(total)), cols-1)
 	}
-	style := map[event.SegmentKind]func(string) string{
-		event.SegTurn: func(s string) string { return t.Good.Render(s) },
-		event.SegTool: func(s string) string { return t.Accent.Render(s) },
-		event.SegWait: func(s string) string { return t.Warn.Render(s) },
+	style := map[fold.SegmentKind]func(string) string{
+		fold.SegTurn: func(s string) string { return t.Good.Render(s) },
+		fold.SegTool: func(s string) string { return t.Accent.Render(s) },
+		fold.SegWait: func(s string) string { return t.Warn.Render(s) },
 	}
-	glyph := map[event.SegmentKind]string{event.SegTurn: "█", event.SegTool: "▒", event.SegWait: "░"}
+	glyph := map[fold.SegmentKind]string{fold.SegTurn: "█", fold.SegTool: "▒", fold.SegWait: "░"}
 	selAgent := agents[0]
 	for _, a := range agents {
 		if a.ID == sel.agent {
 			selAgent = a
 		}
 	}
-	var picked *event.Segment
+	var picked *fold.Segment
 	if n := len(selAgent.Lane); n > 0 {
 		picked = &selAgent.Lane[n-1-min(sel.seg, n-1)]
 	}
@@ -114,7 +114,7 @@ func drawLanes(t themes.Theme, st *event.State, sel lanes, w, h int, total, curs
 				}
 			}
 			for _, s := range a.Lane {
-				if s.Kind == event.SegNudge && s.From >= from && s.From < to {
+				if s.Kind == fold.SegNudge && s.From >= from && s.From < to {
 					ch = t.Bad.Render("!")
 				}
 			}
@@ -132,13 +132,13 @@ func drawLanes(t themes.Theme, st *event.State, sel lanes, w, h int, total, curs
 }
 
 // describe says what a segment was, for the line under the lanes.
-func describe(agent int, s event.Segment, now time.Duration) string {
+func describe(agent int, s fold.Segment, now time.Duration) string {
 	end, open := s.To, ""
 	if end == 0 {
 		end, open = now, " so far"
 	}
-	what := map[event.SegmentKind]string{event.SegTurn: "on the model", event.SegTool: "ran " + s.What, event.SegWait: "waited for " + s.What, event.SegNudge: "nudged: " + s.What}[s.Kind]
-	if s.Kind == event.SegTurn && s.What != "" {
+	what := map[fold.SegmentKind]string{fold.SegTurn: "on the model", fold.SegTool: "ran " + s.What, fold.SegWait: "waited for " + s.What, fold.SegNudge: "nudged: " + s.What}[s.Kind]
+	if s.Kind == fold.SegTurn && s.What != "" {
 		what = "wrote its " + s.What
 	}
 	return fmt.Sprintf("A%d %s · %s%s (%s–%s) · event %d · enter: jump there", agent, what, (end - s.From).Round(time.Millisecond), open, stamp(s.From), stamp(end), s.Event)

@@ -13,14 +13,26 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/termtext"
 	"github.com/lloyal-ai/lloyal/themes"
 )
 
-// sanitize makes model and tool text safe to draw (event.Escape: a hostile
-// result can neither repaint nor retitle the terminal); tabs become spaces.
+// sanitize makes model and tool text safe to draw (termtext.Escape: a
+// hostile result can neither repaint nor retitle the terminal); tabs become
+// spaces.
 func sanitize(s string) string {
 	return strings.ReplaceAll(termtext.Escape(s), "\t", "    ")
+}
+
+// escapeNames returns e with the short strings the screen prints as they
+// are (type, tool, call id, role, reason) escaped by termtext.Escape's rule,
+// before the fold keeps them. Text, arguments and results keep their bytes:
+// they are escaped where they are laid out, which needs their newlines.
+func escapeNames(e event.Event) event.Event {
+	e.Type = event.Type(termtext.Escape(string(e.Type)))
+	e.Tool, e.CallID, e.Role, e.Reason = termtext.Escape(e.Tool), termtext.Escape(e.CallID), termtext.Escape(e.Role), termtext.Escape(e.Reason)
+	return e
 }
 
 // oneLine flattens text for a single row.
@@ -37,7 +49,7 @@ func fit(s string, w int) string {
 }
 
 // glyph is an agent's state at a glance: its outcome once it has one.
-func glyph(a *event.Agent) string {
+func glyph(a *fold.Agent) string {
 	switch a.Outcome {
 	case event.Returned:
 		return "✓"
@@ -61,7 +73,7 @@ func glyph(a *event.Agent) string {
 	return "○"
 }
 
-func styleFor(t themes.Theme, a *event.Agent) lipgloss.Style {
+func styleFor(t themes.Theme, a *fold.Agent) lipgloss.Style {
 	switch a.Outcome {
 	case event.Returned:
 		return t.Good

@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/themes"
 )
 
@@ -17,11 +17,11 @@ import (
 var levels = []rune("▁▂▃▄▅▆▇█")
 
 // surprisal is how surprising a token was, in nats.
-func surprisal(s event.Sampled) float64 { return -float64(s.Logprob) }
+func surprisal(s fold.Sampled) float64 { return -float64(s.Logprob) }
 
 // strip draws probs' last w tokens; pick ≥ 0 marks the token pick places
 // from the newest (and says what it was, with its alternatives when alts).
-func strip(t themes.Theme, probs []event.Sampled, w, pick int, alts bool) []string {
+func strip(t themes.Theme, probs []fold.Sampled, w, pick int, alts bool) []string {
 	if len(probs) == 0 || w < 8 {
 		return nil
 	}

@@ -98,6 +98,10 @@ func (t *transportPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
 	return true, tea.Batch(cmd, t.apply(st))
 }
 
+// Line is the transport bar above the key line, always shown in a replay
+// (the pane has no box).
+func (t *transportPane) Line(w int) (string, bool) { return fit(t.View(w, 1), w), true }
+
 // View is the transport line (h is always 1).
 func (t *transportPane) View(w, _ int) string {
 	p := t.p

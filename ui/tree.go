@@ -9,6 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 )
 
 // treePane lists the agents as a tree (sub-agents under their caller) with
@@ -103,7 +104,7 @@ func (p *treePane) View(w, h int) string {
 
 // role is the agent's part: the harness's name for it, or whose sub-agent
 // it is.
-func role(a *event.Agent) string {
+func role(a *fold.Agent) string {
 	switch {
 	case a.Role != "":
 		return a.Role
@@ -114,7 +115,7 @@ func role(a *event.Agent) string {
 }
 
 // activity is what the agent is doing now, in words.
-func (p *treePane) activity(a *event.Agent) string {
+func (p *treePane) activity(a *fold.Agent) string {
 	if a.Done() {
 		return fmt.Sprintf("%s %dt", a.Outcome, a.Tokens)
 	}
@@ -133,7 +134,7 @@ func (p *treePane) activity(a *event.Agent) string {
 		return "in " + a.Tool
 	case event.StatusParked:
 		for i := len(a.Timeline) - 1; i >= 0; i-- {
-			if it := a.Timeline[i]; it.Kind == event.ItemRetry {
+			if it := a.Timeline[i]; it.Kind == fold.ItemRetry {
 				if left := it.Retry.Sub(p.now()).Round(time.Second); left > 0 && !it.Retry.IsZero() {
 					return "parked " + left.String()
 				}
@@ -150,9 +151,9 @@ func (p *treePane) activity(a *event.Agent) string {
 }
 
 // lastCall is the agent's newest tool call in its timeline.
-func lastCall(a *event.Agent) *event.Item {
+func lastCall(a *fold.Agent) *fold.Item {
 	for i := len(a.Timeline) - 1; i >= 0; i-- {
-		if a.Timeline[i].Kind == event.ItemCall {
+		if a.Timeline[i].Kind == fold.ItemCall {
 			return &a.Timeline[i]
 		}
 	}

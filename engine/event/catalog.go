@@ -405,6 +405,11 @@ func (t Type) Known() bool { _, ok := catalog[t]; return ok }
 // Kind is the type's group for seeking.
 func (t Type) Kind() Kind { return catalog[t].kind }
 
+// Quiet reports whether a readable log leaves the type out: what it tells
+// reaches the log through another event (tick text through the turn, for
+// example).
+func (t Type) Quiet() bool { return catalog[t].quiet }
+
 // fieldDocs is what each key of an event means wherever a type does not
 // say more.
 var fieldDocs = map[string]string{

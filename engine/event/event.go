@@ -1,11 +1,15 @@
 // Package event is lloyal's one event vocabulary: every type of event the
 // runtime, its tools, the approval broker and the trace writer produce, the
-// Event value that carries them, and State, the one fold that turns a stream
-// of events into what the screen, the headless log, `trace stats`, the replay
-// index and the end-of-run summary show.
+// Event value that carries them, what the vocabulary says about each type
+// (catalog.go: its kind for seeking, whether a log shows it, its
+// documentation), and the values events carry (outcomes, statuses,
+// approvals, model identity, tool progress).
 //
-// It depends on the standard library only, so every other package (the
-// engine, the UI, the trace reader) can speak it without importing each other.
+// It is vocabulary only and depends on the standard library only
+// (TestStandardLibraryOnly), so every other package (the engine, the UI,
+// the trace reader) can speak it without importing each other. What a
+// reader makes of a stream of events (the agents, their timelines, the
+// sentences of the log) is package fold's State, beside those readers.
 package event
 
 import (

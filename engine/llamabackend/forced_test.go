@@ -11,6 +11,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/fold"
 )
 
 // Forced gives the tokens the model's tokenizer makes of the text the
@@ -142,7 +143,7 @@ func TestJumpForwardInARun(t *testing.T) {
 			t.Fatalf("jump-forward %v: %d tokens forced", jump, forced)
 		}
 		// The screen's fold counts every token an agent wrote, forced too.
-		st := event.NewState()
+		st := fold.NewState()
 		for _, e := range rec.Events() {
 			st.Apply(e)
 		}

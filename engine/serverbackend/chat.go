@@ -126,126 +126,158 @@ type pendingCall struct {
 // limit is passed on cut (without its closing marker), as a local model's
 // turn cut inside a call is, and the runtime asks for it again.
 func (c *Client) readChat(r io.Reader, b *turnBudget, text func(string)) (engine.TurnResult, int, error) {
-	res := engine.TurnResult{Evaluated: -1}
-	pieces := 0
-	thinking := false
-	calls := map[int]*pendingCall{}
-	emit := func(s string) {
-		if s != "" {
-			pieces++
-			text(s)
-		}
-	}
-	endThinking := func() {
-		if thinking {
-			thinking = false
-			emit("</think>")
-		}
-	}
-	flush := func(cut bool) {
-		endThinking()
-		idx := make([]int, 0, len(calls))
-		for i := range calls {
-			idx = append(idx, i)
-		}
-		sort.Ints(idx)
-		// One call per turn is all the runtime runs (parallel_tool_calls is
-		// off); a server that sends more gets the first run.
-		for _, i := range idx {
-			pc := calls[i]
-			args := strings.TrimSpace(pc.args.String())
-			if args == "" && !cut {
-				args = "{}"
-			}
-			name, _ := json.Marshal(pc.name)
-			if cut {
-				// Unfinished: the first call as far as it came, unclosed.
-				emit(c.format.CallOpen + fmt.Sprintf(`{"name": %s, "arguments": %s`, name, args))
-				break
-			}
-			// Arguments that are not JSON go to the runtime as written: its
-			// parser refuses them back to the model, as it would a local
-			// model's.
-			emit(c.format.CallOpen + fmt.Sprintf(`{"name": %s, "arguments": %s}`, name, args) + c.format.CallClose)
-		}
-		calls = map[int]*pendingCall{}
-	}
-	err := readSSE(r, b.maxLine(), func(data []byte) (bool, error) {
-		var m struct {
-			Choices []struct {
-				Delta struct {
-					Content          *string     `json:"content"`
-					ReasoningContent *string     `json:"reasoning_content"`
-					Reasoning        *string     `json:"reasoning"`
-					ToolCalls        []callDelta `json:"tool_calls"`
-				} `json:"delta"`
-				FinishReason *string `json:"finish_reason"`
-			} `json:"choices"`
-			openAIEvent
-		}
-		if err := decodeEvent(data, &m); err != nil {
-			return false, err
-		}
-		if err := m.apply(&res); err != nil {
-			return false, err
-		}
-		finished := false
-		for _, ch := range m.Choices {
-			d := ch.Delta
-			for _, r := range []*string{d.ReasoningContent, d.Reasoning} {
-				if r != nil && *r != "" {
-					if !b.take(len(*r)) {
-						return false, errTurnLimit
-					}
-					if !thinking {
-						thinking = true
-						emit("<think>")
-					}
-					emit(*r)
-				}
-			}
-			if d.Content != nil && *d.Content != "" {
-				if !b.take(len(*d.Content)) {
-					return false, errTurnLimit
-				}
-				endThinking()
-				emit(*d.Content)
-			}
-			for _, cd := range d.ToolCalls {
-				piece := argumentsPiece(cd.Function.Arguments)
-				if !b.take(len(cd.Function.Name) + len(piece)) {
-					return false, errTurnLimit
-				}
-				endThinking()
-				i := 0
-				if cd.Index != nil {
-					i = *cd.Index
-				}
-				pc := calls[i]
-				if pc == nil {
-					pc = &pendingCall{}
-					calls[i] = pc
-				}
-				if cd.Function.Name != "" {
-					pc.name = cd.Function.Name
-				}
-				pc.args.WriteString(piece)
-			}
-			if ch.FinishReason != nil && *ch.FinishReason != "" {
-				finished = true
-				res.Cut = *ch.FinishReason == "length"
-				flush(false)
-			}
-		}
-		return finished, nil
-	})
+	s := &chatStream{c: c, b: b, text: text, res: engine.TurnResult{Evaluated: -1}, calls: map[int]*pendingCall{}}
+	err := readSSE(r, b.maxLine(), s.event)
 	if errors.Is(err, errTurnLimit) {
 		// A server past max_tokens: the turn ends here, a call in
 		// progress with it.
-		res.Cut, err = true, nil
-		flush(true)
+		s.res.Cut, err = true, nil
+		s.flush(true)
 	}
-	return res, pieces, err
+	return s.res, s.pieces, err
+}
+
+// chatStream is a chat-completions turn being read: what it has passed on,
+// whether inside reasoning, and the tool calls being assembled.
+type chatStream struct {
+	c        *Client
+	b        *turnBudget
+	text     func(string)
+	res      engine.TurnResult
+	pieces   int
+	thinking bool
+	calls    map[int]*pendingCall
+}
+
+// chatDelta is what one choice of a chat-completions event adds.
+type chatDelta struct {
+	Content          *string     `json:"content"`
+	ReasoningContent *string     `json:"reasoning_content"`
+	Reasoning        *string     `json:"reasoning"`
+	ToolCalls        []callDelta `json:"tool_calls"`
+}
+
+// emit passes a non-empty piece of text on, counting it.
+func (s *chatStream) emit(t string) {
+	if t != "" {
+		s.pieces++
+		s.text(t)
+	}
+}
+
+// endThinking closes the reasoning, if open.
+func (s *chatStream) endThinking() {
+	if s.thinking {
+		s.thinking = false
+		s.emit("</think>")
+	}
+}
+
+// flush closes the reasoning and passes on the tool call assembled so far,
+// whole, or as far as it came where the turn was cut.
+func (s *chatStream) flush(cut bool) {
+	s.endThinking()
+	idx := make([]int, 0, len(s.calls))
+	for i := range s.calls {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	// One call per turn is all the runtime runs (parallel_tool_calls is
+	// off); a server that sends more gets the first run.
+	for _, i := range idx {
+		pc := s.calls[i]
+		args := strings.TrimSpace(pc.args.String())
+		if args == "" && !cut {
+			args = "{}"
+		}
+		name, _ := json.Marshal(pc.name)
+		if cut {
+			// Unfinished: the first call as far as it came, unclosed.
+			s.emit(s.c.format.CallOpen + fmt.Sprintf(`{"name": %s, "arguments": %s`, name, args))
+			break
+		}
+		// Arguments that are not JSON go to the runtime as written: its
+		// parser refuses them back to the model, as it would a local
+		// model's.
+		s.emit(s.c.format.CallOpen + fmt.Sprintf(`{"name": %s, "arguments": %s}`, name, args) + s.c.format.CallClose)
+	}
+	s.calls = map[int]*pendingCall{}
+}
+
+// event reads one server-sent event's data; finished says a choice ended
+// the turn.
+func (s *chatStream) event(data []byte) (bool, error) {
+	var m struct {
+		Choices []struct {
+			Delta        chatDelta `json:"delta"`
+			FinishReason *string   `json:"finish_reason"`
+		} `json:"choices"`
+		openAIEvent
+	}
+	if err := decodeEvent(data, &m); err != nil {
+		return false, err
+	}
+	if err := m.apply(&s.res); err != nil {
+		return false, err
+	}
+	finished := false
+	for _, ch := range m.Choices {
+		if err := s.delta(ch.Delta); err != nil {
+			return false, err
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			finished = true
+			s.res.Cut = *ch.FinishReason == "length"
+			s.flush(false)
+		}
+	}
+	return finished, nil
+}
+
+// delta passes on a choice's reasoning and content and adds its tool-call
+// pieces to the calls being assembled, spending each from the budget
+// (errTurnLimit once it is spent).
+func (s *chatStream) delta(d chatDelta) error {
+	for _, r := range []*string{d.ReasoningContent, d.Reasoning} {
+		if r != nil && *r != "" {
+			if !s.b.take(len(*r)) {
+				return errTurnLimit
+			}
+			if !s.thinking {
+				s.thinking = true
+				s.emit("<think>")
+			}
+			s.emit(*r)
+		}
+	}
+	if d.Content != nil && *d.Content != "" {
+		if !s.b.take(len(*d.Content)) {
+			return errTurnLimit
+		}
+		s.endThinking()
+		s.emit(*d.Content)
+	}
+	for _, cd := range d.ToolCalls {
+		piece := argumentsPiece(cd.Function.Arguments)
+		if !s.b.take(len(cd.Function.Name) + len(piece)) {
+			return errTurnLimit
+		}
+		s.endThinking()
+		i := 0
+		if cd.Index != nil {
+			i = *cd.Index
+		}
+		pc := s.calls[i]
+		if pc == nil {
+			pc = &pendingCall{}
+			s.calls[i] = pc
+		}
+		if cd.Function.Name != "" {
+			pc.name = cd.Function.Name
+		}
+		pc.args.WriteString(piece)
+	}
+	return nil
 }
 
 // argumentsPiece is a delta's arguments as text to append: a JSON string's

@@ -17,6 +17,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
+	"github.com/lloyal-ai/lloyal/fold"
 )
 
 // chatStyle is how a server streams a tool call: the shapes vLLM, SGLang,
@@ -268,7 +269,7 @@ func TestServerContextShareNeverPassesTheContext(t *testing.T) {
 	}
 	rec := &recorder{}
 	runPool(t, cl, rec, 2, 2, nil)
-	st := event.NewState()
+	st := fold.NewState()
 	rec.mu.Lock()
 	evs := append([]event.Event(nil), rec.evs...)
 	rec.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
+	"github.com/lloyal-ai/lloyal/fold"
 )
 
 // fakeOllama is an in-process server speaking ollama's /api/generate: a
@@ -236,7 +237,7 @@ func TestAgentsRunOnServer(t *testing.T) {
 	res := runPool(t, c, rec, 5, 2, nil)
 	// The screen's fold counts every piece an agent was sent, however many
 	// came in one tick.
-	st := event.NewState()
+	st := fold.NewState()
 	rec.mu.Lock()
 	for _, e := range rec.evs {
 		st.Apply(e)

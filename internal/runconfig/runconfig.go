@@ -21,12 +21,11 @@ import (
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/demomodel"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 	"github.com/lloyal-ai/lloyal/harness"
-	"github.com/lloyal-ai/lloyal/tools/research"
-	"github.com/lloyal-ai/lloyal/tools/research/demomodel"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -98,7 +97,7 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 	c.Model, c.Corpus, c.Threads, c.Streams, c.Walk = facts.Model, facts.Corpus, facts.Threads, facts.Streams, facts.Walk
 	c.Task = deref(facts.Task)
 	c.NCtx = given(facts.Context, DefaultContext)
-	c.Agents = given(facts.Agents, research.DefaultAgents) // checked, then 0 when not given
+	c.Agents = given(facts.Agents, harness.DefaultQuestions) // checked, then 0 when not given
 	c.Abilities, c.FollowUps, c.Interactive, c.Grounded = facts.Abilities, facts.FollowUps, facts.Interactive, facts.Grounded
 	c.MaxFollowUps = given(facts.MaxFollowUps, DefaultMaxFollowUps)
 	s := facts.Sampling
@@ -232,7 +231,7 @@ func fromFile(facts trace.RunConfig, a Authority, f *harness.File, c *session.Co
 // it knows.
 func UseDemoModel(contextGiven bool, c *session.Config) error {
 	if !contextGiven {
-		c.NCtx = research.DemoModelContext
+		c.NCtx = demomodel.Context
 	}
 	p, err := demomodel.UserPath()
 	if err != nil {

@@ -101,11 +101,11 @@ func TestTheSmallContextNoteFitsThePublisher(t *testing.T) {
 	}
 	// What the publisher holds: both tools' schemas in its spine, then
 	// the note and the report as it writes them.
-	note := GroundedNote(DemoTask, kept)
+	note := GroundedNote(demoTask, kept)
 	noteTool := FixedNote(engine.Func{S: engine.ToolSpec{Name: "write_note"}}, note)
-	reportTool := PublisherReport(DemoTask, kept, true, true)
+	reportTool := PublisherReport(demoTask, kept, true, true)
 	noteArgs, _ := json.Marshal(map[string]string{"name": "report", "text": note})
-	reportArgs, _ := json.Marshal(map[string]any{"claims": NoteClaims(DemoTask, kept)})
+	reportArgs, _ := json.Marshal(map[string]any{"claims": NoteClaims(demoTask, kept)})
 	bytes := len(noteTool.Spec().Parameters) + len(noteTool.Spec().Description) + len(reportTool.Spec().Parameters) + len(reportTool.Spec().Description) +
 		len(noteArgs) + len(reportArgs)
 	tokens := overhead + task + int(float64(bytes)/bytesPerToken)

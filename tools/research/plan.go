@@ -11,12 +11,6 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 )
 
-// PlannerSystem is the planner's system prompt.
-const PlannerSystem = "You plan research. Split the task into independent questions a researcher can answer from the documents."
-
-// PlanTool is the planner's terminal tool for this harness's task.
-func (h *Harness) PlanTool() engine.Tool { return PlanTool(h.Task, h.Agents, h.ClausePlan) }
-
 // PlanTool is a planner's terminal tool for task: at most most questions.
 // With clausePlan the questions are the task's own clauses: each of them
 // once, in the order the planner chooses (when there are at most

@@ -8,12 +8,16 @@ import (
 	"unicode/utf8"
 )
 
+// demoTask is a task of two clauses in the forms the demo model trained
+// on: the default task of the research harness (its run.input).
+const demoTask = "What does the Tidewater handbook say about recovery after a crash, and what is idempotent in Tidewater?"
+
 func TestClauses(t *testing.T) {
 	for _, c := range []struct {
 		task string
 		want []string
 	}{
-		{DemoTask, []string{"What does the Tidewater handbook say about recovery after a crash?", "What is idempotent in Tidewater?"}},
+		{demoTask, []string{"What does the Tidewater handbook say about recovery after a crash?", "What is idempotent in Tidewater?"}},
 		{"How does Tidewater 3 recover after a crash, and what must a job's manifest say for it to be retried?",
 			[]string{"How does Tidewater 3 recover after a crash?", "What must a job's manifest say for it to be retried?"}},
 		// The way the demo model's training tasks join questions.
@@ -39,7 +43,7 @@ func TestClauses(t *testing.T) {
 // Every clause is a piece of the task, word for word: only its first
 // letter (capitalised) and its closing mark may be new.
 func FuzzClauses(f *testing.F) {
-	for _, s := range []string{DemoTask, "What is a harbor? Explain the dock.", "a, and what, and b", "?.!", "x\n\ny"} {
+	for _, s := range []string{demoTask, "What is a harbor? Explain the dock.", "a, and what, and b", "?.!", "x\n\ny"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, task string) {
@@ -56,12 +60,11 @@ func FuzzClauses(f *testing.F) {
 // with more clauses than a plan lists the orders of, any of them; without
 // it any question.
 func TestPlanToolClauses(t *testing.T) {
-	h := &Harness{Task: DemoTask, Agents: 3}
-	free := string(h.PlanTool().Spec().Parameters)
+	task, agents := demoTask, 3
+	free := string(PlanTool(task, agents, false).Spec().Parameters)
 	if !strings.Contains(free, `"items":{"type":"string","maxLength":160}`) {
 		t.Fatalf("a free plan's schema: %s", free)
 	}
-	h.ClausePlan = true
 	var schema struct {
 		Properties struct {
 			Questions struct {
@@ -70,19 +73,18 @@ func TestPlanToolClauses(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal(h.PlanTool().Spec().Parameters, &schema); err != nil {
+	if err := json.Unmarshal(PlanTool(task, agents, true).Spec().Parameters, &schema); err != nil {
 		t.Fatal(err)
 	}
-	a, b := Clauses(DemoTask)[0], Clauses(DemoTask)[1]
+	a, b := Clauses(demoTask)[0], Clauses(demoTask)[1]
 	if got := schema.Properties.Questions.Enum; len(got) != 2 || !slices.Equal(got[0], []string{a, b}) || !slices.Equal(got[1], []string{b, a}) {
 		t.Fatalf("a clause plan's questions: %q", got)
 	}
 	// Four clauses: 24 orders; with two agents, any two of them.
-	h.Task = "What is a? What is b? What is c? What is d?"
+	task = "What is a? What is b? What is c? What is d?"
 	for agents, orders := range map[int]int{4: 24, 2: 0} {
-		h.Agents = agents
 		schema.Properties.Questions.Enum, schema.Properties.Questions.Items.Enum = nil, nil
-		if err := json.Unmarshal(h.PlanTool().Spec().Parameters, &schema); err != nil {
+		if err := json.Unmarshal(PlanTool(task, agents, true).Spec().Parameters, &schema); err != nil {
 			t.Fatal(err)
 		}
 		if got := schema.Properties.Questions; len(got.Enum) != orders || orders == 0 && len(got.Items.Enum) != 4 {
@@ -90,8 +92,7 @@ func TestPlanToolClauses(t *testing.T) {
 		}
 	}
 	// A task with no words plans freely (the run falls back to the task).
-	h.Task, h.Agents = "  ", 3
-	if got := string(h.PlanTool().Spec().Parameters); got != free {
+	if got := string(PlanTool("  ", 3, true).Spec().Parameters); got != free {
 		t.Fatalf("a blank task's plan: %s", got)
 	}
 }

@@ -18,9 +18,6 @@ import (
 	"github.com/lloyal-ai/lloyal/tools"
 )
 
-// PublisherSystem is the publisher's system prompt.
-const PublisherSystem = "You write the final report from the findings, save it as a note, then report it."
-
 // Finding is one researcher's report, as the publisher reads it.
 type Finding struct {
 	Agent            int // the researcher's id
@@ -31,13 +28,6 @@ type Finding struct {
 	// Helped are the findings of the helpers it started, on their
 	// sub-questions (the harness fills them in).
 	Helped []Finding
-}
-
-// PublisherTask is the publisher's task: the run's task and the findings,
-// each cut to what the context allows.
-func (h *Harness) PublisherTask(task string, findings []Finding) string {
-	return "Task: " + task + "\n\nFindings:\n" + FindingsText(findings, h.findingChars) +
-		"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."
 }
 
 // FindingsText lists findings as a publisher's task holds them: each
@@ -68,13 +58,6 @@ func Findings(results []engine.AgentResult) []Finding {
 		}
 	}
 	return out
-}
-
-// PublisherTools are the publisher's tool (write_note) and terminal tool
-// in a run that is not grounded, with no findings yet (the demo model's
-// training transcripts).
-func (h *Harness) PublisherTools() (note, terminal engine.Tool) {
-	return h.note, h.grounding.Report(tools.ReportOptions{})
 }
 
 // GroundedNote is a grounded run's note: the task, then each question with

@@ -175,26 +175,10 @@ func (p *parser) str() (string, error) {
 	return string(b), nil
 }
 
+// file reads a GGUF header, metadata then tensor table, from a file of size
+// bytes, and checks that every tensor's data lies inside it.
 func (p *parser) file(size int64) (*File, error) {
-	b, err := p.read(4)
-	if err != nil {
-		return nil, err
-	}
-	if string(b) != Magic {
-		return nil, p.fail("wrong magic %q: GGUF files start with %q", string(b), Magic)
-	}
-	version, err := p.u32()
-	if err != nil {
-		return nil, err
-	}
-	if version < 2 || version > 3 {
-		return nil, p.fail("unsupported GGUF version %d (supported: 2 and 3)", version)
-	}
-	nTensors, err := p.u64()
-	if err != nil {
-		return nil, err
-	}
-	nKV, err := p.u64()
+	version, nTensors, nKV, err := p.header()
 	if err != nil {
 		return nil, err
 	}
@@ -204,32 +188,8 @@ func (p *parser) file(size int64) (*File, error) {
 		return nil, p.fail("the file is truncated or corrupt: its header claims %d metadata entries but only %d bytes follow", nKV, p.remaining())
 	}
 	f := &File{Version: version, Size: size, Alignment: DefaultAlignment, index: map[string]int{}}
-	f.KV = make([]KV, 0, nKV)
-	for i := uint64(0); i < nKV; i++ {
-		key, err := p.str()
-		if err != nil {
-			return nil, err
-		}
-		t, err := p.u32()
-		if err != nil {
-			return nil, err
-		}
-		v, err := p.value(ValueType(t), 0)
-		if err != nil {
-			var fe *FormatError
-			if errors.As(err, &fe) {
-				fe.Reason = fmt.Sprintf("metadata %q: %s", key, fe.Reason)
-				return nil, fe
-			}
-			return nil, err
-		}
-		if _, dup := f.index[key]; dup {
-			// llama.cpp refuses a repeated key; so do we, before it reads the
-			// file, so both see the same metadata.
-			return nil, p.fail("metadata key %q appears twice", key)
-		}
-		f.index[key] = len(f.KV)
-		f.KV = append(f.KV, KV{Key: key, Value: v})
+	if err := p.metadata(f, nKV); err != nil {
+		return nil, err
 	}
 	if a, ok := f.Uint("general.alignment"); ok {
 		if a == 0 || a&(a-1) != 0 || a > 1<<16 {
@@ -242,50 +202,131 @@ func (p *parser) file(size int64) (*File, error) {
 	}
 	f.Tensors = make([]TensorInfo, 0, nTensors)
 	for i := uint64(0); i < nTensors; i++ {
-		name, err := p.str()
+		ti, err := p.tensorInfo()
 		if err != nil {
-			return nil, err
-		}
-		nd, err := p.u32()
-		if err != nil {
-			return nil, err
-		}
-		if nd == 0 || nd > maxDims {
-			return nil, p.fail("tensor %q has %d dimensions (1..%d allowed)", name, nd, maxDims)
-		}
-		ti := TensorInfo{Name: name, Dims: make([]uint64, nd)}
-		elems := uint64(1)
-		for d := range ti.Dims {
-			if ti.Dims[d], err = p.u64(); err != nil {
-				return nil, err
-			}
-			if ti.Dims[d] == 0 {
-				return nil, p.fail("tensor %q has a zero dimension", name)
-			}
-			if ti.Dims[d] > math.MaxInt64/elems {
-				return nil, p.fail("tensor %q is impossibly large", name)
-			}
-			elems *= ti.Dims[d]
-		}
-		tt, err := p.u32()
-		if err != nil {
-			return nil, err
-		}
-		ti.Type = TensorType(tt)
-		if ti.Offset, err = p.u64(); err != nil {
 			return nil, err
 		}
 		f.Tensors = append(f.Tensors, ti)
 	}
 	f.DataOffset = alignUp(uint64(p.r.n), f.Alignment)
+	if err := p.checkTensorData(f, size); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// header reads the fixed start of a file: the magic, the version (2 or 3),
+// and how many tensor infos and metadata entries follow.
+func (p *parser) header() (version uint32, nTensors, nKV uint64, err error) {
+	b, err := p.read(4)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if string(b) != Magic {
+		return 0, 0, 0, p.fail("wrong magic %q: GGUF files start with %q", string(b), Magic)
+	}
+	version, err = p.u32()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if version < 2 || version > 3 {
+		return 0, 0, 0, p.fail("unsupported GGUF version %d (supported: 2 and 3)", version)
+	}
+	nTensors, err = p.u64()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	nKV, err = p.u64()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return version, nTensors, nKV, nil
+}
+
+// metadata reads nKV metadata entries into f, refusing a key that appears
+// twice.
+func (p *parser) metadata(f *File, nKV uint64) error {
+	f.KV = make([]KV, 0, nKV)
+	for i := uint64(0); i < nKV; i++ {
+		key, err := p.str()
+		if err != nil {
+			return err
+		}
+		t, err := p.u32()
+		if err != nil {
+			return err
+		}
+		v, err := p.value(ValueType(t), 0)
+		if err != nil {
+			var fe *FormatError
+			if errors.As(err, &fe) {
+				fe.Reason = fmt.Sprintf("metadata %q: %s", key, fe.Reason)
+				return fe
+			}
+			return err
+		}
+		if _, dup := f.index[key]; dup {
+			// llama.cpp refuses a repeated key; so do we, before it reads the
+			// file, so both see the same metadata.
+			return p.fail("metadata key %q appears twice", key)
+		}
+		f.index[key] = len(f.KV)
+		f.KV = append(f.KV, KV{Key: key, Value: v})
+	}
+	return nil
+}
+
+// tensorInfo reads one tensor's entry in the tensor table: its name,
+// dimensions (refusing none, too many, a zero one or an overflowing
+// product), type and data offset.
+func (p *parser) tensorInfo() (TensorInfo, error) {
+	name, err := p.str()
+	if err != nil {
+		return TensorInfo{}, err
+	}
+	nd, err := p.u32()
+	if err != nil {
+		return TensorInfo{}, err
+	}
+	if nd == 0 || nd > maxDims {
+		return TensorInfo{}, p.fail("tensor %q has %d dimensions (1..%d allowed)", name, nd, maxDims)
+	}
+	ti := TensorInfo{Name: name, Dims: make([]uint64, nd)}
+	elems := uint64(1)
+	for d := range ti.Dims {
+		if ti.Dims[d], err = p.u64(); err != nil {
+			return TensorInfo{}, err
+		}
+		if ti.Dims[d] == 0 {
+			return TensorInfo{}, p.fail("tensor %q has a zero dimension", name)
+		}
+		if ti.Dims[d] > math.MaxInt64/elems {
+			return TensorInfo{}, p.fail("tensor %q is impossibly large", name)
+		}
+		elems *= ti.Dims[d]
+	}
+	tt, err := p.u32()
+	if err != nil {
+		return TensorInfo{}, err
+	}
+	ti.Type = TensorType(tt)
+	if ti.Offset, err = p.u64(); err != nil {
+		return TensorInfo{}, err
+	}
+	return ti, nil
+}
+
+// checkTensorData checks that every tensor of f has its data aligned and
+// inside the file's size bytes, once f.DataOffset is known.
+func (p *parser) checkTensorData(f *File, size int64) error {
 	for _, t := range f.Tensors {
 		if t.Offset%f.Alignment != 0 {
-			return nil, &FormatError{Offset: p.r.n, Reason: fmt.Sprintf("tensor %q data offset %d is not aligned to %d", t.Name, t.Offset, f.Alignment)}
+			return &FormatError{Offset: p.r.n, Reason: fmt.Sprintf("tensor %q data offset %d is not aligned to %d", t.Name, t.Offset, f.Alignment)}
 		}
 		n, ok := t.Type.DataSize(t.Elements())
 		if !ok {
 			if _, known := blockInfo[t.Type]; known {
-				return nil, &FormatError{Offset: p.r.n, Reason: fmt.Sprintf(
+				return &FormatError{Offset: p.r.n, Reason: fmt.Sprintf(
 					"tensor %q: %d elements of %s are not a whole number of blocks or too many bytes",
 					t.Name, t.Elements(), t.Type)}
 			}
@@ -294,12 +335,12 @@ func (p *parser) file(size int64) (*File, error) {
 		// Check the offset on its own first: DataOffset+Offset may wrap around.
 		start := f.DataOffset + t.Offset
 		if t.Offset > uint64(size) || start > uint64(size) || n > uint64(size)-start {
-			return nil, &FormatError{Offset: size, Reason: fmt.Sprintf(
+			return &FormatError{Offset: size, Reason: fmt.Sprintf(
 				"tensor %q needs bytes %d..%d but the file has %d bytes: the file is truncated (re-download or regenerate it)",
 				t.Name, start, start+n, size)}
 		}
 	}
-	return f, nil
+	return nil
 }
 
 func alignUp(n, a uint64) uint64 { return (n + a - 1) / a * a }

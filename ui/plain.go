@@ -1,4 +1,4 @@
-package event
+package ui
 
 import "strings"
 
@@ -22,9 +22,9 @@ var plainWords = map[string]string{
 	"turn_cut":           "its turn reached the token limit inside a tool call",
 }
 
-// Plain says a reason in words: a known code (alone, or before a colon) is
-// replaced by its sentence; anything else is returned as it is.
-func Plain(reason string) string {
+// plainReason says a reason in words: a known code (alone, or before a
+// colon) is replaced by its sentence; anything else is returned as it is.
+func plainReason(reason string) string {
 	code, rest, _ := strings.Cut(reason, ":")
 	if w, ok := plainWords[strings.TrimSpace(code)]; ok {
 		if rest = strings.TrimSpace(rest); rest != "" {
@@ -35,8 +35,8 @@ func Plain(reason string) string {
 	return reason
 }
 
-// IsCode reports whether reason starts with a runtime reason code.
-func IsCode(reason string) bool {
+// isReasonCode reports whether reason starts with a runtime reason code.
+func isReasonCode(reason string) bool {
 	code, _, _ := strings.Cut(reason, ":")
 	_, ok := plainWords[strings.TrimSpace(code)]
 	return ok

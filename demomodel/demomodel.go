@@ -2,6 +2,11 @@
 // `lloyal model train` trained on researcher, planner and publisher
 // transcripts over the built-in Tidewater handbook. It knows only that
 // handbook; its header says so and lists the facts it never trained on.
+//
+// Its training lives beside it, not among the tools a run uses: package
+// transcript writes the transcripts from the research harness file
+// (harness/builtin/research.yaml), as a run of it would write them, and
+// package training (cgo: it trains on llama.cpp) turns them into the model.
 package demomodel
 
 import (
@@ -17,6 +22,12 @@ import (
 
 	"github.com/lloyal-ai/lloyal/regular"
 )
+
+// Context is the context `lloyal run` gives the demo model unless told
+// otherwise: the model is small (its cache costs 4 KiB a cell), so the
+// planner, researchers, their helpers and the publisher get room side by
+// side.
+const Context = 16384
 
 //go:embed lloyal-demo.gguf
 var file []byte

@@ -16,12 +16,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/lloyal-ai/lloyal/demomodel/transcript"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/train"
 	"github.com/lloyal-ai/lloyal/tools/research"
-	"github.com/lloyal-ai/lloyal/tools/research/transcript"
 )
 
 // HeldOutKey is the GGUF key where a trained model lists the facts it never

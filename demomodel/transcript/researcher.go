@@ -11,8 +11,18 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
+)
+
+// The research program's roles a transcript is written for (the role
+// names of harness/builtin/research.yaml).
+const (
+	Planner    = "planner"
+	Researcher = "researcher"
+	Publisher  = "publisher"
 )
 
 // Piece is a run of a transcript: what the runtime writes (Model false:
@@ -42,13 +52,17 @@ func (t Transcript) String() string {
 	return b.String()
 }
 
-// Writer writes the harness's agents' transcripts: the researcher's
-// (Research), the planner's (Plan) and the publisher's (Publish).
+// Writer writes the research program's agents' transcripts: the
+// researcher's (Research), the planner's (Plan) and the publisher's
+// (Publish). Each is what the program gives its role in a run — system
+// prompt, tools and task, from the harness file and nothing else
+// (harness.Program.StepPool) — then the calls the model is to learn.
 type Writer struct {
 	// Format is the model's chat format (llamabackend.Identify).
 	Format chat.Format
-	// Harness gives the agents' tools, exactly as a run does.
-	Harness *research.Harness
+	// Program is the research harness (harness/builtin/research.yaml),
+	// built and fitted as a run of NCtx cells builds it.
+	Program *harness.Program
 	// NCtx is the context the run would have, for _contextAvailablePercent.
 	NCtx int
 	// Count returns how many tokens a prompt takes; the share of the
@@ -129,8 +143,11 @@ func (s *session) call(ctx context.Context, name string, args map[string]any) (j
 // of task) about f: search with the question's words, read the top hit
 // (the file holding the answer), report citing it.
 func (w Writer) Research(ctx context.Context, f Fact, question, task string) (Transcript, error) {
-	researcherTools, terminal := w.Harness.ResearcherTools()
-	s, err := w.start("researcher", research.ResearcherSystem, researcherTools, terminal, research.ResearcherTask(question, task))
+	results, err := Planned(w.Program, question)
+	if err != nil {
+		return Transcript{}, err
+	}
+	s, err := w.startStep(Researcher, task, results)
 	if err != nil {
 		return Transcript{}, err
 	}
@@ -182,7 +199,7 @@ func (w Writer) Research(ctx context.Context, f Fact, question, task string) (Tr
 
 // Plan writes the transcript of the planner splitting task into questions.
 func (w Writer) Plan(ctx context.Context, task string, questions []string) (Transcript, error) {
-	s, err := w.start("planner", research.PlannerSystem, nil, w.Harness.PlanTool(), task)
+	s, err := w.startStep(Planner, task, nil)
 	if err != nil {
 		return Transcript{}, err
 	}
@@ -195,9 +212,31 @@ func (w Writer) Plan(ctx context.Context, task string, questions []string) (Tran
 // Publish writes the transcript of the publisher turning the findings into
 // the final report: it saves the report as the note "report" (write_note,
 // run for real), then reports it citing every finding's sources.
+//
+// Its task holds the findings as a run's publisher reads them: the
+// researchers' reports. Its terminal tool is the researchers' plain
+// report, not the run's publish terminal: the demo model learned its
+// publisher's report so (a run's, a report over the findings' sources,
+// depends on what its researchers found, which a transcript does not
+// teach).
 func (w Writer) Publish(ctx context.Context, task string, findings []research.Finding) (Transcript, error) {
-	note, terminal := w.Harness.PublisherTools()
-	s, err := w.start("publisher", research.PublisherSystem, []engine.Tool{note}, terminal, w.Harness.PublisherTask(task, findings))
+	results, err := w.researched(findings)
+	if err != nil {
+		return Transcript{}, err
+	}
+	spec, tasks, err := w.Program.StepPool(Publisher, task, results)
+	if err != nil {
+		return Transcript{}, err
+	}
+	researcher, _, err := w.Program.StepPool(Researcher, task, nil)
+	if err != nil {
+		return Transcript{}, err
+	}
+	if len(spec.Tools) != 1 || len(tasks) != 1 {
+		return Transcript{}, fmt.Errorf("transcript: the publisher has %d tools and %d agents: a transcript writes one that saves a note with its one tool", len(spec.Tools), len(tasks))
+	}
+	note := spec.Tools[0]
+	s, err := w.start(Publisher, spec.System, spec.Tools, researcher.Terminal, tasks[0])
 	if err != nil {
 		return Transcript{}, err
 	}
@@ -218,6 +257,68 @@ func (w Writer) Publish(ctx context.Context, task string, findings []research.Fi
 		return Transcript{}, err
 	}
 	return s.tr, nil
+}
+
+// startStep starts the transcript of the one agent the step running role
+// starts in a run on task, the steps before it having returned results:
+// its pool's spine and its task.
+func (w Writer) startStep(role, task string, results map[string][]engine.AgentResult) (*session, error) {
+	spec, tasks, err := w.Program.StepPool(role, task, results)
+	if err != nil {
+		return nil, err
+	}
+	if len(tasks) != 1 {
+		return nil, fmt.Errorf("transcript: the %s step starts %d agents here, want one", role, len(tasks))
+	}
+	return w.start(role, spec.System, spec.Tools, spec.Terminal, tasks[0])
+}
+
+// Planned are the results of a run's planner that planned question alone:
+// what the research program p's researchers' step starts one researcher
+// on (its each_item list, STEP.FIELD).
+func Planned(p *harness.Program, question string) (map[string][]engine.AgentResult, error) {
+	s, err := step(p, Researcher)
+	if err != nil {
+		return nil, err
+	}
+	id, field, ok := strings.Cut(s.EachItem, ".")
+	if !ok {
+		return nil, fmt.Errorf("transcript: the researchers' step starts no agent per planned question (each_item: %q)", s.EachItem)
+	}
+	plan, err := json.Marshal(map[string][]string{field: {question}})
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]engine.AgentResult{id: {{Outcome: event.Returned, Result: plan}}}, nil
+}
+
+// researched are the results of a run's researchers that reported
+// findings: each one's question its task, its answer and sources its
+// report.
+func (w Writer) researched(findings []research.Finding) (map[string][]engine.AgentResult, error) {
+	s, err := step(w.Program, Researcher)
+	if err != nil {
+		return nil, err
+	}
+	var rs []engine.AgentResult
+	for _, f := range findings {
+		r, err := json.Marshal(map[string]any{"answer": f.Answer, "sources": f.Sources})
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, engine.AgentResult{Task: f.Question, Outcome: event.Returned, Result: r})
+	}
+	return map[string][]engine.AgentResult{s.ID: rs}, nil
+}
+
+// step is p's first step that runs role.
+func step(p *harness.Program, role string) (harness.Step, error) {
+	for _, s := range p.File().Run.Steps {
+		if s.Role == role {
+			return s, nil
+		}
+	}
+	return harness.Step{}, fmt.Errorf("transcript: no step runs role %q", role)
 }
 
 // serialise is the runtime's rendering of a tool value (engine.ResultJSON,

@@ -1,6 +1,10 @@
-package event
+package fold
 
-import "time"
+import (
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
 
 // SegmentKind is what an agent was doing during a Segment.
 type SegmentKind uint8
@@ -29,7 +33,7 @@ type Segment struct {
 const MaxSegments = 256
 
 // open ends the lane's current segment at e and starts a new one.
-func (a *Agent) open(e Event, k SegmentKind, what string) {
+func (a *Agent) open(e event.Event, k SegmentKind, what string) {
 	a.close(e.At)
 	a.Lane = append(a.Lane, Segment{Kind: k, What: what, From: e.At, Event: e.ID})
 	if n := len(a.Lane); n > MaxSegments {
@@ -65,35 +69,35 @@ func (a *Agent) current() *Segment {
 
 // lane moves the agent's lane on by one event: the one place lanes are
 // folded.
-func (s *State) lane(e Event) {
+func (s *State) lane(e event.Event) {
 	if e.Agent == 0 {
 		return
 	}
 	a := s.agent(e.Agent)
 	switch e.Type {
-	case AgentSpawn:
+	case event.AgentSpawn:
 		a.open(e, SegTurn, "")
-	case AgentToolCall, ToolDispatch:
+	case event.AgentToolCall, event.ToolDispatch:
 		a.open(e, SegTool, e.Tool)
-	case ToolRetry:
+	case event.ToolRetry:
 		a.open(e, SegWait, "retry")
-	case ApprovalRequested:
+	case event.ApprovalRequested:
 		a.open(e, SegWait, "approval")
-	case SettleDeferred:
+	case event.SettleDeferred:
 		a.open(e, SegWait, "room")
-	case ToolResult, BranchPrefill:
-		if e.Type == BranchPrefill && (e.Role == "suffix" || e.Role == "prune") {
+	case event.ToolResult, event.BranchPrefill:
+		if e.Type == event.BranchPrefill && (e.Role == "suffix" || e.Role == "prune") {
 			return
 		}
 		if c := a.current(); c != nil && c.Kind == SegTurn {
 			return // already on the model
 		}
 		a.open(e, SegTurn, "")
-	case AgentNudge:
+	case event.AgentNudge:
 		a.Lane = append(a.Lane, Segment{Kind: SegNudge, What: e.Reason, From: e.At, To: e.At, Event: e.ID})
-	case AgentDrop:
+	case event.AgentDrop:
 		a.open(e, SegTurn, "report")
-	case AgentReturn, AgentRecovered, AgentFailed, AgentCancelled, ToolError:
+	case event.AgentReturn, event.AgentRecovered, event.AgentFailed, event.AgentCancelled, event.ToolError:
 		a.close(e.At)
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/lloyal-ai/lloyal/demomodel/training"
 	"github.com/lloyal-ai/lloyal/tools/research"
-	"github.com/lloyal-ai/lloyal/tools/research/training"
 )
 
 // pages are the handbook pages Handbook keeps whole, besides the glossary

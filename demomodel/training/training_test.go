@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/tools/research/training"
-	"github.com/lloyal-ai/lloyal/tools/research/training/trainingtest"
+	"github.com/lloyal-ai/lloyal/demomodel/training"
+	"github.com/lloyal-ai/lloyal/demomodel/training/trainingtest"
 )
 
 // A training prints a loss per step and writes the same file for the same

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
 )
@@ -23,6 +24,18 @@ func handbookFacts(t *testing.T) []Fact {
 		t.Fatal(err)
 	}
 	return facts
+}
+
+// researchProgram is the research harness over the built-in handbook as a
+// run of 4,096 cells builds it, its notes in a temporary folder.
+func researchProgram(t *testing.T) *harness.Program {
+	t.Helper()
+	p, done, err := ResearchProgram(nil, 4096, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(done)
+	return p
 }
 
 func TestFactsComeFromTheHandbook(t *testing.T) {
@@ -105,14 +118,9 @@ func TestResearcherTranscript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	note, err := tools.WriteNoteTool(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := research.New(corpus, note, "", 1)
-	h.Fit(4096, 512)
+	p := researchProgram(t)
 	f := chat.FormatOf(chat.ChatML)
-	r := Writer{Format: f, Harness: h, NCtx: 4096, Count: func(p chat.Prompt) (int, error) { return len(p.String()) / 4, nil }}
+	r := Writer{Format: f, Program: p, NCtx: 4096, Count: func(p chat.Prompt) (int, error) { return len(p.String()) / 4, nil }}
 	var fact Fact
 	for _, x := range handbookFacts(t) {
 		if x.ID == "glossary:claim" {
@@ -126,9 +134,9 @@ func TestResearcherTranscript(t *testing.T) {
 	}
 	text := tr.String()
 	for _, want := range []string{
-		research.ResearcherSystem,
+		p.File().Roles[Researcher].System,
 		`"name":"search"`, // the schema in the spine
-		research.ResearcherTask(q, q),
+		q + "\n\n(Part of the task: " + q + ")",
 		"<tool_call>\n" + `{"name": "search", "arguments": {"query":"What is claim in Tidewater?"}}` + "\n</tool_call>",
 		`"_contextAvailablePercent":`,
 		// The arguments in the schema's order, which the grammar forces.
@@ -309,18 +317,8 @@ func TestTasks(t *testing.T) {
 // findings' answers as the note "report" (run for real) and reports them
 // citing every finding's file once.
 func TestPlannerAndPublisherTranscripts(t *testing.T) {
-	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	notes := t.TempDir()
-	note, err := tools.WriteNoteTool(notes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := research.New(corpus, note, "", 3)
-	h.Fit(4096, 512)
-	w := Writer{Format: chat.FormatOf(chat.ChatML), Harness: h, NCtx: 4096}
+	prog := researchProgram(t)
+	w := Writer{Format: chat.FormatOf(chat.ChatML), Program: prog, NCtx: 4096}
 	task := Tasks(handbookFacts(t), 3, 1)[0]
 	for len(task.Questions) < 2 {
 		t.Fatalf("seed 3's first task has one question: pick a seed that joins two")
@@ -331,7 +329,7 @@ func TestPlannerAndPublisherTranscripts(t *testing.T) {
 	}
 	qs, _ := json.Marshal(task.Questions)
 	text := p.String()
-	for _, want := range []string{research.PlannerSystem, `"name": "plan"`, `"maxItems":3`, "<|im_start|>user\n" + task.Text,
+	for _, want := range []string{prog.File().Roles[Planner].System, `"name": "plan"`, `"maxItems":3`, "<|im_start|>user\n" + task.Text,
 		"<tool_call>\n" + `{"name": "plan", "arguments": {"questions":` + string(qs) + "}}\n</tool_call>"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("planner transcript lacks %q:\n%s", want, text)
@@ -350,14 +348,18 @@ func TestPlannerAndPublisherTranscripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	text = pub.String()
-	for _, want := range []string{research.PublisherSystem, h.PublisherTask(task.Text, findings), "  sources: b.md, a.md\n",
+	// Its task is the findings, each cut as the context allows.
+	l, _ := research.Fitted(4096, 512)
+	publisherTask := "Task: " + task.Text + "\n\nFindings:\n" + research.FindingsText(findings, l.FindingChars) +
+		"\nWrite the final report. First save it with write_note as a note named \"report\", then call report with it."
+	for _, want := range []string{prog.File().Roles[Publisher].System, publisherTask, "  sources: b.md, a.md\n",
 		`{"name": "write_note", "arguments": {"name":"report","text":"first answer\n\nsecond answer"}}`,
 		`{"name": "report", "arguments": {"answer":"first answer\n\nsecond answer","sources":["a.md","b.md"]}}`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("publisher transcript lacks %q:\n%s", want, text)
 		}
 	}
-	saved, _ := os.ReadDir(notes)
+	saved, _ := os.ReadDir(prog.Notes())
 	if len(saved) != 1 {
 		t.Errorf("write_note ran %d times, want once: %v", len(saved), saved)
 	}

@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
-	"os"
 	"strings"
 
+	"github.com/lloyal-ai/lloyal/demomodel/transcript"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
-	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/tools/research"
-	"github.com/lloyal-ai/lloyal/tools/research/transcript"
 )
 
 // stats says what the transcript data holds.
@@ -24,7 +21,8 @@ type stats struct {
 }
 
 // trainRunCtx is the context a demo run is assumed to have when transcripts
-// write _contextAvailablePercent and the harness picks its tools (Fit).
+// write _contextAvailablePercent and the research program is fitted to it
+// (its profiles and limits).
 const trainRunCtx = 4096
 
 // eachTranscript writes a researcher transcript for every question of every
@@ -45,12 +43,12 @@ func eachTranscript(ctx context.Context, base string, o Options, st *stats, fn t
 	if err != nil {
 		return err
 	}
-	h, _, done, err := HandbookHarness(hb, trainRunCtx, 512)
+	p, done, err := transcript.ResearchProgram(hb, trainRunCtx, 512)
 	if err != nil {
 		return err
 	}
 	defer done()
-	r := transcript.Writer{Format: f, Harness: h, NCtx: trainRunCtx}
+	r := transcript.Writer{Format: f, Program: p, NCtx: trainRunCtx}
 	r.Count = tok.count
 	facts, err := transcript.Facts(hb)
 	if err != nil {
@@ -141,36 +139,6 @@ func researchEach(ctx context.Context, r transcript.Writer, rng *rand.Rand, fact
 		}
 	}
 	return nil
-}
-
-// HandbookHarness is the research harness over a handbook (the built-in
-// one: research.Handbook()), fitted to a context of nCtx (as a run of that
-// size fits it), with notes going to a temporary folder that done removes,
-// and the corpus its search ranks. Researchers' transcripts and lloyal bench
-// demo both run its researcher role.
-func HandbookHarness(handbook fs.FS, nCtx, nBatch int) (h *research.Harness, corpus *tools.Corpus, done func(), err error) {
-	corpus, err = tools.LoadCorpusFS(handbook, research.HandbookName)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ws, err := os.MkdirTemp("", "lloyal-handbook-notes-*")
-	if err != nil {
-		corpus.Close()
-		return nil, nil, nil, err
-	}
-	done = func() {
-		corpus.Close()
-		os.RemoveAll(ws)
-	}
-	note, err := tools.WriteNoteTool(ws)
-	if err != nil {
-		done()
-		return nil, nil, nil, err
-	}
-	// As many questions as a default run plans.
-	h = research.New(corpus, note, "", research.DefaultAgents)
-	h.Fit(nCtx, nBatch)
-	return h, corpus, done, nil
 }
 
 // transcriptTexts is the text of every training transcript (never a

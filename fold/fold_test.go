@@ -1,0 +1,94 @@
+package fold
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/engine/report"
+)
+
+// Every reader (the app, the log, trace stats, the summary) reads the fold,
+// so the fold must handle every type: a type that falls through to its
+// default case fails here, and so does a type the log shows without a line.
+func TestTheFoldHandlesEveryType(t *testing.T) {
+	for _, typ := range event.Types() {
+		t.Run(string(typ), func(t *testing.T) {
+			s := NewState()
+			e := event.Event{Type: typ, Agent: 1, Tool: "search", CallID: "c1", Reason: "why", Text: "text", Role: "note",
+				Args: json.RawMessage(`{}`), Result: json.RawMessage(`{"answer":"a"}`), Data: json.RawMessage(`{"answer":"deny"}`)}
+			line := s.fold(e)
+			if strings.Contains(line, "does not know") {
+				t.Fatalf("the fold has no case for %q", typ)
+			}
+			c := NewState().Apply(e)
+			if quiet := typ.Quiet(); quiet != (c.Line == "") {
+				t.Fatalf("quiet %v, but the log line is %q", quiet, c.Line)
+			}
+			if c.Kind != typ.Kind() {
+				t.Fatalf("kind %d, want %d", c.Kind, typ.Kind())
+			}
+		})
+	}
+	if l := NewState().Apply(event.Event{Type: "made:up"}).Line; !strings.Contains(l, "does not know") {
+		t.Fatalf("an unknown type is not said to be unknown: %q", l)
+	}
+}
+
+func TestFoldTellsTheRun(t *testing.T) {
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	evs := []event.Event{
+		{Type: event.PoolOpen, NCtx: 1000},
+		{Type: event.SpineCreate, Tokens: 100, CellsUsed: 100},
+		{Type: event.AgentSpawn, Agent: 1, Text: "plan"},
+		{Type: event.AgentSpawn, Agent: 2, ParentAgent: 1, Text: "sub"},
+		{Type: event.AgentToolCall, Agent: 2, Tool: "search", CallID: "c1", Args: raw(`{"q":"x"}`)},
+		{Type: event.ToolProgress, Agent: 2, Tool: "search", CallID: "c1", Filled: 3, Total: 4},
+		{Type: event.ToolRetry, Agent: 2, Tool: "search", CallID: "c1", Reason: "rate limited", RetryAfter: time.Second},
+		{Type: event.ToolResult, Agent: 2, Tool: "search", CallID: "c1", Result: raw(`{"hits":1}`), Duration: 5 * time.Millisecond},
+		{Type: event.PoolTick, Tokens: 2, CellsUsed: 700, NCtx: 1000, Texts: map[int]string{1: "a", 2: "b"}},
+		{Type: event.ApprovalRequested, Agent: 1, Tool: "write_note", CallID: "c2"},
+		{Type: event.AgentReturn, Agent: 2, Result: raw(`{"answer":"found","sources":["a.md"]}`)},
+		{Type: event.AgentDrop, Agent: 1, Reason: "pressure_critical"},
+		{Type: event.AgentFailed, Agent: 1, Reason: "recovery failed: no room"},
+		{Type: event.PoolTick, Tokens: 1, CellsUsed: 300, NCtx: 1000},
+	}
+	s := NewState()
+	for _, e := range evs {
+		s.Apply(e)
+	}
+	a1, a2 := s.Agents[1], s.Agents[2]
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"agents", len(s.Agents), 2},
+		{"sub-agents", s.SubAgents, 1},
+		{"A2's parent", a2.Parent, 1},
+		{"roster order", s.Roster()[1].ID, 2},
+		{"A2 outcome", a2.Outcome, event.Returned},
+		{"A2 report", report.Read(a2.Result).Sources[0], "a.md"},
+		{"A1 outcome", a1.Outcome, event.Failed},
+		{"A1 status", a1.Status, event.StatusFinished},
+		{"approvals left", len(s.Approvals), 0}, // A1 ended: its request went with it
+		{"approvals asked", s.ApprovalsAsked, 1},
+		{"progress", a2.Timeline[0].Filled, 3},
+		{"retries", s.Retries, 1},
+		{"tool calls", s.ToolCalls["search"], 1},
+		{"tool time", s.ToolTime["search"], 5 * time.Millisecond},
+		{"peak", s.PeakCells, 700},
+		{"cells now", s.CellsUsed, 300},
+		{"ticks", s.Ticks, 2},
+		{"tokens", s.Tokens, 3},
+		{"spine", s.Spine, 100},
+		{"reasons", s.Reasons["failed: recovery failed"] + s.Reasons["stopped: pressure_critical"], 2},
+		{"outcomes", s.Outcomes[event.Returned]*10 + s.Outcomes[event.Failed], 11},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}

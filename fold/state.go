@@ -1,0 +1,167 @@
+package fold
+
+import (
+	"sort"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
+
+// Bounds keep a State's memory flat however long a run goes.
+const (
+	MaxText     = 16 << 10 // bytes of streamed text kept per agent
+	MaxTimeline = 200      // timeline items per agent
+	MaxRecent   = 4000     // recent events kept (the dev pane's list)
+	MaxHistory  = 120      // context-fill samples kept (the sparkline)
+)
+
+// Phase is where a run is.
+type Phase string
+
+// Phases. The fold sets live, finishing and paused; a reader that knows more
+// (the run has returned, this is a replay) sets done or replay itself.
+const (
+	PhaseLive      Phase = "live"
+	PhaseFinishing Phase = "finishing"
+	PhasePaused    Phase = "paused"
+	PhaseDone      Phase = "done"
+	PhaseReplay    Phase = "replay"
+)
+
+// State is a run as its events tell it: the one fold that every reader (the
+// app's panes, the headless log, `trace stats`, the summary) reads.
+type State struct {
+	NCtx      int
+	CellsUsed int
+	PeakCells int
+	History   []float64 // fill fraction after each tick, newest last
+	Phase     Phase
+	Now       time.Duration // the newest event's time
+	Agents    map[int]*Agent
+	Recent    []event.Event // the newest events (at most MaxRecent)
+	Events    int           // events applied
+	Ticks     int
+	Tokens    int // tokens decoded in ticks
+	Spine     int // tokens in the spine(s)
+	SubAgents int
+	// Approvals are the requests that wait for an answer, oldest first.
+	Approvals      []event.Event
+	ApprovalsAsked int
+	AutoApproved   int // protected calls a grant allowed without asking
+	ToolCalls      map[string]int
+	ToolTime       map[string]time.Duration
+	ToolErrors     map[string]int
+	Retries        int
+	Outcomes       map[event.Outcome]int
+	Reasons        map[string]int // failures and stops, by reason
+
+	order int
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	return &State{Agents: map[int]*Agent{}, Phase: PhaseLive, ToolCalls: map[string]int{}, ToolTime: map[string]time.Duration{},
+		ToolErrors: map[string]int{}, Outcomes: map[event.Outcome]int{}, Reasons: map[string]int{}}
+}
+
+// Change is what one event changed, as a reader needs it.
+type Change struct {
+	Kind event.Kind
+	// Line is the event as one sentence of a readable log, without the
+	// time ("" for the events a log leaves out). Text from the model or a
+	// tool is escaped: it cannot repaint the terminal it is printed on.
+	Line string
+}
+
+// Apply folds one event into the state and says what it changed.
+func (s *State) Apply(e event.Event) Change {
+	s.Events++
+	s.Now = max(s.Now, e.At)
+	s.Recent = append(s.Recent, e)
+	if len(s.Recent) > MaxRecent {
+		s.Recent = append(s.Recent[:0:0], s.Recent[len(s.Recent)-MaxRecent/2:]...)
+	}
+	if e.NCtx > 0 {
+		s.NCtx = e.NCtx
+	}
+	if e.CellsUsed > 0 || e.Type == event.PoolTick {
+		s.CellsUsed = e.CellsUsed
+		s.PeakCells = max(s.PeakCells, e.CellsUsed)
+	}
+	line := s.fold(e)
+	if e.Type.Quiet() {
+		line = ""
+	}
+	return Change{Kind: e.Type.Kind(), Line: line}
+}
+
+// agent is the agent with this id, made (pending, next in spawn order) the
+// first time an event names it.
+func (s *State) agent(id int) *Agent {
+	a, ok := s.Agents[id]
+	if !ok {
+		s.order++
+		a = &Agent{ID: id, Status: event.StatusPending, Order: s.order}
+		s.Agents[id] = a
+	}
+	return a
+}
+
+// DropApproval forgets a pending request (it was answered).
+func (s *State) DropApproval(callID string) {
+	for i, r := range s.Approvals {
+		if r.CallID == callID {
+			s.Approvals = append(s.Approvals[:i], s.Approvals[i+1:]...)
+			return
+		}
+	}
+}
+
+func (s *State) dropApprovalsOf(agent int) {
+	out := s.Approvals[:0]
+	for _, r := range s.Approvals {
+		if r.Agent != agent {
+			out = append(out, r)
+		}
+	}
+	s.Approvals = out
+}
+
+// Roster lists agents as a tree: each agent followed by its sub-agents, in
+// spawn order.
+func (s *State) Roster() []*Agent {
+	children := map[int][]*Agent{}
+	var roots []*Agent
+	for _, a := range s.Agents {
+		if a.Parent != 0 && s.Agents[a.Parent] != nil {
+			children[a.Parent] = append(children[a.Parent], a)
+		} else {
+			roots = append(roots, a)
+		}
+	}
+	by := func(l []*Agent) { sort.Slice(l, func(i, j int) bool { return l[i].Order < l[j].Order }) }
+	by(roots)
+	var out []*Agent
+	var walk func(a *Agent)
+	walk = func(a *Agent) {
+		out = append(out, a)
+		k := children[a.ID]
+		by(k)
+		for _, c := range k {
+			walk(c)
+		}
+	}
+	for _, r := range roots {
+		walk(r)
+	}
+	return out
+}
+
+// Depth is how many ancestors an agent has in the roster.
+func (s *State) Depth(a *Agent) int {
+	d := 0
+	for p := s.Agents[a.Parent]; p != nil && d < 8; p = s.Agents[p.Parent] {
+		d++
+	}
+	return d
+}
