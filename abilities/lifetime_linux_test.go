@@ -77,7 +77,7 @@ func TestServerDiesWithLloyal(t *testing.T) {
 
 // The parent-death signal fires when the thread that started the server
 // ends, not lloyal: a server started from a goroutine whose thread then
-// ends (a goroutine locked to its thread returns) lives on, as spawn starts
+// ends (a goroutine locked to its thread returns) lives on, as childproc.Start starts
 // it from a thread of its own.
 func TestServerOutlivesTheThreadThatStartedIt(t *testing.T) {
 	ab, _ := testAbility(t, "", "count")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/childproc"
 )
 
 // SettingsMeta is the _meta key under which every call carries the user's
@@ -57,7 +58,7 @@ type Server struct {
 	// tests watch them).
 	onProgress func(ctx context.Context, p progress)
 	note       func(ctx context.Context, name string, data any)
-	kill       func(*exec.Cmd) // killGroup; tests count the kills
+	kill       func(*exec.Cmd) // childproc.KillGroup; tests count the kills
 }
 
 // conn is one started server.
@@ -81,7 +82,7 @@ func NewServer(ab *Installed, version string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{ab: ab, timeout: d, maxRun: progressRuns * d, client: version, maxLine: mcp.DefaultMaxLineLength, onProgress: emitProgress, note: engine.TraceEvent, kill: killGroup}, nil
+	return &Server{ab: ab, timeout: d, maxRun: progressRuns * d, client: version, maxLine: mcp.DefaultMaxLineLength, onProgress: emitProgress, note: engine.TraceEvent, kill: childproc.KillGroup}, nil
 }
 
 // Ability is the installed ability the server runs.
@@ -164,7 +165,10 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	cmd.WaitDelay = 2 * time.Second
 	c := &conn{cmd: cmd, exited: make(chan struct{}), stderr: &tail{}, kill: s.kill}
 	cmd.Stderr = c.stderr
-	ownGroup(cmd)
+	// Its own process group, so stopping it stops what it started too
+	// (npx starts node, which starts the server), and (on Linux) killed
+	// when lloyal dies, even by SIGKILL.
+	childproc.Own(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("start the server %s: make its stdin: %w (too many open files? raise ulimit -n)", m.Server.Command, err)
@@ -173,9 +177,10 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the server %s: make its stdout: %w (too many open files? raise ulimit -n)", m.Server.Command, err)
 	}
-	if err := spawn(cmd, func(err error) { c.waited = err; close(c.exited) }); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start the server %s: %w", m.Server.Command, err)
 	}
+	go func() { c.waited = cmd.Wait(); close(c.exited) }()
 	// A line that is not JSON-RPC (a banner, a log line) is skipped and
 	// noted, never the end of the server.
 	out := newStdoutFilter(stdout, s.maxLine, func(line []byte, long bool) { s.lines.add(s.ab.Name, line, long, s.maxLine) }, s.progressed)

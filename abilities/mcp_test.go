@@ -25,6 +25,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/childproc"
 )
 
 // binDir holds the test MCP server, built once per test binary run and
@@ -417,7 +418,7 @@ func TestTwoFailedCallsStopOnce(t *testing.T) {
 	}
 	t.Cleanup(s.Close)
 	var kills atomic.Int32
-	s.kill = func(cmd *exec.Cmd) { kills.Add(1); killGroup(cmd) }
+	s.kill = func(cmd *exec.Cmd) { kills.Add(1); childproc.KillGroup(cmd) }
 	progressed := make(chan struct{}, 2)
 	s.onProgress = func(context.Context, progress) { progressed <- struct{}{} }
 	s.note = func(context.Context, string, any) {}

@@ -10,13 +10,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/internal/childproc"
 )
 
 // Command is a tool that runs a local program per call.
@@ -85,7 +85,7 @@ func (c Command) run(ctx context.Context, args json.RawMessage) (any, error) {
 	cmd.Stdin = bytes.NewReader(args)
 	// Its own process group, so that a timeout kills what it started too;
 	// and (on Linux) killed when lloyal dies, even by kill -9.
-	cmd.SysProcAttr = sysProcAttr()
+	childproc.Own(cmd)
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	stdout, err := cmd.StdoutPipe()
@@ -96,9 +96,7 @@ func (c Command) run(ctx context.Context, args json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	exited := make(chan struct{})
-	defer close(exited)
-	if err := startLocked(cmd, exited); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		return engine.ErrorResult("%s could not start: %v", c.Name, err), nil
 	}
 	// At the deadline the pipes close too: a child that left the process
@@ -130,26 +128,6 @@ func (c Command) run(ctx context.Context, args json.RawMessage) (any, error) {
 		return engine.ErrorResult("%s wrote something that is not JSON: %q", c.Name, chat.Clip(string(out), 200)), nil
 	}
 	return json.RawMessage(out), nil
-}
-
-// startLocked starts cmd from a goroutine locked to its OS thread, which
-// it holds until exited closes (after Wait). The parent-death signal
-// (sysProcAttr) is sent when the thread that started the child exits, not
-// the process (Go issue 27505), and Go ends a thread whose goroutine exits
-// locked: held this way, the thread lives as long as the child runs, and
-// the signal comes only when lloyal itself dies.
-func startLocked(cmd *exec.Cmd, exited <-chan struct{}) error {
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			<-exited
-		}
-	}()
-	return <-started
 }
 
 // environ is the allowlisted part of this process's environment.

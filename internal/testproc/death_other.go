@@ -9,9 +9,4 @@ import (
 
 // Only Linux has a death signal: elsewhere a child has its own process
 // group (cleanups kill it) and nothing more.
-
-func deathSignal(*exec.Cmd) syscall.Signal { return 0 }
-
 func setDeathSignal(*exec.Cmd, syscall.Signal) {}
-
-func waitExited(int) {}

@@ -10,13 +10,15 @@ package testproc
 
 import (
 	"os/exec"
-	"runtime"
 	"syscall"
+
+	"github.com/lloyal-ai/lloyal/internal/childproc"
 )
 
 // Tie sets cmd up to die with the test binary: a process group of its own
 // (so that KillGroup reaches what it starts), and on Linux SIGKILL when the
-// test binary exits. Call it before cmd starts.
+// test binary exits (childproc.Own; a death signal set before, as Group's,
+// is kept). Call it before cmd starts.
 //
 // The kernel sends that signal when the thread that forked the child
 // exits, not the process. Go ends an OS thread only when a goroutine
@@ -25,33 +27,15 @@ import (
 // Output after Tie dies with the test binary and not before. Start holds
 // the forking thread for the child's life, which does not rest on that:
 // use it for servers a test leaves running.
-func Tie(cmd *exec.Cmd) {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid = true
-	if deathSignal(cmd) == 0 {
-		setDeathSignal(cmd, syscall.SIGKILL)
-	}
-}
+func Tie(cmd *exec.Cmd) { childproc.Own(cmd) }
 
-// Start starts cmd tied to the test binary's life (Tie), from a goroutine
-// locked to its OS thread that stays so until the child has exited: the
-// thread the kernel watches for the parent's death lives exactly as long
-// as the child. The caller waits for cmd as usual (cmd.Wait).
+// Start starts cmd tied to the test binary's life (Tie) with
+// childproc.Start: the thread the kernel watches for the parent's death
+// lives exactly as long as the child. The caller waits for cmd as usual
+// (cmd.Wait).
 func Start(cmd *exec.Cmd) error {
 	Tie(cmd)
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread() // the thread goes back to the pool, the child is gone
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			waitExited(cmd.Process.Pid)
-		}
-	}()
-	return <-started
+	return childproc.Start(cmd)
 }
 
 // reaper is the shell Group runs a command under: told of the test
@@ -81,8 +65,4 @@ func Group(cmd *exec.Cmd) {
 
 // KillGroup kills cmd's process group (SIGKILL): cmd and everything it
 // started that stayed in its group.
-func KillGroup(cmd *exec.Cmd) {
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-}
+func KillGroup(cmd *exec.Cmd) { childproc.KillGroup(cmd) }
