@@ -136,7 +136,7 @@ func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trac
 	} else {
 		base.App.Header.RerunOf = plan.Trace
 	}
-	auth := runconfig.Authority{Approvals: a.Approvals, Workspace: rerun.WorkspaceOf(a), Rerun: true}
+	auth := runconfig.Authority{Approvals: a.Approvals, Workspace: a.Workspace, Rerun: true}
 	cfg, file, err := runconfig.Decide(plan.Facts, auth, base)
 	if err == nil {
 		err = session.Run(ctx, cfg, file)

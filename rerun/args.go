@@ -25,9 +25,9 @@ type Authority struct {
 	Headless bool
 }
 
-// defaultWorkspace is where a rerun saves notes when its command names no
-// folder: the current folder's, as `lloyal run` does, not a folder the
-// recorded harness or run chose.
+// defaultWorkspace names where a rerun saves notes when its command names
+// no folder (runconfig.DefaultWorkspace, which decides it: the current
+// folder's, never one the recorded harness or run chose), for its notes.
 const defaultWorkspace = "lloyal-notes"
 
 // Facts are the recorded run's configuration (Header.Run), which a rerun
@@ -42,14 +42,6 @@ func (r *Record) Facts() (trace.RunConfig, error) {
 		return trace.RunConfig{}, fmt.Errorf("%s was run with --interactive: the follow-ups typed then are not replayed; rerun runs with --follow-up", r.Path)
 	}
 	return *c, nil
-}
-
-// WorkspaceOf is where a rerun with authority a saves notes.
-func WorkspaceOf(a Authority) string {
-	if a.Workspace != "" {
-		return a.Workspace
-	}
-	return defaultWorkspace
 }
 
 // Differences says what the recorded run had that the rerun does not
@@ -77,9 +69,9 @@ func (r *Record) Differences(a Authority) ([]string, error) {
 		}
 	}
 	if c.Workspace != "" {
-		ws := WorkspaceOf(a)
-		if a.Workspace == "" {
-			ws = "./" + ws
+		ws := a.Workspace
+		if ws == "" {
+			ws = "./" + defaultWorkspace
 			need = append(need, "--workspace DIR to say where notes go")
 		}
 		notes = append(notes, fmt.Sprintf("the recorded run saved notes in %s; this run saves them in %s (--workspace chooses)", c.Workspace, ws))

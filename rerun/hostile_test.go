@@ -38,9 +38,6 @@ func TestFactsOfARecord(t *testing.T) {
 	if err != nil || f.Harness != "/work/h.yaml" || *f.Context != 4096 {
 		t.Fatalf("facts %+v, %v", f, err)
 	}
-	if WorkspaceOf(Authority{}) != "lloyal-notes" || WorkspaceOf(Authority{Workspace: "mine"}) != "mine" {
-		t.Fatal("a rerun's workspace is not its own command's")
-	}
 	r.Header.Run.Interactive = true
 	if _, err := r.Facts(); err == nil || !strings.Contains(err.Error(), "--interactive") {
 		t.Fatalf("an interactive run: %v", err)

@@ -117,6 +117,12 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 	}
 	c.App.Workspace = cmp.Or(a.Workspace, DefaultWorkspace)
 	c.Workspace = a.Workspace
+	if a.Rerun {
+		// A rerun's harness file is the one its trace names: its notes
+		// folder is the trace's choice, so the person's (or the default)
+		// stands instead.
+		c.Workspace = c.App.Workspace
+	}
 
 	if file, err = withProfiles(facts, a, file, &c); err != nil {
 		return c, nil, err
@@ -181,19 +187,10 @@ func withProfiles(facts trace.RunConfig, a Authority, f *harness.File, c *sessio
 	g, err := f.With(harness.Profiles(c.Demo, c.Walk, harness.SmallContext)...)
 	if err == nil {
 		fromFile(facts, a, g, c)
-		g, err = f.With(harness.Profiles(c.Demo, c.Walk, BranchCells(c.NCtx, c.Streams))...)
+		cells := trace.ContextInfo{NCtx: c.NCtx, NSeqMax: c.Streams, Streams: c.Streams > 0}.BranchCells()
+		g, err = f.With(harness.Profiles(c.Demo, c.Walk, cells)...)
 	}
 	return g, err
-}
-
-// BranchCells is the most cells one agent's conversation may hold in a
-// context of nCtx cells: all of them in one shared cache, its stream's
-// share with streams (0: one cache).
-func BranchCells(nCtx, streams int) int {
-	if streams > 0 {
-		return nCtx / streams
-	}
-	return nCtx
 }
 
 // fromFile takes a harness file's model settings where the facts (and

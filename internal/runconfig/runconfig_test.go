@@ -67,6 +67,11 @@ func TestDecideTakesAuthorityOnlyFromTheCommand(t *testing.T) {
 			if !slices.Equal(cfg.App.Approvals.Grant, c.grants) || cfg.App.Workspace != c.workspace || cfg.Server != c.server {
 				t.Fatalf("grants %v, workspace %q, server %q; want %v, %q, %q", cfg.App.Approvals.Grant, cfg.App.Workspace, cfg.Server, c.grants, c.workspace, c.server)
 			}
+			// A rerun's notes go where its command says (or the default),
+			// never into the folder of the harness its trace names.
+			if c.a.Rerun && cfg.Workspace != c.workspace {
+				t.Fatalf("a rerun's notes folder %q, want %q", cfg.Workspace, c.workspace)
+			}
 			if cfg.Server == "" && cfg.APIKey != "" {
 				t.Fatal("a key kept for no server")
 			}
