@@ -197,10 +197,8 @@ func withProfiles(facts trace.RunConfig, a Authority, f *harness.File, c *sessio
 // --server) give none, and its seed unless --seed was given.
 func fromFile(facts trace.RunConfig, a Authority, f *harness.File, c *session.Config) {
 	m := f.Model
-	if a.Server == "" && m.Server != "" && !a.Rerun {
-		c.Server = m.Server
-	} else if a.Rerun && m.Server != "" {
-		c.Server = m.Server // refused by Decide, naming the file
+	if a.Server == "" && m.Server != "" {
+		c.Server = m.Server // for a rerun, refused by Decide, naming the file
 	}
 	if facts.Model == "" && m.Path != "" {
 		c.Model = m.Path // an ollama name ("user/model:tag") as it is; a file beside the harness
