@@ -9,9 +9,9 @@ import (
 
 	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/bench"
-	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/demomodel"
 	"github.com/lloyal-ai/lloyal/internal/runconfig"
+	"github.com/lloyal-ai/lloyal/internal/session"
 	"github.com/lloyal-ai/lloyal/ui"
 )
 

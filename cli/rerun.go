@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lloyal-ai/lloyal/approvals"
-	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/internal/runconfig"
+	"github.com/lloyal-ai/lloyal/internal/session"
 	"github.com/lloyal-ai/lloyal/rerun"
 	"github.com/lloyal-ai/lloyal/trace"
 	"github.com/lloyal-ai/lloyal/ui"

@@ -12,12 +12,12 @@ import (
 
 	"github.com/lloyal-ai/lloyal/app"
 	"github.com/lloyal-ai/lloyal/approvals"
-	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/demomodel"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/internal/runconfig"
+	"github.com/lloyal-ai/lloyal/internal/session"
 )
 
 // runFlags are lloyal run's flags: cfg holds the values they parse into,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/internal/session"
 	"github.com/lloyal-ai/lloyal/regular"
 	"github.com/lloyal-ai/lloyal/trace"
 )

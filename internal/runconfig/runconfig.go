@@ -20,12 +20,12 @@ import (
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/backends"
-	"github.com/lloyal-ai/lloyal/cli/session"
 	"github.com/lloyal-ai/lloyal/demomodel"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 	"github.com/lloyal-ai/lloyal/harness"
+	"github.com/lloyal-ai/lloyal/internal/session"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 

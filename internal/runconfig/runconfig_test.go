@@ -10,7 +10,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/backends"
-	"github.com/lloyal-ai/lloyal/cli/session"
+	"github.com/lloyal-ai/lloyal/internal/session"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
