@@ -17,9 +17,16 @@ deps:
 flags: deps
 	@$(CGO); echo "CGO_CFLAGS=$$CGO_CFLAGS"; echo "CGO_CXXFLAGS=$$CGO_CXXFLAGS"; echo "CGO_CPPFLAGS=$$CGO_CPPFLAGS"
 
+# GPU=vulkan, cuda or auto also builds that ggml backend from the ollama
+# module's sources into lib/lloyal, which bin/lloyal loads at start (the
+# binary is the same: its cgo flags do not change). The first build is slow
+# (Vulkan's shaders), later ones copy it from ~/.cache/lloyal/gpu.
+# GPU=none removes lib/lloyal. docs/gpu.md.
+GPU ?=
 build: deps
 	@$(CGO); echo "building bin/lloyal (llama.cpp SIMD: $$LLOYAL_SIMD_FLAGS)"; \
 	go build -ldflags "$(LDFLAGS)" -o bin/lloyal .
+	$(if $(GPU),@scripts/build-gpu.sh $(GPU))
 
 # The main job: the research harness over the built-in handbook, with the
 # built-in demo model unless MODEL= names a GGUF file or an ollama model.

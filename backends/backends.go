@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -28,6 +29,13 @@ type Config struct {
 	// Streams cells of its own (llamabackend.ContextOptions.Streams); 0
 	// keeps one cache every branch shares.
 	Streams int
+	// StreamsWhy says what chose Streams (--streams, auto and why), for
+	// the header of the app and the trace.
+	StreamsWhy string
+	// GPULayers is how many of the model's layers go to the GPU device
+	// (--gpu-layers): the zero value is every layer that fits when there
+	// is one, llamabackend.CPUOnly none.
+	GPULayers llamabackend.GPULayers
 	// Template is a chat template's text overriding the model's own;
 	// Think is passed to templates that read enable_thinking.
 	Template string
@@ -75,12 +83,12 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 	// A decode batch in proportion to a small context: the hard limit must
 	// hold one, and 512 cells of reserve would leave 2,048 no room to work.
 	nBatch := 512
-	if cfg.NCtx < 4096 {
+	if cfg.NCtx < engine.SmallContext {
 		nBatch = max(64, cfg.NCtx/8)
 	}
 	// With streams, one branch a stream; without, llamabackend's default.
 	be, closeAll, err := llamabackend.OpenContext(cfg.Model, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NSeqMax: cfg.Streams, NThreads: cfg.Threads,
-		KVType: cfg.KVType, Streams: cfg.Streams > 0, Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
+		KVType: cfg.KVType, Streams: cfg.Streams > 0, GPULayers: cfg.GPULayers, Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
 	if err != nil {
 		return nil, err
 	}
@@ -89,10 +97,30 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 	if title == "" {
 		title = filepath.Base(m.Info.Path)
 	}
-	return &Opened{Model: be, Info: llamabackend.ModelInfo(m),
-		Context: trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: be.Store().Context().NSeqMax(), Streams: be.Store().Context().Streams(), Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
-			KVType: string(be.KVType()), FlashAttn: be.FlashAttn()},
-		Title: title + " · " + be.ThreadsLabel(), Warning: be.Format().Warning, Close: closeAll}, nil
+	off := be.Offload()
+	ci := trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: be.Store().Context().NSeqMax(), Streams: be.Store().Context().Streams(), Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
+		KVType: string(be.KVType()), FlashAttn: be.FlashAttn(), Cache: cfg.StreamsWhy}
+	where := be.ThreadsLabel()
+	if ci.Streams {
+		where += fmt.Sprintf(" · %d streams", ci.NSeqMax)
+	}
+	if off.OnGPU() {
+		ci.Device, ci.GPULayers, ci.Layers = off.Device, off.Layers, off.Of
+		where = fmt.Sprintf("%s (%d/%d layers) · %s", off.Device, off.Layers, off.Of, where)
+	}
+	return &Opened{Model: be, Info: llamabackend.ModelInfo(m), Context: ci,
+		Title: title + " · " + where, Warning: joinWarnings(be.Format().Warning, off.Note), Close: closeAll}, nil
+}
+
+// joinWarnings joins the warnings that are not empty.
+func joinWarnings(ws ...string) string {
+	var out []string
+	for _, w := range ws {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // openServer dials the server; its key comes from the config (the

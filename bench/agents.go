@@ -90,16 +90,29 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 	fmt.Fprintf(w, "model: %s (load the same file into the server for a like-for-like row)\n\n", m.Info.Path)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tagents\twall s\ttokens\tturns\ttokens/turn\ttokens/s\tprompt tokens\tevaluated\tpeak memory\t")
+	var picks []string
 	for _, n := range o.Agents {
-		// Room for every agent's whole loop at its longest (pressure is not
-		// what this measures), and no more: the cache is most of the
-		// memory a row holds. Then the same on a cache with a stream per
-		// branch: each agent's attention reads its own cells, and every
-		// fork copies the spine.
-		for _, streams := range []bool{false, true} {
-			name, cells := "local", loopCells(o, spine, n)
+		// What lloyal run's default (--streams auto) picks for this loop,
+		// first: a stream per branch, each holding the spine, one agent's
+		// whole loop and the soft limit, where each agent's attention
+		// reads its own cells and every fork copies the spine. Then the
+		// other: one shared cache with room for every agent's whole loop
+		// at its longest (pressure is not what this measures), and no
+		// more: the cache is most of the memory a row holds.
+		share := roundCells(spine + agentCells(o) + engine.DefaultSoftLimit)
+		pick := llamabackend.ChooseStreams(streamCells(spine, agentCells(o), n), n+2, share, true)
+		picks = append(picks, fmt.Sprintf("%d agents: %s", n, pick.Why))
+		order := []bool{true, false}
+		if pick.Streams == 0 {
+			order = []bool{false, true}
+		}
+		for i, streams := range order {
+			name, cells := "local, shared cache", loopCells(o, spine, n)
 			if streams {
 				name, cells = "local, streams", streamCells(spine, agentCells(o), n)
+			}
+			if i == 0 {
+				name += " (auto's pick)"
 			}
 			rb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cells, NBatch: 512, NSeqMax: n + 2, NThreads: o.Threads, Streams: streams})
 			if err != nil {
@@ -138,6 +151,10 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	fmt.Fprintln(w, "\nauto's pick (lloyal run --streams auto, the default, for this loop's branches and cells):")
+	for _, p := range picks {
+		fmt.Fprintln(w, "  "+p)
 	}
 	fmt.Fprintln(w, "\npeak memory: this process's resident peak for local rows (the model and its KV cache included); the resident sum of this machine's ollama and llama-server processes, sampled every 50 ms, for a server's rows (— when none runs here)")
 	return nil

@@ -27,15 +27,33 @@ func TestAgentsBenchRunsTheLoop(t *testing.T) {
 	if err := Agents(context.Background(), &out, AgentsOptions{LocalModel: p, Spine: 64, Turns: 2, Call: 16, Result: 24, Agents: []int{2}, Threads: 1}); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	var row []string
+	// Both local rows, the default's pick (a stream per agent: this loop
+	// holds conversations and its streams are sized for them) first.
+	rows := map[string][]string{}
+	var first string
 	for _, l := range strings.Split(out.String(), "\n") {
-		if f := strings.Fields(l); len(f) > 0 && f[0] == "local" {
-			row = f
+		l = strings.TrimSpace(l)
+		if !strings.HasPrefix(l, "local, ") {
+			continue
+		}
+		i := strings.LastIndex(l, ")")
+		name := l[:i+1]
+		if first == "" {
+			first = name
+		}
+		rows[name] = strings.Fields(l[i+1:])
+	}
+	if !strings.HasPrefix(first, "local, streams (auto's pick)") || len(rows) != 2 {
+		t.Fatalf("rows %q, first %q, in:\n%s", rows, first, out.String())
+	}
+	// agents wall tokens turns tokens/turn tokens/s prompt evaluated peak GB
+	for name, row := range rows {
+		if len(row) != 10 || row[0] != "2" || row[3] != "6" || row[8] == "—" {
+			t.Fatalf("%s: row %q in:\n%s", name, row, out.String())
 		}
 	}
-	// local (1 thread) 2 wall tokens turns tokens/turn tokens/s prompt evaluated peak GB
-	if len(row) != 13 || row[3] != "2" || row[6] != "6" || row[11] == "—" {
-		t.Fatalf("row %q in:\n%s", row, out.String())
+	if !strings.Contains(out.String(), "2 agents: a stream per agent") {
+		t.Fatalf("auto's pick is not said:\n%s", out.String())
 	}
 }
 

@@ -52,6 +52,7 @@ func newRoot() *cobra.Command {
 		Version:       versionString(),
 	}
 	root.AddCommand(newModelCmd(), newBenchCmd(), newGrantsCmd(), newTraceCmd(), newReplayCmd(), newRunCmd(new(runFlags)), newRerunCmd(), newForkCmd(), newAbilityCmd(), newHarnessCmd())
+	addDevicesCmd(root)
 	return root
 }
 

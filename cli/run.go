@@ -26,7 +26,8 @@ type runFlags struct {
 	cfg                    session.Config
 	headless, jsonl        bool
 	theme, think, template string
-	logprobs               int // --trace-logprobs: -1 off, else the alternatives
+	logprobs               int  // --trace-logprobs: -1 off, else the alternatives
+	streamsAuto            bool // --streams auto was given (the default)
 }
 
 func newRunCmd(o *runFlags) *cobra.Command {
@@ -74,7 +75,16 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.Func("repeat-penalty", "penalise tokens among the last --repeat-last-n by `factor`, 0 to 5; 0 or 1: off (default off; e.g. 1.1 for a model that repeats itself)", bounded(&s.RepeatPenalty, 0, 5, "0 to 5 (0 or 1: off), e.g. --repeat-penalty 1.1"))
 	f.Func("repeat-last-n", "--repeat-penalty looks at the last `n` tokens, 0 to 4096, 0 meaning 64 (default 64)", bounded(&s.RepeatLastN, 0, 4096, "0 to 4096 (0: 64), e.g. --repeat-last-n 64"))
 	f.BoolFunc("grounded", "reports are claims quoting lines their agent read, checked against what it read (default: on for the built-in demo model, off otherwise; --grounded=false turns it off)", func(v string) error { g, err := strconv.ParseBool(v); c.Grounded = &g; return err })
-	f.IntVar(&c.Streams, "streams", 0, "give each of `n` branches --ctx/n cells of its own: each agent's attention reads only its own cells (faster when agents hold long conversations), each fork copies the spine, and at most n branches live at once; 2 to 64 (default 0: one cache every branch shares)")
+	f.Func("streams", "give each of `n` branches --ctx/n cells of its own: each agent's attention reads only its own cells (faster when agents hold long conversations), each fork copies the spine, and at most n branches live at once; 2 to 64, 0 for one cache every branch shares, or auto (the default): a stream per agent when the agents call tools and each stream holds 8192 cells, the header says which and why", func(v string) (err error) {
+		o.streamsAuto = v == "auto"
+		if !o.streamsAuto {
+			if c.Streams, err = strconv.Atoi(v); err != nil {
+				err = fmt.Errorf("%q: use a number of streams (2 to 64), 0 for one shared cache, or auto", v)
+			}
+		}
+		return err
+	})
+	f.Func("gpu-layers", "store `n` of the model's layers and their KV cache on the GPU device (lloyal devices lists it): -1 every layer that fits, 0 none, the CPU runs everything (default -1 where there is a GPU device, else the CPU)", llamabackend.GPULayersFlag(&c.GPULayers))
 	f.IntVar(&c.Threads, "threads", 0, "fix the CPU threads (default 0: each decode uses the count that measures fastest, up to all cores; 1 for small models)")
 	// Parsed when given: a bad value is refused before anything loads.
 	f.Func("kv-type", "KV cache element `type`: f16, q8_0 or q4_0 (default f16; quantized: more cells per GB, flash attention on)", func(v string) (err error) { c.KVType, err = llamabackend.ParseKVType(v); return err })

@@ -67,6 +67,7 @@ func TestRunRefusesBadNumbers(t *testing.T) {
 		{[]string{"--kv-type", "q5_1"}, `kv type "q5_1": use f16, q8_0 or q4_0`},
 		{[]string{"--streams", "1"}, "--streams 1: use 2 to 64 branches"},
 		{[]string{"--streams", "65"}, "--streams 65: use 2 to 64 branches"},
+		{[]string{"--streams", "many"}, `"many": use a number of streams (2 to 64), 0 for one shared cache, or auto`},
 		{[]string{"--streams", "8", "--ctx", "4096"}, "--streams 8 --ctx 4096: each branch would hold 512 cells"},
 		{[]string{"--streams", "4", "--server", "http://127.0.0.1:9"}, "--streams 4: streams are cells of a model run here"},
 	} {

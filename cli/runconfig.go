@@ -19,7 +19,7 @@ import (
 // absolute so a rerun from another folder reads the same files.
 func runConfig(fs *pflag.FlagSet, o *runFlags, c session.Config, args []string) (*trace.RunConfig, error) {
 	set := fs.Changed
-	r := &trace.RunConfig{Streams: c.Streams, Threads: c.Threads, Walk: c.Walk,
+	r := &trace.RunConfig{Threads: c.Threads, Walk: c.Walk,
 		Abilities: c.Abilities, FollowUps: c.FollowUps, Interactive: c.Interactive, Granted: c.App.Approvals.Grant,
 		DenyProtected: c.App.Approvals.DenyProtected, Grounded: c.Grounded}
 	var err error
@@ -54,8 +54,18 @@ func runConfig(fs *pflag.FlagSet, o *runFlags, c session.Config, args []string) 
 			}
 		}
 	}
+	if set("streams") && !o.streamsAuto {
+		r.Streams = &c.Streams
+	}
 	if set("kv-type") {
 		r.KVType = string(c.KVType)
+	}
+	if set("gpu-layers") {
+		n, all := c.GPULayers.Count()
+		if all {
+			n = -1
+		}
+		r.GPULayers = &n
 	}
 	if set("workspace") {
 		r.Workspace = abs(c.App.Workspace)

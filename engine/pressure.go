@@ -23,6 +23,19 @@ const (
 	DefaultHardLimit = 512
 )
 
+// The context sizes, in one agent's cells, that the small-context policy
+// turns on. The default limits (above) and a 512-token decode batch are
+// sized for a context of FullContext cells: under it the research tools
+// fit their limits, findings and note to the context (research.Fitted),
+// and under SmallContext a harness's small_context profile applies
+// (harness.Profiles) and a local backend decodes in smaller batches
+// (backends.Open), as 1,536 cells of reserve would leave a 2,048-cell
+// context no room to work.
+const (
+	SmallContext = 4096
+	FullContext  = 8192
+)
+
 // BranchContexts is implemented by a backend whose branches need not share
 // one context: a stream of the cache per branch (llamabackend with
 // Streams), a conversation per branch on a server. Where OwnContexts

@@ -575,7 +575,7 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 	if err != nil {
 		return engine.PoolSpec{}, err
 	}
-	if r.Terminal.Builtin == TerminalPublish && p.grounded(r.Terminal) {
+	if k, _ := terminalKindOf(r.Terminal.Builtin); k.fixedNote && p.grounded(r.Terminal) {
 		// A grounded note is the findings' claims with their citations:
 		// the model chooses nothing, a person still approves it.
 		note := research.GroundedNote(p.o.Input, p.findings(results[r.Terminal.From]))
@@ -793,17 +793,8 @@ func (p *Program) grounded(t Terminal) bool {
 // those of its step among results.
 func (p *Program) terminal(r Role, results map[string][]engine.AgentResult) (engine.Tool, error) {
 	t := r.Terminal
-	switch t.Builtin {
-	case TerminalPlan:
-		return research.PlanTool(p.o.Input, cmp.Or(p.o.Questions, t.MaxQuestions, DefaultQuestions), t.Narrow == NarrowClauses), nil
-	case TerminalReport:
-		c, err := p.roleCorpus(r)
-		if err != nil {
-			return nil, err
-		}
-		return c.g.Report(tools.ReportOptions{Claims: p.grounded(t), Paraphrase: !t.QuoteOnly}), nil
-	case TerminalPublish:
-		return research.PublisherReport(p.o.Input, p.findings(results[t.From]), p.grounded(t), t.QuoteOnly), nil
+	if k, ok := terminalKindOf(t.Builtin); ok {
+		return k.build(p, r, results)
 	}
 	return engine.Terminal(t.Name, t.Description, json.RawMessage(mustJSON(t.Schema))), nil
 }

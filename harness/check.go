@@ -292,15 +292,15 @@ func (c *checker) terminal(at string, t Terminal) {
 		} else if _, err := engine.ValidateArgs(engine.ToolSpec{Name: t.Name, Parameters: mustJSON(t.Schema)}, []byte(`{}`)); err != nil {
 			c.add(at+"/schema", "not a valid JSON Schema: %v", err)
 		}
-	case TerminalPublish:
-		if t.From == "" {
-			c.add(at, "a publish terminal needs from: the id of the step whose reports it publishes")
-		}
+	}
+	k, _ := terminalKindOf(t.Builtin)
+	if k.check != nil {
+		k.check(c, at, t)
 	}
 	if t.Builtin != "" && t.Schema != nil {
 		c.add(at+"/schema", "a %s terminal has its own schema: remove schema", t.Builtin)
 	}
-	if t.Narrow != "" && t.Builtin != TerminalPlan {
+	if t.Narrow != "" && !k.narrow {
 		c.add(at+"/narrow", "narrow: clauses is for a plan terminal only: remove it")
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/lloyal-ai/lloyal/engine"
 )
 
 // File is a harness file as written: `lloyal harness schema` prints the
@@ -40,8 +42,9 @@ const (
 	ProfileSmallContext = "small_context" // a context under SmallContext tokens
 )
 
-// SmallContext is the context size under which ProfileSmallContext applies.
-const SmallContext = 4096
+// SmallContext is the context size under which ProfileSmallContext
+// applies: the engine's, where the policy's sizes live.
+const SmallContext = engine.SmallContext
 
 // Profiles are the profiles a run applies: demo on lloyal's demo model,
 // walked for a model walked through the tools, small_context in a context
@@ -69,6 +72,10 @@ type Model struct {
 	// Streams gives each of this many branches context/streams cells of
 	// its own (lloyal run --streams).
 	Streams int `yaml:"streams"`
+	// GPULayers is how many of the model's layers go to the GPU device
+	// (lloyal run --gpu-layers; -1 every layer that fits, 0 none); nil
+	// leaves the default, every layer where there is a GPU.
+	GPULayers *int `yaml:"gpu_layers"`
 }
 
 // Sampling is the agents' sampling; nil fields keep the runtime's default.
@@ -181,11 +188,11 @@ const DefaultQuestions = 3
 // name is the terminal tool's name: its own, or its builtin's (a publish
 // terminal is its agent's report).
 func (t Terminal) name() string {
-	switch {
-	case t.Name != "":
+	if t.Name != "" {
 		return t.Name
-	case t.Builtin == TerminalPublish:
-		return TerminalReport
+	}
+	if k, ok := terminalKindOf(t.Builtin); ok && k.tool != "" {
+		return k.tool
 	}
 	return t.Builtin
 }
@@ -249,6 +256,17 @@ func (f *File) Abilities() []string {
 		}
 	}
 	return out
+}
+
+// CallsTools says whether any role has tools besides its terminal: its
+// agents then hold conversations, each result appended to its branch.
+func (f *File) CallsTools() bool {
+	for _, r := range f.Roles {
+		if len(r.Tools) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // With is f with the named profiles put over it, in order; a name the file

@@ -92,3 +92,48 @@ func TestAKindIsOneDeclarationAndOneLine(t *testing.T) {
 		t.Errorf("harness check of echo: %+v", c.out)
 	}
 }
+
+// A new built-in terminal is its own declaration and a line in
+// terminalKinds: with that alone the schema lists it, a role's terminal
+// builds it, and harness check runs its check.
+func TestATerminalIsOneDeclarationAndOneLine(t *testing.T) {
+	verdict := terminalKind{
+		name: "verdict",
+		doc:  "yes or no",
+		build: func(*Program, Role, map[string][]engine.AgentResult) (engine.Tool, error) {
+			return engine.Terminal("verdict", "Say yes or no.", json.RawMessage(`{"type":"object","properties":{"yes":{"type":"boolean"}}}`)), nil
+		},
+		check: func(c *checker, at string, t Terminal) {
+			if t.From != "" {
+				c.add(at+"/from", "a verdict publishes nothing: remove from")
+			}
+		},
+	}
+	defer func(was []terminalKind) { terminalKinds = was }(terminalKinds)
+	terminalKinds = append(slices.Clone(terminalKinds), verdict)
+
+	if got := string(renderSchema()); !strings.Contains(got, `"publish",
+                "verdict"
+              ],`) || !strings.Contains(got, "reports (from); verdict: yes or no") {
+		t.Errorf("the schema does not list verdict:\n%s", got)
+	}
+	f := &File{Path: filepath.Join(t.TempDir(), "h.yaml")}
+	p, err := f.Build(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	tl, err := p.terminal(Role{Terminal: Terminal{Builtin: "verdict"}}, nil)
+	if err != nil || tl.Spec().Name != "verdict" {
+		t.Fatalf("the terminal built: %v, %v", tl, err)
+	}
+	tree, err := parser.ParseBytes([]byte("roles:\n  judge:\n    terminal: {builtin: verdict, from: x}\n"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &checker{f: f, tree: tree}
+	c.terminal("/roles/judge/terminal", Terminal{Builtin: "verdict", From: "x"})
+	if len(c.out) != 1 || c.out[0].Field != "roles.judge.terminal.from" || c.out[0].Line != 3 {
+		t.Errorf("harness check of verdict: %+v", c.out)
+	}
+}

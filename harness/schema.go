@@ -28,8 +28,9 @@ var schemaJSON = sync.OnceValue(renderSchema)
 func renderSchema() []byte {
 	out := schemaTemplate
 	for placeholder, fragment := range map[string]any{
-		`"{{kinds: builtin}}"`: builtinSchema(),
-		`"{{kinds: narrow}}"`:  narrowSchema(),
+		`"{{kinds: builtin}}"`:     builtinSchema(),
+		`"{{kinds: narrow}}"`:      narrowSchema(),
+		`"{{terminals: builtin}}"`: terminalSchema(),
 	} {
 		out = fill(out, placeholder, fragment)
 	}

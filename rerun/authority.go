@@ -41,7 +41,17 @@ func (r *Record) Facts() (trace.RunConfig, error) {
 	if c.Interactive {
 		return trace.RunConfig{}, fmt.Errorf("%s was run with --interactive: the follow-ups typed then are not replayed; rerun runs with --follow-up", r.Path)
 	}
-	return *c, nil
+	f := *c
+	if f.Streams == nil {
+		// The run chose (--streams auto): the rerun holds its cells as it
+		// did, whatever auto would choose today.
+		n := 0
+		if r.Header.Context.Streams {
+			n = r.Header.Context.NSeqMax
+		}
+		f.Streams = &n
+	}
+	return f, nil
 }
 
 // Differences says what the recorded run had that the rerun does not

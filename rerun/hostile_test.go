@@ -38,6 +38,14 @@ func TestFactsOfARecord(t *testing.T) {
 	if err != nil || f.Harness != "/work/h.yaml" || *f.Context != 4096 {
 		t.Fatalf("facts %+v, %v", f, err)
 	}
+	// Streams the run chose (auto) are held as it held them.
+	if f.Streams == nil || *f.Streams != 0 {
+		t.Fatalf("a shared cache chosen by auto: streams %v", f.Streams)
+	}
+	r.Header.Context.Streams, r.Header.Context.NSeqMax = true, 6
+	if f, _ := r.Facts(); f.Streams == nil || *f.Streams != 6 {
+		t.Fatalf("6 streams chosen by auto: streams %v", f.Streams)
+	}
 	r.Header.Run.Interactive = true
 	if _, err := r.Facts(); err == nil || !strings.Contains(err.Error(), "--interactive") {
 		t.Fatalf("an interactive run: %v", err)

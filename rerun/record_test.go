@@ -125,3 +125,34 @@ func TestForkAtServesTheEdit(t *testing.T) {
 		t.Fatal("an edit longer than the context was taken")
 	}
 }
+
+// A rerun that diverges on another device (or with other layers on it)
+// than the record says so, naming both; on the same device it adds
+// nothing.
+func TestDeviceChangeIsNamed(t *testing.T) {
+	onGPU := recorded()
+	onGPU.Context.Device, onGPU.Context.GPULayers, onGPU.Context.Layers = "Vulkan0 (llvmpipe)", 7, 7
+	for _, c := range []struct {
+		name      string
+		was, now  trace.Header
+		wantNamed []string
+	}{
+		{"gpu then cpu", onGPU, recorded(), []string{"Vulkan0 (llvmpipe) (7 of 7 layers)", "the rerun on the CPU"}},
+		{"cpu then gpu", recorded(), onGPU, []string{"the record ran on the CPU", "Vulkan0"}},
+		{"same cpu", recorded(), recorded(), nil},
+		{"same gpu", onGPU, onGPU, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &Record{Path: "t.jsonl", Header: c.was}
+			got := r.deviceChange(writeTrace(t, c.now))
+			if (got == "") != (c.wantNamed == nil) {
+				t.Fatalf("deviceChange = %q", got)
+			}
+			for _, s := range c.wantNamed {
+				if !strings.Contains(got, s) {
+					t.Errorf("%q does not name %q", got, s)
+				}
+			}
+		})
+	}
+}

@@ -59,6 +59,9 @@ func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan
 	if err != nil {
 		return Plan{}, err
 	}
+	if d := r.Header.Context.Device; d != "" {
+		fmt.Fprintf(warn, "note: %s ran %d of %d layers on %s: a rerun is token for token only on that device with the same layers (another device sums in another order)\n", p.Trace, r.Header.Context.GPULayers, r.Header.Context.Layers, d)
+	}
 	if r.Header.ProgramVersion != version {
 		fmt.Fprintf(warn, "note: %s was recorded by lloyal %s and this is %s: tokens may differ (a rerun stops where they do)\n", p.Trace, r.Header.ProgramVersion, version)
 	}
@@ -88,7 +91,7 @@ func (r *Record) checkTemplate() error {
 // faithfully when it fails the same way), or where it diverged.
 func (r *Record) Verdict(p Plan, runErr error) (string, error) {
 	if d := r.Divergence(); d != nil {
-		return "", fmt.Errorf("the rerun diverged from %s: %s; its trace: %s", p.Trace, d, p.Out)
+		return "", fmt.Errorf("the rerun diverged from %s: %s%s; its trace: %s", p.Trace, d, r.deviceChange(p.Out), p.Out)
 	}
 	if r.Forking() {
 		switch {
@@ -109,11 +112,33 @@ func (r *Record) Verdict(p Plan, runErr error) (string, error) {
 	}
 	m, err := Compare(r, got)
 	if err != nil {
-		return "", fmt.Errorf("the rerun differs from the recorded run: %w", err)
+		return "", fmt.Errorf("the rerun differs from the recorded run: %w%s", err, r.deviceChange(p.Out))
 	}
 	s := fmt.Sprintf("rerun: token for token the recorded run: %d agents, %d sampled tokens (trace %s)\n", m.Agents, m.Tokens, p.Out)
 	if runErr != nil {
 		s += fmt.Sprintf("rerun: it ended as the recorded run did: %s\n", r.Closing.Reason)
 	}
 	return s, nil
+}
+
+// deviceChange is why a rerun whose trace is out may have diverged when
+// it ran on another device than the record (or with other layers on it):
+// floating-point sums differ between devices, so the same model may pick
+// another token. "" when the devices match or out cannot be read.
+func (r *Record) deviceChange(out string) string {
+	got, err := Load(out)
+	if err != nil {
+		return ""
+	}
+	where := func(c trace.ContextInfo) string {
+		if c.Device == "" {
+			return "the CPU"
+		}
+		return fmt.Sprintf("%s (%d of %d layers)", c.Device, c.GPULayers, c.Layers)
+	}
+	was, now := where(r.Header.Context), where(got.Header.Context)
+	if was == now {
+		return ""
+	}
+	return fmt.Sprintf(" (the record ran on %s, the rerun on %s: another device sums in another order, so tokens may differ; rerun where it was recorded)", was, now)
 }

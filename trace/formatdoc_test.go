@@ -36,7 +36,8 @@ func exampleHeader() Header {
 		Model: event.ModelInfo{Ref: "qwen3:0.6b", Path: "/home/me/.ollama/models/blobs/sha256-7f4030143c1c", Name: "Qwen3 0.6B", Size: 522653696,
 			SHA256First: "9c1ba4a5e1d2c3b4a5968778695a4b3c2d1e0f9e8d7c6b5a49382716a5b4c3d2", SHA256: "7f4030143c1c5e6d7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1", OllamaDigest: "sha256:7f4030143c1c",
 			Architecture: "qwen3", NCtxTrain: 40960, NVocab: 151936, NParams: 596049920, Format: "qwen3"},
-		Context: ContextInfo{NCtx: 8192, NBatch: 512, NSeqMax: 64, Threads: 4, ThreadChoices: []int{2, 4}, KVType: "q8_0", FlashAttn: true, SoftLimit: 1024, HardLimit: 512},
+		Context: ContextInfo{NCtx: 8192, NBatch: 512, NSeqMax: 64, Threads: 4, ThreadChoices: []int{2, 4}, KVType: "q8_0", FlashAttn: true,
+			Cache: "--streams 4", Device: "Vulkan0 (NVIDIA GeForce RTX 4090)", GPULayers: 29, Layers: 29, SoftLimit: 1024, HardLimit: 512},
 		Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1.1, RepeatLastN: 64, Seed: 7,
 			Grammar: &chat.Grammar{GBNF: `root ::= "<tool_call>" call-json`, Lazy: true, TriggerWords: []string{"<tool_call>"}, TriggerPatterns: []string{`\s*\{`}}},
 		Tools: []ToolInfo{
@@ -49,7 +50,7 @@ func exampleHeader() Header {
 		CommandLine: []string{"lloyal", "run", "review.yaml", "--seed", "7", "--task", "When did the bridge open?", "--grant", "write_note"},
 		Run: &RunConfig{Harness: "/home/me/research/review.yaml", Model: "/home/me/models/qwen3-0.6b.gguf", Corpus: "/home/me/research/docs", Task: &task, Agents: &four,
 			Context: &ctx8k, Seed: &seven, Sampling: SamplingFlags{Temperature: &temp, TopK: &forty, TopP: &topP, MinP: &minP, RepeatPenalty: &penalty, RepeatLastN: &lastN},
-			Grounded: &yes, Streams: 4, Threads: 2, KVType: "q8_0", Think: "off", Template: "/home/me/research/chat.jinja",
+			Grounded: &yes, Streams: &four, Threads: 2, KVType: "q8_0", GPULayers: &all, Think: "off", Template: "/home/me/research/chat.jinja",
 			TemplateSHA256: "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0", Logprobs: &five, Walk: true,
 			FollowUps: []string{"And who built it?"}, MaxFollowUps: &eight, Interactive: true, Abilities: []string{"notes"},
 			Granted: []string{"write_note"}, DenyProtected: true, Workspace: "/home/me/research/notes"},
@@ -64,7 +65,7 @@ func exampleHeader() Header {
 
 var (
 	five, forty, lastN               = 5, 40, 64
-	four, eight, ctx8k               = 4, 8, 8192
+	four, eight, ctx8k, all          = 4, 8, 8192, -1
 	seven                     uint32 = 7
 	temp, topP, minP, penalty        = float32(0.7), float32(0.95), float32(0.05), float32(1.1)
 	yes                              = true
@@ -97,6 +98,10 @@ var headerDocs = map[string]string{
 	"context.threadChoices":            "the thread counts decodes chose among by measurement (absent: threads throughout)",
 	"context.kvType":                   "the KV cache's element type: f16, q8_0 or q4_0",
 	"context.flashAttn":                "whether flash attention was on",
+	"context.cache":                    "how the branches' cells were held and what chose it: --streams N, the harness file, or auto and why (a stream per agent, or one shared cache)",
+	"context.device":                   "the GPU device that held the offloaded layers and their KV cache, as ggml names it (absent: the CPU); another device's sums differ, so a rerun matches token for token only on the same one",
+	"context.gpuLayers":                "how many of the model's layers were on that device (the rest ran on the CPU)",
+	"context.layers":                   "the model's layers, its output layer counted (llama.cpp's count for offloading)",
 	"context.softLimit":                "the pressure soft limit in cells: with less room free, no new work starts and agents are asked to report",
 	"context.hardLimit":                "the pressure hard limit in cells: the reserve recovery reports are written into",
 	"sampling":                         "the sampler every agent starts from",
@@ -129,9 +134,10 @@ var headerDocs = map[string]string{
 	"run.sampling.repeatPenalty":       "--repeat-penalty",
 	"run.sampling.repeatLastN":         "--repeat-last-n",
 	"run.grounded":                     "--grounded",
-	"run.streams":                      "--streams",
+	"run.streams":                      "--streams when a count was given (0: one shared cache; absent: auto, and context.cache says what the run chose)",
 	"run.threads":                      "--threads",
 	"run.kvType":                       "--kv-type",
+	"run.gpuLayers":                    "--gpu-layers (-1: every layer that fits; absent: not given)",
 	"run.think":                        "--think",
 	"run.template":                     "--template",
 	"run.templateSha256":               "SHA-256 of the template's text, hex (a rerun refuses another text)",

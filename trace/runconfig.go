@@ -32,10 +32,15 @@ type RunConfig struct {
 	Sampling SamplingFlags `json:"sampling,omitzero"`
 	// Grounded is --grounded.
 	Grounded *bool `json:"grounded,omitempty"`
-	// Streams, Threads and KVType are --streams, --threads and --kv-type.
-	Streams int    `json:"streams,omitempty"`
+	// Streams is --streams when a count was given (0: one shared cache;
+	// nil: auto, the run chose, and the header's context says what).
+	Streams *int `json:"streams,omitempty"`
+	// Threads and KVType are --threads and --kv-type.
 	Threads int    `json:"threads,omitempty"`
 	KVType  string `json:"kvType,omitempty"`
+	// GPULayers is --gpu-layers (-1 every layer that fits, 0 none; nil:
+	// not given, every layer where there is a GPU device).
+	GPULayers *int `json:"gpuLayers,omitempty"`
 	// Think is --think ("" when not given).
 	Think string `json:"think,omitempty"`
 	// Template is --template's absolute path, TemplateSHA256 its text's

@@ -126,8 +126,20 @@ type ContextInfo struct {
 	KVType string `json:"kvType,omitempty"`
 	// FlashAttn says whether flash attention was on.
 	FlashAttn bool `json:"flashAttn,omitempty"`
-	SoftLimit int  `json:"softLimit,omitempty"`
-	HardLimit int  `json:"hardLimit,omitempty"`
+	// Cache says how the branches' cells were held and what chose it
+	// ("auto: a stream per agent: …", "--streams 0", …).
+	Cache string `json:"cache,omitempty"`
+	// Device is the GPU device that held the model's offloaded layers and
+	// their KV cache, as ggml names it ("Vulkan0 (NVIDIA H100)"); absent,
+	// the run was on the CPU. Floating-point sums differ between devices,
+	// so a rerun is token for token only on the same one.
+	Device string `json:"device,omitempty"`
+	// GPULayers of Layers (the model's blocks and its output layer) were
+	// on Device; the rest ran on the CPU.
+	GPULayers int `json:"gpuLayers,omitempty"`
+	Layers    int `json:"layers,omitempty"`
+	SoftLimit int `json:"softLimit,omitempty"`
+	HardLimit int `json:"hardLimit,omitempty"`
 }
 
 // BranchCells is the most cells one agent's conversation may hold: NCtx,

@@ -48,6 +48,31 @@ type ContextOptions struct {
 	// attention reads its own cells only, not its siblings', and a fork
 	// copies the spine instead of sharing it.
 	Streams bool
+	// GPULayers is how many of the model's layers OpenContext stores on
+	// the GPU device, if there is one (the zero value: every layer that
+	// fits beside this context; see gpu.go). New uses the model as it was
+	// loaded.
+	GPULayers GPULayers
+}
+
+// withDefaults is o with its unset sizes given their defaults.
+func (o ContextOptions) withDefaults() ContextOptions {
+	if o.NCtx == 0 {
+		o.NCtx = 4096
+	}
+	if o.NBatch == 0 {
+		o.NBatch = 512
+	}
+	if o.NSeqMax == 0 {
+		o.NSeqMax = 64
+	}
+	return o
+}
+
+// params is o as llama.cpp's context parameters (threads as o says: New
+// settles them for the model).
+func (o ContextOptions) params() llama.ContextParams {
+	return llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads, AdaptThreads: o.NThreads <= 0, KVType: o.KVType, Streams: o.Streams}
 }
 
 // smallModel is the size below which one thread decodes fastest: the work
@@ -71,20 +96,13 @@ func New(m *model.Model, o ContextOptions) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.NCtx == 0 {
-		o.NCtx = 4096
+	o = o.withDefaults()
+	p := o.params()
+	if p.AdaptThreads {
+		p.NThreads = DefaultThreads(m)
+		o.NThreads = p.NThreads
 	}
-	if o.NBatch == 0 {
-		o.NBatch = 512
-	}
-	if o.NSeqMax == 0 {
-		o.NSeqMax = 64
-	}
-	adapt := o.NThreads <= 0
-	if adapt {
-		o.NThreads = DefaultThreads(m)
-	}
-	c, err := llama.NewContext(m.Model, llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads, AdaptThreads: adapt, KVType: o.KVType, Streams: o.Streams})
+	c, err := llama.NewContext(m.Model, p)
 	if err != nil {
 		return nil, err
 	}

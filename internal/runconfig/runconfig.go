@@ -21,6 +21,7 @@ import (
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/demomodel"
+	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
@@ -32,7 +33,7 @@ import (
 // Defaults a run takes where neither its flags nor its harness file say.
 const (
 	// DefaultContext is the context of a run on a model the user named.
-	DefaultContext = 8192
+	DefaultContext = engine.FullContext
 	// DefaultMaxFollowUps bounds a session's follow-ups.
 	DefaultMaxFollowUps = 8
 	// DefaultWorkspace is where write_note saves notes when nothing says.
@@ -94,7 +95,7 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 	if err != nil {
 		return c, nil, err
 	}
-	c.Model, c.Corpus, c.Threads, c.Streams, c.Walk = facts.Model, facts.Corpus, facts.Threads, facts.Streams, facts.Walk
+	c.Model, c.Corpus, c.Threads, c.Streams, c.Walk = facts.Model, facts.Corpus, facts.Threads, deref(facts.Streams), facts.Walk
 	c.Task = deref(facts.Task)
 	c.NCtx = given(facts.Context, DefaultContext)
 	c.Agents = given(facts.Agents, harness.DefaultQuestions) // checked, then 0 when not given
@@ -107,6 +108,9 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 		if c.KVType, err = llamabackend.ParseKVType(facts.KVType); err != nil {
 			return c, nil, fmt.Errorf("--kv-type %s: %w", facts.KVType, err)
 		}
+	}
+	if facts.GPULayers != nil {
+		c.GPULayers = llamabackend.Layers(*facts.GPULayers)
 	}
 	// Authority: the person's alone.
 	c.App.Approvals, c.App.MaxInflight = a.Approvals, a.MaxInflight
@@ -187,10 +191,30 @@ func withProfiles(facts trace.RunConfig, a Authority, f *harness.File, c *sessio
 	g, err := f.With(harness.Profiles(c.Demo, c.Walk, harness.SmallContext)...)
 	if err == nil {
 		fromFile(facts, a, g, c)
+		chooseStreams(facts, g, c)
 		cells := trace.ContextInfo{NCtx: c.NCtx, NSeqMax: c.Streams, Streams: c.Streams > 0}.BranchCells()
 		g, err = f.With(harness.Profiles(c.Demo, c.Walk, cells)...)
 	}
 	return g, err
+}
+
+// chooseStreams decides --streams auto (no count given, none in the
+// harness file): llamabackend.ChooseStreams for the branches the run
+// starts at once (its agents, the spine and the planner or trunk), each
+// given at least the default context's cells. It says what chose an
+// explicit count too.
+func chooseStreams(facts trace.RunConfig, f *harness.File, c *session.Config) {
+	switch {
+	case c.Server != "":
+		c.StreamsWhy = ""
+	case facts.Streams != nil:
+		c.StreamsWhy = fmt.Sprintf("--streams %d", c.Streams)
+	case c.Streams > 0:
+		c.StreamsWhy = fmt.Sprintf("the harness file's model.streams: %d", c.Streams)
+	default:
+		ch := llamabackend.ChooseStreams(c.NCtx, max(c.Agents, 1)+2, DefaultContext, f.CallsTools())
+		c.Streams, c.StreamsWhy = ch.Streams, "auto: "+ch.Why
+	}
 }
 
 // fromFile takes a harness file's model settings where the facts (and
@@ -212,8 +236,11 @@ func fromFile(facts trace.RunConfig, a Authority, f *harness.File, c *session.Co
 	if facts.Threads == 0 && m.Threads > 0 {
 		c.Threads = m.Threads
 	}
-	if facts.Streams == 0 && m.Streams > 0 {
+	if facts.Streams == nil && m.Streams > 0 {
 		c.Streams = m.Streams
+	}
+	if facts.GPULayers == nil && m.GPULayers != nil {
+		c.GPULayers = llamabackend.Layers(*m.GPULayers)
 	}
 	if facts.KVType == "" && m.KVType != "" {
 		c.KVType, _ = llamabackend.ParseKVType(m.KVType) // the schema allows only valid types
@@ -266,6 +293,9 @@ func checkRun(c session.Config) error {
 		case c.NCtx/c.Streams < MinStreamCells:
 			return fmt.Errorf("--streams %d --ctx %d: each branch would hold %d cells, fewer than the %d a spine and an agent need; use at least --ctx %d, or fewer streams", c.Streams, c.NCtx, c.NCtx/c.Streams, MinStreamCells, c.Streams*MinStreamCells)
 		}
+	}
+	if n, all := c.GPULayers.Count(); !all && c.Server != "" {
+		return fmt.Errorf("--gpu-layers %d: the layers are on the model's own machine; --server %s places them itself (leave --gpu-layers out)", n, c.Server)
 	}
 	if c.Threads < 0 || c.Threads > 512 {
 		return fmt.Errorf("--threads %d: use 1 to 512, or 0 to let each decode choose", c.Threads)

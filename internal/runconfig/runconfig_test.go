@@ -94,3 +94,86 @@ func TestDecideTakesAuthorityOnlyFromTheCommand(t *testing.T) {
 		t.Fatalf("a run of a harness naming a server: %q %v", cfg.Server, err)
 	}
 }
+
+// --gpu-layers reaches the run from its facts, a harness file's
+// model.gpu_layers when the flag is not given, and neither means every
+// layer that fits (the default); with a server it is refused.
+func TestGPULayersAreDecided(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.gguf")
+	h := filepath.Join(dir, "h.yaml")
+	text := "model: {gpu_layers: 3}\nroles:\n  r:\n    system: S.\n    terminal: {builtin: report}\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n"
+	if err := os.WriteFile(h, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zero, five, all := 0, 5, -1
+	for _, c := range []struct {
+		name    string
+		facts   trace.RunConfig
+		want    int
+		wantAll bool
+	}{
+		{"default", trace.RunConfig{Model: model}, 0, true},
+		{"flag 0", trace.RunConfig{Model: model, GPULayers: &zero}, 0, false},
+		{"flag -1", trace.RunConfig{Model: model, GPULayers: &all}, 0, true},
+		{"harness", trace.RunConfig{Model: model, Harness: h}, 3, false},
+		{"flag over harness", trace.RunConfig{Model: model, Harness: h, GPULayers: &five}, 5, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, _, err := Decide(c.facts, Authority{}, session.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, isAll := cfg.GPULayers.Count(); n != c.want || isAll != c.wantAll {
+				t.Fatalf("gpu layers %d (all %v), want %d (all %v)", n, isAll, c.want, c.wantAll)
+			}
+		})
+	}
+	served := trace.RunConfig{Model: "m", GPULayers: &five}
+	if _, _, err := Decide(served, Authority{Server: "http://127.0.0.1:9", API: "auto", MaxInflight: 8, RequestTimeout: time.Minute, TurnTimeout: time.Minute}, session.Config{}); err == nil || !strings.Contains(err.Error(), "--gpu-layers 5") {
+		t.Fatalf("--gpu-layers with --server: %v", err)
+	}
+}
+
+// --streams auto (no count given): a stream per agent when the harness's
+// agents call tools and each stream holds the default context's cells,
+// one shared cache otherwise; a count given, or the harness file's, is
+// kept, and what chose it is said.
+func TestStreamsAuto(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.gguf")
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	noTools := write("free.yaml", "roles:\n  r:\n    system: S.\n    terminal: {builtin: report}\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n")
+	fixed := write("fixed.yaml", "model: {streams: 4}\n"+
+		"roles:\n  r:\n    system: S.\n    terminal: {builtin: report}\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n")
+	small, big, zero, two := 8192, 65536, 0, 2
+	for _, c := range []struct {
+		name    string
+		facts   trace.RunConfig
+		streams int
+		says    string
+	}{
+		{"research, default context", trace.RunConfig{Model: model, Context: &small}, 0, "auto: one shared cache"},
+		{"research, a large context", trace.RunConfig{Model: model, Context: &big}, 8, "auto: a stream per agent: 8 streams of 8192 cells"},
+		{"research, a large context, --streams 0", trace.RunConfig{Model: model, Context: &big, Streams: &zero}, 0, "--streams 0"},
+		{"research, --streams 2", trace.RunConfig{Model: model, Context: &big, Streams: &two}, 2, "--streams 2"},
+		{"free text", trace.RunConfig{Model: model, Context: &big, Harness: noTools}, 0, "without tool results"},
+		{"the harness's count", trace.RunConfig{Model: model, Context: &big, Harness: fixed}, 4, "model.streams: 4"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, _, err := Decide(c.facts, Authority{}, session.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Streams != c.streams || !strings.Contains(cfg.StreamsWhy, c.says) {
+				t.Fatalf("streams %d (%q), want %d saying %q", cfg.Streams, cfg.StreamsWhy, c.streams, c.says)
+			}
+		})
+	}
+}

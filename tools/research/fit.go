@@ -26,7 +26,7 @@ const FindingChars = 1200
 // characters (512 at 4,096: the closest claim of each researcher, then
 // the next of each, as they fit).
 func Fitted(nCtx, nBatch int) (Limits, bool) {
-	if nCtx >= 8192 {
+	if nCtx >= engine.FullContext {
 		return Limits{FindingChars: FindingChars}, false
 	}
 	hard := max(nBatch, min(engine.DefaultHardLimit, nCtx/16))

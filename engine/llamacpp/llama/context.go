@@ -181,20 +181,25 @@ func KVBytesPerCell(m *Model, t KVType) float64 {
 	return float64(C.llama_model_n_layer(m.m)) * 2 * row * t.BytesPerElement()
 }
 
-// NewContext creates a context over m.
-func NewContext(m *Model, p ContextParams) (*Context, error) {
-	if p.NCtx <= 0 {
-		return nil, fmt.Errorf("new context: n_ctx must be positive, got %d", p.NCtx)
-	}
-	if p.NSeqMax <= 0 || p.NSeqMax > MaxSeq {
-		return nil, fmt.Errorf("new context: n_seq_max must be in 1..%d, got %d", MaxSeq, p.NSeqMax)
-	}
+// withDefaults is p with its unset sizes given their defaults.
+func (p ContextParams) withDefaults() ContextParams {
 	if p.NBatch <= 0 {
 		p.NBatch = 512
 	}
 	if p.NThreads <= 0 {
 		p.NThreads = runtime.NumCPU()
 	}
+	if p.KVType == "" {
+		p.KVType = KVF16
+	}
+	return p
+}
+
+// native is p as llama.cpp's context parameters, and whether flash
+// attention is on (what NewContext creates, and what a model is fitted to
+// before it loads).
+func (p ContextParams) native() (C.struct_llama_context_params, bool, error) {
+	p = p.withDefaults()
 	cp := C.llama_context_default_params()
 	cp.n_ctx = C.uint32_t(p.NCtx)
 	cp.n_batch = C.uint32_t(p.NBatch)
@@ -203,18 +208,40 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	cp.n_threads = C.int32_t(p.NThreads)
 	cp.n_threads_batch = C.int32_t(p.NThreads)
 	cp.kv_unified = C.bool(!p.Streams)
-	if p.KVType == "" {
-		p.KVType = KVF16
-	}
 	flash := flashDefault(p.KVType)
 	switch p.FlashAttn {
 	case FlashOn:
 		flash = true
 	case FlashOff:
 		if p.KVType != KVF16 {
-			return nil, fmt.Errorf("new context: a %s KV cache needs flash attention; use an f16 cache or leave flash attention on", p.KVType)
+			return cp, false, fmt.Errorf("new context: a %s KV cache needs flash attention; use an f16 cache or leave flash attention on", p.KVType)
 		}
 		flash = false
+	}
+	cp.type_k, cp.type_v = p.KVType.ggml(), p.KVType.ggml()
+	cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
+	if flash {
+		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
+	}
+	cp.no_perf = true
+	// The KV cache and the attention live with the layers on a GPU
+	// (llama.cpp's default, said here because a run depends on it).
+	cp.offload_kqv = true
+	return cp, flash, nil
+}
+
+// NewContext creates a context over m.
+func NewContext(m *Model, p ContextParams) (*Context, error) {
+	if p.NCtx <= 0 {
+		return nil, fmt.Errorf("new context: n_ctx must be positive, got %d", p.NCtx)
+	}
+	if p.NSeqMax <= 0 || p.NSeqMax > MaxSeq {
+		return nil, fmt.Errorf("new context: n_seq_max must be in 1..%d, got %d", MaxSeq, p.NSeqMax)
+	}
+	p = p.withDefaults()
+	cp, flash, err := p.native()
+	if err != nil {
+		return nil, err
 	}
 	if p.KVType != KVF16 {
 		// ggml quantizes each attention head's row in blocks of 32 and
@@ -226,12 +253,6 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 			}
 		}
 	}
-	cp.type_k, cp.type_v = p.KVType.ggml(), p.KVType.ggml()
-	cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
-	if flash {
-		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
-	}
-	cp.no_perf = true
 	span := (*C.int64_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int64_t(0)))))
 	cp.cb_eval = C.ggml_backend_sched_eval_callback(C.lloyal_span_cb)
 	cp.cb_eval_user_data = unsafe.Pointer(span)

@@ -41,10 +41,12 @@ type Token = int32
 var initOnce sync.Once
 
 // ensureInit installs lloyal's log capture (llama.cpp logs to stderr by
-// default, which would paint over a TUI) and initialises the backend.
+// default, which would paint over a TUI), loads the GPU backend libraries
+// installed beside the binary (loadBackends) and initialises the backend.
 func ensureInit() {
 	initOnce.Do(func() {
 		C.lloyal_log_install(C.bool(os.Getenv("LLOYAL_NATIVE_LOG") == "1"))
+		loadBackends()
 		C.llama_backend_init()
 	})
 }
@@ -61,6 +63,14 @@ func takeLog() string {
 type ModelParams struct {
 	// VocabOnly loads the tokenizer and metadata without weights.
 	VocabOnly bool
+	// GPULayers is how many layers to store on the GPU device
+	// (OffloadDevice), if there is one; the zero value is every layer.
+	GPULayers GPULayers
+	// Fit, when set, is the context the model will run: with AllLayers,
+	// only as many layers are offloaded as fit in the device's free
+	// memory beside that context's cache and compute buffers (the cache
+	// lives with the layers). Unset, every layer is offloaded.
+	Fit *ContextParams
 }
 
 // Model is a loaded GGUF model. Close frees it.
@@ -68,6 +78,8 @@ type Model struct {
 	m     *C.struct_llama_model
 	vocab *C.struct_llama_vocab
 	path  string
+	// offload is where its layers are.
+	offload Offload
 
 	nVocab  int
 	pieces  [][]byte // token → piece with special tokens rendered
@@ -87,15 +99,23 @@ func LoadModel(path string, p ModelParams) (*Model, error) {
 	mp.vocab_only = C.bool(p.VocabOnly)
 	mp.use_mmap = true
 	takeLog()
+	off, mem := applyOffload(path, p, &mp)
 	m := C.llama_model_load_from_file(cpath, mp)
+	for _, ptr := range mem {
+		C.free(ptr)
+	}
 	if m == nil {
 		why := takeLog()
 		if why == "" {
 			why = "llama.cpp gave no reason"
 		}
+		if off.OnGPU() {
+			why += fmt.Sprintf(" (with %d layers on %s: --gpu-layers 0, or LLOYAL_LIBRARY_PATH= for any command, runs on the CPU)", off.Layers, off.Device)
+		}
 		return nil, fmt.Errorf("load model %s: %s", path, why)
 	}
 	model := &Model{m: m, vocab: C.llama_model_get_vocab(m), path: path}
+	model.offload = finishOffload(off, int(C.llama_model_n_layer(m)))
 	model.nVocab = int(C.llama_vocab_n_tokens(model.vocab))
 	model.pieces = make([][]byte, model.nVocab)
 	buf := make([]byte, 256)
@@ -122,6 +142,9 @@ func (m *Model) Close() {
 
 // Path is the file the model was loaded from.
 func (m *Model) Path() string { return m.path }
+
+// Offload is where the model's layers are: on which GPU device, how many.
+func (m *Model) Offload() Offload { return m.offload }
 
 // NVocab is the vocabulary size.
 func (m *Model) NVocab() int { return m.nVocab }

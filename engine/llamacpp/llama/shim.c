@@ -1,5 +1,6 @@
 #include "shim.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,6 +46,22 @@ void lloyal_log_install(bool verbose) {
     log_verbose = verbose;
     llama_log_set(lloyal_log_cb, NULL);
     ggml_log_set(lloyal_log_cb, NULL);
+}
+
+bool lloyal_log_hook_library(const char *path) {
+    // Loaded before the backend, so the backend's own initialisation
+    // (which logs its devices) already goes to the capture: the backend's
+    // dependency on libggml-base.so.0 then finds this copy by its soname.
+    // The handle is kept: the library stays for the process's life.
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        return false;
+    }
+    void (*set)(ggml_log_callback, void *) = (void (*)(ggml_log_callback, void *))dlsym(h, "ggml_log_set");
+    if (set != NULL) {
+        set(lloyal_log_cb, NULL);
+    }
+    return set != NULL;
 }
 
 size_t lloyal_log_take(char *buf, size_t len) {

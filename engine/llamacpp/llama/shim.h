@@ -18,6 +18,10 @@ extern "C" {
 void lloyal_log_install(bool verbose);
 // Copies the captured warnings/errors (newest last) into buf and clears them.
 size_t lloyal_log_take(char *buf, size_t len);
+// Loads the shared ggml-base library at path (the one a GPU backend library
+// links, apart from the ggml compiled into the binary) and points its log
+// at the same capture. False when it does not load or has no ggml_log_set.
+bool lloyal_log_hook_library(const char *path);
 
 // Fills batch with n tokens; seqs gives one sequence id per token.
 void lloyal_batch_fill(struct llama_batch *batch, int32_t n, const llama_token *tokens,

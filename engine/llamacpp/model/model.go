@@ -51,6 +51,12 @@ type Options struct {
 	VocabOnly bool
 	// OllamaDir overrides $OLLAMA_MODELS / ~/.ollama/models.
 	OllamaDir string
+	// GPULayers is how many layers go to the GPU device, if there is one
+	// (the zero value: every layer; llama.CPUOnly: none).
+	GPULayers llama.GPULayers
+	// Fit is the context the model will run, so that only the layers that
+	// fit beside it are offloaded (llama.ModelParams.Fit).
+	Fit *llama.ContextParams
 }
 
 // Open resolves ref (a GGUF path or an ollama name), validates the file and
@@ -93,7 +99,7 @@ func Open(ref string, o Options) (*Model, error) {
 		s, _ := regular.SHA256(path, -1)
 		sum <- s
 	}()
-	lm, err := llama.LoadModel(path, llama.ModelParams{VocabOnly: o.VocabOnly})
+	lm, err := llama.LoadModel(path, llama.ModelParams{VocabOnly: o.VocabOnly, GPULayers: o.GPULayers, Fit: o.Fit})
 	if err != nil {
 		<-sum
 		return nil, err
