@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 CGO := eval "$$(scripts/cgo-env.sh)"
-LDFLAGS = -X 'github.com/lloyal-ai/lloyal/cli.SIMDFlags=$$LLOYAL_SIMD_FLAGS' -X 'github.com/lloyal-ai/lloyal/cli.Version=$(shell git describe --always --dirty 2>/dev/null || echo dev)'
+LDFLAGS = -X 'github.com/lloyal-ai/lloyal/internal/cli.SIMDFlags=$$LLOYAL_SIMD_FLAGS' -X 'github.com/lloyal-ai/lloyal/internal/cli.Version=$(shell git describe --always --dirty 2>/dev/null || echo dev)'
 GOTEST_FLAGS ?=
 
 .PHONY: all deps build test test-e2e run bench bench-native flags fuzz
@@ -61,7 +61,7 @@ fuzz:
 	go test ./engine/chat -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./engine/chat -run '^$$' -fuzz '^FuzzTemplateContent$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./engine/chat -run '^$$' -fuzz '^FuzzTemplateJinja2$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
-	go test ./engine/llamacpp/gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
+	go test ./internal/gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 	go test ./trace -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime $(FUZZTIME)
 	go test ./tools -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME)
 	go test ./abilities -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME)

@@ -6,7 +6,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/lloyal-ai/lloyal/cli"
+	"github.com/lloyal-ai/lloyal/internal/cli"
 )
 
 func main() {

@@ -30,9 +30,9 @@ import (
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/ui"
 	"github.com/lloyal-ai/lloyal/themes"
 	"github.com/lloyal-ai/lloyal/trace"
-	"github.com/lloyal-ai/lloyal/ui"
 )
 
 // Program is the work of a run: it runs pools of agents on rt and returns

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/termtext"
+	"github.com/lloyal-ai/lloyal/internal/termtext"
 )
 
 // ErrNothingProduced: the run's final step produced nothing (every one of

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/trace"
 )

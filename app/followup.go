@@ -6,7 +6,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/lloyal-ai/lloyal/ui"
+	"github.com/lloyal-ai/lloyal/internal/ui"
 )
 
 // Asker asks the person at the app for follow-up questions: a program

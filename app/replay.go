@@ -9,9 +9,9 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
+	"github.com/lloyal-ai/lloyal/internal/ui"
 	"github.com/lloyal-ai/lloyal/themes"
 	"github.com/lloyal-ai/lloyal/trace"
-	"github.com/lloyal-ai/lloyal/ui"
 )
 
 // Theme is the named theme (dark, light, high-contrast), with colour
@@ -23,10 +23,14 @@ func Theme(name string) (themes.Theme, error) {
 	return themes.ByName(name)
 }
 
+// ForkRequest is a fork asked for from a replay (F): the event to fork at
+// and what the agent reads there instead.
+type ForkRequest = ui.ForkRequest
+
 // Replay plays the trace at path in the app at speed (0: straight to the
 // end), following it as it grows when follow is set, until the person
 // quits, or asks with F for a fork: then it returns the fork to run.
-func Replay(path string, t themes.Theme, speed float64, follow bool) (*ui.ForkRequest, error) {
+func Replay(path string, t themes.Theme, speed float64, follow bool) (*ForkRequest, error) {
 	ix, err := trace.BuildIndex(path)
 	if err != nil {
 		return nil, err

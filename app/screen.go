@@ -9,7 +9,7 @@ import (
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/ui"
+	"github.com/lloyal-ai/lloyal/internal/ui"
 )
 
 // show runs prog while the app shows it, and prints the summary once the

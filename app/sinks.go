@@ -9,9 +9,9 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/fold"
-	"github.com/lloyal-ai/lloyal/termtext"
+	"github.com/lloyal-ai/lloyal/internal/termtext"
+	"github.com/lloyal-ai/lloyal/internal/ui"
 	"github.com/lloyal-ai/lloyal/trace"
-	"github.com/lloyal-ai/lloyal/ui"
 )
 
 // start makes the approval broker, the sinks every event goes to (the

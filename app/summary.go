@@ -14,9 +14,9 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/report"
 	"github.com/lloyal-ai/lloyal/fold"
-	"github.com/lloyal-ai/lloyal/termtext"
+	"github.com/lloyal-ai/lloyal/internal/report"
+	"github.com/lloyal-ai/lloyal/internal/termtext"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 

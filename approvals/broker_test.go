@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
 )
 
 var call = enginetest.ToolCall

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/regular"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 )
 
 // Grant is a persisted permission to run a protected tool without asking:

@@ -9,7 +9,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/internal/report"
 )
 
 // HistoryEntry is one tool call and what became of it.

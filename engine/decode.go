@@ -12,7 +12,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/repetition"
+	"github.com/lloyal-ai/lloyal/internal/repetition"
 )
 
 // decoder is the turn loop of a cell-level Backend, a model in this

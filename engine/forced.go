@@ -14,7 +14,7 @@ import (
 	"slices"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
-	"github.com/lloyal-ai/lloyal/engine/repetition"
+	"github.com/lloyal-ai/lloyal/internal/repetition"
 )
 
 // forcedTurn is the rest of an agent's recorded turn, planned before it

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
 )
 
 // BenchmarkSchedulerTick is the scheduler's own cost per tick, on the

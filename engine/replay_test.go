@@ -10,7 +10,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/rerun"
+	"github.com/lloyal-ai/lloyal/internal/rerun"
 )
 
 // replaySpec is a pool of two agents that call lookup and report.

@@ -20,7 +20,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/repetition"
+	"github.com/lloyal-ai/lloyal/internal/repetition"
 )
 
 // DefaultMaxInflight is how many turns a runtime on a turn-level backend

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
 )
 
 // Soak: 32 agents × 500 turns on the scripted double. Goroutines return to

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/report"
-	"github.com/lloyal-ai/lloyal/termtext"
+	"github.com/lloyal-ai/lloyal/internal/report"
+	"github.com/lloyal-ai/lloyal/internal/termtext"
 )
 
 // family folds the events of one family of types (the part of the type

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/internal/report"
 )
 
 // Every reader (the app, the log, trace stats, the summary) reads the fold,

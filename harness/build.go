@@ -17,8 +17,8 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/tools"
-	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -168,10 +168,14 @@ func (p *Program) Fit(nCtx, nBatch int) string {
 	return fmt.Sprintf("context %d: pressure limits %d/%d cells (soft/hard), findings cut to %d characters each, a grounded note's claims to %d characters", nCtx, p.soft, p.hard, p.findingChars, p.noteChars)
 }
 
+// Ability is a started ability as a program offers it: its name, signer,
+// when to use it, its instructions and its tools.
+type Ability = research.Ability
+
 // SetAbility gives the program a started ability the file names
 // (File.Abilities): a role listing a tool that names it (or every ability)
 // gets all its tools, and its system prompt says when to use it.
-func (p *Program) SetAbility(a research.Ability) { p.abilities = append(p.abilities, a) }
+func (p *Program) SetAbility(a Ability) { p.abilities = append(p.abilities, a) }
 
 // File is the harness file the program was built from (its profiles put
 // over it).

@@ -11,8 +11,8 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
 	"github.com/lloyal-ai/lloyal/tools"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
 )
 
 // script writes an executable shell script into a temporary folder.

@@ -2,8 +2,8 @@ package harness
 
 import (
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/tools"
-	"github.com/lloyal-ai/lloyal/tools/research"
 )
 
 // readFileKind is `builtin: read_file`: lines of a file of the corpus.

@@ -2,8 +2,8 @@ package harness
 
 import (
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/tools"
-	"github.com/lloyal-ai/lloyal/tools/research"
 )
 
 // searchKind is `builtin: search`: the corpus's best passages for a query.

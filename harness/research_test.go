@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
+	"github.com/lloyal-ai/lloyal/internal/report"
+	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/tools"
-	"github.com/lloyal-ai/lloyal/tools/research"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -52,7 +52,7 @@ func demoTask(t *testing.T) string {
 // researchers' system prompt, their tools in the file's order (the compact
 // ones in a small context) and report, six turns that each hold a whole
 // report, and a task per question. That the transcripts are what the demo
-// model trained on, byte for byte, is demomodel/training's
+// model trained on, byte for byte, is internal/demomodel/training's
 // TestTranscriptsAreWhatTheDemoModelTrainedOn.
 func TestStepPoolIsTheRunsPool(t *testing.T) {
 	for nCtx, want := range map[int][]string{

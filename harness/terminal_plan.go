@@ -4,7 +4,7 @@ import (
 	"cmp"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/tools/research"
+	"github.com/lloyal-ai/lloyal/internal/research"
 )
 
 // planTerminal is `builtin: plan`: the agent splits the run's input into

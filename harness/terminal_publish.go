@@ -2,7 +2,7 @@ package harness
 
 import (
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/tools/research"
+	"github.com/lloyal-ai/lloyal/internal/research"
 )
 
 // publishTerminal is `builtin: publish`: the agent publishes the findings

@@ -95,8 +95,8 @@ else
   if [ ! -x "$ollama" ]; then
     say "building ollama $version"
     work="$(mktemp -d)"
-    cp engine/serverbackend/ollamatest/testdata/ollama.mod "$work/go.mod"
-    cp engine/serverbackend/ollamatest/testdata/ollama.sum "$work/go.sum"
+    cp internal/ollamatest/testdata/ollama.mod "$work/go.mod"
+    cp internal/ollamatest/testdata/ollama.sum "$work/go.sum"
     (cd "$work" && go build -o "$ollama" github.com/ollama/ollama) >"$out/ollama-build.txt" 2>&1 || say "ollama did not build (ollama-build.txt): no server rows"
     rm -rf "$work"
   fi

@@ -17,7 +17,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/lloyal-ai/lloyal/regular"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 )
 
 // Doc is one file of the corpus.

@@ -20,7 +20,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
-	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/internal/report"
 )
 
 // Grounding is what each agent of one run has read or been shown: the

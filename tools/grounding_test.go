@@ -10,9 +10,9 @@ import (
 	"testing/fstest"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
+	"github.com/lloyal-ai/lloyal/internal/report"
 )
 
 // groundedRun runs one agent over the test corpus with watched search and

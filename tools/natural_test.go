@@ -104,7 +104,7 @@ var naturalCases = []naturalCase{
 // page first for questions asked naturally, in each form, and keeps the
 // list of known misses honest.
 func TestSearchAnswersNaturalQuestions(t *testing.T) {
-	c, err := LoadCorpus("research/handbook")
+	c, err := LoadCorpus("../internal/research/handbook")
 	if err != nil {
 		t.Fatal(err)
 	}

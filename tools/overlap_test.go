@@ -8,8 +8,8 @@ import (
 	"testing/fstest"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
 )
 
 // Overlap is the share of a question's content words a text holds, a word

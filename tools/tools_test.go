@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/report"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
+	"github.com/lloyal-ai/lloyal/internal/report"
 )
 
 func corpus(t *testing.T) *Corpus {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/regular"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 )
 
 // Index locates every event of a trace file without keeping the events:

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/regular"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 )
 
 // Follow reads a trace file from the start, calling fn for each event. With

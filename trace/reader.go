@@ -9,7 +9,7 @@ import (
 	"io"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/regular"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 )
 
 // Record is one parsed line: exactly one of Header, Event, Close is set.

@@ -12,10 +12,10 @@ import (
 	"github.com/kaptinlin/jsonschema"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/engine/enginetest"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 func open(t testing.TB, nCtx int) *Backend {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 // A string the grammar lets through with at most N characters has at most N

@@ -8,7 +8,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 func loadRun(t *testing.T, nCtx, nSeq, agents int) *engine.PoolResult {

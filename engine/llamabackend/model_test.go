@@ -11,8 +11,8 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/modelgen"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 // These tests moved here from engine/llamacpp/model with the chat-format

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/gguf"
+	"github.com/lloyal-ai/lloyal/internal/modelgen"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 // TestSpineAndSuffixTokensEqualWhole: on real vocabularies whose files ship a

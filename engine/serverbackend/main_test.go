@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/engine/serverbackend/ollamatest"
+	"github.com/lloyal-ai/lloyal/internal/ollamatest"
 )
 
 // TestMain fails the run when a test left an ollama server or runner

@@ -19,10 +19,10 @@ import (
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
-	"github.com/lloyal-ai/lloyal/engine/serverbackend/ollamatest"
 	"github.com/lloyal-ai/lloyal/harness"
+	"github.com/lloyal-ai/lloyal/internal/modelgen"
+	"github.com/lloyal-ai/lloyal/internal/ollamatest"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 

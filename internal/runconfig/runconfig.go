@@ -19,13 +19,13 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/approvals"
-	"github.com/lloyal-ai/lloyal/backends"
-	"github.com/lloyal-ai/lloyal/demomodel"
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 	"github.com/lloyal-ai/lloyal/harness"
+	"github.com/lloyal-ai/lloyal/internal/backends"
+	"github.com/lloyal-ai/lloyal/internal/demomodel"
 	"github.com/lloyal-ai/lloyal/internal/session"
 	"github.com/lloyal-ai/lloyal/trace"
 )

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/approvals"
-	"github.com/lloyal-ai/lloyal/backends"
+	"github.com/lloyal-ai/lloyal/internal/backends"
 	"github.com/lloyal-ai/lloyal/internal/session"
 	"github.com/lloyal-ai/lloyal/trace"
 )

@@ -12,10 +12,10 @@ import (
 
 	"github.com/lloyal-ai/lloyal/abilities"
 	"github.com/lloyal-ai/lloyal/app"
-	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/harness"
-	"github.com/lloyal-ai/lloyal/tools/research"
+	"github.com/lloyal-ai/lloyal/internal/backends"
+	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 

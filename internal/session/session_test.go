@@ -16,11 +16,11 @@ import (
 
 	"github.com/lloyal-ai/lloyal/app"
 	"github.com/lloyal-ai/lloyal/approvals"
-	"github.com/lloyal-ai/lloyal/backends"
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
 	"github.com/lloyal-ai/lloyal/harness"
+	"github.com/lloyal-ai/lloyal/internal/backends"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 

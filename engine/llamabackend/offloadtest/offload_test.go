@@ -17,10 +17,10 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/gputest"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/gputest"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 // skip is why these tests cannot run here ("" when they can).

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 func newStore(t *testing.T, nCtx, nSeq int) *Store {

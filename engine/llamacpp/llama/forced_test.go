@@ -3,7 +3,7 @@ package llama
 import (
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 // ForcedText reads, from the grammar's state, the text that is the only

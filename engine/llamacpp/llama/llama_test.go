@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/modelgen"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 func TestLoadModelReportsTheCause(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/gputest"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/gguf"
+	"github.com/lloyal-ai/lloyal/internal/gputest"
+	"github.com/lloyal-ai/lloyal/internal/modelgen"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 	"github.com/lloyal-ai/lloyal/internal/testproc"
 )
 

@@ -3,7 +3,7 @@ package llama
 import (
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 // BenchmarkSample: one draw from a logits row, with and without a grammar

@@ -3,7 +3,7 @@ package llama
 import (
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 // A repetition penalty must sit in the chain and see accepted tokens: once

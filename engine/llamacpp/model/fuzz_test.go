@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/gguf"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 // FuzzOpenMetadata rewrites the generated model with extreme hyperparameters

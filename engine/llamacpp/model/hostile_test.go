@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/gguf"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 // TestHostileHyperparametersAreRefused (issue #19, finding 1): each change

@@ -3,7 +3,7 @@ package model
 import (
 	"fmt"
 
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
+	"github.com/lloyal-ai/lloyal/internal/gguf"
 )
 
 // Limits on hyperparameters checked before llama.cpp reads them: llama.cpp

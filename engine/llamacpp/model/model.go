@@ -11,9 +11,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
-	"github.com/lloyal-ai/lloyal/regular"
+	"github.com/lloyal-ai/lloyal/internal/gguf"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 )
 
 // Info identifies a model (for trace headers and the UI). Its fields and JSON

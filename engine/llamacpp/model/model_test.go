@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/gguf"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/gguf"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 // The chat-format tests (template detection, prompts, grammars) live in

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/lloyal-ai/lloyal/regular"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 )
 
 // OllamaRef is a parsed ollama model name: [host/][namespace/]model[:tag].

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/testmodel"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
 func TestParseOllamaName(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/modelgen"
+	"github.com/lloyal-ai/lloyal/internal/modelgen"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 

@@ -1,0 +1,144 @@
+package rerun
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/lloyal-ai/lloyal/internal/regular"
+	"github.com/lloyal-ai/lloyal/trace"
+)
+
+// Plan is how a recorded run is run again: its facts and the trace paths,
+// absolute.
+type Plan struct {
+	// Facts are the recorded run's configuration (Facts), which the rerun
+	// is decided from with the rerunning command's authority.
+	Facts trace.RunConfig
+	// Trace is the recorded trace, Out the new one.
+	Trace, Out string
+}
+
+// Prepare checks the record can be run again here (the same model file,
+// the same chat template, a run typed into only through flags) and with
+// what authority (Differences: the notes go to warn, a headless rerun
+// that would need more is refused), and plans the run. Paths in the
+// record are absolute; relative ones the rerunning command gives (its
+// workspace) are its own folder's. out "" is a new trace in the default
+// folder.
+func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan, error) {
+	if err := r.CheckModel(); err != nil {
+		return Plan{}, err
+	}
+	if err := r.checkTemplate(); err != nil {
+		return Plan{}, err
+	}
+	facts, err := r.Facts()
+	if err != nil {
+		return Plan{}, err
+	}
+	notes, err := r.Differences(a)
+	for _, n := range notes {
+		fmt.Fprintln(warn, "note:", n)
+	}
+	if err != nil {
+		return Plan{}, err
+	}
+	if out == "" {
+		dir, err := trace.DefaultDir()
+		if err != nil {
+			return Plan{}, err
+		}
+		out = trace.NewPath(dir)
+	}
+	p := Plan{Facts: facts}
+	if p.Trace, err = filepath.Abs(r.Path); err == nil {
+		p.Out, err = filepath.Abs(out)
+	}
+	if err != nil {
+		return Plan{}, err
+	}
+	if d := r.Header.Context.Device; d != "" {
+		fmt.Fprintf(warn, "note: %s ran %d of %d layers on %s: a rerun is token for token only on that device with the same layers (another device sums in another order)\n", p.Trace, r.Header.Context.GPULayers, r.Header.Context.Layers, d)
+	}
+	if r.Header.ProgramVersion != version {
+		fmt.Fprintf(warn, "note: %s was recorded by lloyal %s and this is %s: tokens may differ (a rerun stops where they do)\n", p.Trace, r.Header.ProgramVersion, version)
+	}
+	return p, nil
+}
+
+// checkTemplate refuses a rerun whose --template file is not the text the
+// recorded run rendered with.
+func (r *Record) checkTemplate() error {
+	c := r.Header.Run
+	if c == nil || c.Template == "" {
+		return nil
+	}
+	sum, err := regular.SHA256(c.Template, -1)
+	if err != nil {
+		return fmt.Errorf("the recorded run's --template: %w: a rerun needs the same template", err)
+	}
+	if sum != c.TemplateSHA256 {
+		return fmt.Errorf("the template %s has sha256 %.12s, the recorded one %.12s: a rerun needs the same template", c.Template, sum, c.TemplateSHA256)
+	}
+	return nil
+}
+
+// Verdict says how the run again went, given the run's error: for a fork,
+// that it forked (or never reached its point); for a rerun, that its agents
+// sampled the recorded tokens, token for token (a run that failed is rerun
+// faithfully when it fails the same way), or where it diverged.
+func (r *Record) Verdict(p Plan, runErr error) (string, error) {
+	if d := r.Divergence(); d != nil {
+		return "", fmt.Errorf("the rerun diverged from %s: %s%s; its trace: %s", p.Trace, d, r.deviceChange(p.Out), p.Out)
+	}
+	if r.Forking() {
+		switch {
+		case runErr != nil:
+			return "", runErr
+		case !r.Forked():
+			f := r.ForkPoint()
+			return "", fmt.Errorf("the fork never reached event %d of %s (agent %d's %s): the run went on as recorded and nothing was forked; its trace: %s", f.Event, p.Trace, f.Agent, f.Kind, p.Out)
+		}
+		return fmt.Sprintf("fork: %s, forked from %s at event %d\n", p.Out, p.Trace, r.ForkPoint().Event), nil
+	}
+	got, err := Load(p.Out)
+	if err != nil {
+		return "", errors.Join(runErr, err)
+	}
+	if runErr != nil && got.Closing.Reason != r.Closing.Reason {
+		return "", runErr
+	}
+	m, err := Compare(r, got)
+	if err != nil {
+		return "", fmt.Errorf("the rerun differs from the recorded run: %w%s", err, r.deviceChange(p.Out))
+	}
+	s := fmt.Sprintf("rerun: token for token the recorded run: %d agents, %d sampled tokens (trace %s)\n", m.Agents, m.Tokens, p.Out)
+	if runErr != nil {
+		s += fmt.Sprintf("rerun: it ended as the recorded run did: %s\n", r.Closing.Reason)
+	}
+	return s, nil
+}
+
+// deviceChange is why a rerun whose trace is out may have diverged when
+// it ran on another device than the record (or with other layers on it):
+// floating-point sums differ between devices, so the same model may pick
+// another token. "" when the devices match or out cannot be read.
+func (r *Record) deviceChange(out string) string {
+	got, err := Load(out)
+	if err != nil {
+		return ""
+	}
+	where := func(c trace.ContextInfo) string {
+		if c.Device == "" {
+			return "the CPU"
+		}
+		return fmt.Sprintf("%s (%d of %d layers)", c.Device, c.GPULayers, c.Layers)
+	}
+	was, now := where(r.Header.Context), where(got.Header.Context)
+	if was == now {
+		return ""
+	}
+	return fmt.Sprintf(" (the record ran on %s, the rerun on %s: another device sums in another order, so tokens may differ; rerun where it was recorded)", was, now)
+}
