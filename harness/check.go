@@ -198,6 +198,23 @@ func (c *checker) command(at string, t Tool) {
 	if _, err := c.f.executable(t.Command[0]); err != nil {
 		c.add(at+"/command/0", "%v", err)
 	}
+	if t.Parameters != nil {
+		c.schema(at+"/parameters", `a command tool's parameters must be a JSON Schema object ("type": "object") with a property for each argument`, t.Parameters)
+	}
+}
+
+// schema checks a JSON Schema the file gives (a command's parameters, a
+// terminal's result) at its own lines: it must describe an object (else
+// notObject is said), and engine.CheckSchema's mistakes are each reported
+// where they are.
+func (c *checker) schema(at, notObject string, s map[string]any) {
+	if typ, _ := s["type"].(string); typ != "object" {
+		c.add(at, "%s", notObject)
+		return
+	}
+	for _, p := range engine.CheckSchema(mustJSON(s)) {
+		c.add(at+p.Pointer, "%s", p.Msg)
+	}
 }
 
 // executable is a command's program: a path (relative to the harness
@@ -287,11 +304,7 @@ func (c *checker) terminal(at string, t Terminal) {
 			c.add(at, "missing key schema: add it")
 			return
 		}
-		if typ, _ := t.Schema["type"].(string); typ != "object" {
-			c.add(at+"/schema", `the terminal tool's schema must be a JSON Schema object ("type": "object") with the result's fields`)
-		} else if _, err := engine.ValidateArgs(engine.ToolSpec{Name: t.Name, Parameters: mustJSON(t.Schema)}, []byte(`{}`)); err != nil {
-			c.add(at+"/schema", "not a valid JSON Schema: %v", err)
-		}
+		c.schema(at+"/schema", `the terminal tool's schema must be a JSON Schema object ("type": "object") with the result's fields`, t.Schema)
 	}
 	k, _ := terminalKindOf(t.Builtin)
 	if k.check != nil {

@@ -76,11 +76,19 @@ func ParseQuestions(text string) ([]Question, error) {
 		if len(f) != 4 || f[0] == "" || f[1] == "" || f[2] == "" || f[3] == "" {
 			return nil, fmt.Errorf("line %d: want 4 tab-separated columns (form, question, files, answers), got %d: %q", i+1, len(f), line)
 		}
-		q := Question{Form: f[0], Text: f[1], Files: strings.Split(f[2], ",")}
+		q := Question{Form: f[0], Text: f[1]}
+		for _, file := range strings.Split(f[2], ",") {
+			if file = strings.TrimSpace(file); file != "" {
+				q.Files = append(q.Files, file)
+			}
+		}
 		for _, a := range strings.Split(f[3], "|") {
 			if a = strings.TrimSpace(a); a != "" {
 				q.Answers = append(q.Answers, a)
 			}
+		}
+		if len(q.Files) == 0 || len(q.Answers) == 0 {
+			return nil, fmt.Errorf("line %d: the files and answers columns each need at least one (files split by \",\", answers by \"|\"), got %q", i+1, line)
 		}
 		out = append(out, q)
 	}

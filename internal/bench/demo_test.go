@@ -36,6 +36,8 @@ func TestParseQuestions(t *testing.T) {
 func FuzzParseQuestions(f *testing.F) {
 	f.Add(demoQuestions)
 	f.Add("natural\tHow?\ta.md,b.md\tx | y\n")
+	f.Add("0\t0\t0\t ")    // blank answers
+	f.Add("0\t0\t ,\tx\n") // blank files
 	f.Fuzz(func(t *testing.T, text string) {
 		qs, err := ParseQuestions(text)
 		if err != nil {

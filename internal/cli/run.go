@@ -89,7 +89,15 @@ The trace is written as the run goes and its path printed at exit.`,
 	// Parsed when given: a bad value is refused before anything loads.
 	f.Func("kv-type", "KV cache element `type`: f16, q8_0 or q4_0 (default f16; quantized: more cells per GB, flash attention on)", func(v string) (err error) { c.KVType, err = llamabackend.ParseKVType(v); return err })
 	f.StringVar(&c.App.TracePath, "trace", "", "write the trace here (default: a new file under the state dir)")
-	f.IntVar(&o.logprobs, "trace-logprobs", -1, "record each sampled token's log-probability and entropy in the trace; `=K` adds its K likeliest alternatives, 1 to 20 (the detail pane draws them)")
+	// A Func flag: off is the default, and help says so in its words
+	// rather than as "(default -1)".
+	o.logprobs = -1
+	f.Func("trace-logprobs", "record each sampled token's log-probability and entropy in the trace; `=K` adds its K likeliest alternatives, 1 to 20 (the detail pane draws them; off by default)", func(v string) (err error) {
+		if o.logprobs, err = strconv.Atoi(v); err != nil {
+			err = fmt.Errorf("%q: give the alternatives to record per token, 0 to 20, or no value", v)
+		}
+		return err
+	})
 	f.Lookup("trace-logprobs").NoOptDefVal = "0"
 	f.StringVar(&c.App.Workspace, "workspace", "", "folder write_note saves notes in (default: the harness's, lloyal-notes for the research harness)")
 	f.BoolVar(&o.headless, "headless", false, "print a readable log instead of the terminal app")

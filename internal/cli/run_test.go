@@ -178,3 +178,24 @@ func TestHarnessFileContextOnTheDemoModel(t *testing.T) {
 		t.Fatalf("header %+v %v", c.Header, err)
 	}
 }
+
+// run's help says each default in words, once: no flag's help shows an
+// internal sentinel ("(default -1)"), and --workspace names its default
+// once.
+func TestRunHelpSaysDefaultsOnce(t *testing.T) {
+	out, err := runCLI(t, "run", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "(default -1)") {
+			t.Errorf("a sentinel as a default: %s", line)
+		}
+		if strings.Contains(line, "--workspace") && strings.Count(line, "default") != 1 {
+			t.Errorf("--workspace's default, not once: %s", line)
+		}
+		if strings.Contains(line, "--trace-logprobs") && !strings.Contains(line, "off by default") {
+			t.Errorf("--trace-logprobs does not say it is off by default: %s", line)
+		}
+	}
+}
