@@ -198,9 +198,28 @@ func (c *checker) command(at string, t Tool) {
 	if _, err := c.f.executable(t.Command[0]); err != nil {
 		c.add(at+"/command/0", "%v", err)
 	}
+	props, _ := t.Parameters["properties"].(map[string]any)
+	for i, a := range t.Command {
+		for _, name := range Placeholders([]string{a}) {
+			switch {
+			case i == 0:
+				c.add(at+"/command/0", "the program cannot be a placeholder: name it (a path relative to the harness file, or a name on PATH)")
+			case props[name] == nil:
+				c.add(fmt.Sprintf("%s/command/%d", at, i), "{{%s}} names no parameter: add %s under parameters.properties (given: %s)", name, name, orNone(sortedKeys(props)))
+			}
+		}
+	}
 	if t.Parameters != nil {
 		c.schema(at+"/parameters", `a command tool's parameters must be a JSON Schema object ("type": "object") with a property for each argument`, t.Parameters)
 	}
+}
+
+// orNone is names joined, or "none".
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // schema checks a JSON Schema the file gives (a command's parameters, a

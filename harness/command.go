@@ -10,6 +10,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,7 +28,9 @@ type Command struct {
 	// Parameters is the call's arguments as JSON Schema (default: any
 	// object).
 	Parameters json.RawMessage
-	// Argv is the program and its arguments; Dir is where it runs.
+	// Argv is the program and its arguments; Dir is where it runs. An
+	// argument may hold {{name}} placeholders, each replaced by the call's
+	// argument of that name (see argv).
 	Argv []string
 	Dir  string
 	// ReadOnly: the program changes nothing, so calls run without asking;
@@ -57,12 +62,14 @@ const (
 	stderrTail = 2048
 )
 
-// Tool is the command as an engine tool. A call writes its arguments (JSON)
-// on the program's stdin and reads one JSON value from its stdout as the
-// result; a line {"progress": [n, total]} on stderr moves the call's
-// progress bar. A program that fails, hangs past its timeout, writes
-// something that is not JSON or more than MaxOutput ends only that call,
-// with an {"error"} result the model reads (and the trace keeps).
+// Tool is the command as an engine tool. A call puts its arguments into
+// the program's argv where Argv's placeholders name them, and writes them
+// (JSON) on its stdin; its stdout is the result: one JSON value as it is,
+// anything else as text ({"output": …, "exit_status": 0}). A line
+// {"progress": [n, total]} on stderr moves the call's progress bar. A
+// program that fails (its stdout and stderr's tail quoted), hangs past its
+// timeout or writes more than MaxOutput ends only that call, with an
+// {"error"} result the model reads (and the trace keeps).
 func (c Command) Tool() engine.Tool {
 	params := c.Parameters
 	if len(params) == 0 {
@@ -77,9 +84,13 @@ func (c Command) run(ctx context.Context, args json.RawMessage) (any, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	argv, refused := c.argv(args)
+	if refused != "" {
+		return engine.ErrorResult("%s", refused), nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = c.Dir
 	cmd.Env = c.environ()
 	cmd.Stdin = bytes.NewReader(args)
@@ -119,15 +130,101 @@ func (c Command) run(ctx context.Context, args json.RawMessage) (any, error) {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return engine.ErrorResult("%s did not finish within %s and was stopped", c.Name, timeout), nil
 	case waitErr != nil:
-		return engine.ErrorResult("%s failed (%v)%s", c.Name, waitErr, quoteTail(tail)), nil
+		return engine.ErrorResult("%s failed (%v)%s%s", c.Name, waitErr, quoteOutput(out), quoteTail(tail)), nil
 	case readErr != nil:
 		return engine.ErrorResult("%s: reading its output: %v", c.Name, readErr), nil
 	}
 	out = bytes.TrimSpace(out)
-	if !json.Valid(out) {
-		return engine.ErrorResult("%s wrote something that is not JSON: %q", c.Name, chat.Clip(string(out), 200)), nil
+	if !json.Valid(out) || len(out) == 0 {
+		return textResult{Output: string(bytes.ToValidUTF8(out, []byte("\uFFFD")))}, nil
 	}
 	return json.RawMessage(out), nil
+}
+
+// textResult is a command's stdout that is not JSON, as the model reads
+// it: the text, and that the program succeeded.
+type textResult struct {
+	Output     string `json:"output"`
+	ExitStatus int    `json:"exit_status"`
+}
+
+// placeholder is a {{name}} in a command's argument.
+var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_-]+)\s*\}\}`)
+
+// Placeholders are the argument names a command's argv refers to, each
+// once, in order.
+func Placeholders(argv []string) []string {
+	var out []string
+	for _, a := range argv {
+		for _, m := range placeholder.FindAllStringSubmatch(a, -1) {
+			if !slices.Contains(out, m[1]) {
+				out = append(out, m[1])
+			}
+		}
+	}
+	return out
+}
+
+// argv is c.Argv with each placeholder replaced by the call's argument of
+// its name: a string as it is, any other value as JSON. Each element stays
+// one argument (no shell reads it). An element that is only a placeholder
+// whose argument was not given is left out. A value that begins with "-"
+// is refused unless a "--" comes before it, so that a model's argument
+// cannot become an option of the program (grep -f/etc/passwd); refused is
+// what the model reads then.
+func (c Command) argv(args json.RawMessage) (argv []string, refused string) {
+	var vals map[string]any
+	if json.Unmarshal(args, &vals) != nil {
+		vals = nil
+	}
+	ended := false // a "--" came before: what follows is not an option
+	argv = []string{c.Argv[0]}
+	for _, a := range c.Argv[1:] {
+		if !placeholder.MatchString(a) {
+			argv = append(argv, a)
+			ended = ended || a == "--"
+			continue
+		}
+		if m := placeholder.FindStringSubmatch(a); m[0] == a {
+			if _, given := vals[m[1]]; !given {
+				continue
+			}
+		}
+		var bad string
+		v := placeholder.ReplaceAllStringFunc(a, func(p string) string {
+			name := placeholder.FindStringSubmatch(p)[1]
+			s := argText(vals[name])
+			if strings.HasPrefix(s, "-") && strings.HasPrefix(a, p) && !ended {
+				bad = name
+			}
+			return s
+		})
+		if bad != "" {
+			return nil, fmt.Sprintf("%s: the argument %s begins with \"-\", which %s would read as an option; give it without the leading \"-\"", c.Name, bad, filepath.Base(c.Argv[0]))
+		}
+		argv = append(argv, v)
+	}
+	return argv, ""
+}
+
+// argText is an argument as one element of argv.
+func argText(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// quoteOutput quotes a failed command's stdout for its error.
+func quoteOutput(out []byte) string {
+	if s := strings.TrimSpace(string(out)); s != "" {
+		return fmt.Sprintf("; it wrote %q", chat.Clip(s, 400))
+	}
+	return ""
 }
 
 // environ is the allowlisted part of this process's environment.

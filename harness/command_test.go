@@ -41,7 +41,8 @@ func TestCommandCalls(t *testing.T) {
 		{"crashes", `echo "boom: disk on fire" >&2; exit 3`, nil, `failed (exit status 3): boom: disk on fire`, 0},
 		{"hangs", `sleep 30`, nil, `did not finish within 200ms and was stopped`, 200 * time.Millisecond},
 		{"hangs in a child", `sh -c 'sleep 30' & wait`, nil, `did not finish within 200ms and was stopped`, 200 * time.Millisecond},
-		{"prints garbage", `echo 'not json at all'`, nil, `wrote something that is not JSON: \"not json at all\"`, 0},
+		{"prints text", `echo 'not json at all'`, nil, `{"output":"not json at all","exit_status":0}`, 0},
+		{"fails after printing", `echo 'half done'; exit 2`, nil, `failed (exit status 2); it wrote \"half done\"`, 0},
 		{"answers without end", `yes`, nil, `wrote more than 1024 KiB; its output was dropped`, 0},
 		{"an empty allowlist hands on nothing", `printf '{"secret":"%s"}' "$LLOYAL_TEST_SECRET"`, []string{}, `{"secret":""}`, 0},
 		{"an allowlist of unset names hands on nothing", `printf '{"secret":"%s"}' "$LLOYAL_TEST_SECRET"`, []string{"LLOYAL_TEST_UNSET"}, `{"secret":""}`, 0},
@@ -98,5 +99,47 @@ func TestACommandOfARelativeHarness(t *testing.T) {
 	res, err := p.tools["lines"].Execute(context.Background(), json.RawMessage(`{"text":"a"}`))
 	if b, _ := json.Marshal(res); err != nil || !strings.Contains(string(b), `"lines"`) || strings.Contains(string(b), "error") {
 		t.Fatalf("%s %v", b, err)
+	}
+}
+
+// A command's argv takes the call's arguments where its placeholders name
+// them, each as one argument (no shell): grep works as it is, text output
+// is the result, an argument that would be an option is refused unless a
+// "--" comes before it, and an optional one not given leaves its element
+// out.
+func TestCommandArgv(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "todo.txt"), []byte("one\nTODO: fix the harbor\nthree; rm -rf /\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grep := Command{Name: "grep", Description: "find", Dir: dir, ReadOnly: true,
+		Argv: []string{"grep", "-n", "{{pattern}}", "{{path}}"}}
+	guarded := grep
+	guarded.Argv = []string{"grep", "-n", "--", "{{pattern}}", "{{path}}"}
+	count := Command{Name: "count", Description: "count", Dir: dir, ReadOnly: true,
+		Argv: []string{"sh", "-c", `printf '%s|' "$@"`, "sh", "{{n}}", "--label={{label}}", "{{optional}}"}}
+	for _, c := range []struct {
+		name string
+		cmd  Command
+		args string
+		want string
+	}{
+		{"grep", grep, `{"pattern":"TODO","path":"todo.txt"}`, `{"output":"2:TODO: fix the harbor","exit_status":0}`},
+		{"a shell's characters stay text", grep, `{"pattern":"; rm -rf /","path":"todo.txt"}`, `"output":"3:three; rm -rf /"`},
+		{"no match", grep, `{"pattern":"nothing here","path":"todo.txt"}`, `failed (exit status 1)`},
+		{"an option refused", grep, `{"pattern":"-f/etc/passwd","path":"todo.txt"}`, `the argument pattern begins with \"-\", which grep would read as an option`},
+		{"after --, not an option", guarded, `{"pattern":"-rf","path":"todo.txt"}`, `"output":"3:three; rm -rf /"`},
+		{"numbers as JSON, optional left out", count, `{"n":3,"label":"-x"}`, `"output":"3|--label=-x|"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := c.cmd.Tool().Execute(context.Background(), json.RawMessage(c.args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(res)
+			if !strings.Contains(string(b), c.want) {
+				t.Fatalf("result %s, want %s", b, c.want)
+			}
+		})
 	}
 }
