@@ -25,6 +25,7 @@ type pendingCall struct {
 	started    time.Time
 	dispatchID uint64
 	cancel     context.CancelFunc
+	info       *callInfo
 }
 
 type completion struct {
@@ -50,7 +51,15 @@ type dispatcher struct {
 	fanWG       sync.WaitGroup
 	retries     []*pendingCall // parked until their notBefore
 	seq         int            // the last call id's number
+	// heldLoop are the inline tools already noted for holding the loop
+	// (noteHeldLoop), each noted once a pool.
+	heldLoop map[string]bool
 }
+
+// HeldLoop is how long an inline tool may run before the pool notes that
+// it held the loop: while an inline call runs no agent decodes, which a
+// person watching sees as every agent stopping.
+const HeldLoop = 250 * time.Millisecond
 
 func newDispatcher(p *pool) *dispatcher {
 	return &dispatcher{p: p, completions: make(chan completion, 64), answers: make(chan approvalAnswer, 16)}
@@ -103,7 +112,26 @@ func (ds *dispatcher) run(pc *pendingCall) {
 	ctx := ds.toolContext(pc, true)
 	v, err := runTool(ctx, pc)
 	pc.cancel()
+	ds.noteHeldLoop(pc, time.Since(pc.started))
 	ds.complete(completion{pc: pc, value: v, err: err})
+}
+
+// noteHeldLoop notes (a pool:note inline_tool_held_loop, once per tool a
+// pool) an inline call that ran for HeldLoop or longer without starting
+// agents of its own: no agent decoded meanwhile, and the tool is likely
+// one that should be Fanout. A call that started agents kept the loop
+// going in its own pool.
+func (ds *dispatcher) noteHeldLoop(pc *pendingCall, took time.Duration) {
+	if took < HeldLoop || pc.info.startedAgents || ds.heldLoop[pc.call.Tool] {
+		return
+	}
+	if ds.heldLoop == nil {
+		ds.heldLoop = map[string]bool{}
+	}
+	ds.heldLoop[pc.call.Tool] = true
+	p := ds.p
+	p.emit(event.Event{Type: event.PoolNote, Role: "inline_tool_held_loop", Pool: p.scope, Parent: p.scope, Agent: pc.agent.ID, Tool: pc.call.Tool, Duration: took,
+		Reason: fmt.Sprintf("%s ran inline for %s and no agent decoded meanwhile: a tool that waits (on a program, the network, a disk) should be Fanout (ToolSpec.Fanout) to run beside the loop", pc.call.Tool, took.Round(time.Millisecond))})
 }
 
 // toolContext emits the call's tool:dispatch and is the context its tool
@@ -123,7 +151,7 @@ func (ds *dispatcher) toolContext(pc *pendingCall, inline bool) context.Context 
 		p.rt.em.emit(event.Event{Type: event.ToolProgress, Parent: d.ID, Pool: p.scope, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Filled: filled, Total: total})
 	}
 	ctx, cancel := context.WithCancel(context.WithValue(p.ctx, keyCall, ci))
-	pc.cancel = cancel
+	pc.cancel, pc.info = cancel, ci
 	return ctx
 }
 

@@ -443,3 +443,27 @@ func TestFanOutReduce(t *testing.T) {
 		t.Fatalf("agents %+v", res.Agents)
 	}
 }
+
+// An inline tool that runs for HeldLoop or longer is noted once (no agent
+// decodes while it runs), naming the tool and Fanout; the same wait in a
+// Fanout tool, or a quick inline one, is not.
+func TestAnInlineToolThatHoldsTheLoopIsNoted(t *testing.T) {
+	slow := func(name string, fanout bool, d time.Duration) engine.Tool {
+		return engine.Func{S: engine.ToolSpec{Name: name, Description: "Wait.", Parameters: json.RawMessage(`{"type":"object"}`), Fanout: fanout},
+			Fn: func(ctx context.Context, _ json.RawMessage) (any, error) { time.Sleep(d); return "done", nil }}
+	}
+	h := newHarness(t, 4096, engine.Options{})
+	h.be.Script("a", call("slow", `{}`), call("slow", `{}`), call("quick", `{}`), reportCall("a"))
+	h.be.Script("b", call("fanned", `{}`), reportCall("b"))
+	h.run(engine.PoolSpec{Tools: []engine.Tool{slow("slow", false, engine.HeldLoop+50*time.Millisecond), slow("quick", false, 0), slow("fanned", true, engine.HeldLoop+50*time.Millisecond)},
+		Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "a"}, engine.AgentSpec{Task: "b"})})
+	var held []event.Event
+	for _, e := range h.rec.Of(event.PoolNote) {
+		if e.Role == "inline_tool_held_loop" {
+			held = append(held, e)
+		}
+	}
+	if len(held) != 1 || held[0].Tool != "slow" || held[0].Duration < engine.HeldLoop || !strings.Contains(held[0].Reason, "Fanout") {
+		t.Fatalf("held-loop notes %+v, want one naming slow", held)
+	}
+}

@@ -143,5 +143,6 @@ func RunPool(ctx context.Context, spec PoolSpec) (*PoolResult, error) {
 		return nil, errors.New("a Fanout tool cannot start agents: it runs beside the loop that owns the model; make the tool inline")
 	}
 	rt := ci.agent.pool.rt
+	ci.startedAgents = true
 	return rt.run(ctx, spec, ci.agent, ci.dispatchID)
 }

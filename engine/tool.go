@@ -189,6 +189,9 @@ type callInfo struct {
 	emit       func(event.Event)
 	attach     []Attachment
 	inline     bool
+	// startedAgents: the call started a pool of its own (RunPool), which
+	// decodes while the call runs.
+	startedAgents bool
 }
 
 func info(ctx context.Context) *callInfo {

@@ -51,11 +51,14 @@ func pool() engine.PoolSpec {
 }
 
 // count counts to n, a step every 40 ms, reporting each step with
-// engine.OnProgress: the app draws it as the call's progress bar.
+// engine.OnProgress: the app draws it as the call's progress bar. It
+// waits, so it is Fanout: it runs beside the loop, and the other agents
+// decode meanwhile (an inline tool would stop them all while it ran).
 var count = engine.Typed(engine.ToolSpec{
 	Name:        "count",
 	Description: "Count to n, slowly.",
 	Parameters:  json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":9}},"required":["n"]}`),
+	Fanout:      true,
 }, func(ctx context.Context, a struct{ N int }) (any, error) {
 	for i := 1; i <= a.N; i++ {
 		select {
