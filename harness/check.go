@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -209,9 +210,24 @@ func (c *checker) command(at string, t Tool) {
 			}
 		}
 	}
+	// A tool's key indented under its parameters is no JSON Schema keyword,
+	// so the schema would take it silently (read_only: true there leaves
+	// the tool protected without a word).
+	for _, k := range sortedKeys(t.Parameters) {
+		if k != "description" && k != "type" && slices.Contains(toolKeys(), k) {
+			c.add(at+"/parameters/"+escape(k), "%s belongs to the tool (%s), not its parameters: move it out (indent it as description is)", k, pointerField(at+"/"+escape(k)))
+		}
+	}
 	if t.Parameters != nil {
 		c.schema(at+"/parameters", `a command tool's parameters must be a JSON Schema object ("type": "object") with a property for each argument`, t.Parameters)
 	}
+}
+
+// toolKeys are the keys a tool entry takes.
+func toolKeys() []string {
+	var s map[string]any
+	_ = json.Unmarshal(schemaJSON(), &s)
+	return propsAt(s, []string{"tools", "x"})
 }
 
 // orNone is names joined, or "none".
@@ -406,9 +422,12 @@ func (c *checker) step(i int, s Step, earlier map[string]bool) {
 	case s.Orchestrate == Chain && s.EachFile == "" && len(s.Tasks) < 2:
 		c.add(at, "a chain runs tasks one after another, each with {{previous}}: give tasks, two or more")
 	}
-	if id, _, _ := strings.Cut(s.EachItem, "."); s.EachItem != "" && !earlier[id] {
+	if id, field, _ := strings.Cut(s.EachItem, "."); s.EachItem != "" && !earlier[id] {
 		c.add(at+"/each_item", "%s: no earlier step has id %q (a step reads only the steps before it)", s.EachItem, id)
+	} else if s.EachItem != "" {
+		c.eachItemField(at+"/each_item", id, field)
 	}
+	c.placeholders(at, s)
 	if from := c.f.Roles[s.Role].Terminal.From; from != "" && !earlier[from] {
 		c.add(at+"/role", "role %s publishes the reports of step %q: no earlier step has that id", s.Role, from)
 	}
@@ -435,8 +454,121 @@ func (c *checker) step(i int, s Step, earlier map[string]bool) {
 	}
 }
 
+// placeholders checks that every {{name}} in a step's tasks is one the
+// step fills: {{input}}, {{results.ID}} and {{findings.ID}} anywhere,
+// {{item}} with each_item, {{file}} and {{text}} with each_file,
+// {{previous}} in a chain, {{deps}} in a dag's agents. Another would
+// reach the agents as it is written.
+func (c *checker) placeholders(at string, s Step) {
+	fills := []string{"input"}
+	switch {
+	case s.EachItem != "":
+		fills = append(fills, "item")
+	case s.EachFile != "":
+		fills = append(fills, "file", "text")
+	}
+	if s.Orchestrate == Chain {
+		fills = append(fills, "previous")
+	}
+	if s.Orchestrate == DAG {
+		fills = append(fills, "deps")
+	}
+	for _, t := range append(append([]string{s.Task}, s.Tasks...), agentTasks(s.Agents)...) {
+		for _, m := range anyPlaceholder.FindAllStringSubmatch(t, -1) {
+			name := m[1]
+			if slices.Contains(fills, name) || resultRef.MatchString(m[0]) {
+				continue
+			}
+			c.add(at, "{{%s}} is not a placeholder this step fills: use %s%s", name, placeholderList(fills), nearest(name, fills))
+		}
+	}
+}
+
+// placeholderList is names as placeholders, with the results ones.
+func placeholderList(names []string) string {
+	var out []string
+	for _, n := range names {
+		out = append(out, "{{"+n+"}}")
+	}
+	return strings.Join(append(out, "{{results.ID}}", "{{findings.ID}}"), ", ")
+}
+
+// nearest suggests the name of names a mistyped one was likely meant to
+// be: one of the same letters, or one edit away.
+func nearest(name string, names []string) string {
+	for _, n := range names {
+		if sameLetters(n, name) || editDistance(n, name) <= 1 {
+			return fmt.Sprintf(" (did you mean {{%s}}?)", n)
+		}
+	}
+	return ""
+}
+
+func sameLetters(a, b string) bool {
+	x, y := []rune(a), []rune(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return string(x) == string(y)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// eachItemField checks each_item's FIELD against what step id's agents
+// return: a list field of its terminal's schema (or the built-in
+// terminal's result), else the step would run one agent on the input.
+func (c *checker) eachItemField(at, id, field string) {
+	var step *Step
+	for i := range c.f.Run.Steps {
+		if c.f.Run.Steps[i].ID == id {
+			step = &c.f.Run.Steps[i]
+		}
+	}
+	if step == nil || field == "" {
+		if field == "" {
+			c.add(at, "each_item is STEP.FIELD: the step's id and the list field of its result (e.g. %s.questions)", id)
+		}
+		return
+	}
+	t := c.f.Roles[step.Role].Terminal
+	var fields []string
+	if k, ok := terminalKindOf(t.Builtin); ok {
+		fields = k.lists
+	} else {
+		props, _ := t.Schema["properties"].(map[string]any)
+		for _, name := range sortedKeys(props) {
+			if p, _ := props[name].(map[string]any); p["type"] == "array" {
+				fields = append(fields, name)
+			}
+		}
+	}
+	if !slices.Contains(fields, field) {
+		c.add(at, "%s.%s: step %s's result has no list field %q (its agents end with role %s's terminal; its lists: %s)", id, field, id, field, step.Role, orNone(fields))
+	}
+}
+
 var (
-	toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	// anyPlaceholder is a {{name}} in a task, results ones included.
+	anyPlaceholder = regexp.MustCompile(`{{\s*([A-Za-z0-9_.-]+)\s*}}`)
+	toolName       = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 	// resultRef is {{results.ID}} (each agent's task and result) or
 	// {{findings.ID}} (each agent's report: answer and sources).
 	resultRef = regexp.MustCompile(`{{\s*(results|findings)\.([a-z][a-z0-9_-]*)\s*}}`)

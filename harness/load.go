@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -321,10 +322,35 @@ func known(ptr string) string {
 	_ = json.Unmarshal(schemaJSON(), &s)
 	segs := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
 	props := propsAt(s, segs[:len(segs)-1])
+	if where := belongs(s, segs); where != "" {
+		return where
+	}
 	if len(props) == 0 {
 		return "remove it"
 	}
 	return "remove it, or use one of " + strings.Join(props, ", ")
+}
+
+// belongs says where a key found at the wrong level would be known: a
+// level or more up (indented too far), or under one of its parent's keys
+// (not indented enough); "" when neither.
+func belongs(root map[string]any, segs []string) string {
+	key, parent := segs[len(segs)-1], segs[:len(segs)-1]
+	for k := len(parent) - 1; k >= 0; k-- {
+		if slices.Contains(propsAt(root, parent[:k]), key) {
+			where := "the top level"
+			if k > 0 {
+				where = strings.Join(parent[:k], ".")
+			}
+			return fmt.Sprintf("%s belongs to %s, not here: move it out (indent it as %s's other keys are)", key, where, where)
+		}
+	}
+	for _, p := range propsAt(root, parent) {
+		if slices.Contains(propsAt(root, append(slices.Clone(parent), p)), key) {
+			return fmt.Sprintf("%s belongs under %s: move it there", key, strings.Join(append(slices.Clone(parent), p), "."))
+		}
+	}
+	return ""
 }
 
 // propsAt follows a pointer's segments through the schema to the object

@@ -15,6 +15,7 @@ var planTerminal = terminalKind{
 	name:   TerminalPlan,
 	doc:    "a list of questions (questions, at most max_questions; --agents overrides it)",
 	narrow: true,
+	lists:  []string{"questions"},
 	build: func(p *Program, r Role, _ map[string][]engine.AgentResult) (engine.Tool, error) {
 		t := r.Terminal
 		return research.PlanTool(p.o.Input, cmp.Or(p.o.Questions, t.MaxQuestions, DefaultQuestions), t.Narrow == NarrowClauses), nil

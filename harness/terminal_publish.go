@@ -12,6 +12,7 @@ var publishTerminal = terminalKind{
 	name:      TerminalPublish,
 	doc:       "the final report over an earlier step's reports (from)",
 	tool:      TerminalReport,
+	lists:     []string{"sources"},
 	fixedNote: true,
 	build: func(p *Program, r Role, results map[string][]engine.AgentResult) (engine.Tool, error) {
 		t := r.Terminal

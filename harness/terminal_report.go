@@ -9,8 +9,9 @@ import (
 // in its role's corpus; grounded, as claims quoting lines it read
 // (quote_only: quotes without paraphrase).
 var reportTerminal = terminalKind{
-	name: TerminalReport,
-	doc:  "an answer with the corpus files it rests on, only files the agent read",
+	name:  TerminalReport,
+	lists: []string{"sources"},
+	doc:   "an answer with the corpus files it rests on, only files the agent read",
 	build: func(p *Program, r Role, _ map[string][]engine.AgentResult) (engine.Tool, error) {
 		c, err := p.roleCorpus(r)
 		if err != nil {

@@ -33,6 +33,9 @@ type terminalKind struct {
 	build func(p *Program, r Role, results map[string][]engine.AgentResult) (engine.Tool, error)
 	// narrow: the terminal takes narrow: clauses.
 	narrow bool
+	// lists are the list fields of its result, which a later step's
+	// each_item may name.
+	lists []string
 	// fixedNote: when grounded, the role's note tools save the findings'
 	// claims (research.GroundedNote) whatever the model writes.
 	fixedNote bool
