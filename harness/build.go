@@ -443,10 +443,12 @@ func (p *Program) terminals() []engine.Tool {
 // With follow-ups, the last step of the follow-up role forks its agents
 // from a trunk the session holds: its spine (system prompt and tools)
 // stays in the cache when the pool closes. Each follow-up's pool first
-// appends the previous turn to the trunk (its tasks and results, as one
-// exchange) and then forks the follow-up's agent from it, so a follow-up
-// prefills only that exchange and its own question, never the system
-// prompt or the tools again.
+// appends the previous turn to the trunk as one exchange — for the first,
+// the whole run (runTurn: the input, every step's results, the final
+// report last); then the previous follow-up's question and answer — and
+// forks the follow-up's agent from it, so a follow-up prefills only that
+// exchange and its own question, never the system prompt or the tools
+// again.
 func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentResult, error) {
 	var all []engine.AgentResult
 	results := map[string][]engine.AgentResult{}
@@ -500,11 +502,15 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 			return all, err
 		}
 		spec.Spine = trunk
-		previous, agent := results[lastTurn], spec.Orchestrate
+		user, parts := tasksOf(results[lastTurn]), []string{joined(results[lastTurn])}
+		if n == 1 {
+			user, parts = p.runTurn(steps, results)
+		}
+		agent := spec.Orchestrate
 		var got []engine.AgentResult
 		spec.Orchestrate = func(ctx context.Context, pc *engine.PoolContext) error {
 			pc.Note("follow_up", fmt.Sprintf("follow-up %d: %s", n, q))
-			if err := p.extendTrunk(ctx, pc, previous, q); err != nil {
+			if err := p.extendTrunk(ctx, pc, user, parts, q); err != nil {
 				return fmt.Errorf("follow-up %d: the previous turn could not join the trunk: %w", n, err)
 			}
 			return agent(ctx, pc)
@@ -521,19 +527,64 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	}
 }
 
-// extendTrunk appends the previous turn to the trunk. When the context has
-// no room for it above the soft limit, the follow-up starts without it
-// (traced as a trunk_full note): a session goes on when its trunk is full,
-// the question's own room kept.
-func (p *Program) extendTrunk(ctx context.Context, pc *engine.PoolContext, previous []engine.AgentResult, question string) error {
+// runTurn is the whole run as the trunk's first exchange: the input as
+// the user's side, and as the answer each step's results in order (each
+// agent's task and result), the last step's — the final report — last.
+func (p *Program) runTurn(steps []Step, results map[string][]engine.AgentResult) (user string, parts []string) {
+	for i, s := range steps {
+		rs := results[s.ID]
+		if i == len(steps)-1 {
+			rs = results[lastTurn]
+		}
+		if len(rs) == 0 {
+			continue
+		}
+		name := cmp.Or(s.ID, fmt.Sprintf("step %d", i+1))
+		parts = append(parts, fmt.Sprintf("%s (%s):\n%s", name, s.Role, joined(rs)))
+	}
+	return cmp.Or(p.o.Input, tasksOf(results[lastTurn])), parts
+}
+
+// extendTrunk appends the previous turn (user's side, the answer's parts
+// in order, the newest last) to the trunk. When the context has no room
+// for all of it above the soft limit, the older parts are cut (each to
+// half, then out), then the newest, until it fits (a trunk_cut note
+// says so); with no room even for its start, the follow-up starts
+// without it (trunk_full). The question's own room is kept.
+func (p *Program) extendTrunk(ctx context.Context, pc *engine.PoolContext, user string, parts []string, question string) error {
 	// The question's own room: its task with the chat markup around it,
 	// counted generously (a token is rarely shorter than two bytes).
-	err := pc.ExtendSpineLeaving(ctx, tasksOf(previous), joined(previous), len(question)/2+64)
-	if errors.Is(err, engine.ErrNoRoom) {
-		pc.Note("trunk_full", "no room for the previous turn on the trunk: the follow-up starts without it")
-		return nil
+	leave := len(question)/2 + 64
+	for cut := 0; ; cut++ {
+		err := pc.ExtendSpineLeaving(ctx, user, strings.Join(parts, "\n\n"), leave)
+		if !errors.Is(err, engine.ErrNoRoom) {
+			if err == nil && cut > 0 {
+				pc.Note("trunk_cut", fmt.Sprintf("the previous turn was cut %d times to fit the trunk: its oldest parts first, the newest kept longest", cut))
+			}
+			return err
+		}
+		if parts = cutOldest(parts); parts == nil {
+			pc.Note("trunk_full", "no room for the previous turn on the trunk: the follow-up starts without it")
+			return nil
+		}
 	}
-	return err
+}
+
+// cutOldest is parts with the oldest part that still has text halved (a
+// part under 200 bytes is dropped), the newest last of all; nil when
+// nothing is left.
+func cutOldest(parts []string) []string {
+	for i, s := range parts {
+		if i < len(parts)-1 || len(parts) == 1 {
+			if len(s) < 200 {
+				return slices.Delete(slices.Clone(parts), i, i+1)
+			}
+			out := slices.Clone(parts)
+			out[i] = chat.Clip(s, len(s)/2)
+			return out
+		}
+	}
+	return nil
 }
 
 // lastTurn keys the previous turn's results (the last step's, then each

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -160,9 +161,10 @@ run:
 	}
 }
 
-// A previous turn too long for the trunk does not stall the session: the
-// follow-up starts without it (traced) and still runs.
-func TestAFullTrunkDropsThePreviousTurn(t *testing.T) {
+// A previous turn too long for the trunk does not stall the session: it is
+// cut to fit, or the follow-up starts without it (each traced), and the
+// follow-up still runs.
+func TestAFullTrunkCutsThePreviousTurn(t *testing.T) {
 	p := program(t, `
 roles:
   answerer:
@@ -202,12 +204,12 @@ run:
 	}
 	notes := 0
 	for _, e := range rec.Of(event.PoolNote) {
-		if e.Role == "trunk_full" {
+		if e.Role == "trunk_full" || e.Role == "trunk_cut" {
 			notes++
 		}
 	}
 	if len(all) != 2 || !all[0].Ok() || !all[1].Ok() || notes == 0 {
-		t.Fatalf("agents %d (the follow-up %+v), trunk_full notes %d", len(all), all[len(all)-1], notes)
+		t.Fatalf("agents %d (the follow-up %+v), trunk_cut/trunk_full notes %d", len(all), all[len(all)-1], notes)
 	}
 }
 
@@ -291,5 +293,65 @@ func TestToolGuardsAndTheScorer(t *testing.T) {
 	}
 	if _, err := f.Build(Options{}); err == nil || !strings.Contains(err.Error(), `same-url checks the argument "url", which search does not have (its arguments: limit, query)`) {
 		t.Fatalf("a guard on a missing argument: %v", err)
+	}
+}
+
+// A follow-up knows the run: the trunk's first exchange is the input and
+// every step's results, the workers' first and the final one last, so a
+// question about what a worker found can be answered.
+func TestAFollowUpSeesTheWorkersResults(t *testing.T) {
+	p := program(t, `
+roles:
+  reviewer:
+    system: You review a file.`+answerRole+`
+  editor:
+    system: You join reviews.`+answerRole+`
+run:
+  steps:
+    - id: review
+      role: reviewer
+      orchestrate: parallel
+      tasks: ["Review a.go", "Review b.go"]
+    - role: editor
+      orchestrate: parallel
+      task: "Join: {{results.review}}"
+`, "Triage the TODOs.")
+	p.FollowUps = Questions([]string{"Which file has the most urgent TODO?"}, nil, 8)
+	be := enginetest.New(1 << 16)
+	be.Script("Review a.go", enginetest.ToolCall("answer", `{"text":"a.go: TODO fix the lock (urgent)"}`))
+	be.Script("Review b.go", enginetest.ToolCall("answer", `{"text":"b.go: TODO rename"}`))
+	be.Script("Join:", enginetest.ToolCall("answer", `{"text":"two TODOs"}`))
+	be.Script("Which file", enginetest.ToolCall("answer", `{"text":"a.go"}`))
+	rec := &engine.Recorder{}
+	if _, err := p.Run(context.Background(), engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})); err != nil {
+		t.Fatal(err)
+	}
+	ext := rec.Of(event.SpineExtend)
+	var appended string
+	if len(ext) == 1 {
+		_ = json.Unmarshal(ext[0].Result, &appended)
+	}
+	worker, final := strings.Index(appended, "fix the lock (urgent)"), strings.Index(appended, "two TODOs")
+	if len(ext) != 1 || ext[0].Text != "Triage the TODOs." || worker < 0 || !strings.Contains(appended, "b.go: TODO rename") || final < worker {
+		t.Fatalf("the trunk's first exchange: %q\n%s", ext[0].Text, appended)
+	}
+}
+
+// Cutting a turn to fit the trunk halves its oldest part first and drops
+// a short one, keeping the newest (the final report) longest.
+func TestCutOldestKeepsTheNewest(t *testing.T) {
+	old, newest := strings.Repeat("o", 400), strings.Repeat("n", 400)
+	parts := []string{old, "short", newest}
+	for range 3 {
+		parts = cutOldest(parts)
+	}
+	if len(parts) != 2 || parts[1] != newest || len(parts[0]) >= 200 {
+		t.Fatalf("after three cuts: %d parts, %q", len(parts), parts)
+	}
+	for len(parts) > 0 {
+		parts = cutOldest(parts)
+	}
+	if parts != nil && len(parts) != 0 {
+		t.Fatalf("cut to nothing: %q", parts)
 	}
 }
