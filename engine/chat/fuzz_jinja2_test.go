@@ -41,7 +41,8 @@ func (g *gen) one(xs ...string) string { return xs[g.pick(len(xs))] }
 var (
 	fuzzTexts = []string{"a", " ", "\n", "  \n", "x\n  ", "\t", "b ", "\n\n", "c\r\nd", " \\ "}
 	fuzzNames = []string{"s", "n", "xs", "d", "e", "sp", "z", "neg", "f", "t", "no", "nul", "ss", "ds", "nested", "nope", "v", "u", "ns.a", "ns.b", "ns"}
-	fuzzLits  = []string{"'q'", "1", "none", "true", "2.5", "-1", "0", "\"a\\nb\"", "'a\\\nb'", "[1, 'x']", "{'k': 1, 'a': 'v'}", "''", "'it\\'s'", "[]", "'\\x41\\u00e9'", "'\\d'", "'%}'", "'}}'", "'{#'"}
+	fuzzLits  = []string{"'q'", "1", "none", "true", "2.5", "-1", "0", "\"a\\nb\"", "'a\\\nb'", "[1, 'x']", "{'k': 1, 'a': 'v'}", "''", "'it\\'s'", "[]", "'\\x41\\u00e9'", "'\\d'", "'%}'", "'}}'", "'{#'",
+		"'a' \"b\"", "{0: 'x', 512: 'y'}", "{2: 1, 'k': 0}"} // adjacent strings, dicts with keys that are not strings
 	// No **: jinja2 writes (-1) ** x as Python's -1 ** x, which is -(1 ** x).
 	fuzzOps    = []string{"+", "-", "*", "/", "//", "%", "~", "==", "!=", "<", ">", "<=", ">=", "and", "or", "in", "not in"}
 	fuzzFilter = []string{"length", "upper", "lower", "trim", "tojson", "tojson(indent=2)", "list", "sort", "first", "last",

@@ -424,7 +424,7 @@ func itemsOf(args []Value) ([]Value, error) {
 	d := args[0].AsDict()
 	items := make([]Value, 0, d.Len())
 	for _, key := range d.Keys {
-		items = append(items, newTuple(NewString(key), d.Data[key]))
+		items = append(items, newTuple(d.KeyValue(key), d.Data[key]))
 	}
 
 	return items, nil

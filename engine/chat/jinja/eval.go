@@ -537,7 +537,7 @@ func (e *evaluator) evalExpr(ex expr) (Value, error) {
 			if err != nil {
 				return Undefined(), err
 			}
-			dict.Set(printValue(key), val)
+			dict.SetKey(key, val)
 		}
 		return d, nil
 
@@ -624,14 +624,15 @@ func (e *evaluator) evalItem(n *itemExpr) (Value, error) {
 	}
 
 	if obj.IsDict() {
-		if key.IsString() {
-			if v, ok := obj.AsDict().Get(key.AsString()); ok {
-				return v, nil
-			}
-			return undefinedBecause("'dict object' has no attribute '%s'", key.AsString()), nil
-		}
+		d := obj.AsDict()
 		if key.IsList() || key.IsDict() {
 			return Undefined(), fmt.Errorf("TypeError: unhashable type: '%s'", pyType(key))
+		}
+		if d.HasKey(key) {
+			return d.Data[printValue(key)], nil
+		}
+		if key.IsString() {
+			return undefinedBecause("'dict object' has no attribute '%s'", key.AsString()), nil
 		}
 		return undefinedBecause("'dict object' has no attribute %s", key.String()), nil
 	}
@@ -1361,7 +1362,7 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 		return NewCallable("dict.items", func(args []Value, kwargs map[string]Value) (Value, error) {
 			items := make([]Value, 0, d.Len())
 			for _, key := range d.Keys {
-				items = append(items, newTuple(NewString(key), d.Data[key]))
+				items = append(items, newTuple(d.KeyValue(key), d.Data[key]))
 			}
 			return Value{kind: KindList, v: &List{Items: items, view: "dict_items"}}, nil
 		}), nil
@@ -1370,7 +1371,7 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 		return NewCallable("dict.keys", func(args []Value, kwargs map[string]Value) (Value, error) {
 			items := make([]Value, 0, d.Len())
 			for _, key := range d.Keys {
-				items = append(items, NewString(key))
+				items = append(items, d.KeyValue(key))
 			}
 			return Value{kind: KindList, v: &List{Items: items, view: "dict_keys"}}, nil
 		}), nil

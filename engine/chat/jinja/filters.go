@@ -415,8 +415,8 @@ func filterDictsort(args []Value, kwargs map[string]Value) (Value, error) {
 	items := make([]Value, len(d.Keys))
 	keys := make([]Value, len(d.Keys))
 	for i, k := range d.Keys {
-		items[i] = newTuple(NewString(k), d.Data[k])
-		v := NewString(k)
+		items[i] = newTuple(d.KeyValue(k), d.Data[k])
+		v := d.KeyValue(k)
 		if by == "value" {
 			v = d.Data[k]
 		}

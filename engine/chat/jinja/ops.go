@@ -280,7 +280,7 @@ func contains(container, item Value) (bool, error) {
 		if err := hashable(item); err != nil {
 			return false, err
 		}
-		return item.IsString() && container.AsDict().Has(item.AsString()), nil
+		return container.AsDict().HasKey(item), nil
 	case container.IsString():
 		if !item.IsString() {
 			return false, fmt.Errorf("TypeError: 'in <string>' requires string as left operand, not %s", pyType(item))
@@ -305,7 +305,7 @@ func iterate(v Value) ([]Value, error) {
 		d := v.AsDict()
 		items := make([]Value, 0, len(d.Keys))
 		for _, key := range d.Keys {
-			items = append(items, NewString(key))
+			items = append(items, d.KeyValue(key))
 		}
 		return items, nil
 	case v.IsString():

@@ -743,10 +743,15 @@ func (p *exprParser) parseAtom() (expr, error) {
 		return &litExpr{val: NewFloat(f)}, nil
 	}
 
-	// String literal.
+	// String literal; adjacent ones are one string ("a" "b" is "ab"), as
+	// in Python and jinja2.
 	if t.kind == tokString {
 		p.advance()
-		return &litExpr{val: NewString(t.val)}, nil
+		s := t.val
+		for p.peek().kind == tokString {
+			s += p.advance().val
+		}
+		return &litExpr{val: NewString(s)}, nil
 	}
 
 	// Identifier.

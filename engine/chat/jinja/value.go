@@ -251,7 +251,11 @@ func (v Value) String() string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "%s: %s", pyStrRepr(key), d.Data[key].String())
+			k := pyStrRepr(key)
+			if kv := d.KeyValue(key); !kv.IsString() {
+				k = kv.String()
+			}
+			fmt.Fprintf(&b, "%s: %s", k, d.Data[key].String())
 		}
 		b.WriteByte('}')
 		if d.namespace {
@@ -406,6 +410,39 @@ type Dict struct {
 	// namespace marks a namespace() object, the only object a template
 	// may assign attributes of ({% set ns.x = … %}), as in jinja2.
 	namespace bool
+	// keyVals are the keys that are not strings, by their text (SetKey).
+	keyVals map[string]Value
+}
+
+// SetKey is Set for a key of any value: the dict is still keyed by the
+// key's text, and a key that is not a string (a dict literal's {0: …},
+// as jinja2 keeps it) is given back as itself wherever the dict's keys
+// are read (KeyValue).
+func (d *Dict) SetKey(key Value, val Value) {
+	k := printValue(key)
+	if !key.IsString() {
+		if d.keyVals == nil {
+			d.keyVals = map[string]Value{}
+		}
+		d.keyVals[k] = key
+	}
+	d.Set(k, val)
+}
+
+// KeyValue is key as a value: the value it was set with (SetKey), or the
+// string.
+func (d *Dict) KeyValue(key string) Value {
+	if v, ok := d.keyVals[key]; ok {
+		return v
+	}
+	return NewString(key)
+}
+
+// HasKey reports whether the dict holds key as itself: 512 and "512" are
+// different keys, as in Python.
+func (d *Dict) HasKey(key Value) bool {
+	k := printValue(key)
+	return d.Has(k) && valuesEqual(d.KeyValue(k), key)
 }
 
 // Get returns the value for key and reports whether it was found.
