@@ -19,7 +19,8 @@ type Asker struct {
 }
 
 // Next waits for the person's next question: ok is false when they end
-// the session (Esc), quit, or there is no app to ask in.
+// the session (Esc in the input, q out of it, Ctrl-C), quit, or there is
+// no app to ask in.
 func (a *Asker) Next(ctx context.Context) (question string, ok bool) {
 	a.mu.Lock()
 	send := a.send

@@ -179,7 +179,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		m.w, m.h = msg.Width, msg.Height
 		m.s.width = m.detailWidth() - 2
-		return m, m.detail.render()
+		return m, m.render()
 	case BatchMsg:
 		for _, e := range msg.Events {
 			m.s.st.Apply(escapeNames(e))
@@ -189,24 +189,21 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.settleNotice()
 		m.follow()
-		return m, m.detail.render()
+		return m, m.render()
 	case DoneMsg:
 		m.s.done, m.summary, m.err = true, sanitize(msg.Summary), msg.Err
 		m.s.notice = ""
 		m.s.st.Phase = fold.PhaseDone
-		// Show the last report: in a pipeline, the final answer.
-		if r := m.s.st.Roster(); len(r) > 0 && m.o.Replay == nil {
-			for i := len(r) - 1; i >= 0; i-- {
-				if len(r[i].Result) > 0 && r[i].Outcome.Ok() {
-					m.s.sel = r[i].ID
-					break
-				}
-			}
+		if m.o.Replay == nil {
+			m.showLastReport()
 		}
-		return m, m.detail.render()
+		return m, m.render()
 	case AskMsg:
+		// The run's final answer, or the last follow-up's, in the detail
+		// pane while the next question is asked.
 		m.follow()
-		return m, m.followUp.open(msg.Reply)
+		m.showLastReport()
+		return m, tea.Batch(m.followUp.open(msg.Reply), m.render())
 	case playTick:
 		if m.o.Replay != nil {
 			st, cmd := m.o.Replay.onTick(msg)
@@ -216,7 +213,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tickMsg:
 		return m, tick()
 	case tea.KeyMsg:
-		return m.key(msg)
+		// A key may select another agent or answer a request: what shows
+		// next is rendered as the batches' is.
+		_, cmd := m.key(msg)
+		return m, tea.Batch(cmd, m.render())
 	}
 	for _, p := range m.panes {
 		if r, ok := p.pane.(receiver); ok {
@@ -226,6 +226,21 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 	}
 	return m, nil
+}
+
+// showLastReport selects the last agent with a report, if any: in a
+// pipeline, the final answer; after a follow-up, its answer.
+func (m *Model) showLastReport() {
+	r := m.s.st.Roster()
+	for i := len(r) - 1; i >= 0; i-- {
+		if len(r[i].Result) > 0 && r[i].Outcome.Ok() {
+			if r[i].ID != m.s.sel {
+				m.s.sel = r[i].ID
+				m.detail.scroll = 0
+			}
+			return
+		}
+	}
 }
 
 func (m *Model) selectFirst() {
@@ -306,8 +321,12 @@ func (m *Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m, cmd
 	}
 	m.quitAsk = false
-	// 4. The focused pane.
-	_, cmd := m.focusable[m.focus].Update(k)
+	// 4. The focused pane; Enter, when it has no use for it, goes back
+	// to the follow-up question the program waits for.
+	handled, cmd := m.focusable[m.focus].Update(k)
+	if !handled && m.followUp.asking() && key.Matches(k, m.followUp.back) {
+		return m, m.followUp.focus()
+	}
 	return m, cmd
 }
 
@@ -333,6 +352,32 @@ func (m *Model) focusOn(i int) {
 	}
 }
 
+// moveFocus moves the focus on round the ring: the tree, the detail pane,
+// the dev pane while it is open and, while the program waits for a
+// question, the "follow up:" input (from which it goes to the tree).
+func (m *Model) moveFocus() tea.Cmd {
+	if m.followUp.Typing() {
+		m.followUp.blur()
+		m.focusOn(0)
+		return nil
+	}
+	i := (m.focus + 1) % len(m.focusable)
+	if m.focusable[i] == m.at(placeBottom) && !m.devOpen {
+		i = 0
+	}
+	if i == 0 && m.followUp.asking() {
+		// The input has the focus now: no pane does.
+		for _, p := range m.focusable {
+			if f, ok := p.(focusTaker); ok {
+				f.setFocused(false)
+			}
+		}
+		return m.followUp.focus()
+	}
+	m.focusOn(i)
+	return nil
+}
+
 // global answers the global keys (routing step 3). The dev pane's filter
 // and freeze and a replay's fork work whatever has the focus, so they are
 // here too.
@@ -342,12 +387,21 @@ func (m *Model) global(k tea.KeyMsg) (bool, tea.Cmd) {
 	case key.Matches(k, m.keys.Interrupt):
 		// Ctrl-C finishes up first (every agent writes its report); a second
 		// Ctrl-C quits. The trace is closed either way.
+		if m.followUp.asking() {
+			m.followUp.answer("") // no more questions: the program can end
+		}
 		if m.interrupted || m.s.done || m.o.Replay != nil || ctl == nil {
 			return true, tea.Quit
 		}
 		m.interrupted = true
 		ctl.WindDown()
 		m.s.notice = "finishing up: every agent writes its report (Ctrl-C again to quit now)"
+	case key.Matches(k, m.keys.Quit) && m.followUp.asking():
+		// Nothing runs while the program waits for a question: q ends the
+		// session, as Esc in the input does, and the run then closes
+		// (q again quits, as after any run).
+		m.followUp.answer("")
+		m.s.notice = "no more questions: the session is ending"
 	case key.Matches(k, m.keys.Quit):
 		if m.s.done || m.o.Replay != nil || m.quitAsk || ctl == nil {
 			return true, tea.Quit
@@ -359,11 +413,7 @@ func (m *Model) global(k tea.KeyMsg) (bool, tea.Cmd) {
 	case key.Matches(k, m.keys.Fork) && m.o.Replay != nil:
 		return true, m.openFork()
 	case key.Matches(k, m.keys.Focus):
-		i := (m.focus + 1) % len(m.focusable)
-		if m.focusable[i] == m.at(placeBottom) && !m.devOpen {
-			i = 0
-		}
-		m.focusOn(i)
+		return true, m.moveFocus()
 	case key.Matches(k, m.keys.Dev):
 		m.devOpen = !m.devOpen
 		if !m.devOpen && m.focusable[m.focus] == m.at(placeBottom) {
@@ -420,7 +470,15 @@ func (m *Model) applyStep(st step) tea.Cmd {
 	if st.done {
 		m.s.done, m.summary = true, "replay finished"
 	}
-	return m.detail.render()
+	return m.render()
+}
+
+// render has glamour render, off the UI goroutine, what is about to be
+// shown and is not yet: the selected agent's report, a waiting request's
+// text arguments. Each pane keeps what it rendered, so this is cheap to
+// call after anything that may change what shows.
+func (m *Model) render() tea.Cmd {
+	return tea.Batch(m.detail.render(), m.approval.render())
 }
 
 func (m *Model) treeWidth() int {
@@ -451,6 +509,9 @@ func (m *Model) View() string {
 	mainH := bodyH - devH
 	tw, dw := m.treeWidth(), m.detailWidth()
 	focused := m.focusable[m.focus]
+	if m.followUp.Typing() {
+		focused = nil // the "follow up:" input has it
+	}
 	left := m.box(m.at(placeLeft), tw, mainH, focused == m.at(placeLeft))
 	right := m.box(m.at(placeMain), dw, mainH, focused == m.at(placeMain))
 	for _, p := range m.panes {
@@ -558,6 +619,10 @@ func (m *Model) help() keyHelp {
 	short := append(m.focusable[m.focus].Help()[:1:1], g.Dev, g.Filter, g.Pause, g.Finish, g.Cancel, g.Help, g.Quit)
 	if input != nil {
 		short = append(input.Help(), g.Interrupt)
+	} else if m.followUp.asking() {
+		// Browsing while the program waits for a question: nothing runs,
+		// and q ends the session.
+		short = append(append(m.focusable[m.focus].Help()[:1:1], m.followUp.Help()...), g.Dev, g.Inspect, g.Filter, g.Help)
 	}
 	if m.s.done {
 		// Nothing is running: pause, finish up and cancel would do nothing.
@@ -572,6 +637,9 @@ func (m *Model) help() keyHelp {
 		if p.modal {
 			full = append(full, p.Help())
 		}
+	}
+	if m.followUp.asking() {
+		full = append(full, m.followUp.Help())
 	}
 	return keyHelp{short: short, full: full}
 }

@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -23,6 +25,11 @@ type approvalPane struct {
 	reason textinput.Model
 	typing bool
 	keys   []answerBinding // approvals.AnswerKeys, as key bindings
+	// The text arguments of the request shown, rendered with glamour off
+	// the UI goroutine (render): textsFor says which request and width
+	// (argsKey), texts is nil while they are rendered.
+	textsFor string
+	texts    map[string]string
 }
 
 // answerBinding is one row of the answer-key table, bound to its key.
@@ -130,8 +137,30 @@ func (p *approvalPane) View(w, h int) string {
 		// Whose tool it is matters to the answer: say so before the arguments.
 		head = append(head[:1], t.Dim.Render(fit("from "+src, w)), "")
 	}
-	for _, l := range strings.Split(sanitize(pretty(string(r.Args))), "\n") {
-		head = append(head, wrap(l, w)...)
+	args := splitArgs(r.Args)
+	if args.json != "" {
+		for _, l := range strings.Split(sanitize(args.json), "\n") {
+			head = append(head, wrap(l, w)...)
+		}
+	}
+	rendered := p.texts
+	if p.textsFor != argsKey(r.CallID, p.width) {
+		rendered = nil
+	}
+	for _, a := range args.texts {
+		if len(head) > h {
+			break // cut below: laying out more is wasted
+		}
+		head = append(head, t.Dim.Render(fit("── "+oneLine(a.name), w)))
+		text, ok := rendered[a.name] // glamour output of sanitized text
+		if !ok {
+			// Until glamour's rendering arrives: the same text, escaped,
+			// at glamour's margin.
+			text = indent(sanitize(a.text), "  ")
+		}
+		for _, l := range strings.Split(strings.Trim(text, "\n"), "\n") {
+			head = append(head, wrap(l, w)...)
+		}
 	}
 	waited := p.waited(r)
 	when := fmt.Sprintf("asked %s · waiting %s", stamp(r.At), clock(waited))
@@ -167,4 +196,105 @@ func (p *approvalPane) View(w, h int) string {
 		head = append(head[:h-len(tail)-1], t.Dim.Render("… (arguments cut: widen the window to see them all)"))
 	}
 	return strings.Join(append(head, tail...), "\n")
+}
+
+// args are a call's arguments as the prompt shows them: the strings of
+// more than one line (a note's text, Markdown most often) as text to read,
+// each under its name, the rest as indented JSON.
+type args struct {
+	json  string // the other arguments, indented ("" when there are none)
+	texts []textArg
+}
+
+// textArg is a string argument of more than one line.
+type textArg struct{ name, text string }
+
+// splitArgs splits a call's arguments for the prompt, in the order the
+// model wrote them. Arguments that are not a JSON object, or have no text
+// to read, are all indented JSON as they are.
+func splitArgs(raw []byte) args {
+	whole := args{json: pretty(string(raw))}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return whole
+	}
+	var out args
+	var rest bytes.Buffer
+	for d.More() {
+		tok, err := d.Token()
+		name, isName := tok.(string)
+		var v json.RawMessage
+		if err != nil || !isName || d.Decode(&v) != nil {
+			return whole
+		}
+		var text string
+		if json.Unmarshal(v, &text) == nil && strings.Contains(text, "\n") {
+			out.texts = append(out.texts, textArg{name, text})
+			continue
+		}
+		// Re-encoded as it came (json.Marshal of a string cannot fail).
+		k, _ := json.Marshal(name)
+		if rest.Len() > 0 {
+			rest.WriteByte(',')
+		}
+		rest.Write(k)
+		rest.WriteByte(':')
+		rest.Write(v)
+	}
+	if len(out.texts) == 0 {
+		return whole
+	}
+	if rest.Len() > 0 {
+		out.json = pretty("{" + rest.String() + "}")
+	}
+	return out
+}
+
+// argsKey names a request's rendered text arguments at a width.
+func argsKey(callID string, w int) string { return fmt.Sprintf("%s/%d", callID, w) }
+
+// argsMsg is a request's text arguments rendered off the UI goroutine.
+type argsMsg struct {
+	key   string
+	texts map[string]string
+}
+
+// Receive keeps the rendered text arguments of the request shown.
+func (p *approvalPane) Receive(msg tea.Msg) (bool, tea.Cmd) {
+	r, ok := msg.(argsMsg)
+	if ok && r.key == p.textsFor {
+		p.texts = r.texts
+	}
+	return ok, nil
+}
+
+// render renders the shown request's text arguments with glamour, as the
+// detail pane renders a report: in a Cmd, once per request and width.
+func (p *approvalPane) render() tea.Cmd {
+	if !p.Open() || p.width <= 0 {
+		return nil
+	}
+	r := p.st.Approvals[0]
+	k := argsKey(r.CallID, p.width)
+	if k == p.textsFor {
+		return nil
+	}
+	texts := splitArgs(r.Args).texts
+	p.textsFor, p.texts = k, nil // in flight: the prompt shows them escaped meanwhile
+	if len(texts) == 0 {
+		return nil
+	}
+	w, style := p.width-2, markdownStyle(p.theme)
+	return func() tea.Msg {
+		out := map[string]string{}
+		for _, a := range texts {
+			out[a.name] = renderMarkdown(a.text, w, style)
+		}
+		return argsMsg{key: k, texts: out}
+	}
+}
+
+// indent puts prefix before every line of s.
+func indent(s, prefix string) string {
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
 }

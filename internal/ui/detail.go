@@ -148,13 +148,7 @@ func (p *detailPane) render() tea.Cmd {
 	}
 	p.reports[k] = "" // in flight
 	md := reportMarkdown(a.Result)
-	style := "dark"
-	if p.theme.Name == "light" {
-		style = "light"
-	}
-	if themes.NoColor() || p.theme.Name == "" {
-		style = "notty"
-	}
+	style := markdownStyle(p.theme)
 	return func() tea.Msg { return reportMsg{key: k, text: renderMarkdown(md, w, style)} }
 }
 

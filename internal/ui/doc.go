@@ -16,8 +16,9 @@
 // agent: the right column), approval.go (the approval prompt: a modal over
 // the detail pane), fork.go (a replay's fork editor, over the detail pane),
 // dev.go (events and their JSON: the bottom strip, which d opens),
-// followup.go (the "follow up:" input, a line above the key line) and
-// transport.go (a replay's bar and keys: a modal, a line).
+// followup.go (the "follow up:" input, a line above the key line, while
+// the program waits for a question) and transport.go (a replay's bar and
+// keys: a modal, a line).
 //
 // # Adding a pane
 //
@@ -47,20 +48,28 @@
 //
 //  1. a pane that is typing, in the order of the panes table: the fork
 //     editor of a replay, a deny reason, the dev filter, the "follow up:"
-//     question a finished run asks, the detail pane's token picker. A text
-//     input takes every key until it closes (Enter or Esc; ctrl+s forks
-//     from the fork editor), but Ctrl-C: it answers the follow-up question
-//     with none and goes on to the root, and closes the fork editor (the
-//     next Ctrl-C reaches the root). The picker, while a token is picked,
-//     takes ←, →, ? and Esc; other keys go on down this list;
+//     question a finished run asks (while it has the focus), the detail
+//     pane's token picker. A text input takes every key until it closes
+//     (Enter or Esc; ctrl+s forks from the fork editor), but Ctrl-C, which
+//     goes on to the root (and closes the fork editor: the next Ctrl-C
+//     reaches the root), and Tab in the "follow up:" input, which goes on
+//     to the focus key. The picker, while a token is picked, takes ←, →, ?
+//     and Esc; other keys go on down this list;
 //  2. the modal stack, top first (the order of the panes table): the
 //     approval prompt while a call waits for an answer, then (in a replay)
 //     the transport;
 //  3. the global keys: Ctrl-C, quit, help, fork (a replay), focus, dev
-//     pane, inspect, filter, freeze, pause, finish up, cancel;
+//     pane, inspect, filter, freeze, pause, finish up, cancel. While the
+//     program waits for a follow-up question, Ctrl-C answers it with none
+//     first, and q (out of the input) answers it with none instead of
+//     quitting: the session ends as Esc in the input ends it, and q then
+//     quits as after any run;
 //  4. the focused pane (tab moves the focus from the left column to the
 //     right column to the bottom strip while it is open: tree, detail,
-//     dev).
+//     dev; then, while the program waits for a question, to the "follow
+//     up:" input, and from it to the tree). Enter, while the program waits
+//     for a question and the focused pane does not take it, gives the
+//     input the focus back.
 //
 // Keys that arrived together in one read ("jj" on a busy machine) are
 // routed one by one, unless a text input is open: it takes them as typed.

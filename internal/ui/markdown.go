@@ -4,9 +4,24 @@ import (
 	"github.com/charmbracelet/glamour"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
+
+	"github.com/lloyal-ai/lloyal/themes"
 )
 
-// renderMarkdown renders a report with glamour. It runs in a Cmd (never on
+// markdownStyle is glamour's standard style for a theme: plain text
+// (notty) without colour, so NO_COLOR and the goldens have no escapes.
+func markdownStyle(t themes.Theme) string {
+	switch {
+	case themes.NoColor() || t.Name == "":
+		return "notty"
+	case t.Name == "light":
+		return "light"
+	}
+	return "dark"
+}
+
+// renderMarkdown renders Markdown (a report, a note's text on the approval
+// prompt) with glamour. It runs in a Cmd (never on
 // the UI goroutine) with a renderer of its own: renderers are not shared
 // across goroutines.
 func renderMarkdown(md string, width int, style string) string {

@@ -24,8 +24,8 @@ type pane interface {
 }
 
 // typer is a pane that may take keys before anything else (routing step
-// 1): a text input while it is open, or a picker while something is
-// picked. While Typing, keys go to it first; a key its Update does not
+// 1): a text input while it is open (the "follow up:" input: while it
+// also has the focus), or a picker while something is picked. While Typing, keys go to it first; a key its Update does not
 // take goes on down the routing.
 type typer interface {
 	Typing() bool

@@ -48,12 +48,74 @@ func TestDetailPaneProgressMoves(t *testing.T) {
 	golden.RequireEqual(t, []byte(before+"\n---\n"+after))
 }
 
+// settle runs cmd as the program would and hands its messages back to m,
+// with what they lead to. Only for cmds that wait on no clock (glamour's
+// renders): a text input's blinking cursor would sleep.
+func settle(m *Model, cmd tea.Cmd) {
+	if cmd == nil {
+		return
+	}
+	switch msg := cmd().(type) {
+	case tea.BatchMsg:
+		for _, c := range msg {
+			settle(m, c)
+		}
+	default:
+		_, next := m.Update(msg)
+		settle(m, next)
+	}
+}
+
+// A note's text (a string argument of more than one line) reads on the
+// prompt as glamour renders it, under its name, with no JSON escapes; the
+// other arguments stay indented JSON; a model's escape sequences in it are
+// made visible, before glamour's rendering arrives and after.
+func TestApprovalPaneRendersText(t *testing.T) {
+	m := app(&fakeCtl{}, false)
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	note := "# Harbors\n\nA **harbor** is the shared queue; every worker *moors* to it and takes the jobs it holds, one at a time.\n\n" +
+		"- claimed jobs\n- replayed jobs \x1b]2;PWNED\x07\n\n```\nmoor --cluster tidewater\n```"
+	args, err := json.Marshal(struct {
+		Name      string `json:"name"`
+		Text      string `json:"text"`
+		Overwrite bool   `json:"overwrite"`
+	}{"harbors", note, false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cmd := m.Update(BatchMsg{Events: []event.Event{
+		{ID: 1, Type: event.AgentSpawn, At: ms, Agent: 1, Branch: 1, Text: "Save the report"},
+		{ID: 2, Type: event.ApprovalRequested, At: 2 * ms, Agent: 1, CallID: "c1", Tool: "write_note", Text: "Save a Markdown note into the workspace.", Args: args},
+	}})
+	view := func() string { return m.approval.View(m.s.width, 30) }
+	escaped := view() // before glamour's rendering arrives
+	settle(m, cmd)
+	v := view()
+	for _, s := range []string{escaped, v} {
+		if loc := rawControl.FindStringIndex(s); loc != nil {
+			t.Fatalf("raw control character on the prompt: %q", s[max(loc[0]-20, 0):])
+		}
+		if strings.Contains(s, `\n`) || strings.Contains(s, `"text"`) || !strings.Contains(s, "── text") || !strings.Contains(s, `"overwrite": false`) {
+			t.Fatalf("the note's text is not shown as text under its name, or the other arguments not as JSON:\n%s", s)
+		}
+	}
+	if v == escaped || !strings.Contains(v, "• claimed jobs") {
+		t.Fatalf("the note's Markdown was not rendered:\n%s", v)
+	}
+	golden.RequireEqual(t, []byte(v))
+}
+
+// The prompt as it reads once the note's text is rendered (glamour's
+// output: no colour in tests).
 func TestApprovalPane(t *testing.T) {
-	m := paneApp(t, fixture())
+	m := app(&fakeCtl{}, true)
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	_, cmd := m.Update(BatchMsg{Events: fixture()})
+	settle(m, cmd)
 	if !m.approval.Open() || m.modals[len(m.modals)-1] != m.approval {
 		t.Fatal("a waiting request did not put the prompt on top of the modal stack")
 	}
-	golden.RequireEqual(t, []byte(m.approval.Title()+"\n"+m.approval.View(84, 12)))
+	golden.RequireEqual(t, []byte(m.approval.Title()+"\n"+m.approval.View(84, 14)))
 }
 
 func TestDevPane(t *testing.T) {
@@ -171,9 +233,10 @@ func TestDetailPaneShowsCitedLines(t *testing.T) {
 	}
 }
 
-// When the program asks for a follow-up, the input takes every key (q and
-// j are letters of the question, not quit and down); Enter sends the
-// question, Esc sends "" (no more), and the input closes either way.
+// When the program asks for a follow-up, the input takes every key while
+// it has the focus (q and j are letters of the question, not quit and
+// down); Enter sends the question, Esc sends "" (no more), and the input
+// closes either way.
 func TestFollowUpPane(t *testing.T) {
 	m := paneApp(t, append(fixture(), finish()...))
 	reply := make(chan string, 1)
@@ -301,5 +364,123 @@ func TestDetailTitleShowsPerplexity(t *testing.T) {
 		Result: json.RawMessage(`{"result":"done"}`), Data: json.RawMessage(`{"ppl":3.412,"samplingPpl":1,"source":"voluntary_return"}`)}}})
 	if got := m.detail.Title(); !strings.Contains(got, "A2 · returned · ppl 3.41 · ") {
 		t.Fatalf("title %q", got)
+	}
+}
+
+// While the program waits for a follow-up, Tab takes the focus from the
+// input to the agent tree: ↓ then selects the next agent (and renders its
+// report) instead of typing; Enter (where the focused pane has no use for
+// it) or Tab round the panes gives the input the focus back, with what was
+// typed, and Enter there asks.
+func TestFollowUpFocus(t *testing.T) {
+	m := paneApp(t, append(fixture(), finish()...))
+	reply := make(chan string, 1)
+	m.Update(AskMsg{Reply: reply})
+	press := func(k tea.KeyMsg) tea.Cmd { _, cmd := m.Update(k); return cmd }
+	runes := func(s string) tea.KeyMsg { return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)} }
+	press(runes("why"))
+	sel := m.s.sel
+	press(tea.KeyMsg{Type: tea.KeyDown})
+	if m.followUp.in.Value() != "why" || m.s.sel != sel {
+		t.Fatalf("with the focus in the input: typed %q, selected A%d (was A%d)", m.followUp.in.Value(), m.s.sel, sel)
+	}
+	if v := m.View(); !strings.Contains(v, "tab browse the agents") {
+		t.Fatalf("the key line does not say how to leave the input:\n%s", v)
+	}
+
+	press(tea.KeyMsg{Type: tea.KeyTab})
+	if m.followUp.Typing() || m.focusable[m.focus] != m.tree {
+		t.Fatalf("Tab did not give the tree the focus (input typing %v, focus %s)", m.followUp.Typing(), m.focusable[m.focus].Title())
+	}
+	m.detail.reports = map[string]string{} // nothing rendered yet
+	press(tea.KeyMsg{Type: tea.KeyUp})     // A2 (the last report) → A1
+	cmd := press(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("j")})
+	if m.s.sel != 2 || m.followUp.in.Value() != "why" {
+		t.Fatalf("↑ then j in the tree: selected A%d, typed %q", m.s.sel, m.followUp.in.Value())
+	}
+	if cmd == nil {
+		t.Fatal("the report of the agent selected is not rendered")
+	}
+	if msg, ok := cmd().(reportMsg); !ok || msg.key != reportKey(2, m.s.width-2) {
+		t.Fatalf("rendered %#v, want A2's report", msg)
+	}
+	if v := m.View(); !strings.Contains(v, "enter/tab back to the follow-up") || !strings.Contains(v, "follow up: why") {
+		t.Fatalf("the key line does not say how to go back, or the input is gone:\n%s", v)
+	}
+
+	press(tea.KeyMsg{Type: tea.KeyEnter})
+	if !m.followUp.Typing() {
+		t.Fatal("Enter in the tree did not give the input the focus back")
+	}
+	press(tea.KeyMsg{Type: tea.KeyTab})
+	for range m.focusable { // tree → detail → dev → the input
+		press(tea.KeyMsg{Type: tea.KeyTab})
+	}
+	if !m.followUp.Typing() {
+		t.Fatalf("Tab round the panes did not come back to the input (focus %s)", m.focusable[m.focus].Title())
+	}
+	press(runes("?"))
+	press(tea.KeyMsg{Type: tea.KeyEnter})
+	if q := <-reply; q != "why?" || m.followUp.asking() {
+		t.Fatalf("asked %q, input still open %v", q, m.followUp.asking())
+	}
+}
+
+// Out of the input, q ends the session as Esc in it does (no more
+// questions, nothing quits yet); q after the run has closed quits.
+func TestFollowUpQOutOfTheInputEndsTheSession(t *testing.T) {
+	m := paneApp(t, append(fixture(), finish()...))
+	reply := make(chan string, 1)
+	m.Update(AskMsg{Reply: reply})
+	m.Update(tea.KeyMsg{Type: tea.KeyTab})
+	_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
+	select {
+	case q := <-reply:
+		if q != "" || m.followUp.asking() {
+			t.Fatalf("q sent %q, input still open %v", q, m.followUp.asking())
+		}
+	default:
+		t.Fatal("q did not end the session")
+	}
+	if cmd != nil {
+		if _, quit := cmd().(tea.QuitMsg); quit {
+			t.Fatal("q quit before the run closed")
+		}
+	}
+	m.Update(DoneMsg{Summary: "run finished"})
+	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")}); cmd == nil {
+		t.Fatal("q after the run did not quit")
+	} else if _, quit := cmd().(tea.QuitMsg); !quit {
+		t.Fatal("q after the run did not quit")
+	}
+}
+
+// When the program asks again, the last report (a follow-up's answer, or
+// the run's final one) shows in the detail pane, wherever the person had
+// moved the selection; asking hands the selection back to the run, so the
+// follow-up's agent shows while it answers.
+func TestFollowUpAnswerShowsAsReport(t *testing.T) {
+	m := paneApp(t, append(fixture(), finish()...))
+	m.s.sel, m.s.moved = 3, true // the person looked at A3 (failed: no report)
+	reply := make(chan string, 1)
+	m.Update(AskMsg{Reply: reply})
+	if m.s.sel != 2 {
+		t.Fatalf("asked with A%d selected, want A2 (the last report)", m.s.sel)
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("And a skiff?")})
+	m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	<-reply
+	m.Update(BatchMsg{Events: []event.Event{
+		{ID: 200, Type: event.AgentSpawn, At: 200 * ms, Agent: 4, Branch: 4, Text: "And a skiff?"},
+		{ID: 201, Type: event.PoolTick, At: 210 * ms, Tokens: 1, Texts: map[int]string{4: "A skiff"}},
+	}})
+	if m.s.sel != 4 {
+		t.Fatalf("A%d selected while the follow-up's agent answers, want A4", m.s.sel)
+	}
+	m.s.sel, m.s.moved = 1, true // the person looks elsewhere meanwhile
+	m.Update(BatchMsg{Events: []event.Event{{ID: 202, Type: event.AgentReturn, At: 220 * ms, Agent: 4, Result: json.RawMessage(`{"answer":"A **skiff** is a small boat."}`)}}})
+	m.Update(AskMsg{Reply: reply})
+	if v := m.detail.Title() + "\n" + m.detail.View(84, 12); m.s.sel != 4 || !strings.Contains(v, "report") || !strings.Contains(v, "skiff** is a small boat.") {
+		t.Fatalf("A%d selected, want A4's report:\n%s", m.s.sel, v)
 	}
 }
