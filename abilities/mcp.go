@@ -46,6 +46,9 @@ type Server struct {
 	starts int
 	last   string // why the last server ended
 
+	// instructions are what the server said of itself (Instructions).
+	instructions string
+
 	tokens   atomic.Int64
 	progress sync.Map // progress token → *callProgress
 
@@ -135,6 +138,14 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 		// Over HTTP; a stdio server's progress is taken off its stdout
 		// in order (stdoutFilter).
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { s.progressed(req.Params) },
+		// A server's log messages are traced with the next call, as its
+		// stray stdout lines are (bounded the same way).
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			if p := req.Params; p != nil {
+				data, _ := json.Marshal(p.Data)
+				s.lines.log(s.ab.Name, string(p.Level), p.Logger, string(data))
+			}
+		},
 	})
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -193,7 +204,39 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 		c.stop()
 		return nil, fmt.Errorf("start the server %s: %s", m.Server.Command, reason)
 	}
+	s.hello(cctx, c)
 	return c, nil
+}
+
+// hello keeps what a server says of itself when it starts: its
+// instructions, and (where it logs) that lloyal wants its log messages
+// from info up, which a server of the protocol before 2026-07-28 sends
+// only once asked (later ones read the level off each call: Execute). Its caller holds s.mu
+// (session starts the server under it).
+func (s *Server) hello(ctx context.Context, c *conn) {
+	init := c.sess.InitializeResult()
+	if init == nil {
+		return
+	}
+	s.instructions = cut(strings.TrimSpace(init.Instructions), maxInstructions)
+	if init.Capabilities != nil && init.Capabilities.Logging != nil {
+		_ = c.sess.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"})
+	}
+}
+
+// maxInstructions bounds the instructions a server gives, which go into
+// the prompt of every agent that uses its ability.
+const maxInstructions = 4 << 10
+
+// Instructions are what the server said of itself when it started
+// (the MCP initialize result's instructions, at most 4 KiB, neutralised
+// as an ability's prose is: Neutralise), "" before it started or when it
+// said nothing. They go after the ability's own instructions, inside the
+// boundary that marks them as the ability's words, not the user's.
+func (s *Server) Instructions() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Neutralise(s.instructions)
 }
 
 // serverEnv is what a stdio server gets of lloyal's environment: what a
@@ -324,7 +367,18 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("ability %s: tool %s left out: its input schema is not usable (%v)", s.ab.Name, t.Name, err))
 			continue
 		}
-		out = append(out, &Tool{srv: s, remote: t.Name, spec: engine.ToolSpec{
+		var output *jsonschema.Schema
+		if t.OutputSchema != nil {
+			b, err := json.Marshal(t.OutputSchema)
+			if err == nil {
+				output, err = compileSchema(b)
+			}
+			if err != nil {
+				warnings = append(warnings, fmt.Sprintf("ability %s: tool %s left out: its output schema is not usable (%v)", s.ab.Name, t.Name, err))
+				continue
+			}
+		}
+		out = append(out, &Tool{srv: s, remote: t.Name, output: output, spec: engine.ToolSpec{
 			Name:        name,
 			Description: t.Description,
 			Parameters:  params,
@@ -346,6 +400,9 @@ type Tool struct {
 	srv    *Server
 	remote string
 	spec   engine.ToolSpec
+	// output is the tool's outputSchema, compiled (nil: it gave none): a
+	// structured result is checked against it.
+	output *jsonschema.Schema
 }
 
 // Spec is the tool as the model sees it: the server's description and input
@@ -386,7 +443,9 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 	prog := newCallProgress(func(p progress) { s.onProgress(ctx, p) })
 	s.progress.Store(tok, prog)
 	defer s.progress.Delete(tok)
-	params := &mcp.CallToolParams{Name: t.remote, Arguments: args, Meta: mcp.Meta{SettingsMeta: settings}}
+	// The log level rides on each call in the protocol of 2026-07-28 (older
+	// servers were asked once, by hello).
+	params := &mcp.CallToolParams{Name: t.remote, Arguments: args, Meta: mcp.Meta{SettingsMeta: settings, mcp.MetaKeyLogLevel: mcp.LoggingLevel("info")}}
 	params.SetProgressToken(tok)
 	// The call hangs once the server has said nothing for the timeout:
 	// progress is a word. Even a call that reports progress ends after
@@ -401,6 +460,10 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 	var wire *jsonrpc.Error
 	switch {
 	case err == nil:
+		if why := t.mismatch(res); why != "" {
+			s.failedNote(ctx, "error", why, nil)
+			return engine.ErrorResult("%s answered with a result its own output schema refuses (%s): the server is at fault, not your arguments", t.spec.Name, why), nil
+		}
 		v := result(res)
 		if res.IsError {
 			s.failedNote(ctx, "error", "the tool reported an error: "+cut(fmt.Sprint(v["error"]), maxNotedBytes), nil)
@@ -428,6 +491,31 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 		s.fail(c, reason)
 		return t.failed(ctx, "crashed", reason), nil
 	}
+}
+
+// mismatch says how a successful result's structured content breaks the
+// tool's outputSchema ("" when it keeps it, or there is no schema or no
+// structured content): MCP says a client should check it, and a model
+// should not reason from a shape the server promised and did not keep.
+func (t *Tool) mismatch(res *mcp.CallToolResult) string {
+	if t.output == nil || res.IsError || res.StructuredContent == nil {
+		return ""
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return "its structured content is not JSON"
+	}
+	var v any
+	_ = json.Unmarshal(b, &v)
+	if r := t.output.Validate(v); !r.IsValid() {
+		var problems []string
+		for _, e := range r.Errors {
+			problems = append(problems, e.Error())
+		}
+		slices.Sort(problems)
+		return "structured content not as its outputSchema says: " + cut(strings.Join(problems, "; "), maxNotedBytes)
+	}
+	return ""
 }
 
 // failed traces a server failure and is what the model reads.

@@ -582,3 +582,29 @@ func TestWhyAnExitIsAnExit(t *testing.T) {
 		t.Errorf("garbage: %q", got)
 	}
 }
+
+// What MCP gives beyond tools: the server's instructions are kept
+// (neutralised, for the ability's boundary), its log messages are traced
+// with the next call, and a structured result its outputSchema refuses is
+// an error naming the server's fault, while one that keeps it passes.
+func TestInstructionsLogsAndOutputSchemas(t *testing.T) {
+	ab, _ := testAbility(t, "", "shape", "tell")
+	s, tools, w := startServer(t, ab)
+	if got := s.Instructions(); !strings.HasPrefix(got, "Count before you delete.") || strings.Contains(got, "<|im_start|>") {
+		t.Fatalf("instructions %q", got)
+	}
+	if r := call(t, tools["test_shape"], `{}`); fmt.Sprint(r["n"]) != "3" {
+		t.Fatalf("a result that keeps its schema: %v", r)
+	}
+	if r := call(t, tools["test_shape"], `{"wrong":true}`); !strings.Contains(fmt.Sprint(r["error"]), "its own output schema refuses") {
+		t.Fatalf("a result its schema refuses: %v", r)
+	}
+	call(t, tools["test_tell"], `{}`)
+	call(t, tools["test_shape"], `{}`) // the log message may arrive after its call's answer
+	w.mu.Lock()
+	notes := strings.Join(w.notes, "\n")
+	w.mu.Unlock()
+	if !strings.Contains(notes, `"event":"log"`) || !strings.Contains(notes, "the disk is nearly full") || !strings.Contains(notes, `"level":"warning"`) {
+		t.Fatalf("notes:\n%s", notes)
+	}
+}

@@ -130,7 +130,27 @@ type lineNotes struct {
 	mu      sync.Mutex
 	pending []map[string]any
 	seen    int // lines skipped in all
+	logged  int // log messages received in all
 	first   string
+}
+
+// log notes one log message the server sent (notifications/message),
+// counted with the skipped lines against maxNotedLines.
+func (n *lineNotes) log(ability, level, logger, data string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.logged++
+	if n.logged > maxNotedLines {
+		return
+	}
+	note := map[string]any{"ability": ability, "event": "log", "level": level, "data": cut(data, maxNotedBytes)}
+	if logger != "" {
+		note["logger"] = logger
+	}
+	if n.logged == maxNotedLines {
+		note["more"] = fmt.Sprintf("after %d log messages, further ones are not noted", maxNotedLines)
+	}
+	n.pending = append(n.pending, note)
 }
 
 // add notes one skipped line (long: it was over the line limit, and line

@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 	var infos []trace.AbilityInfo
 	for _, a := range abs {
 		ab, tools := a.Server.Ability(), a.Offered(m.Grammar(), cfg.App.Stderr)
-		p.SetAbility(research.Ability{Name: ab.Name, Version: ab.Version, Signer: ab.Signer(), UseWhen: ab.Manifest.UseWhen, Instructions: ab.Instructions, Tools: tools})
+		p.SetAbility(research.Ability{Name: ab.Name, Version: ab.Version, Signer: ab.Signer(), UseWhen: ab.Manifest.UseWhen, Instructions: withServers(ab.Instructions, a.Server.Instructions()), Tools: tools})
 		infos = append(infos, a.Info(tools))
 	}
 	cfg.App.Approvals.Warn(cfg.App.Stderr, p.RunTools()) // a --grant naming no tool; old name-only grants
@@ -156,4 +156,16 @@ func streamsHint(err error, c trace.ContextInfo) error {
 		return err
 	}
 	return fmt.Errorf("%w (each of the %d streams holds %d cells, --ctx %d / --streams %d: raise --ctx or lower --streams)", err, c.NSeqMax, c.BranchCells(), c.NCtx, c.NSeqMax)
+}
+
+// withServers is an ability's instructions: its bundle's, then what its
+// MCP server said of itself when it started, inside the same boundary.
+func withServers(bundle, server string) string {
+	if server == "" {
+		return bundle
+	}
+	if bundle == "" {
+		return "From the ability's server:\n" + server
+	}
+	return bundle + "\n\nFrom the ability's server:\n" + server
 }
