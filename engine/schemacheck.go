@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -166,14 +167,7 @@ func describeJSON(v any) string {
 	return string(b)
 }
 
-func sortedSchemaKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func sortedSchemaKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // escapePointer escapes a key for a JSON pointer (RFC 6901).
 func escapePointer(k string) string {

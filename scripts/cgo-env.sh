@@ -38,7 +38,22 @@ elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c 
   fi
 fi
 
-cppflags="-I$root/engine/llamacpp/include"
+# The stand-in headers (engine/llamacpp/include) are copied to a folder named
+# by their content, outside the checkout: a path inside it would make the
+# flags, and so Go's cache keys for all of llama.cpp, differ between two
+# checkouts of the same commit, and each new folder would compile llama.cpp
+# again (minutes).
+include="$root/engine/llamacpp/include"
+sum="$(cd "$include" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+cache="$(cd "$root" && go env GOCACHE)"
+shared="$(dirname "$cache")/lloyal/cgo-include-$sum"
+if [ ! -d "$shared" ]; then
+  mkdir -p "$(dirname "$shared")"
+  tmp="$(mktemp -d "$(dirname "$shared")/.cgo-include.XXXXXX")"
+  cp -R "$include/." "$tmp/"
+  mv -T "$tmp" "$shared" 2>/dev/null || rm -rf "$tmp" # another build made it first
+fi
+cppflags="-I$shared"
 cppflags+=" -I$ollama/llama/llama.cpp/include"
 cppflags+=" -I$ollama/llama/llama.cpp/common"
 cppflags+=" -I$ollama/ml/backend/ggml/ggml/include"
