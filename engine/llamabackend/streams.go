@@ -1,6 +1,9 @@
 package llamabackend
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // StreamsChoice is how a context holds its branches' cells, and why:
 // Streams 0 is one cache every branch shares, more a stream of
@@ -9,6 +12,19 @@ type StreamsChoice struct {
 	Streams int
 	// Why says what chose it, for the header of the app and the trace.
 	Why string
+}
+
+// ParseStreams reads a --streams value: a count (0 for one shared cache),
+// or auto (ChooseStreams decides). The count's range is the run's to
+// check, with the context it divides.
+func ParseStreams(s string) (n int, auto bool, err error) {
+	if s == "auto" {
+		return 0, true, nil
+	}
+	if n, err = strconv.Atoi(s); err != nil {
+		err = fmt.Errorf("%q: use a number of streams (2 to 64), 0 for one shared cache, or auto", s)
+	}
+	return n, false, err
 }
 
 // MaxStreams is the most streams a context holds (llama.cpp's limit on

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lloyal-ai/lloyal/internal/backends"
 	"github.com/lloyal-ai/lloyal/internal/bench"
@@ -190,23 +192,30 @@ the server for a like-for-like row.`,
 		Example: `  lloyal bench server --server http://127.0.0.1:11434 --model lloyal-tiny`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Server == "" {
-				o.Server = os.Getenv("LLOYAL_SERVER")
-			}
-			o.APIKey = os.Getenv("LLOYAL_API_KEY")
+			serverFromEnv(&o.Server, &o.APIKey)
 			return bench.Server(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Server, "server", "", "inference server URL (default $LLOYAL_SERVER; none: local rows only)")
-	f.StringVar(&o.Model, "model", "", "the model's name on the server")
-	f.StringVar(&o.LocalModel, "local-model", "", "GGUF file for the local rows (default: the generated tiny model)")
-	f.IntVar(&o.Spine, "spine", 1000, "tokens of the shared system prompt")
+	serverBenchFlags(f, &o.Server, &o.Model, &o.LocalModel, &o.Spine, &o.Agents, &o.Threads, &o.Timeout)
 	f.IntVar(&o.Tokens, "tokens", 64, "tokens each agent writes")
-	f.IntSliceVar(&o.Agents, "agents", []int{1, 8, 32}, "agent counts")
-	f.IntVar(&o.Threads, "threads", 0, "fix the local rows' CPU threads (default: the fastest per decode)")
-	f.DurationVar(&o.Timeout, "request-timeout", 5*time.Minute, "give up on a server request after this long without an answer")
 	return cmd
+}
+
+// serverBenchFlags are the flags of the benches against a server.
+func serverBenchFlags(f *pflag.FlagSet, server, model, local *string, spine *int, agents *[]int, threads *int, timeout *time.Duration) {
+	f.StringVar(server, "server", "", "inference server URL (default $LLOYAL_SERVER; none: local rows only)")
+	f.StringVar(model, "model", "", "the model's name on the server")
+	f.StringVar(local, "local-model", "", "GGUF file for the local rows (default: the generated tiny model)")
+	f.IntVar(spine, "spine", 1000, "tokens of the shared system prompt")
+	f.IntSliceVar(agents, "agents", []int{1, 8, 32}, "agent counts")
+	f.IntVar(threads, "threads", 0, "fix the local rows' CPU threads (default: the fastest per decode)")
+	f.DurationVar(timeout, "request-timeout", 5*time.Minute, "give up on a server request after this long without an answer")
+}
+
+// serverFromEnv reads $LLOYAL_SERVER (unless --server) and $LLOYAL_API_KEY.
+func serverFromEnv(server, key *string) {
+	*server, *key = cmp.Or(*server, os.Getenv("LLOYAL_SERVER")), os.Getenv("LLOYAL_API_KEY")
 }
 
 func newBenchAgentsCmd() *cobra.Command {
@@ -217,9 +226,10 @@ func newBenchAgentsCmd() *cobra.Command {
 		Long: `N agents share a --spine-token system prompt; each makes --turns tool
 calls, every call writing a note of --call characters (forced by grammar, so
 every model does the same work) and reading a --result-token result, then
-reports. Locally a result is appended to the agent's branch, first in one
-cache every branch shares, then ("local, streams") with a stream per branch
-as lloyal run --streams gives; a server is sent the agent's whole
+reports. Locally a result is appended to the agent's branch, in one cache
+every branch shares and with a stream per branch (lloyal run --streams),
+the one lloyal run's default (--streams auto) picks for this loop first,
+marked "(auto's pick)"; a server is sent the agent's whole
 conversation each turn and must find its prefix again in its cache.
 
 Columns: wall time, tokens written (and per turn), aggregate tokens/s, the
@@ -230,25 +240,16 @@ machine's ollama or llama-server processes for the server's.`,
 		Example: `  lloyal bench agents --server http://127.0.0.1:11434 --model lloyal-tiny --agents 8`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Server == "" {
-				o.Server = os.Getenv("LLOYAL_SERVER")
-			}
-			o.APIKey = os.Getenv("LLOYAL_API_KEY")
+			serverFromEnv(&o.Server, &o.APIKey)
 			return bench.Agents(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Server, "server", "", "inference server URL (default $LLOYAL_SERVER; none: local rows only)")
-	f.StringVar(&o.Model, "model", "", "the model's name on the server")
+	serverBenchFlags(f, &o.Server, &o.Model, &o.LocalModel, &o.Spine, &o.Agents, &o.Threads, &o.Timeout)
 	f.StringVar(&o.API, "api", "auto", "the server's API: chat, completions, generate or auto")
-	f.StringVar(&o.LocalModel, "local-model", "", "GGUF file for the local rows (default: the generated tiny model)")
-	f.IntVar(&o.Spine, "spine", 1000, "tokens of the shared system prompt")
 	f.IntVar(&o.Turns, "turns", 6, "tool calls each agent makes before its report")
 	f.IntVar(&o.Call, "call", 120, "characters of the note each call writes")
 	f.IntVar(&o.Result, "result", 300, "tokens of each tool result")
-	f.IntSliceVar(&o.Agents, "agents", []int{1, 8, 32}, "agent counts")
-	f.IntVar(&o.Threads, "threads", 0, "fix the local rows' CPU threads (default: the fastest per decode)")
-	f.DurationVar(&o.Timeout, "request-timeout", 5*time.Minute, "give up on a server request after this long without an answer")
 	return cmd
 }
 

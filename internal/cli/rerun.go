@@ -35,12 +35,6 @@ func (f *rerunFlags) add(cmd *cobra.Command) {
 	approvalFlags(fs, &f.approvals)
 }
 
-// authority is what the command gives the run: its own grants, workspace
-// and approvals, never the trace's.
-func (f *rerunFlags) authority() rerun.Authority {
-	return rerun.Authority{Approvals: f.approvals, Workspace: f.workspace, Headless: f.headless || f.jsonl}
-}
-
 func newRerunCmd() *cobra.Command {
 	var f rerunFlags
 	var live bool
@@ -113,7 +107,8 @@ docs/time-travel.md says more.`,
 // fork set a fork (its header names it). The run is decided as lloyal run
 // decides one, from the recorded facts and this command's authority.
 func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trace.ForkRef) error {
-	a := f.authority()
+	// The command's own grants, workspace and approvals, never the trace's.
+	a := rerun.Authority{Approvals: f.approvals, Workspace: f.workspace, Headless: f.headless || f.jsonl}
 	plan, err := rec.Prepare(f.out, Version, a, cmd.ErrOrStderr())
 	if err != nil {
 		return err

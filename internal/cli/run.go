@@ -26,7 +26,7 @@ type runFlags struct {
 	cfg                    session.Config
 	headless, jsonl        bool
 	theme, think, template string
-	logprobs               int  // --trace-logprobs: -1 off, else the alternatives
+	logprobs               *int // --trace-logprobs: nil off, else the alternatives
 	streamsAuto            bool // --streams auto was given (the default)
 }
 
@@ -76,12 +76,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	f.Func("repeat-last-n", "--repeat-penalty looks at the last `n` tokens, 0 to 4096, 0 meaning 64 (default 64)", bounded(&s.RepeatLastN, 0, 4096, "0 to 4096 (0: 64), e.g. --repeat-last-n 64"))
 	f.BoolFunc("grounded", "reports are claims quoting lines their agent read, checked against what it read (default: on for the built-in demo model, off otherwise; --grounded=false turns it off)", func(v string) error { g, err := strconv.ParseBool(v); c.Grounded = &g; return err })
 	f.Func("streams", "give each of `n` branches --ctx/n cells of its own: each agent's attention reads only its own cells (faster when agents hold long conversations), each fork copies the spine, and at most n branches live at once; 2 to 64, 0 for one cache every branch shares, or auto (the default): a stream per agent when the agents call tools and each stream holds 8192 cells, the header says which and why", func(v string) (err error) {
-		o.streamsAuto = v == "auto"
-		if !o.streamsAuto {
-			if c.Streams, err = strconv.Atoi(v); err != nil {
-				err = fmt.Errorf("%q: use a number of streams (2 to 64), 0 for one shared cache, or auto", v)
-			}
-		}
+		c.Streams, o.streamsAuto, err = llamabackend.ParseStreams(v)
 		return err
 	})
 	f.Func("gpu-layers", "store `n` of the model's layers and their KV cache on the GPU device (lloyal devices lists it): -1 every layer that fits, 0 none, the CPU runs everything (default -1 where there is a GPU device, else the CPU)", llamabackend.GPULayersFlag(&c.GPULayers))
@@ -89,15 +84,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	// Parsed when given: a bad value is refused before anything loads.
 	f.Func("kv-type", "KV cache element `type`: f16, q8_0 or q4_0 (default f16; quantized: more cells per GB, flash attention on)", func(v string) (err error) { c.KVType, err = llamabackend.ParseKVType(v); return err })
 	f.StringVar(&c.App.TracePath, "trace", "", "write the trace here (default: a new file under the state dir)")
-	// A Func flag: off is the default, and help says so in its words
-	// rather than as "(default -1)".
-	o.logprobs = -1
-	f.Func("trace-logprobs", "record each sampled token's log-probability and entropy in the trace; `=K` adds its K likeliest alternatives, 1 to 20 (the detail pane draws them; off by default)", func(v string) (err error) {
-		if o.logprobs, err = strconv.Atoi(v); err != nil {
-			err = fmt.Errorf("%q: give the alternatives to record per token, 0 to 20, or no value", v)
-		}
-		return err
-	})
+	f.Func("trace-logprobs", "record each sampled token's log-probability and entropy in the trace; `=K` adds its K likeliest alternatives, 1 to 20 (the detail pane draws them; off by default)", bounded(&o.logprobs, 0, 20, "0 to 20 alternatives per token, or no value"))
 	f.Lookup("trace-logprobs").NoOptDefVal = "0"
 	f.StringVar(&c.App.Workspace, "workspace", "", "folder write_note saves notes in (default: the harness's, lloyal-notes for the research harness)")
 	f.BoolVar(&o.headless, "headless", false, "print a readable log instead of the terminal app")

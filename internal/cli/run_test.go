@@ -68,6 +68,7 @@ func TestRunRefusesBadNumbers(t *testing.T) {
 		{[]string{"--streams", "1"}, "--streams 1: use 2 to 64 branches"},
 		{[]string{"--streams", "65"}, "--streams 65: use 2 to 64 branches"},
 		{[]string{"--streams", "many"}, `"many": use a number of streams (2 to 64), 0 for one shared cache, or auto`},
+		{[]string{"--trace-logprobs=30"}, "use 0 to 20 alternatives per token, or no value"},
 		{[]string{"--streams", "8", "--ctx", "4096"}, "--streams 8 --ctx 4096: each branch would hold 512 cells"},
 		{[]string{"--streams", "4", "--server", "http://127.0.0.1:9"}, "--streams 4: streams are cells of a model run here"},
 	} {

@@ -40,7 +40,7 @@ func runConfig(fs *pflag.FlagSet, o *runFlags, c session.Config, args []string) 
 	}
 	r.Corpus = abs(c.Corpus)
 	r.Task, r.Agents, r.Context = given(set, "task", c.Task), given(set, "agents", c.Agents), given(set, "ctx", c.NCtx)
-	r.Seed, r.MaxFollowUps, r.Logprobs = given(set, "seed", c.Seed), given(set, "max-follow-ups", c.MaxFollowUps), given(set, "trace-logprobs", o.logprobs)
+	r.Seed, r.MaxFollowUps, r.Logprobs = given(set, "seed", c.Seed), given(set, "max-follow-ups", c.MaxFollowUps), o.logprobs
 	s := c.Sampling
 	r.Sampling = trace.SamplingFlags{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, RepeatPenalty: s.RepeatPenalty, RepeatLastN: s.RepeatLastN}
 	if set("think") {
