@@ -600,10 +600,16 @@ func TestInstructionsLogsAndOutputSchemas(t *testing.T) {
 		t.Fatalf("a result its schema refuses: %v", r)
 	}
 	call(t, tools["test_tell"], `{}`)
-	call(t, tools["test_shape"], `{}`) // the log message may arrive after its call's answer
-	w.mu.Lock()
-	notes := strings.Join(w.notes, "\n")
-	w.mu.Unlock()
+	// The message is traced with a call; it may reach the client after
+	// the answer it came with, so later calls trace it (10 s at most).
+	var notes string
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(notes, "the disk is nearly full") && time.Now().Before(deadline); {
+		call(t, tools["test_shape"], `{}`)
+		w.mu.Lock()
+		notes = strings.Join(w.notes, "\n")
+		w.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !strings.Contains(notes, `"event":"log"`) || !strings.Contains(notes, "the disk is nearly full") || !strings.Contains(notes, `"level":"warning"`) {
 		t.Fatalf("notes:\n%s", notes)
 	}
