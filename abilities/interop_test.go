@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // filesystemServer is the reference filesystem MCP server that
@@ -111,3 +113,73 @@ func TestInteropFilesystemServer(t *testing.T) {
 }
 
 func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// everythingServer is the protocol's reference test server that
+// scripts/mcp-interop.sh installs from npm ($LLOYAL_MCP_EVERYTHING).
+func everythingServer(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("LLOYAL_MCP_EVERYTHING")
+	if _, err := os.Stat(p); p == "" || err != nil {
+		t.Skip("the reference everything MCP server is not installed: run scripts/mcp-interop.sh (needs node and npm) and set LLOYAL_MCP_EVERYTHING as it prints")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed: the reference everything MCP server needs it")
+	}
+	return p
+}
+
+// The reference everything server (TypeScript, from npm) as an ability:
+// its instructions are kept for the agents, its structured results pass
+// the check against its own output schema, and the log messages it sends
+// once asked are traced with a later call.
+func TestInteropEverythingServer(t *testing.T) {
+	entry := everythingServer(t)
+	src := t.TempDir()
+	manifest, _ := json.Marshal(map[string]any{"name": "every", "version": "2026.8.31", "useWhen": "when you test MCP",
+		"server": map[string]any{"command": "node", "args": []string{entry, "stdio"}}})
+	_ = os.WriteFile(filepath.Join(src, "ability.json"), manifest, 0o644)
+	srv, err := NewServer(installed(t, src, "every"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var mu sync.Mutex
+	var notes []string
+	srv.note = func(_ context.Context, name string, data any) {
+		b, _ := json.Marshal(data)
+		mu.Lock()
+		notes = append(notes, name+" "+string(b))
+		mu.Unlock()
+	}
+	list, _, err := srv.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]*Tool{}
+	for _, tl := range list {
+		tools[tl.Spec().Name] = tl.(*Tool)
+	}
+	if got := srv.Instructions(); len(got) < 20 {
+		t.Fatalf("the server's instructions: %q", got)
+	}
+	weather, toggle, echo := tools["every_get-structured-content"], tools["every_toggle-simulated-logging"], tools["every_echo"]
+	if weather == nil || toggle == nil || echo == nil || weather.output == nil {
+		t.Fatalf("tools %v (get-structured-content's output schema: %v)", keys(tools), weather != nil && weather.output != nil)
+	}
+	if r := call(t, weather, `{"location":"Chicago"}`); r["error"] != nil || r["temperature"] == nil {
+		t.Fatalf("get-structured-content: %v", r)
+	}
+	call(t, toggle, `{}`)
+	// It logs every 5 s at a random level, some below info: wait for one.
+	seen := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(strings.Join(notes, "\n"), `"event":"log"`)
+	}
+	for deadline := time.Now().Add(60 * time.Second); !seen() && time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		call(t, echo, `{"message":"hi"}`)
+	}
+	if !seen() {
+		t.Fatalf("no log message traced in a minute; notes: %q", notes)
+	}
+}
