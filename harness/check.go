@@ -206,15 +206,16 @@ func (c *checker) command(at string, t Tool) {
 			case i == 0:
 				c.add(at+"/command/0", "the program cannot be a placeholder: name it (a path relative to the harness file, or a name on PATH)")
 			case props[name] == nil:
-				c.add(fmt.Sprintf("%s/command/%d", at, i), "{{%s}} names no parameter: add %s under parameters.properties (given: %s)", name, name, orNone(sortedKeys(props)))
+				c.add(fmt.Sprintf("%s/command/%d", at, i), "{{%s}} names no parameter: add %s under parameters.properties (given: %s)", name, name, list(sortedKeys(props)))
 			}
 		}
 	}
 	// A tool's key indented under its parameters is no JSON Schema keyword,
 	// so the schema would take it silently (read_only: true there leaves
 	// the tool protected without a word).
+	keys := toolKeys()
 	for _, k := range sortedKeys(t.Parameters) {
-		if k != "description" && k != "type" && slices.Contains(toolKeys(), k) {
+		if k != "description" && k != "type" && slices.Contains(keys, k) {
 			c.add(at+"/parameters/"+escape(k), "%s belongs to the tool (%s), not its parameters: move it out (indent it as description is)", k, pointerField(at+"/"+escape(k)))
 		}
 	}
@@ -228,14 +229,6 @@ func toolKeys() []string {
 	var s map[string]any
 	_ = json.Unmarshal(schemaJSON(), &s)
 	return propsAt(s, []string{"tools", "x"})
-}
-
-// orNone is names joined, or "none".
-func orNone(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
 }
 
 // schema checks a JSON Schema the file gives (a command's parameters, a
@@ -561,7 +554,7 @@ func (c *checker) eachItemField(at, id, field string) {
 		}
 	}
 	if !slices.Contains(fields, field) {
-		c.add(at, "%s.%s: step %s's result has no list field %q (its agents end with role %s's terminal; its lists: %s)", id, field, id, field, step.Role, orNone(fields))
+		c.add(at, "%s.%s: step %s's result has no list field %q (its agents end with role %s's terminal; its lists: %s)", id, field, id, field, step.Role, list(fields))
 	}
 }
 

@@ -99,8 +99,7 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 		// other: one shared cache with room for every agent's whole loop
 		// at its longest (pressure is not what this measures), and no
 		// more: the cache is most of the memory a row holds.
-		share := roundCells(spine + agentCells(o) + engine.DefaultSoftLimit)
-		pick := llamabackend.ChooseStreams(streamCells(spine, agentCells(o), n), n+2, share, true)
+		pick := llamabackend.ChooseStreams(streamCells(spine, agentCells(o), n), n+2, streamShare(spine, agentCells(o)), true)
 		picks = append(picks, fmt.Sprintf("%d agents: %s", n, pick.Why))
 		order := []bool{true, false}
 		if pick.Streams == 0 {
@@ -377,7 +376,13 @@ func spineCells(be engine.Backend, system string, tools ...engine.Tool) (int, er
 // the cells the runtime keeps free: with streams, pressure is each
 // stream's.
 func streamCells(spine, agent, n int) int {
-	return (n + 2) * roundCells(spine+agent+engine.DefaultSoftLimit)
+	return (n + 2) * streamShare(spine, agent)
+}
+
+// streamShare is one stream of streamCells: the spine, one agent's cells
+// and the soft limit, in llama.cpp's steps.
+func streamShare(spine, agent int) int {
+	return roundCells(spine + agent + engine.DefaultSoftLimit)
 }
 
 // roundCells rounds a cell count up to llama.cpp's step of 256.

@@ -144,7 +144,7 @@ func TestDeviceChangeIsNamed(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &Record{Path: "t.jsonl", Header: c.was}
-			got := r.deviceChange(writeTrace(t, c.now))
+			got := r.deviceChange(c.now.Context)
 			if (got == "") != (c.wantNamed == nil) {
 				t.Fatalf("deviceChange = %q", got)
 			}

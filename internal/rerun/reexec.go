@@ -91,7 +91,11 @@ func (r *Record) checkTemplate() error {
 // faithfully when it fails the same way), or where it diverged.
 func (r *Record) Verdict(p Plan, runErr error) (string, error) {
 	if d := r.Divergence(); d != nil {
-		return "", fmt.Errorf("the rerun diverged from %s: %s%s; its trace: %s", p.Trace, d, r.deviceChange(p.Out), p.Out)
+		why := ""
+		if got, err := Load(p.Out); err == nil {
+			why = r.deviceChange(got.Header.Context)
+		}
+		return "", fmt.Errorf("the rerun diverged from %s: %s%s; its trace: %s", p.Trace, d, why, p.Out)
 	}
 	if r.Forking() {
 		switch {
@@ -112,7 +116,7 @@ func (r *Record) Verdict(p Plan, runErr error) (string, error) {
 	}
 	m, err := Compare(r, got)
 	if err != nil {
-		return "", fmt.Errorf("the rerun differs from the recorded run: %w%s", err, r.deviceChange(p.Out))
+		return "", fmt.Errorf("the rerun differs from the recorded run: %w%s", err, r.deviceChange(got.Header.Context))
 	}
 	s := fmt.Sprintf("rerun: token for token the recorded run: %d agents, %d sampled tokens (trace %s)\n", m.Agents, m.Tokens, p.Out)
 	if runErr != nil {
@@ -121,24 +125,20 @@ func (r *Record) Verdict(p Plan, runErr error) (string, error) {
 	return s, nil
 }
 
-// deviceChange is why a rerun whose trace is out may have diverged when
-// it ran on another device than the record (or with other layers on it):
-// floating-point sums differ between devices, so the same model may pick
-// another token. "" when the devices match or out cannot be read.
-func (r *Record) deviceChange(out string) string {
-	got, err := Load(out)
-	if err != nil {
-		return ""
-	}
+// deviceChange is why a rerun that ran in the context now may have
+// diverged when that is another device than the record's (or other layers
+// on it): floating-point sums differ between devices, so the same model
+// may pick another token. "" when the devices match.
+func (r *Record) deviceChange(now trace.ContextInfo) string {
 	where := func(c trace.ContextInfo) string {
 		if c.Device == "" {
 			return "the CPU"
 		}
 		return fmt.Sprintf("%s (%d of %d layers)", c.Device, c.GPULayers, c.Layers)
 	}
-	was, now := where(r.Header.Context), where(got.Header.Context)
-	if was == now {
+	was, is := where(r.Header.Context), where(now)
+	if was == is {
 		return ""
 	}
-	return fmt.Sprintf(" (the record ran on %s, the rerun on %s: another device sums in another order, so tokens may differ; rerun where it was recorded)", was, now)
+	return fmt.Sprintf(" (the record ran on %s, the rerun on %s: another device sums in another order, so tokens may differ; rerun where it was recorded)", was, is)
 }
