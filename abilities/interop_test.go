@@ -110,6 +110,14 @@ func TestInteropFilesystemServer(t *testing.T) {
 	if len(att) != 1 || !bytes.Equal(att[0]["data"].([]byte), png) || att[0]["mimeType"] != "image/png" {
 		t.Fatalf("attachments: %d", len(att))
 	}
+	// It declares neither resources nor prompts (and would refuse
+	// prompts/list): no read tool, no prompts, no error.
+	if tools["fs_read_resource"] != nil {
+		t.Error("a read tool for a server without resources")
+	}
+	if list, err := srv.Prompts(context.Background()); list != nil || err != nil {
+		t.Errorf("prompts of a server without: %v, %v", list, err)
+	}
 }
 
 func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
@@ -131,7 +139,10 @@ func everythingServer(t *testing.T) string {
 // The reference everything server (TypeScript, from npm) as an ability:
 // its instructions are kept for the agents, its structured results pass
 // the check against its own output schema, and the log messages it sends
-// once asked are traced with a later call.
+// once asked are traced with a later call. Its task-only tool is left out;
+// its resources are read with every_read_resource (those it lists, and
+// those its get-resource-links links to once linked, a blob described);
+// its prompts are listed and got.
 func TestInteropEverythingServer(t *testing.T) {
 	entry := everythingServer(t)
 	src := t.TempDir()
@@ -151,7 +162,7 @@ func TestInteropEverythingServer(t *testing.T) {
 		notes = append(notes, name+" "+string(b))
 		mu.Unlock()
 	}
-	list, _, err := srv.Tools(context.Background())
+	list, warnings, err := srv.Tools(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +170,11 @@ func TestInteropEverythingServer(t *testing.T) {
 	for _, tl := range list {
 		tools[tl.Spec().Name] = tl.(*Tool)
 	}
+	if w := strings.Join(warnings, "\n"); tools["every_simulate-research-query"] != nil || !strings.Contains(w, "tool simulate-research-query left out: the server runs it only as a task") {
+		t.Errorf("the task-only tool: listed %v, warnings %q", tools["every_simulate-research-query"] != nil, warnings)
+	}
+	everythingResources(t, tools)
+	everythingPrompts(t, srv)
 	if got := srv.Instructions(); len(got) < 20 {
 		t.Fatalf("the server's instructions: %q", got)
 	}
@@ -181,5 +197,65 @@ func TestInteropEverythingServer(t *testing.T) {
 	}
 	if !seen() {
 		t.Fatalf("no log message traced in a minute; notes: %q", notes)
+	}
+}
+
+// everythingResources reads the everything server's resources: one it
+// lists, one get-resource-links links to (a text, a blob), none it did not
+// offer.
+func everythingResources(t *testing.T, tools map[string]*Tool) {
+	t.Helper()
+	read, links := tools["every_read_resource"], tools["every_get-resource-links"]
+	if read == nil || links == nil {
+		t.Fatalf("tools %v", keys(tools))
+	}
+	if d := read.Spec().Description; !strings.Contains(d, "- architecture.md (demo://resource/static/document/architecture.md): ") {
+		t.Errorf("read_resource's description:\n%s", d)
+	}
+	if r := call(t, read, `{"uri":"demo://resource/static/document/architecture.md"}`); r["error"] != nil || !strings.Contains(fmt.Sprint(r["contents"]), "text/markdown") {
+		t.Errorf("a listed resource: %.300v", r)
+	}
+	// Its dynamic resources are not listed: readable once linked.
+	if r := call(t, read, `{"uri":"demo://resource/dynamic/text/2"}`); !strings.Contains(fmt.Sprint(r["error"]), "did not offer it") {
+		t.Errorf("an unlinked resource: %.300v", r)
+	}
+	r := call(t, links, `{"count":2}`)
+	res, _ := r["resources"].([]any)
+	if len(res) != 2 || !strings.Contains(fmt.Sprint(res), "read it with every_read_resource") {
+		t.Fatalf("get-resource-links: %v", r)
+	}
+	if r := call(t, read, `{"uri":"demo://resource/dynamic/text/2"}`); r["error"] != nil || !strings.Contains(fmt.Sprint(r["contents"]), "Resource 2") {
+		t.Errorf("a linked text: %.300v", r)
+	}
+	if r := call(t, read, `{"uri":"demo://resource/dynamic/blob/1"}`); r["error"] != nil || !strings.Contains(fmt.Sprint(r["contents"]), " bytes (not shown)") {
+		t.Errorf("a linked blob: %.300v", r)
+	}
+	if r := call(t, read, `{"uri":"demo://resource/dynamic/text/9"}`); !strings.Contains(fmt.Sprint(r["error"]), "did not offer it") {
+		t.Errorf("a resource never linked: %.300v", r)
+	}
+}
+
+// everythingPrompts lists the everything server's prompts and gets one with
+// an argument.
+func everythingPrompts(t *testing.T, srv *Server) {
+	t.Helper()
+	list, err := srv.Prompts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args *Prompt
+	for i, p := range list {
+		if p.Name == "args-prompt" {
+			args = &list[i]
+		}
+	}
+	if args == nil || len(args.Arguments) != 2 || args.Arguments[0].Name != "city" || !args.Arguments[0].Required || args.Arguments[1].Required {
+		t.Fatalf("prompts %+v", list)
+	}
+	if got, err := srv.Prompt(context.Background(), "args-prompt", map[string]string{"city": "Paris"}); err != nil || !strings.Contains(got, "Paris") {
+		t.Errorf("args-prompt: %q, %v", got, err)
+	}
+	if _, err := srv.Prompt(context.Background(), "args-prompt", nil); err == nil {
+		t.Error("args-prompt without its required argument: no error")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,11 @@ type Server struct {
 
 	// instructions are what the server said of itself (Instructions).
 	instructions string
+
+	// res is what the read tool may read (resources.go); tasks the tools
+	// the server runs only as tasks, read off the wire (tasks.go).
+	res   resourceSet
+	tasks taskTools
 
 	tokens   atomic.Int64
 	progress sync.Map // progress token → *callProgress
@@ -150,7 +156,10 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if m.Server.URL != "" {
-		sess, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: m.Server.URL, MaxRetries: -1}, nil)
+		// The HTTP client is the default one, its answers to tools/list
+		// read on the way for what the go-sdk drops (taskTools).
+		hc := &http.Client{Transport: peekTools{base: http.DefaultTransport, see: s.tasks.see, max: s.maxLine}}
+		sess, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: m.Server.URL, MaxRetries: -1, HTTPClient: hc}, nil)
 		if err != nil {
 			return nil, fmt.Errorf("connect to %s: %w", m.Server.URL, err)
 		}
@@ -195,6 +204,7 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	// A line that is not JSON-RPC (a banner, a log line) is skipped and
 	// noted, never the end of the server.
 	out := newStdoutFilter(stdout, s.maxLine, func(line []byte, long bool) { s.lines.add(s.ab.Name, line, long, s.maxLine) }, s.progressed)
+	out.response = s.tasks.see
 	c.sess, err = client.Connect(cctx, &mcp.IOTransport{Reader: out, Writer: stdin}, nil)
 	if err != nil {
 		reason := c.why(err)
@@ -336,7 +346,14 @@ var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // Tools starts the server and lists its tools as engine tools, named
 // NAME_TOOL. A tool whose name or input schema lloyal cannot use is left
-// out, with a warning.
+// out, with a warning, and so is one the server runs only as a task
+// (execution.taskSupport "required"): lloyal makes no task-augmented calls.
+//
+// A server that offers resources (it declares the capability) gets one more
+// tool, NAME_read_resource, which reads one of them (resources/read): one
+// the server listed (the first 200: its description lists them) or one a
+// result of its tools linked to; no other URI. It is left out, with a
+// warning, where a tool of the server's has its name.
 func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 	c, err := s.session(ctx)
 	if err != nil {
@@ -357,6 +374,10 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 		name := s.ab.Name + "_" + t.Name
 		if !toolName.MatchString(t.Name) || !toolName.MatchString(name) {
 			warnings = append(warnings, fmt.Sprintf("ability %s: tool %q left out: its name (as %q) must be 1 to 64 letters, digits, '_', '.' or '-' (ask the server's author to rename it)", s.ab.Name, t.Name, name))
+			continue
+		}
+		if s.tasks.requires(t.Name) {
+			warnings = append(warnings, fmt.Sprintf("ability %s: tool %s left out: the server runs it only as a task (its execution.taskSupport is \"required\"), and lloyal calls tools without tasks", s.ab.Name, t.Name))
 			continue
 		}
 		params, err := json.Marshal(t.InputSchema)
@@ -386,7 +407,49 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 			Fanout:      true,
 		}})
 	}
+	read, w, err := s.readTool(lctx, c, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	if w != "" {
+		warnings = append(warnings, w)
+	}
+	if read != nil {
+		out = append(out, read)
+	}
 	return out, warnings, nil
+}
+
+// readTool is the read tool for a server that offers resources: nil for
+// one that does not, and (with a warning) where one of tools, the
+// server's, has its name. The warning also says where it offers less than
+// the server lists.
+func (s *Server) readTool(ctx context.Context, c *conn, tools []engine.Tool) (*Tool, string, error) {
+	name := s.ab.Name + "_" + readResource
+	if !offersResources(c) {
+		s.res.offer("", nil)
+		return nil, "", nil
+	}
+	if !toolName.MatchString(name) || slices.ContainsFunc(tools, func(t engine.Tool) bool { return t.Spec().Name == name }) {
+		s.res.offer("", nil)
+		return nil, fmt.Sprintf("ability %s: lloyal's tool %s, which reads the server's resources, left out: the server has a tool of that name, or the ability's name is too long for it", s.ab.Name, name), nil
+	}
+	listed, left, err := listResources(ctx, c)
+	var wire *jsonrpc.Error
+	switch {
+	case errors.As(err, &wire) && wire.Code != codeRejected:
+		// It refused to list them: what its results link to is still read.
+		listed, left = nil, "its server refused to list its resources ("+cut(wire.Message, maxNotedBytes)+"): "+name+" reads only those its tools' results link to"
+	case err != nil:
+		s.fail(c, err.Error())
+		return nil, "", fmt.Errorf("ability %s: list its resources: %w", s.ab.Name, err)
+	}
+	s.res.offer(name, listed)
+	var warning string
+	if left != "" {
+		warning = fmt.Sprintf("ability %s: %s", s.ab.Name, left)
+	}
+	return s.resourceTool(name, listed), warning, nil
 }
 
 // protected: a tool is protected unless the server says it only reads. An
@@ -395,11 +458,15 @@ func protected(a *mcp.ToolAnnotations) bool {
 	return a == nil || !a.ReadOnlyHint || (a.DestructiveHint != nil && *a.DestructiveHint)
 }
 
-// Tool is one MCP tool as a lloyal tool.
+// Tool is one MCP tool as a lloyal tool, or the tool lloyal adds to read
+// the server's resources.
 type Tool struct {
 	srv    *Server
 	remote string
 	spec   engine.ToolSpec
+	// reads: it is the read tool (NAME_read_resource), which reads a
+	// resource rather than calls a tool (read).
+	reads bool
 	// output is the tool's outputSchema, compiled (nil: it gave none): a
 	// structured result is checked against it.
 	output *jsonschema.Schema
@@ -412,10 +479,15 @@ func (t *Tool) Spec() engine.ToolSpec { return t.spec }
 // Ability is the ability the tool comes from.
 func (t *Tool) Ability() *Installed { return t.srv.ab }
 
-// Execute calls the tool on the server. What the server does wrong (it
-// crashes, hangs, answers garbage) ends this call with an error result the
-// model reads, and is traced; the server is started again on the next call.
+// Execute calls the tool on the server (the read tool reads a resource).
+// What the server does wrong (it crashes, hangs, answers garbage) ends this
+// call with an error result the model reads, and is traced; the server is
+// started again on the next call. A resource link in a result names how to
+// read it, and makes it readable by the read tool.
 func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
+	if t.reads {
+		return t.read(ctx, args)
+	}
 	s, ab := t.srv, t.srv.ab
 	if msg, err := engine.ValidateArgs(t.spec, args); err != nil || msg != "" {
 		if err != nil {
@@ -432,12 +504,7 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 	defer s.traceLines(ctx)
 	c, err := s.session(ctx)
 	if err != nil {
-		what := "start-failed"
-		if errors.Is(err, errGaveUp) {
-			what = "unavailable"
-		}
-		s.failedNote(ctx, what, err.Error(), nil)
-		return engine.ErrorResult("%s is unavailable: %v. Do not call it again; continue without it.", t.spec.Name, err), nil
+		return t.unavailable(ctx, err), nil
 	}
 	tok := fmt.Sprintf("lloyal-%d", s.tokens.Add(1))
 	prog := newCallProgress(func(p progress) { s.onProgress(ctx, p) })
@@ -464,7 +531,13 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 			s.failedNote(ctx, "error", why, nil)
 			return engine.ErrorResult("%s answered with a result its own output schema refuses (%s): the server is at fault, not your arguments", t.spec.Name, why), nil
 		}
-		v := result(res)
+		// A link in a result makes its URI readable by the read tool, and
+		// the result says so (or why it cannot be read).
+		link := func(uri string) string { return s.res.link(ab.Name, uri) }
+		if res.IsError {
+			link = nil
+		}
+		v := result(res, link)
 		if res.IsError {
 			s.failedNote(ctx, "error", "the tool reported an error: "+cut(fmt.Sprint(v["error"]), maxNotedBytes), nil)
 		}
@@ -516,6 +589,17 @@ func (t *Tool) mismatch(res *mcp.CallToolResult) string {
 		return "structured content not as its outputSchema says: " + cut(strings.Join(problems, "; "), maxNotedBytes)
 	}
 	return ""
+}
+
+// unavailable traces that the server could not be started for a call (err
+// says why) and is what the model reads.
+func (t *Tool) unavailable(ctx context.Context, err error) map[string]any {
+	what := "start-failed"
+	if errors.Is(err, errGaveUp) {
+		what = "unavailable"
+	}
+	t.srv.failedNote(ctx, what, err.Error(), nil)
+	return engine.ErrorResult("%s is unavailable: %v. Do not call it again; continue without it.", t.spec.Name, err)
 }
 
 // failed traces a server failure and is what the model reads.

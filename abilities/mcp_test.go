@@ -272,7 +272,7 @@ func TestResultShapes(t *testing.T) {
 		{"structured audio", &mcp.CallToolResult{StructuredContent: []any{map[string]any{"type": "audio", "data": "AQI=", "mimeType": "audio/wav"}}},
 			`{"_attachments":[{"data":"AQI=","mimeType":"audio/wav","name":"structured-audio-1"}],"result":[{"attachment":"structured-audio-1","mimeType":"audio/wav","type":"audio"}]}`},
 	} {
-		b, _ := json.Marshal(result(c.in))
+		b, _ := json.Marshal(result(c.in, nil))
 		if string(b) != c.want {
 			t.Errorf("%s: got %s, want %s", c.name, b, c.want)
 		}
@@ -363,7 +363,13 @@ func TestServerThatDoesNotStart(t *testing.T) {
 // test may close it sooner).
 func httpAbility(t *testing.T, ms *mcp.Server) (*Installed, *httptest.Server) {
 	t.Helper()
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+	return httpAbilityWith(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+}
+
+// httpAbilityWith is httpAbility with the HTTP handler given.
+func httpAbilityWith(t *testing.T, h http.Handler) (*Installed, *httptest.Server) {
+	t.Helper()
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	src := t.TempDir()
 	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(`{"name":"web","version":"1","useWhen":"to greet","server":{"url":"`+hs.URL+`"},"restarts":0}`), 0o644)

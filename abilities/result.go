@@ -15,8 +15,9 @@ import (
 // audio → _attachments, resources → {resources}. Images, audio and blobs in
 // the structured content are lifted into _attachments too, each left as a
 // reference (its type, MIME type and attachment name): base64 never reaches
-// the model's context as text.
-func result(r *mcp.CallToolResult) map[string]any {
+// the model's context as text. A resource link says how to read it: link
+// (nil: the links are not read) makes its URI readable and says how.
+func result(r *mcp.CallToolResult, link func(uri string) string) map[string]any {
 	var texts []string
 	var resources []map[string]any
 	var att attachments
@@ -29,7 +30,11 @@ func result(r *mcp.CallToolResult) map[string]any {
 		case *mcp.AudioContent:
 			att.add(fmt.Sprintf("audio-%d", i+1), c.MIMEType, c.Data)
 		case *mcp.ResourceLink:
-			resources = append(resources, map[string]any{"uri": c.URI, "name": c.Name, "description": c.Description})
+			e := map[string]any{"uri": c.URI, "name": c.Name, "description": c.Description}
+			if link != nil {
+				e["read"] = link(c.URI)
+			}
+			resources = append(resources, e)
 		case *mcp.EmbeddedResource:
 			if c.Resource == nil {
 				continue

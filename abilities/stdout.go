@@ -37,6 +37,10 @@ type stdoutFilter struct {
 	maxLine  int
 	skipped  func(line []byte, long bool)
 	progress func(*mcp.ProgressNotificationParams)
+	// response, when set, sees each response (a message without a
+	// method) before the client reads it: what the go-sdk drops when it
+	// decodes one is read there (taskTools).
+	response func([]byte)
 	out      []byte // what is left of the line being handed out
 	err      error  // the read error after the last line
 }
@@ -111,6 +115,9 @@ func (f *stdoutFilter) keep(line []byte) []byte {
 				f.progress(&p)
 			}
 			return nil
+		}
+		if m.Method == "" && f.response != nil {
+			f.response(msg)
 		}
 		return line
 	case '[':
