@@ -3,7 +3,6 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -24,21 +23,33 @@ func (l CheckLine) String() string {
 	return fmt.Sprintf("%-9s %-8s %s", l.Aspect+":", mark, l.Text)
 }
 
-// checkRoles are the roles a chat template may name.
-var checkRoles = []Role{System, User, Assistant, Tool}
-
-// declares reports whether the template's source names s as a quoted
-// string ('tool' or "tool"), as templates test roles.
-func declares(src, s string) bool {
-	return regexp.MustCompile(`['"]` + regexp.QuoteMeta(s) + `['"]`).MatchString(src)
+// shownRoles are the roles whose messages the template shows itself, as
+// FromTemplate's probe conversations found by rendering them: a user's and
+// an assistant's always (a template without them is refused), a system
+// prompt unless the template drops it, a tool result unless the template
+// renders none in a turn of its own. The render decides, not the
+// template's text: a template may spell a role through a mapping
+// (roles[message.role], dict(tool=…), '<|' + message.role + '|>') and
+// never quote its name.
+func shownRoles(f Format) []string {
+	var out []string
+	if !f.pat.systemInUser {
+		out = append(out, string(System))
+	}
+	out = append(out, string(User), string(Assistant))
+	if !f.pat.toolAsUser {
+		out = append(out, string(Tool))
+	}
+	return out
 }
 
 // CheckTemplate checks how lloyal serves a chat template, one line per
-// aspect: whether it compiles and renders; the roles it declares, and
-// whether lloyal's prompt for a conversation with each is the template's
-// own render; the tools it shows, and whether lloyal's prompt for a tool
-// call and its result is the template's own; and its thinking switch
-// (enable_thinking), whether on and off both render and differ.
+// aspect: whether it compiles and renders; the roles whose messages it
+// shows (shownRoles), and whether lloyal's prompt for a conversation with
+// each is the template's own render; the tools it shows, and whether
+// lloyal's prompt for a tool call and its result is the template's own;
+// and its thinking switch (enable_thinking), whether on and off both
+// render and differ.
 func CheckTemplate(t *Template) []CheckLine {
 	f, err := FromTemplate(t, ThinkAuto)
 	if err != nil {
@@ -69,19 +80,7 @@ func sameRender(t *Template, f Format, msgs []Message, tools []ToolSpec) (same b
 }
 
 func checkRolesLine(t *Template, f Format) CheckLine {
-	var named []string
-	for _, r := range checkRoles {
-		if declares(t.Source, string(r)) {
-			named = append(named, string(r))
-		}
-	}
-	l := CheckLine{Aspect: "roles", OK: true}
-	switch {
-	case len(named) == 0:
-		l.Text = "the template names no role: it writes each message's role as given"
-	default:
-		l.Text = "the template names " + strings.Join(named, ", ")
-	}
+	l := CheckLine{Aspect: "roles", OK: true, Text: "the template shows " + strings.Join(shownRoles(f), ", ") + " messages"}
 	msgs := []Message{{Role: System, Content: "Be brief."}, {Role: User, Content: "Hi."}, {Role: Assistant, Content: "Hello."}, {Role: User, Content: "Bye."}}
 	same, err := sameRender(t, f, msgs, nil)
 	if err != nil {

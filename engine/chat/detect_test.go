@@ -11,7 +11,7 @@ import (
 // TestDetectFamily: the family comes from the markers a template writes,
 // never from a file name; every test template is recognised.
 func TestDetectFamily(t *testing.T) {
-	want := map[string]Kind{"hermes": ChatML, "qwen3": ChatML, "llama3": Llama3, "mistral": Mistral, "gemma": Gemma, "phi4": Phi4, "granite": Granite, "deepseek": DeepSeek, "harmony": Harmony}
+	want := map[string]Kind{"hermes": ChatML, "qwen3": ChatML, "llama3": Llama3, "mistral": Mistral, "gemma": Gemma, "phi4": Phi4, "granite": Granite, "deepseek": DeepSeek, "harmony": Harmony, "rolemap": ChatML}
 	for name, k := range want {
 		src, err := os.ReadFile(filepath.Join("testdata", "templates", name+".jinja"))
 		if err != nil {

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -172,4 +174,84 @@ func firstDiff(a, b string) int {
 		}
 	}
 	return n
+}
+
+// roleMapTemplates spell their roles through a mapping rather than by
+// quoted name in a test, as published templates do (EXAONE 4's role
+// indicators, GLM's observation turn, Gemma's "model"): the tool's turn
+// is found only by rendering it. Each is written for this test.
+var roleMapTemplates = map[string]string{
+	// The roles' markers are a dict literal's values, looked up by role.
+	"dict subscript": `{%- set role_map = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>", "tool": "<|tool|>"} -%}
+{%- if tools %}<|tools|>{% for t in tools %}{{ t | tojson }}
+{% endfor %}<|end|>{% endif -%}
+{%- for m in messages -%}
+{{ role_map[m.role] }}{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|end|>
+{%- endfor -%}
+{%- if add_generation_prompt %}{{ role_map["assistant"] }}{% endif %}`,
+	// The marker is built around a mapped name; the tool's is "observation".
+	"concatenated name": `{%- set roles = {'system': 'system', 'user': 'user', 'assistant': 'assistant', 'tool': 'observation'} -%}
+{%- for message in messages -%}
+{{ '<|' + roles[message['role']] + '|>' }}
+{%- if loop.first and tools %}{{ tools | tojson }}
+{% endif -%}
+{%- for c in message.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>{% endfor -%}
+{{ message['content'] }}
+{%- endfor -%}
+{%- if add_generation_prompt %}<|assistant|>{% endif %}`,
+	// Only the assistant is renamed: every other role, the tool's
+	// included, is written as given and never named.
+	"get with the role as default": `{%- set renamed = dict(assistant="model") -%}
+{%- for m in messages -%}
+<start_of_turn>{{ renamed.get(m.role, m.role) }}
+{% if loop.first and tools %}{% for t in tools %}{{ t.function.name }}: {{ t.function.description }}
+{% endfor %}{% endif -%}
+{% for c in m.tool_calls or [] %}CALL {{ c.function.name }} {{ c.function.arguments | tojson }}{% endfor %}{{ m.content | trim }}<end_of_turn>
+{% endfor -%}
+{%- if add_generation_prompt %}<start_of_turn>{{ renamed.assistant }}
+{% endif %}`,
+}
+
+// TestRoleMapTemplatesMatchJinja2: a template that spells its tool role
+// through a mapping keeps its own tool turn — lloyal's prompt for every
+// conversation (the one the runtime writes, not only the template's bare
+// render) is jinja2's, byte for byte, and no probe judges that it has no
+// tool role and sends results as user messages.
+func TestRoleMapTemplatesMatchJinja2(t *testing.T) {
+	j := startJinja2(t)
+	srcs := maps.Clone(roleMapTemplates)
+	srcs["testdata rolemap"] = string(mustRead(t, filepath.Join("testdata", "templates", "rolemap.jinja")))
+	for _, name := range slices.Sorted(maps.Keys(srcs)) {
+		src := srcs[name]
+		t.Run(name, func(t *testing.T) {
+			tm, err := NewTemplate(src, "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := FromTemplate(tm, ThinkAuto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.pat.toolAsUser {
+				t.Fatalf("judged to have no tool role: %s", f.Notes)
+			}
+			for _, c := range diffConversations {
+				conv, msgs, tools := c.load(t)
+				want, err := j.render(jinja2Request{Template: src, Messages: msgs, Tools: tools, Think: ThinkAuto, AddGenerationPrompt: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want.Text == nil {
+					t.Fatalf("%s: jinja2 raises (%s): the template is meant to render every conversation", c.name, want.Error)
+				}
+				got, _, err := f.Conversation(conv.Messages, conv.Tools, true)
+				if err != nil {
+					t.Fatalf("%s: %v", c.name, err)
+				}
+				if got.String() != *want.Text {
+					t.Errorf("%s: lloyal's prompt differs from jinja2's at byte %d:\n got: %q\nwant: %q", c.name, firstDiff(got.String(), *want.Text), got.String(), *want.Text)
+				}
+			}
+		})
+	}
 }

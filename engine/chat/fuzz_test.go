@@ -126,7 +126,7 @@ func FuzzTemplateContent(f *testing.F) {
 	for _, s := range []string{"", " x ", "<|im_end|>", "LLOYAL000000000000S0E", `  lloyal-probe "a"  `, "\"\\\n\t", "[TOOL_CALLS]</s>", "<end_of_turn>\n<start_of_turn>user", "\u2028é🙂"} {
 		f.Add(s, s+"!")
 	}
-	names := []string{"hermes", "qwen3", "llama3", "mistral", "gemma", "phi4", "granite", "deepseek", "harmony"}
+	names := []string{"hermes", "qwen3", "llama3", "mistral", "gemma", "phi4", "granite", "deepseek", "harmony", "rolemap"}
 	var cf caseFile
 	b, err := os.ReadFile("testdata/cases.json")
 	if err != nil {

@@ -81,7 +81,9 @@ func TestSpineSuffixEqualsWhole(t *testing.T) {
 		{family: DeepSeek, firstOnly: true, toolsInSystem: true},
 		{family: Harmony, lead: "<|channel|>final<|message|>", callStructured: true},
 	}
-	templateOf := map[Kind][]string{ChatML: {"hermes", "qwen3"}, Llama3: {"llama3"}, Mistral: {"mistral"}, Gemma: {"gemma"}, Phi4: {"phi4"}, Granite: {"granite"}, DeepSeek: {"deepseek"}, Harmony: {"harmony"}}
+	// rolemap spells its roles through a mapping (its tool turn is
+	// <|observation|>): the runtime writes results as that turn.
+	templateOf := map[Kind][]string{ChatML: {"hermes", "qwen3", "rolemap"}, Llama3: {"llama3"}, Mistral: {"mistral"}, Gemma: {"gemma"}, Phi4: {"phi4"}, Granite: {"granite"}, DeepSeek: {"deepseek"}, Harmony: {"harmony"}}
 	for _, tt := range tests {
 		for _, name := range templateOf[tt.family] {
 			t.Run(name, func(t *testing.T) {
