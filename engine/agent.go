@@ -78,9 +78,11 @@ type Agent struct {
 	// returnsRefused the returns a pool's rules refused (returns.go).
 	workCalls, returnsRefused int
 	forked                    bool
-	backendFailed             bool // it ended because the backend failed (serverLoop.failed, decodeFailed)
-	pruned                    bool
-	slotWait                  bool // it waited for a branch slot (said once)
+	// discarded: a best-of-N candidate another was kept over (BestOf).
+	discarded     bool
+	backendFailed bool // it ended because the backend failed (serverLoop.failed, decodeFailed)
+	pruned        bool
+	slotWait      bool // it waited for a branch slot (said once)
 
 	extracting    bool // writing its recovery report
 	reportBudget  int  // in-loop report cap in tokens (0: none)
@@ -162,6 +164,9 @@ type AgentResult struct {
 	// server).
 	Ppl         float64 `json:"ppl,omitempty"`
 	SamplingPpl float64 `json:"samplingPpl,omitempty"`
+	// Discarded: a best-of-N candidate another candidate was kept over
+	// (BestOf): its result is not the task's.
+	Discarded bool `json:"discarded,omitempty"`
 }
 
 // Result returns the agent's result (meaningful once Done is closed).
@@ -171,7 +176,7 @@ func (a *Agent) Result() AgentResult {
 	ppl, sppl := a.perplexities()
 	return AgentResult{ID: a.ID, ParentID: a.ParentID, Task: a.Task, Outcome: a.outcome, Result: a.result,
 		Source: a.source, Reason: a.reason, Tokens: a.tokens, ToolCalls: a.toolCalls, Turns: a.turns,
-		Ppl: ppl, SamplingPpl: sppl}
+		Ppl: ppl, SamplingPpl: sppl, Discarded: a.discarded}
 }
 
 // perplexities are the agent's Ppl and SamplingPpl so far (a.mu held).

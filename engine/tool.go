@@ -291,6 +291,20 @@ func CurrentCall(ctx context.Context) (Call, bool) {
 	return Call{}, false
 }
 
+// TraceFunnel records a retrieval's funnel from inside a tool (an
+// event.ToolFunnel), stamped as TraceEvent's notes are.
+func TraceFunnel(ctx context.Context, f event.Funnel) {
+	ci := info(ctx)
+	if ci == nil || ci.emit == nil {
+		return
+	}
+	raw, err := json.Marshal(f)
+	if err != nil {
+		return
+	}
+	ci.emit(event.Event{Type: event.ToolFunnel, Agent: ci.agent.ID, CallID: ci.call.ID, Tool: ci.call.Tool, Parent: ci.dispatchID, Data: raw})
+}
+
 // TraceEvent writes a note from inside a tool (an event.ToolNote named
 // name, holding data). It is stamped with the calling agent, the call id and
 // the dispatch it belongs to, and reaches the trace file and the UI like

@@ -31,6 +31,9 @@ type Agent struct {
 	// Ppl and SamplingPpl are its perplexities once it ended (0 when the
 	// backend cannot say): see AgentReturn's data.
 	Ppl, SamplingPpl float64
+	// Discarded: a best-of-N candidate another was kept over
+	// (pool:diverge).
+	Discarded bool
 }
 
 // Sampled is one sampled token as the screen shows it: its text and what

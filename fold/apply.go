@@ -58,6 +58,19 @@ func (s *State) foldPool(e event.Event, who string) (string, bool) {
 		return "resumed after " + e.Duration.Round(time.Millisecond).String(), true
 	case event.PoolNote:
 		return fmt.Sprintf("%s: %s", termtext.Clean(e.Role), termtext.Clean(e.Reason)), true
+	case event.PoolDiverge:
+		var d event.Diverge
+		if json.Unmarshal(e.Data, &d) != nil {
+			return "best-of-N: unreadable", true
+		}
+		var ppls []string
+		for _, c := range d.Candidates {
+			if c.Agent != d.Kept {
+				s.agent(c.Agent).Discarded = true
+			}
+			ppls = append(ppls, fmt.Sprintf("A%d %.3f", c.Agent, c.Ppl))
+		}
+		return fmt.Sprintf("best of %d for %q: A%d kept by %s (perplexity %s)", len(d.Candidates), termtext.Clean(short(d.Task, 60)), d.Kept, termtext.Clean(d.By), strings.Join(ppls, ", ")), true
 	case event.SpawnRefused:
 		s.Reasons["spawn refused: "+shortReason(e.Reason)]++
 		return "spawn refused: " + termtext.Clean(e.Reason), true
@@ -213,6 +226,16 @@ func (s *State) foldTool(e event.Event, who string) (string, bool) {
 		s.agent(e.Agent).add(Item{Kind: ItemError, Tool: e.Tool, Text: e.Reason, At: e.At})
 		s.ToolErrors[e.Tool]++
 		return fmt.Sprintf("%s%s error: %s", who, e.Tool, termtext.Clean(e.Reason)), true
+	case event.ToolFunnel:
+		f := Funnel{Agent: e.Agent, Tool: e.Tool, CallID: e.CallID, At: e.At}
+		if json.Unmarshal(e.Data, &f.Funnel) != nil {
+			return fmt.Sprintf("%s%s funnel: unreadable", who, e.Tool), true
+		}
+		s.Funnels = append(s.Funnels, f)
+		if len(s.Funnels) > MaxFunnels {
+			s.Funnels = append(s.Funnels[:0:0], s.Funnels[len(s.Funnels)-MaxFunnels/2:]...)
+		}
+		return fmt.Sprintf("%s%s %q: %d candidates scored by %s, %d admitted (%d bytes)", who, e.Tool, termtext.Clean(f.Query), len(f.Candidates), termtext.Clean(f.Scorer), f.Admitted, f.AdmittedBytes), true
 	case event.ToolNote:
 		if e.Role == event.FailedNote {
 			if it := s.agent(e.Agent).call(e.CallID); it != nil {

@@ -2,6 +2,7 @@ package fold
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,43 @@ func TestFoldTellsTheRun(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.what, c.got, c.want)
 		}
+	}
+}
+
+// A tool:funnel is kept as the call's funnel, newest last, at most
+// MaxFunnels of them; an unreadable one is said, not kept.
+func TestFunnelsFold(t *testing.T) {
+	s := NewState()
+	for i := range MaxFunnels + 1 {
+		s.Apply(event.Event{Type: event.ToolFunnel, Agent: 2, CallID: "c1", Tool: "search",
+			Data: json.RawMessage(`{"query":"q` + strconv.Itoa(i) + `","scorer":"r","candidates":[{"path":"a.md","lines":"1-2","first":1,"score":2,"bytes":10,"admitted":true}],"admitted":1,"admittedBytes":10}`)})
+	}
+	if n := len(s.Funnels); n > MaxFunnels || n < MaxFunnels/2 {
+		t.Fatalf("%d funnels kept", n)
+	}
+	last := s.Funnels[len(s.Funnels)-1]
+	if last.Query != "q"+strconv.Itoa(MaxFunnels) || last.Agent != 2 || last.Tool != "search" || len(last.Candidates) != 1 || !last.Candidates[0].Admitted {
+		t.Errorf("the newest funnel: %+v", last)
+	}
+	before := len(s.Funnels)
+	c := s.Apply(event.Event{Type: event.ToolFunnel, Agent: 2, Tool: "search", Data: json.RawMessage(`[`)})
+	if len(s.Funnels) != before || !strings.Contains(c.Line, "unreadable") {
+		t.Errorf("an unreadable funnel: %q, %d kept", c.Line, len(s.Funnels))
+	}
+}
+
+// A pool:diverge marks the candidates not kept as discarded and says
+// which was kept, and by what.
+func TestDivergeFold(t *testing.T) {
+	s := NewState()
+	for _, id := range []int{2, 3, 4} {
+		s.Apply(event.Event{Type: event.AgentSpawn, Agent: id, Text: "Q"})
+	}
+	c := s.Apply(event.Event{Type: event.PoolDiverge, Data: json.RawMessage(`{"task":"Q","by":"perplexity","candidates":[{"agent":2,"outcome":"returned","ppl":3.5},{"agent":3,"outcome":"returned","ppl":2.25},{"agent":4,"outcome":"failed"}],"kept":3}`)})
+	if !s.Agents[2].Discarded || s.Agents[3].Discarded || !s.Agents[4].Discarded {
+		t.Errorf("discarded: %v %v %v", s.Agents[2].Discarded, s.Agents[3].Discarded, s.Agents[4].Discarded)
+	}
+	if !strings.Contains(c.Line, `best of 3 for "Q": A3 kept by perplexity (perplexity A2 3.500, A3 2.250, A4 0.000)`) {
+		t.Errorf("line %q", c.Line)
 	}
 }

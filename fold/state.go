@@ -13,6 +13,7 @@ const (
 	MaxTimeline = 200      // timeline items per agent
 	MaxRecent   = 4000     // recent events kept (the dev pane's list)
 	MaxHistory  = 120      // context-fill samples kept (the sparkline)
+	MaxFunnels  = 100      // retrieval funnels kept (the dev pane's Sources)
 )
 
 // Phase is where a run is.
@@ -54,8 +55,20 @@ type State struct {
 	Retries        int
 	Outcomes       map[event.Outcome]int
 	Reasons        map[string]int // failures and stops, by reason
+	// Funnels are the newest retrievals' funnels (tool:funnel), oldest
+	// first (at most MaxFunnels).
+	Funnels []Funnel
 
 	order int
+}
+
+// Funnel is one retrieval's funnel and the call it belongs to.
+type Funnel struct {
+	Agent  int
+	Tool   string
+	CallID string
+	At     time.Duration
+	event.Funnel
 }
 
 // NewState returns an empty state.

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,6 +17,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/internal/research"
+	"github.com/lloyal-ai/lloyal/services"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -31,6 +31,8 @@ type Program struct {
 	systems map[string]string
 	// abilities are the started abilities, in the order they were set.
 	abilities []research.Ability
+	// prompts gets their MCP prompts (SetPrompts).
+	prompts Prompts
 	// corpora are the corpora the tools read, by folder ("": the built-in
 	// handbook), each with what its agents read.
 	corpora map[string]*corpus
@@ -105,6 +107,13 @@ type Options struct {
 	// built-in handbook (the demo model's training transcripts over a
 	// part of it, in tests).
 	Handbook fs.FS
+	// Demo says the model is lloyal's demo model: it copies well and
+	// writes badly, so a previous turn too long for the follow-ups' trunk
+	// is cut to its claims rather than summarised by it.
+	Demo bool
+	// Services are the run's opened services (the file's, services.Open):
+	// a tool's rerank names one.
+	Services *services.Set
 }
 
 // DefaultSampling is how a harness samples unless its file says
@@ -290,8 +299,16 @@ func (p *Program) tool(name string, t Tool) (engine.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
+	read := k.read(c)
+	if t.Rerank != "" {
+		r, err := p.o.Services.Ranker(t.Rerank)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: rerank: %w", name, err)
+		}
+		read = k.ranked(c, r, p.o.Services.Describe(t.Rerank))
+	}
 	// What a corpus tool shows an agent is what its report may cite.
-	tl := c.g.Watch(k.read(c))
+	tl := c.g.Watch(read)
 	if t.Narrow != "" && t.Narrow == k.narrow {
 		tl = k.narrowed(c, tl)
 	}
@@ -448,7 +465,8 @@ func (p *Program) terminals() []engine.Tool {
 // report last); then the previous follow-up's question and answer — and
 // forks the follow-up's agent from it, so a follow-up prefills only that
 // exchange and its own question, never the system prompt or the tools
-// again.
+// again. A turn too long for the trunk is summarised or cut to fit
+// (extendTrunk).
 func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentResult, error) {
 	var all []engine.AgentResult
 	results := map[string][]engine.AgentResult{}
@@ -464,6 +482,13 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 	}
 	var trunk *engine.Spine
 	for i, s := range steps {
+		if s.Prompt != nil {
+			task, err := p.promptTask(ctx, *s.Prompt, results)
+			if err != nil {
+				return all, fmt.Errorf("step %d (%s): prompt %s of ability %s: %w", i+1, s.Role, s.Prompt.Name, s.Prompt.Ability, err)
+			}
+			s.Task = task
+		}
 		spec, err := p.pool(s, results)
 		if err != nil {
 			return all, fmt.Errorf("step %d (%s): %w", i+1, s.Role, err)
@@ -478,11 +503,14 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		res, err := rt.Run(ctx, spec)
 		if res != nil {
 			all = append(all, res.Agents...)
+			// A step's results are its tasks' (best-of-N: the kept
+			// candidates').
+			kept := slices.DeleteFunc(slices.Clone(res.Agents), func(a engine.AgentResult) bool { return a.Discarded })
 			if s.ID != "" {
-				results[s.ID] = res.Agents
+				results[s.ID] = kept
 			}
 			if i == len(steps)-1 {
-				results[lastTurn] = res.Agents
+				results[lastTurn] = kept
 			}
 		}
 		if err != nil || rt.WindingDown() {
@@ -502,15 +530,17 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 			return all, err
 		}
 		spec.Spine = trunk
-		user, parts := tasksOf(results[lastTurn]), []string{joined(results[lastTurn])}
+		prev := followUpTurn(results[lastTurn])
 		if n == 1 {
-			user, parts = p.runTurn(steps, results)
+			prev = p.runTurn(steps, results)
 		}
-		agent := spec.Orchestrate
+		agent, sum := spec.Orchestrate, summariser(role, spec.Terminal)
 		var got []engine.AgentResult
+		var summary int // the agent that summed up the previous turn (0: none)
 		spec.Orchestrate = func(ctx context.Context, pc *engine.PoolContext) error {
 			pc.Note("follow_up", fmt.Sprintf("follow-up %d: %s", n, q))
-			if err := p.extendTrunk(ctx, pc, user, parts, q); err != nil {
+			var err error
+			if summary, err = p.extendTrunk(ctx, pc, prev, q, sum); err != nil {
 				return fmt.Errorf("follow-up %d: the previous turn could not join the trunk: %w", n, err)
 			}
 			return agent(ctx, pc)
@@ -520,86 +550,13 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 			all = append(all, res.Agents...)
 			got = res.Agents
 		}
-		results[lastTurn] = got
+		// The summariser's result is plumbing, not the answer: the next
+		// follow-up's trunk holds only this one's question and answer.
+		results[lastTurn] = slices.DeleteFunc(slices.Clone(got), func(r engine.AgentResult) bool { return summary != 0 && r.ID == summary })
 		if err != nil || rt.WindingDown() {
 			return all, err
 		}
 	}
-}
-
-// runTurn is the whole run as the trunk's first exchange: the input as
-// the user's side, and as the answer each step's results in order (each
-// agent's task and result), the last step's — the final report — last.
-func (p *Program) runTurn(steps []Step, results map[string][]engine.AgentResult) (user string, parts []string) {
-	for i, s := range steps {
-		rs := results[s.ID]
-		if i == len(steps)-1 {
-			rs = results[lastTurn]
-		}
-		if len(rs) == 0 {
-			continue
-		}
-		name := cmp.Or(s.ID, fmt.Sprintf("step %d", i+1))
-		parts = append(parts, fmt.Sprintf("%s (%s):\n%s", name, s.Role, joined(rs)))
-	}
-	return cmp.Or(p.o.Input, tasksOf(results[lastTurn])), parts
-}
-
-// extendTrunk appends the previous turn (user's side, the answer's parts
-// in order, the newest last) to the trunk. When the context has no room
-// for all of it above the soft limit, the older parts are cut (each to
-// half, then out), then the newest, until it fits (a trunk_cut note
-// says so); with no room even for its start, the follow-up starts
-// without it (trunk_full). The question's own room is kept.
-func (p *Program) extendTrunk(ctx context.Context, pc *engine.PoolContext, user string, parts []string, question string) error {
-	// The question's own room: its task with the chat markup around it,
-	// counted generously (a token is rarely shorter than two bytes).
-	leave := len(question)/2 + 64
-	for cut := 0; ; cut++ {
-		err := pc.ExtendSpineLeaving(ctx, user, strings.Join(parts, "\n\n"), leave)
-		if !errors.Is(err, engine.ErrNoRoom) {
-			if err == nil && cut > 0 {
-				pc.Note("trunk_cut", fmt.Sprintf("the previous turn was cut %d times to fit the trunk: its oldest parts first, the newest kept longest", cut))
-			}
-			return err
-		}
-		if parts = cutOldest(parts); parts == nil {
-			pc.Note("trunk_full", "no room for the previous turn on the trunk: the follow-up starts without it")
-			return nil
-		}
-	}
-}
-
-// cutOldest is parts with the oldest part that still has text halved (a
-// part under 200 bytes is dropped), the newest last of all; nil when
-// nothing is left.
-func cutOldest(parts []string) []string {
-	for i, s := range parts {
-		if i < len(parts)-1 || len(parts) == 1 {
-			if len(s) < 200 {
-				return slices.Delete(slices.Clone(parts), i, i+1)
-			}
-			out := slices.Clone(parts)
-			out[i] = chat.Clip(s, len(s)/2)
-			return out
-		}
-	}
-	return nil
-}
-
-// lastTurn keys the previous turn's results (the last step's, then each
-// follow-up's) among a run's results.
-const lastTurn = "\x00last"
-
-// tasksOf is the first lines of results' tasks, one per line: the user's
-// side of a turn appended to the trunk.
-func tasksOf(rs []engine.AgentResult) string {
-	var lines []string
-	for _, r := range rs {
-		task, _, _ := strings.Cut(r.Task, "\n")
-		lines = append(lines, task)
-	}
-	return strings.Join(lines, "\n")
 }
 
 // pool is a step's pool: its role's prompt, tools and limits, and its
@@ -650,6 +607,15 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 		// The role's search turns toward each agent's own question, and
 		// its delegate drops sub-questions that drift from it.
 		spec.Scorer = tools.NewOverlap(read.c)
+	}
+	// A role whose search is reranked judges relevance by the same
+	// service, not by shared words.
+	for _, name := range r.Tools {
+		if t := p.f.Tools[name]; t.Rerank != "" {
+			if rk, err := p.o.Services.Ranker(t.Rerank); err == nil {
+				spec.Scorer = services.Scorer(rk)
+			}
+		}
 	}
 	if r.Policy == PolicySkipIdle {
 		spec.Policy = engine.SkipIdleRecovery{MinCalls: 1, MinTokens: 32}
@@ -706,12 +672,75 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 	for _, t := range tasks {
 		specs = append(specs, agent(t))
 	}
-	if s.Orchestrate == AsRoomAllows {
+	switch r := p.f.Roles[s.Role]; {
+	case s.Orchestrate == AsRoomAllows:
 		spec.Orchestrate = engine.AsRoomAllows(specs...)
-	} else {
+	case r.BestOf > 1:
+		pick, err := p.picker(r)
+		if err != nil {
+			return spec, err
+		}
+		spec.Orchestrate = engine.BestOf(r.BestOf, pick, specs...)
+	default:
 		spec.Orchestrate = engine.Parallel(specs...)
 	}
 	return spec, nil
+}
+
+// Prompts gets an ability's MCP prompt as text (abilities.Server.Prompt):
+// what a step's prompt: asks for.
+type Prompts func(ctx context.Context, ability, name string, args map[string]string) (string, error)
+
+// SetPrompts gives the program the abilities' prompts, once their servers
+// have started.
+func (p *Program) SetPrompts(get Prompts) { p.prompts = get }
+
+// promptTask is a step's task from its ability's prompt, its arguments
+// filled ({{input}}, earlier steps' results) first.
+func (p *Program) promptTask(ctx context.Context, sp StepPrompt, results map[string][]engine.AgentResult) (string, error) {
+	if p.prompts == nil {
+		return "", fmt.Errorf("the ability's server has not started")
+	}
+	args := map[string]string{}
+	for k, v := range sp.Arguments {
+		args[k] = p.fill(v, results)
+	}
+	text, err := p.prompts(ctx, sp.Ability, sp.Name, args)
+	if err == nil && strings.TrimSpace(text) == "" {
+		err = fmt.Errorf("the prompt has no text")
+	}
+	return text, err
+}
+
+// picker is how a best_of role keeps one candidate: the lowest
+// perplexity, or (pick: judge) the candidate whose result the judge
+// service gives its first label the likeliest.
+func (p *Program) picker(r Role) (engine.Picker, error) {
+	if r.Pick != PickJudge {
+		return engine.LowestPerplexity, nil
+	}
+	j, err := p.o.Services.Judge(r.Judge)
+	if err != nil {
+		return engine.Picker{}, fmt.Errorf("pick: judge: %w", err)
+	}
+	return engine.Picker{Name: r.Judge, Pick: func(ctx context.Context, task string, cands []engine.AgentResult) (int, []float64, error) {
+		scores := make([]float64, len(cands))
+		best := 0
+		for i, c := range cands {
+			v, err := j.Judge(ctx, "Task: "+task+"\n\nAnswer: "+c.Text())
+			if err != nil {
+				return 0, nil, err
+			}
+			scores[i] = v.Probs[j.Labels()[0]]
+			if v.Probs == nil && v.Label == j.Labels()[0] {
+				scores[i] = 1
+			}
+			if scores[i] > scores[best] {
+				best = i
+			}
+		}
+		return best, scores, nil
+	}}, nil
 }
 
 // walks are the plans a role's agents are walked through: the first of a

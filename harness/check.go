@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/services"
 )
 
 // check finds what the schema cannot: names that must match, files that
@@ -23,6 +24,9 @@ func check(f *File, tree *ast.File) []Problem {
 	c := &checker{f: f, tree: tree}
 	for _, name := range sortedKeys(f.Tools) {
 		c.tool(name, f.Tools[name])
+	}
+	for _, name := range sortedKeys(f.Services) {
+		c.service(name, f.Services[name])
 	}
 	for _, name := range sortedKeys(f.Roles) {
 		c.role(name, f.Roles[name])
@@ -87,6 +91,17 @@ func (c *checker) tool(name string, t Tool) {
 	if want, ok := narrowedTool(t.Narrow); ok && !(t.Builtin == want || want == "delegate" && t.Delegate != "") {
 		c.add(at+"/narrow", "narrow: %s is for %s tools only: remove it", t.Narrow, want)
 	}
+	if t.Rerank != "" {
+		sv, ok := c.f.Services[t.Rerank]
+		switch {
+		case t.Builtin != "search":
+			c.add(at+"/rerank", "rerank is for builtin: search tools (it scores a search's candidates): remove it")
+		case !ok:
+			c.add(at+"/rerank", "no service %q: define it under services, with kind: rerank (defined: %s)", t.Rerank, list(sortedKeys(c.f.Services)))
+		case sv.Kind != string(services.Rerank):
+			c.add(at+"/rerank", "service %s is of kind %s: rerank needs a service of kind rerank", t.Rerank, sv.Kind)
+		}
+	}
 	for i, g := range t.Guards {
 		if _, _, ok := engine.NamedGuard(g); !ok {
 			c.add(fmt.Sprintf("%s/guards/%d", at, i), "%q is no guard: write same-FIELD (the agent's own repeat) or sibling-FIELD (another agent's), FIELD an argument of the tool, e.g. same-query", g)
@@ -96,6 +111,25 @@ func (c *checker) tool(name string, t Tool) {
 		if _, err := time.ParseDuration(t.Timeout); err != nil {
 			c.add(at+"/timeout", "%q is not a duration: write 30s, 2m or 1m30s", t.Timeout)
 		}
+	}
+}
+
+// service checks a services entry beyond the schema.
+func (c *checker) service(name string, s Service) {
+	at := "/services/" + escape(name)
+	if s.Kind == string(services.Judge) && len(s.Labels) < 2 {
+		c.add(at, "a judge needs labels: its answers, at least two (labels: [relevant, irrelevant])")
+	}
+	if s.Kind != string(services.Judge) && len(s.Labels) > 0 {
+		c.add(at+"/labels", "labels are a judge's answers; a %s service has none: remove them", s.Kind)
+	}
+	if s.Server == "" && strings.HasSuffix(s.Model, ".gguf") {
+		if _, err := os.Stat(c.f.Rel(s.Model)); err != nil {
+			c.add(at+"/model", "%s: no such file (a GGUF file relative to the harness file, an ollama model name, or with server: the model's name there)", s.Model)
+		}
+	}
+	if s.Server != "" && (s.Context > 0 || s.Threads > 0 || s.GPULayers != nil) {
+		c.add(at+"/server", "context, threads and gpu_layers size a model run here; a server sizes its own: remove them or the server")
 	}
 }
 
@@ -269,6 +303,28 @@ func (f *File) executable(name string) (string, error) {
 
 func (c *checker) role(name string, r Role) {
 	at := "/roles/" + escape(name)
+	if r.BestOf > 1 {
+		for i, st := range c.f.Run.Steps {
+			if st.Role == name && st.Orchestrate != Parallel && st.Orchestrate != "" {
+				c.add(fmt.Sprintf("/run/steps/%d/orchestrate", i), "role %s has best_of: its candidates run in a parallel step only (this one is %s): make the step parallel or remove best_of", name, st.Orchestrate)
+			}
+		}
+	}
+	switch {
+	case r.Pick == PickJudge && r.Judge == "":
+		c.add(at+"/pick", "pick: judge needs judge: SERVICE, a service of kind judge")
+	case r.Judge != "" && r.Pick != PickJudge:
+		c.add(at+"/judge", "judge is read by pick: judge only: add it or remove judge")
+	case r.Judge != "":
+		if sv, ok := c.f.Services[r.Judge]; !ok {
+			c.add(at+"/judge", "no service %q: define it under services, with kind: judge (defined: %s)", r.Judge, list(sortedKeys(c.f.Services)))
+		} else if sv.Kind != string(services.Judge) {
+			c.add(at+"/judge", "service %s is of kind %s: pick: judge needs a service of kind judge", r.Judge, sv.Kind)
+		}
+	}
+	if (r.Pick != "" || r.Judge != "") && r.BestOf < 2 {
+		c.add(at+"/pick", "pick chooses among best_of's candidates: add best_of: N (2 or more) or remove pick")
+	}
 	switch {
 	case r.System == "" && r.SystemFile == "":
 		c.add(at, "no system prompt: add system (the prompt) or system_file (a file beside the harness)")
@@ -395,8 +451,16 @@ func (c *checker) step(i int, s Step, earlier map[string]bool) {
 	if s.ID != "" && earlier[s.ID] {
 		c.add(at+"/id", "step id %q is used twice: ids name steps for {{results.ID}}", s.ID)
 	}
+	if pr := s.Prompt; pr != nil {
+		if !slices.Contains(c.f.Abilities(), pr.Ability) || pr.Ability == AllAbilities {
+			c.add(at+"/prompt/ability", "no tool names the ability %q: add a tool with ability: %s (its server starts with the run) or name one the tools name (%s)", pr.Ability, pr.Ability, list(c.f.Abilities()))
+		}
+		if s.EachFile != "" || s.EachItem != "" {
+			c.add(at+"/prompt", "a prompt is the step's one task: each_file and each_item make several; remove one")
+		}
+	}
 	given := 0
-	for _, b := range []bool{s.Task != "", len(s.Tasks) > 0, len(s.Agents) > 0} {
+	for _, b := range []bool{s.Task != "", s.Prompt != nil, len(s.Tasks) > 0, len(s.Agents) > 0} {
 		if b {
 			given++
 		}
@@ -407,7 +471,7 @@ func (c *checker) step(i int, s Step, earlier map[string]bool) {
 	case s.Orchestrate != DAG && len(s.Agents) > 0:
 		c.add(at+"/agents", "agents (with deps) are for orchestrate: dag; use tasks for %s", s.Orchestrate)
 	case s.Orchestrate != DAG && given != 1:
-		c.add(at, "give exactly one of task (with each_file: one agent per file) or tasks")
+		c.add(at, "give exactly one of task (with each_file: one agent per file), prompt (an ability's MCP prompt) or tasks")
 	case s.EachFile != "" && s.Task == "":
 		c.add(at+"/each_file", "each_file needs task: the task for each file, with {{file}} and {{text}}")
 	case s.EachItem != "" && (s.Task == "" || s.EachFile != ""):

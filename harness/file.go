@@ -5,12 +5,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
 	"github.com/goccy/go-yaml"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/services"
 )
 
 // File is a harness file as written: `lloyal harness schema` prints the
@@ -25,8 +27,11 @@ type File struct {
 	Model    Model           `yaml:"model"`
 	Sampling Sampling        `yaml:"sampling"`
 	Tools    map[string]Tool `yaml:"tools"`
-	Roles    map[string]Role `yaml:"roles"`
-	Run      Run             `yaml:"run"`
+	// Services are the run's second models (a reranker, an embedder, a
+	// judge) that its tools read, by name.
+	Services map[string]Service `yaml:"services"`
+	Roles    map[string]Role    `yaml:"roles"`
+	Run      Run                `yaml:"run"`
 	// Profiles are settings put over the rest when the run's model needs
 	// them (ProfileDemo, ProfileWalked, ProfileSmallContext); With applies
 	// them.
@@ -114,7 +119,29 @@ type Tool struct {
 	// same-FIELD, sibling-FIELD), in place of its built-in kind's default
 	// ones (search: same-query); an empty list turns them all off.
 	Guards []string `yaml:"guards"`
+	// Rerank names the service (of kind rerank) that scores a search's
+	// candidates: the search becomes a funnel (tools.RankedSearchTool).
+	Rerank string `yaml:"rerank"`
 }
+
+// Service is a second model a tool reads (services.Spec): a model file
+// loaded here beside the run's, or a server's endpoint.
+type Service struct {
+	Kind        string   `yaml:"kind"`
+	Model       string   `yaml:"model"`
+	Server      string   `yaml:"server"`
+	Labels      []string `yaml:"labels"`
+	Instruction string   `yaml:"instruction"`
+	Context     int      `yaml:"context"`
+	Threads     int      `yaml:"threads"`
+	GPULayers   *int     `yaml:"gpu_layers"`
+}
+
+// How a best_of role keeps a candidate.
+const (
+	PickPerplexity = "perplexity"
+	PickJudge      = "judge"
+)
 
 // Narrowings a built-in tool may have.
 const (
@@ -148,6 +175,14 @@ type Role struct {
 	Policy         string `yaml:"policy"`
 	MinToolCalls   int    `yaml:"min_tool_calls"`
 	RefuseFreeText bool   `yaml:"refuse_free_text"`
+	// BestOf runs this many candidates of each of the role's agents in a
+	// parallel step, forked from the same point and decoded together, and
+	// keeps one (Pick): engine.BestOf.
+	BestOf int `yaml:"best_of"`
+	// Pick is how: PickPerplexity (the default: the lowest) or PickJudge
+	// (the judge service Judge names, by its first label's probability).
+	Pick  string `yaml:"pick"`
+	Judge string `yaml:"judge"`
 }
 
 // Named agent policies a role may pick.
@@ -229,6 +264,17 @@ type Step struct {
 	EachFile    string   `yaml:"each_file"`
 	EachItem    string   `yaml:"each_item"`
 	Agents      []Agent  `yaml:"agents"`
+	// Prompt takes the step's one task from an MCP server's prompt (an
+	// ability the file's tools name), got when the step starts.
+	Prompt *StepPrompt `yaml:"prompt"`
+}
+
+// StepPrompt is an ability's MCP prompt as a step's task: its name and
+// arguments ({{input}} and earlier steps' results filled in first).
+type StepPrompt struct {
+	Ability   string            `yaml:"ability"`
+	Name      string            `yaml:"name"`
+	Arguments map[string]string `yaml:"arguments"`
 }
 
 // Agent is a DAG step's node.
@@ -331,4 +377,21 @@ func (f *File) Origin(name string) string {
 	}{name, f.Tools[name]})
 	sum := sha256.Sum256(def)
 	return fmt.Sprintf("harness %s sha256:%s", f.Path, hex.EncodeToString(sum[:]))
+}
+
+// ServiceSpecs are the file's services as services.Open takes them, sorted
+// by name: a model file here is relative to the file (an ollama name is
+// left as it is).
+func (f *File) ServiceSpecs() []services.Spec {
+	var out []services.Spec
+	for _, name := range sortedKeys(f.Services) {
+		s := f.Services[name]
+		model := s.Model
+		if _, err := os.Stat(f.Rel(model)); s.Server == "" && (err == nil || strings.HasSuffix(model, ".gguf")) {
+			model = f.Rel(model)
+		}
+		out = append(out, services.Spec{Name: name, Kind: services.Kind(s.Kind), Model: model, Server: s.Server, Labels: s.Labels,
+			Instruction: s.Instruction, Context: s.Context, Threads: s.Threads, GPULayers: s.GPULayers})
+	}
+	return out
 }

@@ -13,6 +13,9 @@ var searchKind = kind{
 	name: "search",
 	doc:  overCorpus,
 	read: func(c *corpus) engine.Tool { return tools.SearchTool(c.c) },
+	ranked: func(c *corpus, r tools.Reranker, scorer string) engine.Tool {
+		return tools.RankedSearchTool(c.c, r, scorer)
+	},
 	// A model that copies a question word for word only in the forms it
 	// trained on searches with its question or a clause of it.
 	narrow:    NarrowQuestion,

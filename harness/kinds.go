@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/tools"
 )
 
 // A built-in tool kind is what a tool entry's `builtin: NAME` makes. Each
@@ -37,6 +38,9 @@ type kind struct {
 	// it). The harness watches the tool: what it shows an agent, that
 	// agent may cite.
 	read func(c *corpus) engine.Tool
+	// ranked is read with a service scoring its candidates (a tool's
+	// rerank:), for a kind that can take one (nil: it cannot).
+	ranked func(c *corpus, r tools.Reranker, scorer string) engine.Tool
 	// build makes the tool of a kind that reads no corpus.
 	build func(p *Program, t Tool) (engine.Tool, error)
 	// narrow is the narrowing an entry of the kind may ask for (its

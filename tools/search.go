@@ -10,6 +10,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/engine/event"
 )
 
 // Hit is a ranked chunk.
@@ -18,6 +19,8 @@ type Hit struct {
 	Lines string  `json:"lines"`
 	Score float64 `json:"score"`
 	Text  string  `json:"text"`
+	// full is the passage's whole text, for a reranker to read.
+	full string
 }
 
 // Ranking weights. BM25 over the stems of a chunk's words is the base;
@@ -160,9 +163,7 @@ func (c *Corpus) SearchFocused(ctx context.Context, query string, limit int, pre
 			continue
 		}
 		seen[s.ch.Doc.Path]++
-		// A passage is a preview (read_file has the whole): every hit costs
-		// the agent context, and four full chunks can fill a small one.
-		hits = append(hits, Hit{Path: s.ch.Doc.Path, Lines: lineRange(s.ch.Start, s.ch.End), Score: math.Round(s.score*100) / 100, Text: chat.Clip(s.ch.Text, 320)})
+		hits = append(hits, Hit{Path: s.ch.Doc.Path, Lines: lineRange(s.ch.Start, s.ch.End), Score: math.Round(s.score*100) / 100, Text: chat.Clip(s.ch.Text, previewBytes), full: s.ch.Text})
 	}
 	return hits
 }
@@ -392,7 +393,34 @@ func queryTerms(query string) []string {
 }
 
 // SearchTool ranks the corpus's passages for a query.
-func SearchTool(c *Corpus) engine.Tool {
+func SearchTool(c *Corpus) engine.Tool { return RankedSearchTool(c, nil, "") }
+
+// Reranker scores passages against a query, higher more relevant
+// (services.Ranker): a second model, not the agents'.
+type Reranker interface {
+	Rank(ctx context.Context, query string, docs []string, progress func(done, total int)) ([]float64, error)
+}
+
+// Funnel sizes: the first stage's candidates, and the bytes of passage
+// text a call admits at most when the agent's context is free (six
+// previews): less as it fills.
+const (
+	FirstStageK = 20
+	AdmitBytes  = 6 * previewBytes
+	searchLimit = 3
+)
+
+// previewBytes is how much of a passage a hit shows (read_file has the
+// whole): every hit costs the agent context, and four full chunks can
+// fill a small one.
+const previewBytes = 320
+
+// RankedSearchTool is the search tool, and with r a funnel: the corpus's
+// first FirstStageK passages for the query (BM25, turned toward the
+// agent's question), each scored by r against the query, the best
+// admitted up to the call's limit and AdmitBytes of text. Each call's
+// funnel is traced (tool:funnel), named by scorer.
+func RankedSearchTool(c *Corpus, r Reranker, scorer string) engine.Tool {
 	return engine.Typed(engine.ToolSpec{
 		Name:        "search",
 		Description: "Search the document corpus for passages about a question. Returns the best passages with their file and line range; read_file gives the full text around a hit.",
@@ -403,7 +431,7 @@ func SearchTool(c *Corpus) engine.Tool {
 		Limit int    `json:"limit"`
 	}) (any, error) {
 		if a.Limit == 0 {
-			a.Limit = 3
+			a.Limit = searchLimit
 		}
 		var prefer map[string]bool
 		if !engine.Explore(ctx) {
@@ -418,7 +446,15 @@ func SearchTool(c *Corpus) engine.Tool {
 				}
 			}
 		}
-		hits := c.SearchFocused(ctx, a.Query, a.Limit, prefer, focus(ctx))
+		var hits []Hit
+		if r == nil {
+			hits = c.SearchFocused(ctx, a.Query, a.Limit, prefer, focus(ctx))
+		} else {
+			var err error
+			if hits, err = funnel(ctx, c, r, scorer, a.Query, a.Limit, prefer); err != nil {
+				return nil, err
+			}
+		}
 		if len(hits) == 0 {
 			return engine.ErrorResult("nothing in the corpus matches %q: try other words, or grep for an exact phrase", a.Query), nil
 		}
@@ -427,8 +463,68 @@ func SearchTool(c *Corpus) engine.Tool {
 		// much work it was, rather than the tool slowing down for show. It
 		// gives no time: the model reads the result, and a time would make
 		// two runs of the same agent differ with the machine's load.
-		return map[string]any{"query": a.Query, "hits": hits, "scored": fmt.Sprintf("%d passages", len(c.Chunks))}, nil
+		scored := fmt.Sprintf("%d passages", len(c.Chunks))
+		if r != nil {
+			scored += fmt.Sprintf(", the best %d reranked", min(FirstStageK, len(c.Chunks)))
+		}
+		return map[string]any{"query": a.Query, "hits": hits, "scored": scored}, nil
 	})
+}
+
+// funnel is a reranked search: the first stage's candidates, each scored
+// by r, admitted (admit) within limit and a budget that is AdmitBytes
+// times the share of the agent's context still free, and traced.
+func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, limit int, prefer map[string]bool) ([]Hit, error) {
+	// The first stage is BM25 alone: the reranker reads every candidate
+	// whole, where a Focus would score them again one at a time.
+	cands := c.SearchFocused(ctx, query, FirstStageK, prefer, Focus{})
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	texts := make([]string, len(cands))
+	for i, h := range cands {
+		texts[i] = h.full
+	}
+	scores, err := r.Rank(ctx, query, texts, func(done, total int) { engine.OnProgress(ctx, done, total) })
+	if err != nil {
+		return nil, fmt.Errorf("rerank: %w", err)
+	}
+	if len(scores) != len(cands) {
+		return nil, fmt.Errorf("rerank: %d scores for %d passages", len(scores), len(cands))
+	}
+	hits, f := admit(cands, scores, limit, AdmitBytes*engine.PressurePercentAvailable(ctx)/100)
+	f.Query, f.Scorer = query, scorer
+	engine.TraceFunnel(ctx, f)
+	return hits, nil
+}
+
+// admit takes candidates best score first (ties in the first stage's
+// order) while they are fewer than limit and their text fits budget bytes
+// (the best always), each with its score; the funnel says what each
+// candidate scored and which were admitted.
+func admit(cands []Hit, scores []float64, limit, budget int) ([]Hit, event.Funnel) {
+	order := make([]int, len(cands))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return scores[order[i]] > scores[order[j]] })
+	f := event.Funnel{Limit: limit, Budget: budget}
+	for i, h := range cands {
+		f.Candidates = append(f.Candidates, event.FunnelPassage{Path: h.Path, Lines: h.Lines, First: h.Score, Score: math.Round(scores[i]*1000) / 1000, Bytes: len(h.Text)})
+	}
+	var hits []Hit
+	for _, i := range order {
+		h := cands[i]
+		if len(hits) == limit || len(hits) > 0 && f.AdmittedBytes+len(h.Text) > budget {
+			break
+		}
+		h.Score = f.Candidates[i].Score
+		hits = append(hits, h)
+		f.Candidates[i].Admitted = true
+		f.Admitted++
+		f.AdmittedBytes += len(h.Text)
+	}
+	return hits, f
 }
 
 // focus is a search's Focus from its call: the pool's scorer against the

@@ -55,6 +55,7 @@ func exampleHeader() Header {
 			FollowUps: []string{"And who built it?"}, MaxFollowUps: &eight, Interactive: true, Abilities: []string{"notes"},
 			Granted: []string{"write_note"}, DenyProtected: true, Workspace: "/home/me/research/notes"},
 		Abilities: []AbilityInfo{{Name: "notes", Version: "1.2.0", Key: "a1b2c3d4", Tools: []string{"write_note"}}},
+		Services:  []ServiceInfo{{Name: "ranker", Kind: "rerank", Where: "/home/me/models/qwen3-reranker-0.6b.gguf"}},
 		Dir:       "/home/me/research",
 		Logprobs:  &five,
 		Harness:   &HarnessRef{Path: "/home/me/research/review.yaml", SHA256: "0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e"},
@@ -178,6 +179,10 @@ var headerDocs = map[string]string{
 	"abilities[].version":              "its version",
 	"abilities[].key":                  "the id of the trusted key that signed it, or unsigned",
 	"abilities[].tools":                "its tools in the run",
+	"services":                         "the harness file's services: second models its tools read (docs/services.md)",
+	"services[].name":                  "the service's name in the harness file",
+	"services[].kind":                  "rerank, embed or judge",
+	"services[].where":                 "the model file it ran here, or the server's URL and the model's name there",
 }
 
 var closingDocs = map[string]string{

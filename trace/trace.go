@@ -46,6 +46,9 @@ type Header struct {
 	Run *RunConfig `json:"run,omitempty"`
 	// Abilities are the installed abilities whose tools the run offered.
 	Abilities []AbilityInfo `json:"abilities,omitempty"`
+	// Services are the run's second models (a harness file's services:),
+	// by name.
+	Services []ServiceInfo `json:"services,omitempty"`
 	// Dir is the working directory the run started in (relative paths of
 	// CommandLine are relative to it; Run's paths are absolute, and a
 	// rerun does not enter it).
@@ -77,6 +80,14 @@ type ForkRef struct {
 }
 
 // AbilityInfo is an ability as a run loaded it.
+// ServiceInfo is one service of a run: its name, kind, and where it ran
+// (the model file here, or the server's URL and the model's name there).
+type ServiceInfo struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`
+	Where string `json:"where"`
+}
+
 type AbilityInfo struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`

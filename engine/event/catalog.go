@@ -88,12 +88,19 @@ var entries = []entry{
 	{PoolNote, info{
 		doc: "A remark of the runtime or an orchestrator about the pool: something waits, something was skipped.",
 		fields: map[string]string{
-			"role":   "the note's name: slot_wait, extend_held, extend_refused, waiting_for_room, dag:skip, follow_up, trunk_full, …",
+			"role":   "the note's name: slot_wait, extend_held, extend_refused, waiting_for_room, dag:skip, follow_up, trunk_summarised, trunk_cut, trunk_full, diverge_fallback, …",
 			"agent":  "the agent the note is about, if one",
 			"tokens": "the tokens that wait, if the note is about room",
 			"reason": "the note in words",
 		},
 		example: Event{Parent: 1, Pool: 1, Agent: 3, Role: "slot_wait", Reason: "every branch slot is in use: the agent starts when another finishes"},
+	}},
+	{PoolDiverge, info{
+		doc: "Best-of-N decided one task: its candidates (agents forked from the same point and decoded together to their terminal calls), each one's outcome and perplexity, and the one kept; the others' results are discarded (their agent results say discarded).",
+		fields: map[string]string{
+			"data": "task; by (perplexity: the lowest kept, or the judge service that picked); candidates: agent, outcome, ppl, score (the judge's, where one picked); kept: the kept candidate's agent",
+		},
+		example: Event{Parent: 1, Pool: 1, Data: raw(`{"task":"What is a harbor?","by":"perplexity","candidates":[{"agent":2,"outcome":"returned","ppl":3.412},{"agent":3,"outcome":"returned","ppl":2.871}],"kept":3}`)},
 	}},
 	{SpawnRefused, info{kind: KindFailure,
 		doc: "An agent could not start.",
@@ -317,6 +324,14 @@ var entries = []entry{
 			"data":   "the note, as the tool wrote it (the tool's own keys; an ability's: ability, event, reason, and line or restartsLeft)",
 		},
 		example: Event{Parent: 31, Agent: 1, CallID: "call_1_1", Tool: "search", Role: "cache", Data: raw(`{"hit":true}`)},
+	}},
+	{ToolFunnel, info{
+		doc: "A retrieval's funnel, recorded from inside the call (engine.TraceFunnel): the first stage's candidates in its order, each scored by a service (a reranker), and those admitted within the tool's limit and budget: what the agent reads. The dev pane's Sources view shows each.",
+		fields: map[string]string{
+			"parent": "the id of the call's tool:dispatch",
+			"data":   "query; scorer (the service and where it runs); candidates: path, lines, first (the first stage's score), score (the scorer's), bytes, admitted; limit and budget (passages and bytes admitted at most); admitted and admittedBytes",
+		},
+		example: Event{Parent: 31, Agent: 1, CallID: "call_1_1", Tool: "search", Data: raw(`{"query":"tide tables","scorer":"ranker (ranker.gguf)","candidates":[{"path":"harbor.md","lines":"1-9","first":7.1,"score":2.3,"bytes":410,"admitted":true},{"path":"boats.md","lines":"4-12","first":7.4,"score":-1.2,"bytes":380}],"limit":1,"budget":3600,"admitted":1,"admittedBytes":410}`)},
 	}},
 	{SettleOrder, info{quiet: true,
 		doc: "One prefill wrote into the context: agents' tasks, spine extensions, and what agents waited to read (tool results, nudges, recovery prompts), in the order written. A rerun writes the same at the same tick, so every cell lands where it did.",

@@ -31,7 +31,8 @@ const (
 	PoolWindDown   Type = "pool:windDown"
 	PoolPause      Type = "pool:pause"
 	PoolResume     Type = "pool:resume"
-	PoolNote       Type = "pool:note" // an orchestrator's remark (Role names it, e.g. dag:skip)
+	PoolNote       Type = "pool:note"    // an orchestrator's remark (Role names it, e.g. dag:skip)
+	PoolDiverge    Type = "pool:diverge" // best-of-N: each candidate's perplexity and the one kept (Data: Diverge)
 	SpawnRefused   Type = "pool:spawnRefused"
 	SettleDeferred Type = "pool:settleDefer" // a result waits for room
 	AgentDrop      Type = "pool:agentDrop"   // an agent stopped by the runtime (Reason)
@@ -59,6 +60,7 @@ const (
 	ToolRetry    Type = "tool:retry"
 	ToolError    Type = "tool:error"
 	ToolNote     Type = "tool:note"         // a tool's own remark (Role names it, Data holds it)
+	ToolFunnel   Type = "tool:funnel"       // a retrieval's stages: candidates, their scores, what was admitted (Data: Funnel)
 	SettleOrder  Type = "tool:settle_order" // what one prefill wrote into agents' branches, in order
 
 	ApprovalRequested Type = "approval:request"

@@ -27,7 +27,13 @@ func (e *redirectError) Error() string { return e.msg }
 // checkRedirect is the client's CheckRedirect: it runs before the
 // redirected request is sent, so a refused target receives nothing.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
-	from, to := origin(c.base), origin(req.URL)
+	return checkRedirect(c.base, req, via)
+}
+
+// checkRedirect refuses a redirect of a request to base that would take
+// its credentials elsewhere or drop its body.
+func checkRedirect(base *url.URL, req *http.Request, via []*http.Request) error {
+	from, to := origin(base), origin(req.URL)
 	if to != from {
 		return &redirectError{fmt.Sprintf("the server at %s redirected to %s, another origin: lloyal does not follow it, so the key and LLOYAL_HEADERS stay with %s; if %s is the server you mean, pass it as --server", from, to, from, to)}
 	}

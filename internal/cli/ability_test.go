@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -227,15 +228,45 @@ func TestRunHarnessWithAnAbility(t *testing.T) {
 	}
 }
 
+// A step's task from an ability's MCP prompt: its arguments filled with
+// the input, got from the server when the step starts.
+func TestRunHarnessStepFromAnMCPPrompt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow end-to-end test: builds the test MCP server")
+	}
+	dir := t.TempDir()
+	setHomes(t, dir)
+	installTestServer(t, dir, "greeter", "count", "--prompts")
+	file := filepath.Join(dir, "agents.yaml")
+	_ = os.WriteFile(file, []byte("tools:\n  greeting:\n    ability: greeter\nroles:\n  greeter:\n    system: You greet.\n    tools: [greeting]\n"+
+		"    terminal: {name: answer, schema: {type: object, properties: {text: {type: string, maxLength: 20}}, required: [text]}}\n    turn_tokens: 64\n"+
+		"run:\n  steps:\n    - role: greeter\n      orchestrate: parallel\n      prompt: {ability: greeter, name: greet, arguments: {name: \"{{input}}\"}}\n"), 0o644)
+	tp := filepath.Join(dir, "run.jsonl")
+	if out, err := runCLI(t, "run", file, "--headless", "--task", "Ada", "--model", testmodel.Tiny(t), "--trace", tp, "--grants-file", filepath.Join(dir, "grants.json")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	reason, recs := closing(t, dir)
+	var task string
+	for _, r := range recs {
+		if r.Event != nil && r.Event.Type == event.AgentSpawn {
+			task = r.Event.Text
+		}
+	}
+	if reason != "completed" || !strings.HasPrefix(task, "Greet Ada.") || strings.Contains(task, "<|im_start|>") {
+		t.Fatalf("closing %q, the agent's task %q (the prompt's text, its markup neutralised)", reason, task)
+	}
+}
+
 // installTestServer installs, unsigned, an ability named name whose server
-// is the abilities package's test MCP server offering tools (its --tools),
-// in the homes setHomes gave dir.
-func installTestServer(t *testing.T, dir, name, tools string) {
+// is the abilities package's test MCP server offering tools (its --tools)
+// and flags, in the homes setHomes gave dir.
+func installTestServer(t *testing.T, dir, name, tools string, flags ...string) {
 	t.Helper()
 	src := filepath.Join(dir, "bundle-"+name)
 	_ = os.Mkdir(src, 0o755)
 	copyMCPServer(t, filepath.Join(src, "server"))
-	manifest := `{"name":"` + name + `","version":"1","useWhen":"when counting","server":{"command":"./server","args":["--tools","` + tools + `"]}}`
+	args, _ := json.Marshal(append([]string{"--tools", tools}, flags...))
+	manifest := `{"name":"` + name + `","version":"1","useWhen":"when counting","server":{"command":"./server","args":` + string(args) + `}}`
 	_ = os.WriteFile(filepath.Join(src, "ability.json"), []byte(manifest), 0o644)
 	if out, err := runCLI(t, "ability", "install", "--allow-unsigned", src); err != nil {
 		t.Fatalf("%v %s", err, out)

@@ -136,6 +136,13 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 		// a trace never chooses where a prompt (or a key) is sent.
 		return c, nil, fmt.Errorf("the harness file %s names the server %s: a rerun runs the recorded model here and sends nothing to a server", file.Path, backends.RedactArgs([]string{c.Server})[0])
 	}
+	if a.Rerun {
+		for _, sp := range file.ServiceSpecs() {
+			if sp.Server != "" {
+				return c, nil, fmt.Errorf("the harness file %s names the server %s for its service %s: a rerun sends nothing to a server; run the service's model here (model: FILE.gguf, no server) to rerun it", file.Path, backends.RedactArgs([]string{sp.Server})[0], sp.Name)
+			}
+		}
+	}
 	if err := checkRun(c); err != nil {
 		return c, nil, err
 	}

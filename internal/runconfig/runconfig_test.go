@@ -93,6 +93,19 @@ func TestDecideTakesAuthorityOnlyFromTheCommand(t *testing.T) {
 	if err != nil || cfg.Server != "http://127.0.0.1:9" {
 		t.Fatalf("a run of a harness naming a server: %q %v", cfg.Server, err)
 	}
+	// A service's server is a server too: a rerun sends it nothing.
+	sv := filepath.Join(dir, "sv.yaml")
+	text = "services:\n  ranker: {kind: rerank, model: bge, server: \"http://127.0.0.1:9\"}\nroles:\n  r:\n    system: S.\n    terminal: {builtin: report}\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n"
+	if err := os.WriteFile(sv, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serviced := trace.RunConfig{Harness: sv, Model: model, Context: &ctx}
+	if _, _, err := Decide(serviced, Authority{Rerun: true}, session.Config{}); err == nil || !strings.Contains(err.Error(), "for its service ranker: a rerun sends nothing to a server") {
+		t.Fatalf("a rerun of a harness whose service names a server: %v", err)
+	}
+	if _, _, err := Decide(serviced, Authority{}, session.Config{}); err != nil {
+		t.Fatalf("a run of a harness whose service names a server: %v", err)
+	}
 }
 
 // --gpu-layers reaches the run from its facts, a harness file's

@@ -16,6 +16,8 @@ import (
 	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/internal/backends"
 	"github.com/lloyal-ai/lloyal/internal/research"
+	"github.com/lloyal-ai/lloyal/services"
+	"github.com/lloyal-ai/lloyal/services/llamaservice"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -90,7 +92,14 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 	if want := cfg.HarnessSHA256; want != "" && f.SHA256 != want {
 		return fmt.Errorf("the harness file %s is not the one the recorded run ran (sha256 %.12s, recorded %.12s): a rerun needs the file as it was", f.Path, f.SHA256, want)
 	}
-	p, err := f.Build(harness.Options{Input: cfg.Task, Corpus: cfg.Corpus, Workspace: cfg.Workspace, Questions: cfg.Agents, Grounded: cfg.Grounded})
+	// The file's services load first, each in a context of its own: a
+	// model that cannot be opened is refused before the run's loads.
+	svcs, err := services.Open(ctx, f.ServiceSpecs(), llamaservice.Open)
+	if err != nil {
+		return err
+	}
+	defer svcs.Close()
+	p, err := f.Build(harness.Options{Input: cfg.Task, Corpus: cfg.Corpus, Workspace: cfg.Workspace, Questions: cfg.Agents, Grounded: cfg.Grounded, Demo: cfg.Demo, Services: svcs})
 	if err != nil {
 		return err
 	}
@@ -138,10 +147,22 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 		p.SetAbility(research.Ability{Name: ab.Name, Version: ab.Version, Signer: ab.Signer(), UseWhen: ab.Manifest.UseWhen, Instructions: withServers(ab.Instructions, a.Server.Instructions()), Tools: tools})
 		infos = append(infos, a.Info(tools))
 	}
+	p.SetPrompts(func(ctx context.Context, ability, name string, args map[string]string) (string, error) {
+		for _, a := range abs {
+			if a.Server.Ability().Name == ability {
+				return a.Server.Prompt(ctx, name, args)
+			}
+		}
+		return "", fmt.Errorf("the ability %s is not loaded (loaded: %d)", ability, len(abs))
+	})
 	cfg.App.Approvals.Warn(cfg.App.Stderr, p.RunTools()) // a --grant naming no tool; old name-only grants
 	o := appOptions(cfg, m, p.Sampling, p.ToolInfos())
 	o.Header.Abilities, o.Asker = infos, asker
 	o.Header.Harness = &trace.HarnessRef{Path: f.Path, SHA256: f.SHA256}
+	for _, name := range svcs.Names() {
+		v, _ := svcs.Get(name)
+		o.Header.Services = append(o.Header.Services, trace.ServiceInfo{Name: name, Kind: string(v.Spec().Kind), Where: v.Where()})
+	}
 	if notes := p.Notes(); notes != "" {
 		o.Workspace = notes // where the summary looks for saved notes
 	}

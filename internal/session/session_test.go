@@ -287,3 +287,157 @@ func TestStreamsHintNamesTheFlags(t *testing.T) {
 		})
 	}
 }
+
+// A harness file's local rerank service loads beside the run's model: the
+// header names it, and each search is a funnel it scored (tool:funnel).
+func TestRunWithALocalReranker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow end-to-end test: runs two models on llama.cpp")
+	}
+	dir := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	corpus, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "corpus"))
+	path := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(path, []byte(`
+services:
+  ranker: {kind: rerank, model: `+testmodel.Tiny(t)+`, threads: 1}
+tools:
+  search: {builtin: search, corpus: `+corpus+`, rerank: ranker}
+roles:
+  reader:
+    system: You read the handbook and answer.
+    tools: [search]
+    walk: [search]
+    max_turns: 3
+    terminal:
+      name: answer
+      schema: {type: object, properties: {text: {type: string, maxLength: 40}}, required: [text]}
+run:
+  steps:
+    - role: reader
+      orchestrate: parallel
+      task: "{{input}}"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := harness.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096, Threads: 1}, Walk: true, Task: "What is a harbor?", Version: "test",
+		App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
+			Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdout: io.Discard, Stderr: io.Discard}}
+	if err := Run(context.Background(), cfg, f); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := trace.CheckFile(cfg.App.TracePath)
+	if err != nil || ck.Close == nil || ck.Close.Reason != "completed" {
+		t.Fatalf("trace %+v %v", ck, err)
+	}
+	if s := ck.Header.Services; len(s) != 1 || s[0].Name != "ranker" || s[0].Kind != "rerank" || s[0].Where != testmodel.Tiny(t) {
+		t.Fatalf("header services %+v", s)
+	}
+	b, err := os.ReadFile(cfg.App.TracePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var funnels int
+	for _, line := range strings.Split(string(b), "\n") {
+		var e event.Event
+		if json.Unmarshal([]byte(line), &e) != nil || e.Type != event.ToolFunnel {
+			continue
+		}
+		var fn event.Funnel
+		if err := json.Unmarshal(e.Data, &fn); err != nil || fn.Scorer != "ranker ("+testmodel.Tiny(t)+")" || len(fn.Candidates) == 0 || fn.Admitted == 0 {
+			t.Fatalf("funnel %s (%v)", e.Data, err)
+		}
+		funnels++
+	}
+	if funnels == 0 {
+		t.Fatal("no search was a funnel")
+	}
+}
+
+// A best_of role on the tiny model: each task's candidates decode
+// together from the same point; the one kept has the lowest perplexity of
+// those that returned, and pool:diverge says so.
+func TestRunBestOfOnTheTinyModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow end-to-end test: runs the tiny model on llama.cpp")
+	}
+	dir := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	path := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(path, []byte(`
+roles:
+  writer:
+    system: You answer in a few words.
+    best_of: 3
+    max_turns: 1
+    terminal:
+      name: answer
+      schema: {type: object, properties: {text: {type: string, maxLength: 24}}, required: [text]}
+run:
+  steps:
+    - role: writer
+      orchestrate: parallel
+      tasks: ["What is a harbor?", "What is a skiff?"]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := harness.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096, Threads: 1}, Task: "x", Version: "test",
+		App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
+			Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdout: io.Discard, Stderr: io.Discard}}
+	if err := Run(context.Background(), cfg, f); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(cfg.App.TracePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ppl := map[int]float64{}
+	var ds []event.Diverge
+	for _, line := range strings.Split(string(b), "\n") {
+		var e event.Event
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		switch e.Type {
+		case event.AgentReturn:
+			var r struct{ Ppl float64 }
+			json.Unmarshal(e.Data, &r)
+			ppl[e.Agent] = r.Ppl
+		case event.PoolDiverge:
+			var d event.Diverge
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) != 2 {
+		t.Fatalf("%d pool:diverge events, want one per task", len(ds))
+	}
+	differ := false
+	for _, d := range ds {
+		if len(d.Candidates) != 3 || d.By != "perplexity" {
+			t.Fatalf("diverge %+v", d)
+		}
+		for _, c := range d.Candidates {
+			if c.Outcome == event.Returned && c.Ppl < ppl[d.Kept]-1e-3 {
+				t.Errorf("%q: A%d kept (perplexity %.3f) over A%d (%.3f)", d.Task, d.Kept, ppl[d.Kept], c.Agent, c.Ppl)
+			}
+			if c.Ppl != ppl[c.Agent] && c.Outcome == event.Returned {
+				t.Errorf("A%d: perplexity %.3f in pool:diverge, %.3f in its return", c.Agent, c.Ppl, ppl[c.Agent])
+			}
+			differ = differ || c.Ppl != d.Candidates[0].Ppl
+		}
+	}
+	if !differ {
+		t.Error("every candidate had the same perplexity: the test shows nothing")
+	}
+}

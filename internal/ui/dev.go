@@ -38,6 +38,10 @@ type devPane struct {
 	showLanes                   bool
 	lanes                       lanes
 	laneKey, left, right, enter key.Binding
+	// The Sources view (sources.go): shown, and the funnel picked.
+	showSources bool
+	source      int
+	sourcesKey  key.Binding
 	// jump shows the event with this id in the list (a replay seeks there);
 	// total is a replay's whole length (nil: a live run). The root sets
 	// both.
@@ -51,17 +55,18 @@ func newDev(s *shared) *devPane {
 	fi.Placeholder = "type or agent (e.g. tool: or A3)"
 	fi.Prompt = "filter: "
 	return &devPane{shared: s, input: fi,
-		up:      key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "event")),
-		down:    key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "event")),
-		find:    key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
-		frz:     key.NewBinding(key.WithKeys("z"), key.WithHelp("z", "freeze dev pane")),
-		tick:    key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "show ticks")),
-		jsUp:    key.NewBinding(key.WithKeys("pgup", "K"), key.WithHelp("pgup", "scroll JSON")),
-		jsDown:  key.NewBinding(key.WithKeys("pgdown", "J"), key.WithHelp("pgdn", "scroll JSON")),
-		laneKey: key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "timeline lanes")),
-		left:    key.NewBinding(key.WithKeys("left", "h"), key.WithHelp("←/h", "earlier segment")),
-		right:   key.NewBinding(key.WithKeys("right"), key.WithHelp("→", "later segment")),
-		enter:   key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "jump to its event")),
+		up:         key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "event")),
+		down:       key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "event")),
+		find:       key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		frz:        key.NewBinding(key.WithKeys("z"), key.WithHelp("z", "freeze dev pane")),
+		tick:       key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "show ticks")),
+		jsUp:       key.NewBinding(key.WithKeys("pgup", "K"), key.WithHelp("pgup", "scroll JSON")),
+		jsDown:     key.NewBinding(key.WithKeys("pgdown", "J"), key.WithHelp("pgdn", "scroll JSON")),
+		laneKey:    key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "timeline lanes")),
+		left:       key.NewBinding(key.WithKeys("left", "h"), key.WithHelp("←/h", "earlier segment")),
+		right:      key.NewBinding(key.WithKeys("right"), key.WithHelp("→", "later segment")),
+		enter:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "jump to its event")),
+		sourcesKey: key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "sources")),
 	}
 }
 
@@ -72,7 +77,10 @@ func (p *devPane) Help() []key.Binding {
 	if p.showLanes {
 		return []key.Binding{p.up, p.down, p.left, p.right, p.enter, p.laneKey}
 	}
-	return []key.Binding{p.up, p.down, p.tick, p.jsUp, p.jsDown, p.find, p.frz, p.laneKey}
+	if p.showSources {
+		return []key.Binding{p.up, p.down, p.sourcesKey}
+	}
+	return []key.Binding{p.up, p.down, p.tick, p.jsUp, p.jsDown, p.find, p.frz, p.laneKey, p.sourcesKey}
 }
 
 // laneUpdate is Update while the timeline shows.
@@ -126,9 +134,24 @@ func (p *devPane) Update(k tea.KeyMsg) (bool, tea.Cmd) {
 	if p.showLanes {
 		return p.laneUpdate(k)
 	}
+	if p.showSources {
+		switch {
+		case key.Matches(k, p.up):
+			p.source = max(p.source-1, 0)
+		case key.Matches(k, p.down):
+			p.source = min(p.source+1, max(len(p.st.Funnels)-1, 0))
+		case key.Matches(k, p.sourcesKey):
+			p.showSources = false
+		default:
+			return false, nil
+		}
+		return true, nil
+	}
 	switch {
 	case key.Matches(k, p.laneKey):
 		p.showLanes = true
+	case key.Matches(k, p.sourcesKey):
+		p.showSources, p.source = true, 0
 	case key.Matches(k, p.up):
 		p.sel = max(p.sel-1, 0)
 		p.jsonScroll = 0
@@ -156,6 +179,9 @@ func (p *devPane) toggleFreeze() {
 func (p *devPane) Title() string {
 	if p.showLanes {
 		return "dev · timeline: █ on the model ▒ tool ░ waiting ! nudge (l: events)"
+	}
+	if p.showSources {
+		return sourcesTitle(p.st)
 	}
 	s := fmt.Sprintf("dev · %d events", p.st.Events)
 	if p.filter != "" {
@@ -189,6 +215,9 @@ func (p *devPane) View(w, h int) string {
 		view, picked := drawLanes(p.theme, p.st, p.lanes, w, h, total, cursor)
 		p.picked = picked
 		return view
+	}
+	if p.showSources {
+		return drawSources(p.theme, p.st, p.source, w, h)
 	}
 	evs := p.st.Recent
 	if p.frozen {

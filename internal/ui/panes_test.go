@@ -484,3 +484,28 @@ func TestFollowUpAnswerShowsAsReport(t *testing.T) {
 		t.Fatalf("A%d selected, want A4's report:\n%s", m.s.sel, v)
 	}
 }
+
+// The dev pane's Sources view: each search a service scored, newest first;
+// the picked one lists its candidates, admitted (✓) or left out (·), with
+// both stages' scores.
+func TestDevPaneSources(t *testing.T) {
+	funnel := func(id uint64, agent int, q string, cands string) event.Event {
+		return event.Event{ID: id, Type: event.ToolFunnel, At: time.Duration(id) * ms, Agent: agent, CallID: "c9", Tool: "search",
+			Data: json.RawMessage(`{"query":"` + q + `","scorer":"ranker (reranker.gguf)","candidates":[` + cands + `],"limit":2,"budget":1900,"admitted":2,"admittedBytes":610}`)}
+	}
+	m := paneApp(t, append(fixture(),
+		funnel(200, 2, "replay ledger", `{"path":"operations.md","lines":"16-21","first":8.85,"score":3.25,"bytes":319,"admitted":true},{"path":"ledger.md","lines":"1-9","first":9.1,"score":-1.5,"bytes":280},{"path":"replay.md","lines":"4-12","first":6.2,"score":2.75,"bytes":291,"admitted":true}`),
+		funnel(201, 1, "harbor", `{"path":"glossary.md","lines":"3-4","first":4.4,"score":5,"bytes":120,"admitted":true},{"path":"harbor.md","lines":"1-8","first":3.9,"score":0.5,"bytes":300,"admitted":true}`)))
+	m.Update(tea.KeyMsg{Type: tea.KeyTab})
+	m.Update(tea.KeyMsg{Type: tea.KeyTab}) // tree → detail → dev
+	var frames []string
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("n")}) // the write_note prompt answered first
+	for _, k := range []tea.KeyMsg{{Type: tea.KeyRunes, Runes: []rune("o")}, {Type: tea.KeyDown}, {Type: tea.KeyRunes, Runes: []rune("o")}} {
+		m.Update(k)
+		frames = append(frames, m.dev.Title()+"\n"+m.dev.View(110, 6))
+	}
+	if !strings.Contains(frames[0], `A1 search "harbor"`) || !strings.Contains(frames[1], "✓     3.250  operations.md:16-21") || !strings.Contains(frames[1], "·    -1.500  ledger.md:1-9                        first stage #2") || strings.Contains(frames[2], "sources:") {
+		t.Fatalf("the Sources view:\n%s", strings.Join(frames, "\n---\n"))
+	}
+	golden.RequireEqual(t, []byte(strings.Join(frames, "\n---\n")))
+}

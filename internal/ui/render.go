@@ -50,6 +50,9 @@ func fit(s string, w int) string {
 
 // glyph is an agent's state at a glance: its outcome once it has one.
 func glyph(a *fold.Agent) string {
+	if a.Discarded {
+		return "–" // a best-of-N candidate another was kept over
+	}
 	switch a.Outcome {
 	case event.Returned:
 		return "✓"

@@ -44,7 +44,22 @@ type ContextParams struct {
 	// one in use, its siblings' included; the price is that a copied
 	// sequence is a copy of its cells, not a share of them (SeqCopy).
 	Streams bool
+	// Embeddings makes each sequence's tokens pooled into one vector
+	// (SeqEmbedding) as Pooling says, beside the logits.
+	Embeddings bool
+	Pooling    Pooling
 }
+
+// Pooling is how a sequence's token embeddings become one vector.
+type Pooling int
+
+// Pooling kinds (llama.cpp's): mean over the tokens, the first token's
+// (cls), the last token's.
+const (
+	PoolMean Pooling = 1
+	PoolCLS  Pooling = 2
+	PoolLast Pooling = 3
+)
 
 // KVType is a KV cache element type.
 type KVType string
@@ -222,6 +237,10 @@ func (p ContextParams) native() (C.struct_llama_context_params, bool, error) {
 	cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
 	if flash {
 		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
+	}
+	if p.Embeddings {
+		cp.embeddings = true
+		cp.pooling_type = C.enum_llama_pooling_type(max(p.Pooling, PoolMean))
 	}
 	cp.no_perf = true
 	// The KV cache and the attention live with the layers on a GPU
@@ -414,6 +433,19 @@ func (c *Context) SeqCopy(src, dst int32, p0, p1 int32) error {
 	}
 	C.llama_memory_seq_cp(c.mem, C.llama_seq_id(src), C.llama_seq_id(dst), C.llama_pos(p0), C.llama_pos(p1))
 	return nil
+}
+
+// SeqEmbedding is seq's pooled embedding after the last Decode (a copy;
+// nil where the context pools none or seq was not in it). Every token of
+// the sequence must have asked for output, in one decode: llama.cpp pools
+// what one decode's outputs hold.
+func (c *Context) SeqEmbedding(seq int32) []float32 {
+	p := C.llama_get_embeddings_seq(c.c, C.llama_seq_id(seq))
+	if p == nil {
+		return nil
+	}
+	n := int(C.llama_model_n_embd(c.model.m))
+	return append([]float32(nil), unsafe.Slice((*float32)(unsafe.Pointer(p)), n)...)
 }
 
 // SeqRemove drops seq from cells in [p0, p1); a cell no other sequence uses

@@ -1,0 +1,130 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
+	"github.com/lloyal-ai/lloyal/services"
+)
+
+// fakeRanker is a rerank service that scores a passage by its length.
+type fakeRanker struct {
+	asked   int
+	queries []string
+}
+
+func (r *fakeRanker) Spec() services.Spec {
+	return services.Spec{Name: "ranker", Kind: services.Rerank, Model: "r.gguf"}
+}
+func (r *fakeRanker) Where() string { return "r.gguf" }
+func (r *fakeRanker) Close()        {}
+func (r *fakeRanker) Rank(_ context.Context, q string, docs []string, _ func(int, int)) ([]float64, error) {
+	r.asked++
+	r.queries = append(r.queries, q)
+	s := make([]float64, len(docs))
+	for i, d := range docs {
+		s[i] = float64(len(d))
+	}
+	return s, nil
+}
+
+// TestASearchRerankedByAService: a search whose entry names a rerank
+// service scores its candidates with it and traces the funnel; the file's
+// services are what services.Open takes.
+func TestASearchRerankedByAService(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "docs"), 0o755)
+	os.WriteFile(filepath.Join(dir, "docs", "harbor.md"), []byte("# Harbor\n\nThe harbor master keeps the tide tables.\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "docs", "tides.md"), []byte("# Tides\n\nTide tables list high and low water for the harbor, each day of the year, at every berth.\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "r.gguf"), nil, 0o644)
+	path := filepath.Join(dir, "agents.yaml")
+	os.WriteFile(path, []byte(`
+services:
+  ranker: {kind: rerank, model: r.gguf}
+  judge: {kind: judge, model: qwen, server: "http://127.0.0.1:9", labels: [yes, no]}
+tools:
+  search: {builtin: search, corpus: docs, rerank: ranker}
+  ask: {delegate: helper, description: Ask helpers.}
+roles:
+  reader:
+    system: You read.
+    tools: [search, ask]`+answerRole+`
+  helper:
+    system: You help.`+answerRole+`
+run:
+  steps:
+    - role: reader
+      orchestrate: parallel
+      task: "{{input}}"
+`), 0o644)
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := f.ServiceSpecs()
+	if len(specs) != 2 || specs[1].Name != "ranker" || specs[1].Model != filepath.Join(dir, "r.gguf") || specs[0].Model != "qwen" || specs[0].Server == "" || len(specs[0].Labels) != 2 {
+		t.Fatalf("specs %+v", specs)
+	}
+	if _, err := f.Build(Options{Input: "tide tables"}); err == nil || !strings.Contains(err.Error(), `tool search: rerank: no service named "ranker"`) {
+		t.Fatalf("built without its services: %v", err)
+	}
+	r := &fakeRanker{}
+	p, err := f.Build(Options{Input: "tide tables", Services: services.NewSet(r)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	be := enginetest.New(1 << 16)
+	be.Script("tide tables", enginetest.ToolCall("search", `{"query":"tide tables harbor"}`), enginetest.ToolCall("ask", `{"tasks":["Who keeps the tables?"]}`), enginetest.ToolCall("answer", `{"text":"read"}`))
+	be.Script("Who keeps the tables?", enginetest.ToolCall("answer", `{"text":"the master"}`))
+	rec := &engine.Recorder{}
+	if _, err := p.Run(context.Background(), engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})); err != nil {
+		t.Fatal(err)
+	}
+	fs := rec.Of(event.ToolFunnel)
+	// The search's funnel, then the delegate's drift check: the role's
+	// relevance is the service's.
+	if r.asked != 2 || len(fs) != 1 || r.queries[1] != "Who keeps the tables?" {
+		t.Fatalf("the ranker was asked %q, %d funnels traced", r.queries, len(fs))
+	}
+	var fn event.Funnel
+	json.Unmarshal(fs[0].Data, &fn)
+	if fn.Scorer != "ranker (r.gguf)" || len(fn.Candidates) != 2 || fn.Admitted != 2 {
+		t.Errorf("funnel %+v", fn)
+	}
+	// The longer passage first, as the ranker scores.
+	res := string(rec.Of(event.ToolResult)[0].Result)
+	if i, j := strings.Index(res, "tides.md"), strings.Index(res, "harbor.md"); i < 0 || j < 0 || i > j {
+		t.Errorf("the result does not take the ranker's order: %s", res)
+	}
+}
+
+// TestBestOfOnlyInAParallelStep: a best_of role's candidates run in a
+// parallel step; a chain step of the role is refused at its line.
+func TestBestOfOnlyInAParallelStep(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	os.WriteFile(path, []byte(`roles:
+  reader:
+    system: You read.
+    best_of: 3`+answerRole+`
+run:
+  steps:
+    - role: reader
+      orchestrate: parallel
+      task: "{{input}}"
+    - role: reader
+      orchestrate: chain
+      tasks: ["a", "b"]
+`), 0o644)
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), "agents.yaml:14: run.steps.1.orchestrate: role reader has best_of: its candidates run in a parallel step only (this one is chain)") {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -1,0 +1,233 @@
+package services
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// fakeServer answers /v1/rerank, /v1/embeddings and /v1/chat/completions as
+// llama-server and vLLM do, and keeps what it was sent.
+type fakeServer struct {
+	got  map[string]map[string]any
+	auth []string
+}
+
+func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	var req map[string]any
+	_ = json.Unmarshal(b, &req)
+	f.got[r.URL.Path] = req
+	f.auth = append(f.auth, r.Header.Get("Authorization"))
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/v1/rerank":
+		// Sorted by score, as servers answer: the index says which.
+		var res []map[string]any
+		docs, _ := req["documents"].([]any)
+		for i := len(docs) - 1; i >= 0; i-- {
+			res = append(res, map[string]any{"index": i, "relevance_score": float64(len(docs[i].(string)))})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"results": res})
+	case "/v1/embeddings":
+		var data []map[string]any
+		in, _ := req["input"].([]any)
+		for i := len(in) - 1; i >= 0; i-- {
+			data = append(data, map[string]any{"index": i, "embedding": []float64{float64(len(in[i].(string))), 1}})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"data": data})
+	case "/v1/chat/completions":
+		io.WriteString(w, `{"choices":[{"message":{"content":"{\"label\":\"relevant\"}"},"logprobs":{"content":[
+			{"token":"{\"","top_logprobs":[]},{"token":"label","top_logprobs":[]},{"token":"\":\"","top_logprobs":[]},
+			{"token":"rel","top_logprobs":[{"token":"rel","logprob":-0.2231},{"token":"ir","logprob":-1.8971},{"token":"zz","logprob":-3}]},
+			{"token":"evant","top_logprobs":[]},{"token":"\"}","top_logprobs":[]}]}}]}`)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func TestServerServices(t *testing.T) {
+	f := &fakeServer{got: map[string]map[string]any{}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	set, err := Open(context.Background(), []Spec{
+		{Name: "ranker", Kind: Rerank, Model: "bge-reranker", Server: srv.URL, Key: "k1"},
+		{Name: "embedder", Kind: Embed, Model: "nomic", Server: srv.URL},
+		{Name: "judge", Kind: Judge, Model: "qwen", Server: srv.URL, Labels: []string{"relevant", "irrelevant"}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	ctx := context.Background()
+
+	r, err := set.Ranker("ranker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := make([]string, maxDocs+3) // two requests
+	for i := range docs {
+		docs[i] = strings.Repeat("x", i+1)
+	}
+	var told []int
+	scores, err := r.Rank(ctx, "q?", docs, func(done, _ int) { told = append(told, done) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range scores {
+		if s != float64(i+1) {
+			t.Fatalf("document %d scored %v, want %d: the answer's index maps a score to its document", i, s, i+1)
+		}
+	}
+	if len(told) != 2 || told[1] != len(docs) {
+		t.Errorf("progress %v", told)
+	}
+	if q := f.got["/v1/rerank"]; q["model"] != "bge-reranker" || q["query"] != "q?" {
+		t.Errorf("rerank request %v", q)
+	}
+	if f.auth[0] != "Bearer k1" {
+		t.Errorf("the ranker's key was not sent: %q", f.auth[0])
+	}
+
+	e, err := set.Embedder("embedder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vecs, err := e.Embed(ctx, []string{"a", "bbb"})
+	if err != nil || len(vecs) != 2 || vecs[0][0] != 1 || vecs[1][0] != 3 {
+		t.Fatalf("embeddings %v, %v", vecs, err)
+	}
+	if last := f.auth[len(f.auth)-1]; last != "" {
+		t.Errorf("the embedder was sent another service's key: %q", last)
+	}
+
+	j, err := set.Judge("judge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := j.Judge(ctx, "some text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Label != "relevant" || math.Abs(v.Probs["relevant"]-0.8/(0.8+0.15)) > 1e-3 || math.Abs(v.Probs["relevant"]+v.Probs["irrelevant"]-1) > 1e-9 {
+		t.Errorf("verdict %+v", v)
+	}
+	rf := f.got["/v1/chat/completions"]["response_format"].(map[string]any)
+	enum := rf["json_schema"].(map[string]any)["schema"].(map[string]any)["properties"].(map[string]any)["label"].(map[string]any)["enum"]
+	if b, _ := json.Marshal(enum); string(b) != `["relevant","irrelevant"]` {
+		t.Errorf("the judge's answer is not held to its labels: %s", b)
+	}
+
+	if _, err := set.Ranker("judge"); err == nil || !strings.Contains(err.Error(), "judge service, not rerank") {
+		t.Errorf("a judge used as a ranker: %v", err)
+	}
+	if _, err := set.Ranker("nope"); err == nil || !strings.Contains(err.Error(), "ranker") {
+		t.Errorf("an unknown service: %v", err)
+	}
+}
+
+// TestServerAnswersCheckedAndBounded: a server that scores a document it
+// was not sent, leaves one out, or answers a page is an error naming it.
+func TestServerAnswersCheckedAndBounded(t *testing.T) {
+	for _, tc := range []struct{ name, body, ctype, want string }{
+		{"missing", `{"results":[{"index":0,"relevance_score":1}]}`, "application/json", "scored 1 of the 2"},
+		{"foreign", `{"results":[{"index":5,"relevance_score":1},{"index":0,"relevance_score":1}]}`, "application/json", "not one it was sent"},
+		{"twice", `{"results":[{"index":0,"relevance_score":1},{"index":0,"relevance_score":2}]}`, "application/json", "not one it was sent"},
+		{"page", `<html>login</html>`, "text/html", "not JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.ctype)
+				io.WriteString(w, tc.body)
+			}))
+			defer srv.Close()
+			set, err := Open(context.Background(), []Spec{{Name: "r", Kind: Rerank, Model: "m", Server: srv.URL}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer set.Close()
+			r, _ := set.Ranker("r")
+			if _, err := r.Rank(context.Background(), "q", []string{"a", "b"}, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestServerKeyStaysWithItsOrigin: a redirect to another origin is refused
+// before anything (the key) is sent there.
+func TestServerKeyStaysWithItsOrigin(t *testing.T) {
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked = append(leaked, r.Header.Get("Authorization"))
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	set, err := Open(context.Background(), []Spec{{Name: "r", Kind: Rerank, Model: "m", Server: srv.URL, Key: "secret"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	r, _ := set.Ranker("r")
+	if _, err := r.Rank(context.Background(), "q", []string{"a"}, nil); err == nil || !strings.Contains(err.Error(), "another origin") {
+		t.Errorf("err %v", err)
+	}
+	if len(leaked) != 0 {
+		t.Errorf("the other origin was sent %v", leaked)
+	}
+}
+
+func TestSpecCheck(t *testing.T) {
+	for _, tc := range []struct {
+		s    Spec
+		want string
+	}{
+		{Spec{Kind: Rerank, Model: "m"}, "needs a name"},
+		{Spec{Name: "x", Kind: "score", Model: "m"}, `kind "score": use rerank, embed, judge`},
+		{Spec{Name: "x", Kind: Rerank}, "model:"},
+		{Spec{Name: "x", Kind: Judge, Model: "m", Labels: []string{"a"}}, "at least two labels"},
+		{Spec{Name: "x", Kind: Judge, Model: "m", Labels: []string{"a", "a"}}, "distinct"},
+	} {
+		if err := tc.s.Check(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.s, err, tc.want)
+		}
+	}
+}
+
+// scripted is a Ranker whose one score is given.
+type scripted struct {
+	score float64
+	err   error
+}
+
+func (s scripted) Rank(context.Context, string, []string, func(int, int)) ([]float64, error) {
+	return []float64{s.score}, s.err
+}
+
+// TestScorer: a reranker's logit as the pool's 0-to-1 relevance: 0 at or
+// below even odds and on a failure, rising towards 1.
+func TestScorer(t *testing.T) {
+	for _, tc := range []struct {
+		r    scripted
+		want float64
+	}{
+		{scripted{score: 0}, 0},
+		{scripted{score: -3}, 0},
+		{scripted{score: 2}, 2/(1+math.Exp(-2)) - 1},
+		{scripted{score: 40}, 1},
+		{scripted{score: 5, err: io.ErrUnexpectedEOF}, 0},
+		{scripted{score: math.NaN()}, 0},
+	} {
+		if got := Scorer(tc.r).Score("q", "text"); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("score %v (err %v): %v, want %v", tc.r.score, tc.r.err, got, tc.want)
+		}
+	}
+}

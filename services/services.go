@@ -1,0 +1,305 @@
+// Package services holds a run's second models: a reranker, an embedder
+// and a judge, each either a model file loaded here in a llama.cpp context
+// of its own or a server's endpoint. The model the agents run is never a
+// service. A tool reaches the run's services through its context (From)
+// and reports progress while it scores; a harness file names them under
+// `services:` and a tool entry picks one (`rerank: NAME`).
+package services
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// Kind is what a service does.
+type Kind string
+
+// Service kinds.
+const (
+	// Rerank scores passages against a query: a causal model's logit of
+	// "yes" over "no" after a relevance question, or a server's
+	// /v1/rerank.
+	Rerank Kind = "rerank"
+	// Embed turns texts into vectors: llama.cpp's pooled embeddings, or a
+	// server's /v1/embeddings.
+	Embed Kind = "embed"
+	// Judge picks one of its labels for a text, with each label's
+	// probability.
+	Judge Kind = "judge"
+)
+
+// Kinds lists the kinds a harness file may name.
+var Kinds = []Kind{Rerank, Embed, Judge}
+
+// Spec describes one service, as a harness file's `services:` entry does.
+type Spec struct {
+	Name string
+	Kind Kind
+	// Model is the GGUF file (or ollama model name) to load here, or, with
+	// Server, the model's name on the server.
+	Model string
+	// Server is the URL of a server that runs the service; empty: the
+	// model runs here.
+	Server string
+	// Key goes to Server as a bearer token (only there). It comes from
+	// the user's flags, never from a harness file.
+	Key string
+	// Labels are a judge's answers (at least two).
+	Labels []string
+	// Instruction says what a reranker or judge is asked; empty: the
+	// kind's default.
+	Instruction string
+	// Context is a local service's context in cells (default 4,096); a
+	// passage longer than the context allows is cut.
+	Context int
+	// Threads fixes a local service's CPU threads (0: the run's choice);
+	// GPULayers is how many layers go to a GPU (nil: every layer that
+	// fits, as for the main model).
+	Threads   int
+	GPULayers *int
+}
+
+// Check says what is wrong with s, naming the field.
+func (s Spec) Check() error {
+	switch {
+	case s.Name == "":
+		return errors.New("a service needs a name")
+	case !s.Kind.valid():
+		return fmt.Errorf("service %s: kind %q: use %s", s.Name, s.Kind, kindList())
+	case s.Model == "":
+		return fmt.Errorf("service %s: model: name the GGUF file to load (or, with server:, the model's name there)", s.Name)
+	case s.Kind == Judge && len(s.Labels) < 2:
+		return fmt.Errorf("service %s: a judge needs at least two labels (labels: [relevant, irrelevant])", s.Name)
+	}
+	seen := map[string]bool{}
+	for _, l := range s.Labels {
+		if strings.TrimSpace(l) == "" || seen[l] {
+			return fmt.Errorf("service %s: label %q: labels must be distinct and not blank", s.Name, l)
+		}
+		seen[l] = true
+	}
+	return nil
+}
+
+func (k Kind) valid() bool {
+	for _, v := range Kinds {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+func kindList() string {
+	var s []string
+	for _, k := range Kinds {
+		s = append(s, string(k))
+	}
+	return strings.Join(s, ", ")
+}
+
+// Ranker scores documents against a query: higher is more relevant. Scores
+// are comparable within one call only. A local reranker's score is a logit
+// difference (0: as likely relevant as not); progress, when not nil, is
+// told as documents are scored.
+type Ranker interface {
+	Rank(ctx context.Context, query string, docs []string, progress func(done, total int)) ([]float64, error)
+}
+
+// Embedder turns texts into vectors of one length.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Judger picks one of its labels for a text.
+type Judger interface {
+	Judge(ctx context.Context, text string) (Verdict, error)
+	Labels() []string
+}
+
+// Verdict is a judge's answer: the label it picked and, where the service
+// says, each label's probability (renormalised over the labels).
+type Verdict struct {
+	Label string             `json:"label"`
+	Probs map[string]float64 `json:"probs,omitempty"`
+}
+
+// Service is one opened service.
+type Service interface {
+	Spec() Spec
+	// Where says where it runs, for the header and the trace: the model
+	// file here, or the server's URL.
+	Where() string
+	Close()
+}
+
+// Set is a run's services by name.
+type Set struct {
+	byName map[string]Service
+}
+
+// Opener opens a service whose model runs here (llamaservice.Open): a
+// parameter, so that this package, and what reads a Set, need no cgo.
+type Opener func(Spec) (Service, error)
+
+// Open opens every spec: a server's endpoint (Dial) or, with local, a
+// model here. On an error what opened is closed.
+func Open(ctx context.Context, specs []Spec, local Opener) (*Set, error) {
+	s := &Set{byName: map[string]Service{}}
+	for _, sp := range specs {
+		if err := sp.Check(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if _, dup := s.byName[sp.Name]; dup {
+			s.Close()
+			return nil, fmt.Errorf("service %s is named twice", sp.Name)
+		}
+		var (
+			svc Service
+			err error
+		)
+		switch {
+		case sp.Server != "":
+			svc, err = Dial(ctx, sp)
+		case local == nil:
+			err = fmt.Errorf("a service whose model runs here needs llama.cpp (llamaservice.Open); give it a server")
+		default:
+			svc, err = local(sp)
+		}
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("service %s: %w", sp.Name, err)
+		}
+		s.byName[sp.Name] = svc
+	}
+	return s, nil
+}
+
+// NewSet is a set of services opened elsewhere (a Go program's own).
+func NewSet(svcs ...Service) *Set {
+	s := &Set{byName: map[string]Service{}}
+	for _, v := range svcs {
+		s.byName[v.Spec().Name] = v
+	}
+	return s
+}
+
+// Names lists the services, sorted.
+func (s *Set) Names() []string {
+	if s == nil {
+		return nil
+	}
+	var n []string
+	for k := range s.byName {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// Get is the service named name.
+func (s *Set) Get(name string) (Service, bool) {
+	if s == nil {
+		return nil, false
+	}
+	v, ok := s.byName[name]
+	return v, ok
+}
+
+// Describe names a service and where it runs, for the trace: "ranker
+// (ranker.gguf)".
+func (s *Set) Describe(name string) string {
+	if v, ok := s.Get(name); ok {
+		return name + " (" + v.Where() + ")"
+	}
+	return name
+}
+
+// Ranker is the service named name as a Ranker, with an error naming what
+// is wrong when there is none.
+func (s *Set) Ranker(name string) (Ranker, error) {
+	v, ok := s.Get(name)
+	if !ok {
+		return nil, fmt.Errorf("no service named %q (the run has: %s)", name, strings.Join(s.Names(), ", "))
+	}
+	r, ok := v.(Ranker)
+	if !ok || v.Spec().Kind != Rerank {
+		return nil, fmt.Errorf("service %s is a %s service, not rerank", name, v.Spec().Kind)
+	}
+	return r, nil
+}
+
+// Embedder is the service named name as an Embedder.
+func (s *Set) Embedder(name string) (Embedder, error) {
+	v, ok := s.Get(name)
+	if !ok {
+		return nil, fmt.Errorf("no service named %q (the run has: %s)", name, strings.Join(s.Names(), ", "))
+	}
+	e, ok := v.(Embedder)
+	if !ok || v.Spec().Kind != Embed {
+		return nil, fmt.Errorf("service %s is a %s service, not embed", name, v.Spec().Kind)
+	}
+	return e, nil
+}
+
+// Judge is the service named name as a Judger.
+func (s *Set) Judge(name string) (Judger, error) {
+	v, ok := s.Get(name)
+	if !ok {
+		return nil, fmt.Errorf("no service named %q (the run has: %s)", name, strings.Join(s.Names(), ", "))
+	}
+	j, ok := v.(Judger)
+	if !ok || v.Spec().Kind != Judge {
+		return nil, fmt.Errorf("service %s is a %s service, not judge", name, v.Spec().Kind)
+	}
+	return j, nil
+}
+
+// Close closes every service.
+func (s *Set) Close() {
+	if s == nil {
+		return
+	}
+	for _, v := range s.byName {
+		v.Close()
+	}
+	s.byName = nil
+}
+
+type setKey struct{}
+
+// With is ctx carrying the run's services, for the tools it calls.
+func With(ctx context.Context, s *Set) context.Context {
+	return context.WithValue(ctx, setKey{}, s)
+}
+
+// From is the services ctx carries (nil when none).
+func From(ctx context.Context) *Set {
+	s, _ := ctx.Value(setKey{}).(*Set)
+	return s
+}
+
+// Scorer is r as the pool's relevance scorer (engine.Scorer, what a
+// delegate's drift check and a search's focus read): the score taken as a
+// logit of relevance, 0 where the passage is no likelier relevant than
+// not, rising to 1 (2·sigmoid(score) − 1 above that). A failed call scores
+// 0. Each Score is one Rank call: the scorer is for a few checks per call,
+// not for ranking a corpus.
+func Scorer(r Ranker) engine.Scorer { return rankScorer{r} }
+
+type rankScorer struct{ r Ranker }
+
+func (s rankScorer) Score(query, text string) float64 {
+	sc, err := s.r.Rank(context.Background(), query, []string{text}, nil)
+	if err != nil || len(sc) != 1 || math.IsNaN(sc[0]) {
+		return 0
+	}
+	return max(0, 2/(1+math.Exp(-sc[0]))-1)
+}

@@ -1,0 +1,167 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/enginetest"
+)
+
+// lengthRanker scores a passage by its length, or fails:
+// an order BM25 never gives, so the test sees whose order the hits take.
+type lengthRanker struct {
+	queries []string
+	fail    error
+}
+
+func (r *lengthRanker) Rank(_ context.Context, query string, docs []string, progress func(done, total int)) ([]float64, error) {
+	r.queries = append(r.queries, query)
+	if r.fail != nil {
+		return nil, r.fail
+	}
+	s := make([]float64, len(docs))
+	for i, d := range docs {
+		s[i] = float64(len(d))
+	}
+	progress(len(docs), len(docs))
+	return s, nil
+}
+
+func funnelRun(t *testing.T, r Reranker, args string) (engine.AgentResult, *engine.Recorder) {
+	t.Helper()
+	files := map[string]string{}
+	for i, name := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		// Each page's replay passage a different length: the reranker's
+		// order (longest first) is not BM25's (which favours short ones).
+		files[name+".md"] = "# Page " + name + "\n\nReplay after a crash " + strings.Repeat("keeps the log whole and ", 1+(i*5)%7) + "replay again.\n"
+	}
+	files["long.md"] = "# Long\n\nReplay crash " + strings.Repeat("word ", 900) + "\n"
+	c := corpusOf(t, files)
+	be := enginetest.New(1 << 16)
+	be.Script("Why is replay safe?", enginetest.ToolCall("search", args), enginetest.ToolCall("report", `{"result":"done"}`))
+	rec := &engine.Recorder{}
+	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
+	res, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{RankedSearchTool(c, r, "ranker (test)")},
+		Terminal: engine.Terminal("report", "Report.", json.RawMessage(`{"type":"object","properties":{"result":{"type":"string"}},"required":["result"]}`)),
+		MaxTurns: 4, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "Why is replay safe?"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Agents[0], rec
+}
+
+// TestSearchFunnel: with a reranker the search admits the first stage's
+// candidates in the reranker's order, within its limit and budget, and
+// traces the funnel: every candidate with both scores, and which were
+// admitted.
+func TestSearchFunnel(t *testing.T) {
+	r := &lengthRanker{}
+	_, rec := funnelRun(t, r, `{"query":"replay crash","limit":2}`)
+	if len(r.queries) != 1 || r.queries[0] != "replay crash" {
+		t.Fatalf("the reranker was asked %q", r.queries)
+	}
+	fs := rec.Of(event.ToolFunnel)
+	if len(fs) != 1 {
+		t.Fatalf("%d tool:funnel events, want 1", len(fs))
+	}
+	var f event.Funnel
+	if err := json.Unmarshal(fs[0].Data, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Query != "replay crash" || f.Scorer != "ranker (test)" || f.Limit != 2 || f.Budget <= 0 || f.Budget > AdmitBytes || len(f.Candidates) < 3 {
+		t.Fatalf("funnel %+v", f)
+	}
+	var admitted []event.FunnelPassage
+	for _, p := range f.Candidates {
+		if p.Admitted {
+			admitted = append(admitted, p)
+		}
+		for _, q := range f.Candidates {
+			if q.Admitted && !p.Admitted && p.Score > q.Score {
+				t.Errorf("%s:%s (score %v) left out while %s:%s (score %v) was admitted", p.Path, p.Lines, p.Score, q.Path, q.Lines, q.Score)
+			}
+		}
+	}
+	if f.Candidates[0].Admitted || !f.Candidates[len(f.Candidates)-1].Admitted {
+		t.Errorf("BM25's first was admitted, or the reranker's first (BM25's last) was not: %+v", f.Candidates)
+	}
+	if len(admitted) != 2 || f.Admitted != 2 {
+		t.Fatalf("admitted %v (%d), want 2", admitted, f.Admitted)
+	}
+	// The agent read the admitted passages, best first, with the
+	// reranker's scores.
+	res := rec.Of(event.ToolResult)
+	var got struct{ Hits []Hit }
+	if len(res) != 1 || json.Unmarshal(res[0].Result, &got) != nil || len(got.Hits) != 2 {
+		t.Fatalf("results %v", res)
+	}
+	for i, h := range got.Hits {
+		want := admitted[0]
+		if admitted[1].Score > admitted[0].Score == (i == 0) {
+			want = admitted[1]
+		}
+		if h.Path != want.Path || h.Lines != want.Lines || h.Score != want.Score {
+			t.Errorf("hit %d: %s:%s score %v, want %s:%s score %v", i, h.Path, h.Lines, h.Score, want.Path, want.Lines, want.Score)
+		}
+	}
+	// Without a reranker the search is as it was: no funnel.
+	_, rec = funnelRun(t, nil, `{"query":"replay crash","limit":2}`)
+	if n := len(rec.Of(event.ToolFunnel)); n != 0 {
+		t.Errorf("a search without a reranker traced %d funnels", n)
+	}
+}
+
+// TestAdmit: candidates are admitted best score first (ties in the first
+// stage's order) until the limit or the budget (the best always).
+func TestAdmit(t *testing.T) {
+	cands := []Hit{{Path: "a", Text: strings.Repeat("a", 100)}, {Path: "b", Text: strings.Repeat("b", 300)}, {Path: "c", Text: strings.Repeat("c", 50)}, {Path: "d", Text: strings.Repeat("d", 200)}}
+	for _, tc := range []struct {
+		name          string
+		scores        []float64
+		limit, budget int
+		want          string
+	}{
+		{"by score", []float64{1, 4, 3, 2}, 4, 10000, "bcda"},
+		{"limit", []float64{1, 4, 3, 2}, 2, 10000, "bc"},
+		{"budget", []float64{1, 4, 3, 2}, 4, 360, "bc"},
+		{"best always", []float64{1, 4, 3, 2}, 4, 10, "b"},
+		{"ties keep the first order", []float64{2, 2, 1, 2}, 3, 10000, "abd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hits, f := admit(cands, tc.scores, tc.limit, tc.budget)
+			got := ""
+			for _, h := range hits {
+				got += h.Path
+			}
+			if got != tc.want {
+				t.Fatalf("admitted %q, want %q", got, tc.want)
+			}
+			n, bytes := 0, 0
+			for i, p := range f.Candidates {
+				if p.Admitted != strings.Contains(tc.want, cands[i].Path) || p.Score != tc.scores[i] {
+					t.Errorf("candidate %s: %+v", cands[i].Path, p)
+				}
+				if p.Admitted {
+					n, bytes = n+1, bytes+p.Bytes
+				}
+			}
+			if f.Admitted != n || f.AdmittedBytes != bytes || f.Limit != tc.limit || f.Budget != tc.budget {
+				t.Errorf("funnel %+v", f)
+			}
+		})
+	}
+}
+
+// TestSearchFunnelFails: a reranker that fails fails the call, saying so.
+func TestSearchFunnelFails(t *testing.T) {
+	_, rec := funnelRun(t, &lengthRanker{fail: errors.New("server gone")}, `{"query":"replay crash"}`)
+	errs := rec.Of(event.ToolError)
+	if len(errs) != 1 || !strings.Contains(errs[0].Reason, "rerank: server gone") {
+		t.Errorf("errors %v", errs)
+	}
+}
