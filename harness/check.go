@@ -97,9 +97,9 @@ func (c *checker) tool(name string, t Tool) {
 		case t.Builtin != "search":
 			c.add(at+"/rerank", "rerank is for builtin: search tools (it scores a search's candidates): remove it")
 		case !ok:
-			c.add(at+"/rerank", "no service %q: define it under services, with kind: rerank (defined: %s)", t.Rerank, list(sortedKeys(c.f.Services)))
-		case sv.Kind != string(services.Rerank):
-			c.add(at+"/rerank", "service %s is of kind %s: rerank needs a service of kind rerank", t.Rerank, sv.Kind)
+			c.add(at+"/rerank", "no service %q: define it under services, with kind: rerank or embed (defined: %s)", t.Rerank, list(sortedKeys(c.f.Services)))
+		case sv.Kind != string(services.Rerank) && sv.Kind != string(services.Embed):
+			c.add(at+"/rerank", "service %s is of kind %s: rerank needs a service of kind rerank (or embed, scoring by cosine)", t.Rerank, sv.Kind)
 		}
 	}
 	for i, g := range t.Guards {

@@ -33,6 +33,11 @@ func (s *server) Spec() Spec    { return s.spec }
 func (s *server) Where() string { return s.ep.Name() + " (" + s.spec.Model + ")" }
 func (s *server) Close()        { s.ep.Close() }
 
+// Identity is the server's URL and the model's name there.
+func (s *server) Identity() string {
+	return s.spec.Kind.String() + " " + s.ep.Name() + " " + s.spec.Model
+}
+
 // maxDocs bounds the documents one request carries: a server may refuse
 // more, and progress moves between requests.
 const maxDocs = 32

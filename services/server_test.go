@@ -231,3 +231,51 @@ func TestScorer(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedServiceRanks: an embed service ranks by cosine with the
+// query's embedding, and a passage is embedded once: the next call finds
+// its vector on disk and sends only the query.
+func TestEmbedServiceRanks(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	var inputs [][]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Input []any }
+		json.NewDecoder(r.Body).Decode(&req)
+		inputs = append(inputs, req.Input)
+		var data []map[string]any
+		for i, in := range req.Input {
+			// "q" points along x; a passage leans as far from it as it
+			// is long.
+			n := float64(len(in.(string)))
+			data = append(data, map[string]any{"index": i, "embedding": []float64{1, n - 1}})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"data": data})
+	}))
+	defer srv.Close()
+	set, err := Open(context.Background(), []Spec{{Name: "e", Kind: Embed, Model: "m", Server: srv.URL}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	r, err := set.Ranker("e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := []string{"aaaa", "b", "cc"}
+	for round := range 2 {
+		scores, err := r.Rank(context.Background(), "q", docs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range docs {
+			n := float64(len(d))
+			if want := 1 / math.Sqrt(1+(n-1)*(n-1)); math.Abs(scores[i]-want) > 1e-6 {
+				t.Errorf("round %d: %q scored %v, want %v", round, d, scores[i], want)
+			}
+		}
+	}
+	if len(inputs) != 2 || len(inputs[0]) != 4 || len(inputs[1]) != 1 || inputs[1][0] != "q" {
+		t.Errorf("sent %v: the passages' vectors were not kept", inputs)
+	}
+}

@@ -87,6 +87,8 @@ func (s Spec) Check() error {
 	return nil
 }
 
+func (k Kind) String() string { return string(k) }
+
 func (k Kind) valid() bool {
 	for _, v := range Kinds {
 		if k == v {
@@ -222,16 +224,20 @@ func (s *Set) Describe(name string) string {
 	return name
 }
 
-// Ranker is the service named name as a Ranker, with an error naming what
-// is wrong when there is none.
+// Ranker is the service named name as a Ranker (a rerank service, or an
+// embed service scoring by cosine with the query), with an error naming
+// what is wrong when there is none.
 func (s *Set) Ranker(name string) (Ranker, error) {
 	v, ok := s.Get(name)
 	if !ok {
 		return nil, fmt.Errorf("no service named %q (the run has: %s)", name, strings.Join(s.Names(), ", "))
 	}
+	if _, ok := v.(Embedder); ok && v.Spec().Kind == Embed {
+		return rankerOf(v), nil // cosine with the query's embedding
+	}
 	r, ok := v.(Ranker)
 	if !ok || v.Spec().Kind != Rerank {
-		return nil, fmt.Errorf("service %s is a %s service, not rerank", name, v.Spec().Kind)
+		return nil, fmt.Errorf("service %s is a %s service, not rerank or embed", name, v.Spec().Kind)
 	}
 	return r, nil
 }

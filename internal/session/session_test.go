@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/app"
@@ -439,5 +442,128 @@ run:
 	}
 	if !differ {
 		t.Error("every candidate had the same perplexity: the test shows nothing")
+	}
+}
+
+// A harness with all three kinds of service: a reranked search, a search
+// scored by an embedder, and best-of-N picked by a judge — with every
+// model here, and against a server.
+func TestRunWithEveryKindOfService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow end-to-end test: runs four models on llama.cpp")
+	}
+	corpus, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "corpus"))
+	tiny := testmodel.Tiny(t)
+	// The fake server answers as llama-server does, and says what it was
+	// asked.
+	var mu sync.Mutex
+	asked := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req map[string]any
+		json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
+		mu.Lock()
+		asked[r.URL.Path]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/rerank":
+			var res []map[string]any
+			for i, d := range req["documents"].([]any) {
+				res = append(res, map[string]any{"index": i, "relevance_score": float64(len(d.(string)) % 7)})
+			}
+			json.NewEncoder(w).Encode(map[string]any{"results": res})
+		case "/v1/embeddings":
+			var data []map[string]any
+			for i, in := range req["input"].([]any) {
+				data = append(data, map[string]any{"index": i, "embedding": []float64{1, float64(len(in.(string)) % 5)}})
+			}
+			json.NewEncoder(w).Encode(map[string]any{"data": data})
+		case "/v1/chat/completions":
+			io.WriteString(w, `{"choices":[{"message":{"content":"{\"label\":\"good\"}"}}]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	for _, where := range []string{"here", "server"} {
+		t.Run(where, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+			t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+			svc := func(kind, extra string) string {
+				if where == "server" {
+					return "{kind: " + kind + ", model: m-" + kind + ", server: \"" + srv.URL + "\"" + extra + "}"
+				}
+				return "{kind: " + kind + ", model: " + tiny + ", threads: 1" + extra + "}"
+			}
+			path := filepath.Join(dir, "agents.yaml")
+			os.WriteFile(path, []byte(`
+services:
+  ranker: `+svc("rerank", "")+`
+  embedder: `+svc("embed", "")+`
+  judge: `+svc("judge", ", labels: [good, bad]")+`
+tools:
+  search: {builtin: search, corpus: `+corpus+`, rerank: ranker}
+  lookup: {builtin: search, corpus: `+corpus+`, rerank: embedder}
+roles:
+  reader:
+    system: You read the handbook and answer.
+    tools: [search, lookup]
+    walk: [search, lookup]
+    max_turns: 4
+    best_of: 2
+    pick: judge
+    judge: judge
+    terminal:
+      name: answer
+      schema: {type: object, properties: {text: {type: string, maxLength: 30}}, required: [text]}
+run:
+  steps:
+    - role: reader
+      orchestrate: parallel
+      task: "{{input}}"
+`), 0o644)
+			f, err := harness.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := Config{Config: backends.Config{Model: tiny, NCtx: 4096, Threads: 1}, Walk: true, Task: "What is a harbor?", Version: "test",
+				App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
+					Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdout: io.Discard, Stderr: io.Discard}}
+			if err := Run(context.Background(), cfg, f); err != nil {
+				t.Fatal(err)
+			}
+			ck, err := trace.CheckFile(cfg.App.TracePath)
+			if err != nil || ck.Close == nil || ck.Close.Reason != "completed" || len(ck.Header.Services) != 3 {
+				t.Fatalf("trace %+v %v", ck, err)
+			}
+			b, _ := os.ReadFile(cfg.App.TracePath)
+			scorers := map[string]bool{}
+			var by []string
+			for _, line := range strings.Split(string(b), "\n") {
+				var e event.Event
+				if json.Unmarshal([]byte(line), &e) != nil {
+					continue
+				}
+				switch e.Type {
+				case event.ToolFunnel:
+					var fn event.Funnel
+					json.Unmarshal(e.Data, &fn)
+					scorers[strings.Fields(fn.Scorer)[0]] = fn.Admitted > 0
+				case event.PoolDiverge:
+					var d event.Diverge
+					json.Unmarshal(e.Data, &d)
+					by = append(by, d.By)
+				}
+			}
+			if !scorers["ranker"] || !scorers["embedder"] || len(by) != 1 || by[0] != "judge" {
+				t.Fatalf("funnels scored by %v, best-of picked by %v", scorers, by)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if where == "server" && (asked["/v1/rerank"] == 0 || asked["/v1/embeddings"] == 0 || asked["/v1/chat/completions"] == 0) {
+				t.Fatalf("the server was asked %v", asked)
+			}
+		})
 	}
 }

@@ -331,6 +331,13 @@ func (e *embedder) Spec() services.Spec { return e.spec }
 func (e *embedder) Where() string       { return e.e.Model().Info.Path }
 func (e *embedder) Close()              { e.closeAll() }
 
+// Identity names the model file exactly: its path, size and the hash of
+// its first MiB (what a trace header records of a model).
+func (e *embedder) Identity() string {
+	i := e.e.Model().Info
+	return fmt.Sprintf("embed %s %d %s", i.Path, i.Size, i.SHA256First)
+}
+
 // Embed gives each text's pooled embedding, L2-normalised; a text longer
 // than a decode (512 tokens) is cut.
 func (e *embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
