@@ -228,44 +228,33 @@ func (s *Set) Describe(name string) string {
 // embed service scoring by cosine with the query), with an error naming
 // what is wrong when there is none.
 func (s *Set) Ranker(name string) (Ranker, error) {
-	v, ok := s.Get(name)
-	if !ok {
-		return nil, fmt.Errorf("no service named %q (the run has: %s)", name, strings.Join(s.Names(), ", "))
+	if v, ok := s.Get(name); ok && v.Spec().Kind == Embed {
+		if _, ok := v.(Embedder); ok {
+			return rankerOf(v), nil // cosine with the query's embedding
+		}
 	}
-	if _, ok := v.(Embedder); ok && v.Spec().Kind == Embed {
-		return rankerOf(v), nil // cosine with the query's embedding
-	}
-	r, ok := v.(Ranker)
-	if !ok || v.Spec().Kind != Rerank {
-		return nil, fmt.Errorf("service %s is a %s service, not rerank or embed", name, v.Spec().Kind)
-	}
-	return r, nil
+	return as[Ranker](s, name, Rerank, "rerank or embed")
 }
 
 // Embedder is the service named name as an Embedder.
-func (s *Set) Embedder(name string) (Embedder, error) {
-	v, ok := s.Get(name)
-	if !ok {
-		return nil, fmt.Errorf("no service named %q (the run has: %s)", name, strings.Join(s.Names(), ", "))
-	}
-	e, ok := v.(Embedder)
-	if !ok || v.Spec().Kind != Embed {
-		return nil, fmt.Errorf("service %s is a %s service, not embed", name, v.Spec().Kind)
-	}
-	return e, nil
-}
+func (s *Set) Embedder(name string) (Embedder, error) { return as[Embedder](s, name, Embed, "embed") }
 
 // Judge is the service named name as a Judger.
-func (s *Set) Judge(name string) (Judger, error) {
+func (s *Set) Judge(name string) (Judger, error) { return as[Judger](s, name, Judge, "judge") }
+
+// as is the service named name as a T, which it must be of kind k (want
+// names the kinds that would do, for the error).
+func as[T any](s *Set, name string, k Kind, want string) (T, error) {
+	var zero T
 	v, ok := s.Get(name)
 	if !ok {
-		return nil, fmt.Errorf("no service named %q (the run has: %s)", name, strings.Join(s.Names(), ", "))
+		return zero, fmt.Errorf("no service named %q (the run has: %s)", name, strings.Join(s.Names(), ", "))
 	}
-	j, ok := v.(Judger)
-	if !ok || v.Spec().Kind != Judge {
-		return nil, fmt.Errorf("service %s is a %s service, not judge", name, v.Spec().Kind)
+	t, ok := v.(T)
+	if !ok || v.Spec().Kind != k {
+		return zero, fmt.Errorf("service %s is a %s service, not %s", name, v.Spec().Kind, want)
 	}
-	return j, nil
+	return t, nil
 }
 
 // Close closes every service.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -33,6 +34,15 @@ func (r *lengthRanker) Rank(_ context.Context, query string, docs []string, prog
 }
 
 func funnelRun(t *testing.T, r Reranker, args string) (engine.AgentResult, *engine.Recorder) {
+	return funnelRunWith(t, r, args, nil)
+}
+
+// exploiting is the default policy with every agent exploiting.
+type exploiting struct{ engine.DefaultPolicy }
+
+func (exploiting) Explore(*engine.Agent, int, time.Duration) bool { return false }
+
+func funnelRunWith(t *testing.T, r Reranker, args string, policy engine.Policy) (engine.AgentResult, *engine.Recorder) {
 	t.Helper()
 	files := map[string]string{}
 	for i, name := range []string{"a", "b", "c", "d", "e", "f", "g"} {
@@ -48,11 +58,64 @@ func funnelRun(t *testing.T, r Reranker, args string) (engine.AgentResult, *engi
 	rt := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})
 	res, err := rt.Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{RankedSearchTool(c, r, "ranker (test)")},
 		Terminal: engine.Terminal("report", "Report.", json.RawMessage(`{"type":"object","properties":{"result":{"type":"string"}},"required":["result"]}`)),
-		MaxTurns: 4, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "Why is replay safe?"})})
+		MaxTurns: 4, Policy: policy, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "Why is replay safe?"})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res.Agents[0], rec
+}
+
+// byQuery scores a passage by its length for the query it was given, and
+// by minus its length for any other: the lower of the two is minus it.
+type byQuery struct {
+	query   string
+	queries []string
+}
+
+func (r *byQuery) Rank(_ context.Context, query string, docs []string, progress func(done, total int)) ([]float64, error) {
+	r.queries = append(r.queries, query)
+	s := make([]float64, len(docs))
+	for i, d := range docs {
+		s[i] = float64(len(d))
+		if query != r.query {
+			s[i] = -s[i]
+		}
+	}
+	progress(len(docs), len(docs))
+	return s, nil
+}
+
+// TestSearchFunnelExploits: an exploiting agent's search scores each
+// candidate against its question too, keeping the lower score, and the
+// funnel says so.
+func TestSearchFunnelExploits(t *testing.T) {
+	for _, exploit := range []bool{false, true} {
+		r := &byQuery{query: "replay crash"}
+		var policy engine.Policy
+		if exploit {
+			policy = exploiting{}
+		}
+		_, rec := funnelRunWith(t, r, `{"query":"replay crash","limit":1}`, policy)
+		var f event.Funnel
+		if fs := rec.Of(event.ToolFunnel); len(fs) != 1 || json.Unmarshal(fs[0].Data, &f) != nil {
+			t.Fatalf("funnels %v", fs)
+		}
+		longest, shortest := 0, 0
+		for i, c := range f.Candidates {
+			if c.Bytes > f.Candidates[longest].Bytes {
+				longest = i
+			}
+			if c.Bytes < f.Candidates[shortest].Bytes {
+				shortest = i
+			}
+		}
+		switch {
+		case !exploit && (len(r.queries) != 1 || f.Question != "" || !f.Candidates[longest].Admitted):
+			t.Errorf("exploring: asked %q, question %q, admitted %+v", r.queries, f.Question, f.Candidates)
+		case exploit && (len(r.queries) != 2 || r.queries[1] != "Why is replay safe?" || f.Question != "Why is replay safe?" || !f.Candidates[shortest].Admitted):
+			t.Errorf("exploiting: asked %q, question %q, admitted %+v", r.queries, f.Question, f.Candidates)
+		}
+	}
 }
 
 // TestSearchFunnel: with a reranker the search admits the first stage's

@@ -472,8 +472,10 @@ func RankedSearchTool(c *Corpus, r Reranker, scorer string) engine.Tool {
 }
 
 // funnel is a reranked search: the first stage's candidates, each scored
-// by r, admitted (admit) within limit and a budget that is AdmitBytes
-// times the share of the agent's context still free, and traced.
+// by r (exploiting, the lower of its scores against the query and the
+// agent's question), admitted (admit) within limit and a budget that is
+// AdmitBytes times the share of the agent's context still free, and
+// traced.
 func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, limit int, prefer map[string]bool) ([]Hit, error) {
 	// The first stage is BM25 alone: the reranker reads every candidate
 	// whole, where a Focus would score them again one at a time.
@@ -485,15 +487,39 @@ func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, li
 	for i, h := range cands {
 		texts[i] = h.full
 	}
-	scores, err := r.Rank(ctx, query, texts, func(done, total int) { engine.OnProgress(ctx, done, total) })
-	if err != nil {
-		return nil, fmt.Errorf("rerank: %w", err)
+	// Exploiting, a passage must bear on the agent's own question as well
+	// as on the query: its score is the lower of the two.
+	queries := []string{query}
+	question := ""
+	if ag := engine.CallingAgent(ctx); ag != nil && !engine.Explore(ctx) {
+		question, _, _ = strings.Cut(ag.Task, "\n")
+		if question != "" && question != query {
+			queries = append(queries, question)
+		} else {
+			question = ""
+		}
 	}
-	if len(scores) != len(cands) {
-		return nil, fmt.Errorf("rerank: %d scores for %d passages", len(scores), len(cands))
+	var scores []float64
+	for i, q := range queries {
+		sc, err := r.Rank(ctx, q, texts, func(done, total int) {
+			engine.OnProgress(ctx, i*total+done, len(queries)*total)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("rerank: %w", err)
+		}
+		if len(sc) != len(cands) {
+			return nil, fmt.Errorf("rerank: %d scores for %d passages", len(sc), len(cands))
+		}
+		if scores == nil {
+			scores = sc
+			continue
+		}
+		for j := range scores {
+			scores[j] = min(scores[j], sc[j])
+		}
 	}
 	hits, f := admit(cands, scores, limit, AdmitBytes*engine.PressurePercentAvailable(ctx)/100)
-	f.Query, f.Scorer = query, scorer
+	f.Query, f.Scorer, f.Question = query, scorer, question
 	engine.TraceFunnel(ctx, f)
 	return hits, nil
 }

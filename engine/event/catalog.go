@@ -329,7 +329,7 @@ var entries = []entry{
 		doc: "A retrieval's funnel, recorded from inside the call (engine.TraceFunnel): the first stage's candidates in its order, each scored by a service (a reranker), and those admitted within the tool's limit and budget: what the agent reads. The dev pane's Sources view shows each.",
 		fields: map[string]string{
 			"parent": "the id of the call's tool:dispatch",
-			"data":   "query; scorer (the service and where it runs); candidates: path, lines, first (the first stage's score), score (the scorer's), bytes, admitted; limit and budget (passages and bytes admitted at most); admitted and admittedBytes",
+			"data":   "query; scorer (the service and where it runs); question (exploiting: the agent's question, each score the lower of the query's and the question's); candidates: path, lines, first (the first stage's score), score (the scorer's), bytes, admitted; limit and budget (passages and bytes admitted at most); admitted and admittedBytes",
 		},
 		example: Event{Parent: 31, Agent: 1, CallID: "call_1_1", Tool: "search", Data: raw(`{"query":"tide tables","scorer":"ranker (ranker.gguf)","candidates":[{"path":"harbor.md","lines":"1-9","first":7.1,"score":2.3,"bytes":410,"admitted":true},{"path":"boats.md","lines":"4-12","first":7.4,"score":-1.2,"bytes":380}],"limit":1,"budget":3600,"admitted":1,"admittedBytes":410}`)},
 	}},

@@ -22,6 +22,10 @@ type Funnel struct {
 	// Scorer names what scored the candidates: the service's name and
 	// where it runs.
 	Scorer string `json:"scorer"`
+	// Question, when set, is the agent's question: it was exploiting, and
+	// a candidate's score is the lower of its scores against the query
+	// and against the question.
+	Question string `json:"question,omitempty"`
 	// Candidates are the first stage's passages in its order, each with
 	// its score there and the scorer's, and whether it was admitted.
 	Candidates []FunnelPassage `json:"candidates"`

@@ -31,6 +31,9 @@ func drawSources(th themes.Theme, st *fold.State, sel, w, h int) string {
 		f := st.Funnels[i]
 		head := fmt.Sprintf("A%d %s %q · %s · %d → %d admitted, %d of %d bytes",
 			f.Agent, f.Tool, oneLine(f.Query), oneLine(f.Scorer), len(f.Candidates), f.Admitted, f.AdmittedBytes, f.Budget)
+		if f.Question != "" {
+			head += fmt.Sprintf(" · exploiting: each the lower of its scores against %q", oneLine(f.Question))
+		}
 		if len(st.Funnels)-1-i != sel {
 			rows = append(rows, fit(head, w))
 			continue
