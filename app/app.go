@@ -186,7 +186,7 @@ func Run(ctx context.Context, prog Program, o Options) (err error) {
 	if r.mode == approvals.ModeLine && !o.Approvals.DenyProtected {
 		go approvals.NewLinePrompter(r.broker, o.Stdin, o.Stderr).Run(ctx)
 	}
-	go handleSignals(ctx, sigs, stop, r.rt, &r.end, o.View != ViewApp, o.Stderr)
+	go handleSignals(ctx, sigs, stop, r.rt, &r.end, o.View != ViewApp, o.Stderr, stdioClosed)
 	go r.stopOnTraceFailure(ctx, stop)
 	if o.View == ViewApp {
 		return r.show(ctx, stop, prog)

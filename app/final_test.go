@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/internal/enginetest"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/trace"
@@ -48,6 +49,16 @@ func TestARunWhoseFinalStepProducedNothingFails(t *testing.T) {
 			return all, nil
 		}
 	}
+	// followUp is a pool that answers a follow-up, as the harness says
+	// it is one.
+	followUp := func(spec engine.PoolSpec) engine.PoolSpec {
+		run := spec.Orchestrate
+		spec.Orchestrate = func(ctx context.Context, pc *engine.PoolContext) error {
+			pc.Note(event.FollowUpNote, "follow-up 1: Write up harbors.")
+			return run(ctx, pc)
+		}
+		return spec
+	}
 	for _, c := range []struct {
 		name    string
 		prog    Program
@@ -60,6 +71,8 @@ func TestARunWhoseFinalStepProducedNothingFails(t *testing.T) {
 			want: []string{"the 2 editors (agents 2, 3) produced nothing: agent 2 failed (", "agent 3 failed (", "disk on fire"}},
 		{name: "agents without a role", prog: Pool(step("", "Write up harbors.")), want: []string{"the agent (agent 1) failed: tool error: disk on fire"}},
 		{name: "one editor of two reported", prog: steps(step("researcher", "Research harbors."), step("editor", "Edit harbors one.", "Report on harbors."))},
+		// A follow-up's failure is its own: the run's steps produced.
+		{name: "a follow-up failed", prog: steps(step("researcher", "Research harbors."), followUp(step("researcher", "Write up harbors.")))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			be := enginetest.New(1 << 14)

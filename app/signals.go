@@ -27,14 +27,21 @@ func catchSignals() chan os.Signal {
 
 // handleSignals: the first SIGINT finishes up (every agent writes its
 // report), a second one stops now; SIGTERM stops now.
-// SIGHUP and SIGPIPE stop it as SIGTERM does.
-func handleSignals(ctx context.Context, sigs <-chan os.Signal, stop context.CancelFunc, rt *engine.Runtime, end *ending, say bool, errOut io.Writer) {
+// SIGHUP stops it as SIGTERM does, and so does SIGPIPE when stdout or
+// stderr is what broke (outputClosed). Go delivers a SIGPIPE for a write
+// to any pipe nobody reads once it is caught: a command tool's program
+// that exits without reading its arguments on stdin raises one too, and
+// that write's own error is the tool's business, not the end of the run.
+func handleSignals(ctx context.Context, sigs <-chan os.Signal, stop context.CancelFunc, rt *engine.Runtime, end *ending, say bool, errOut io.Writer, outputClosed func() bool) {
 	stops := map[os.Signal]Ending{syscall.SIGTERM: Terminated, syscall.SIGHUP: HungUp, syscall.SIGPIPE: OutputClosed}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case s := <-sigs:
+			if s == syscall.SIGPIPE && !outputClosed() {
+				continue
+			}
 			if e, ok := stops[s]; ok {
 				end.set(e, nil)
 				stop()

@@ -35,6 +35,9 @@ type summary struct {
 	// spawned is each agent's pool and role, from its spawn: which
 	// results are the run's final step, and what the program called them.
 	spawned map[int]spawn
+	// followUps are the pools that answered follow-ups (a follow_up
+	// note): the run's final step is the last pool before them.
+	followUps map[uint64]bool
 }
 
 // spawn is where an agent started: its pool, and its role ("" for none).
@@ -52,6 +55,12 @@ func (f *summary) Emit(e event.Event) {
 			f.spawned = map[int]spawn{}
 		}
 		f.spawned[e.Agent] = spawn{e.Pool, e.Role}
+	}
+	if e.Type == event.PoolNote && e.Role == event.FollowUpNote {
+		if f.followUps == nil {
+			f.followUps = map[uint64]bool{}
+		}
+		f.followUps[e.Pool] = true
 	}
 	f.mu.Unlock()
 }

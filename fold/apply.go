@@ -156,8 +156,19 @@ func (s *State) foldAgent(e event.Event, who string) (string, bool) {
 	case event.AgentNudge:
 		a := s.agent(e.Agent)
 		a.Status, a.Tool = event.StatusThinking, ""
-		a.add(Item{Kind: ItemNudge, Tool: e.Tool, Text: report.ErrorText(e.Result), At: e.At})
-		return fmt.Sprintf("%swas told (%s): %s", who, e.Reason, termtext.Clean(report.ErrorText(e.Result))), true
+		text := report.ErrorText(e.Result)
+		if len(e.Result) == 0 && e.Reason == "loop" {
+			// A loop's nudge carries no message: what the turn kept is the
+			// news (Text), the loop cut after one copy of what repeats.
+			a.add(Item{Kind: ItemNudge, Text: "its turn fell into a loop and was cut", At: e.At})
+			line := fmt.Sprintf("%sfell into a loop: its turn was cut", who)
+			if e.Text != "" {
+				line += " after " + termtext.Clean(short(e.Text, 120))
+			}
+			return line, true
+		}
+		a.add(Item{Kind: ItemNudge, Tool: e.Tool, Text: text, At: e.At})
+		return fmt.Sprintf("%swas told (%s): %s", who, e.Reason, termtext.Clean(text)), true
 	case event.AgentReturn, event.AgentRecovered, event.AgentFailed, event.AgentCancelled:
 		return s.end(e, who), true
 	case event.AgentDone:

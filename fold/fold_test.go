@@ -131,3 +131,16 @@ func TestDivergeFold(t *testing.T) {
 		t.Errorf("line %q", c.Line)
 	}
 }
+
+// A loop's nudge (no message, what the turn kept as text) reads as what
+// happened, not as an empty "was told".
+func TestLoopNudgeLine(t *testing.T) {
+	s := NewState()
+	c := s.Apply(event.Event{Type: event.AgentNudge, Agent: 2, Reason: "loop", Text: "the the the"})
+	if c.Line != "agent 2 fell into a loop: its turn was cut after the the the" {
+		t.Errorf("line %q", c.Line)
+	}
+	if c := s.Apply(event.Event{Type: event.AgentNudge, Agent: 2, Reason: "loop"}); strings.HasSuffix(c.Line, ": ") || !strings.Contains(c.Line, "was cut") {
+		t.Errorf("line %q", c.Line)
+	}
+}

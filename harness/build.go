@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/services"
@@ -538,7 +539,7 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		var got []engine.AgentResult
 		var summary int // the agent that summed up the previous turn (0: none)
 		spec.Orchestrate = func(ctx context.Context, pc *engine.PoolContext) error {
-			pc.Note("follow_up", fmt.Sprintf("follow-up %d: %s", n, q))
+			pc.Note(event.FollowUpNote, fmt.Sprintf("follow-up %d: %s", n, q))
 			var err error
 			if summary, err = p.extendTrunk(ctx, pc, prev, q, sum); err != nil {
 				return fmt.Errorf("follow-up %d: the previous turn could not join the trunk: %w", n, err)

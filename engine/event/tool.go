@@ -13,6 +13,12 @@ type ProgressData struct {
 // does, without ending its agent.
 const FailedNote = "failed"
 
+// FollowUpNote names the pool:note by which a program says a pool answers
+// a follow-up (the harness writes one per follow-up): readers tell the
+// run's own steps from its follow-ups by it, and a follow-up's failure is
+// its own, not the run's.
+const FollowUpNote = "follow_up"
+
 // Funnel is a tool:funnel event's data: one retrieval's stages. A first
 // stage (BM25 over the corpus) finds candidates, a service scores them (a
 // reranker), and the best are admitted within the tool's budget: what the

@@ -567,3 +567,52 @@ run:
 		})
 	}
 }
+
+// A command tool whose program exits without reading its arguments on
+// stdin raises a SIGPIPE in lloyal (Go delivers it for any pipe once it is
+// caught): the run goes on and completes, as it did not when that was
+// taken for stdout closing.
+func TestACommandThatReadsNoStdinLeavesTheRunAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow end-to-end test: runs the tiny model on llama.cpp")
+	}
+	dir := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	path := filepath.Join(dir, "agents.yaml")
+	// Nine calls: the program has exited before lloyal writes to its
+	// stdin in (nearly) every one.
+	os.WriteFile(path, []byte(`
+tools:
+  noop:
+    command: ["true"]
+    description: Does nothing with what it is given.
+    read_only: true
+    parameters: {type: object, properties: {text: {type: string, maxLength: 20}}, required: [text]}
+roles:
+  r:
+    system: You try the tool.
+    tools: [noop]
+    walk: [noop, noop, noop]
+    max_turns: 5
+    terminal:
+      name: answer
+      schema: {type: object, properties: {text: {type: string, maxLength: 10}}, required: [text]}
+run:
+  steps:
+    - {role: r, orchestrate: parallel, tasks: [one, two, three]}
+`), 0o644)
+	f, err := harness.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 16384, Threads: 1}, Walk: true, Task: "x", Version: "test",
+		App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
+			Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdout: io.Discard, Stderr: io.Discard}}
+	if err := Run(context.Background(), cfg, f); err != nil && !strings.Contains(err.Error(), "produced nothing") {
+		t.Fatal(err)
+	}
+	ck, err := trace.CheckFile(cfg.App.TracePath)
+	if err != nil || ck.Close == nil || ck.Close.Reason != "completed" {
+		t.Fatalf("the run ended %+v (%v)", ck.Close, err)
+	}
+}
