@@ -33,10 +33,11 @@ func (r *run) judge(res []engine.AgentResult) (Ending, error) {
 
 // finalStep is the run's final step among res: the agents that ran in the
 // pool of the last result that answered no follow-up (a program runs each
-// step as a pool), in order. The fold knows each agent's pool from its
+// step as a pool), in order, each best-of-N task by its kept candidate. The fold knows each agent's pool from its
 // spawn; an agent it never saw counts as the last result's step. f.mu is
 // held.
 func (f *summary) finalStep(res []engine.AgentResult) []engine.AgentResult {
+	res = engine.Kept(res) // best-of-N: each task's kept candidate
 	for len(res) > 0 && f.followUps[f.spawned[res[len(res)-1].ID].pool] {
 		res = res[:len(res)-1]
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/internal/enginetest"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/trace"
@@ -129,5 +130,20 @@ func TestARunFinishedUpBeforeItProducedAnythingWasInterrupted(t *testing.T) {
 	}
 	if ck, err := trace.CheckFile(o.TracePath); err != nil || ck.Close == nil || ck.Close.Reason != "interrupted" {
 		t.Fatalf("closing record %+v (%v), want interrupted", ck.Close, err)
+	}
+}
+
+// The report of a final step that ran best-of-N is its kept candidate's,
+// though a discarded one returned after it.
+func TestTheReportIsTheKeptCandidates(t *testing.T) {
+	f := &summary{st: fold.NewState(), spawned: map[int]spawn{1: {1, "writer"}, 2: {1, "writer"}}}
+	res := []engine.AgentResult{
+		{ID: 1, Task: "Write.", Outcome: event.Returned, Result: json.RawMessage(`{"answer":"kept"}`)},
+		{ID: 2, Task: "Write.", Outcome: event.Returned, Result: json.RawMessage(`{"answer":"discarded"}`), Discarded: true},
+	}
+	var out bytes.Buffer
+	f.printReport(&out, res)
+	if !strings.Contains(out.String(), "kept") || strings.Contains(out.String(), "discarded") {
+		t.Errorf("report:\n%s", out.String())
 	}
 }

@@ -22,6 +22,18 @@ type Picker struct {
 	Pick func(ctx context.Context, task string, cands []AgentResult) (kept int, scores []float64, err error)
 }
 
+// Kept is rs without the best-of-N candidates another was kept over: each
+// task's results (every result of a pool that ran no BestOf).
+func Kept(rs []AgentResult) []AgentResult {
+	out := make([]AgentResult, 0, len(rs))
+	for _, r := range rs {
+		if !r.Discarded {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // LowestPerplexity keeps the candidate whose sampled tokens the model
 // found likeliest (the lowest Ppl; a backend that cannot say gives 0 for
 // all, and the first is kept).

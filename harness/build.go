@@ -301,6 +301,9 @@ func (p *Program) tool(name string, t Tool) (engine.Tool, error) {
 		return nil, err
 	}
 	read := k.read(c)
+	if t.Rerank != "" && k.ranked == nil {
+		return nil, fmt.Errorf("tool %s: rerank: a %s tool takes no reranker (a search does)", name, k.name)
+	}
 	if t.Rerank != "" {
 		r, err := p.o.Services.Ranker(t.Rerank)
 		if err != nil {
@@ -506,7 +509,7 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 			all = append(all, res.Agents...)
 			// A step's results are its tasks' (best-of-N: the kept
 			// candidates').
-			kept := slices.DeleteFunc(slices.Clone(res.Agents), func(a engine.AgentResult) bool { return a.Discarded })
+			kept := engine.Kept(res.Agents)
 			if s.ID != "" {
 				results[s.ID] = kept
 			}
@@ -609,12 +612,17 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 		// its delegate drops sub-questions that drift from it.
 		spec.Scorer = tools.NewOverlap(read.c)
 	}
-	// A role whose search is reranked judges relevance by the same
-	// service, not by shared words.
+	// A role whose search is reranked by a local rerank service (its
+	// scores logits of relevance, 0 at even odds) judges relevance by it,
+	// not by shared words, which stay its fallback.
 	for _, name := range r.Tools {
-		if t := p.f.Tools[name]; t.Rerank != "" {
+		t := p.f.Tools[name]
+		if t.Rerank == "" {
+			continue
+		}
+		if v, ok := p.o.Services.Get(t.Rerank); ok && v.Spec().Kind == services.Rerank && v.Spec().Server == "" {
 			if rk, err := p.o.Services.Ranker(t.Rerank); err == nil {
-				spec.Scorer = services.Scorer(rk)
+				spec.Scorer = services.Scorer(rk, spec.Scorer)
 			}
 		}
 	}
@@ -728,7 +736,9 @@ func (p *Program) picker(r Role) (engine.Picker, error) {
 		scores := make([]float64, len(cands))
 		best := 0
 		for i, c := range cands {
-			v, err := j.Judge(ctx, "Task: "+task+"\n\nAnswer: "+c.Text())
+			// Task and answer cut apart, so a long task leaves the
+			// answer room (the judge reads a passage's worth).
+			v, err := j.Judge(ctx, "Task: "+services.Clip(task, 1000)+"\n\nAnswer: "+services.Clip(c.Text(), 2800))
 			if err != nil {
 				return 0, nil, err
 			}

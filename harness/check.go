@@ -303,6 +303,9 @@ func (f *File) executable(name string) (string, error) {
 
 func (c *checker) role(name string, r Role) {
 	at := "/roles/" + escape(name)
+	if r.BestOf > 1 && c.f.Sampling.Temperature != nil && *c.f.Sampling.Temperature == 0 {
+		c.add(at+"/best_of", "best_of's candidates would all write the same at temperature 0 (sampling.temperature): raise the temperature or remove best_of")
+	}
 	if r.BestOf > 1 {
 		for i, st := range c.f.Run.Steps {
 			if st.Role == name && st.Orchestrate != Parallel && st.Orchestrate != "" {

@@ -128,3 +128,21 @@ run:
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestBestOfAtTemperatureZero: candidates that would all write the same
+// are refused at the line.
+func TestBestOfAtTemperatureZero(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	os.WriteFile(path, []byte(`sampling: {temperature: 0}
+roles:
+  reader:
+    system: You read.
+    best_of: 3`+answerRole+`
+run:
+  steps:
+    - {role: reader, orchestrate: parallel, task: "{{input}}"}
+`), 0o644)
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "agents.yaml:5: roles.reader.best_of: best_of's candidates would all write the same at temperature 0") {
+		t.Fatalf("err %v", err)
+	}
+}

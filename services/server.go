@@ -175,6 +175,9 @@ func (s *server) Judge(ctx context.Context, text string) (Verdict, error) {
 					alts[t.Token] += math.Exp(t.Logprob)
 				}
 				out.Probs = firstTokenProbs(s.spec.Labels, alts)
+				if out.Probs[out.Label] == 0 {
+					out.Probs = nil // they would contradict the label: none is better
+				}
 				break
 			}
 			seen += tok.Token
@@ -191,6 +194,11 @@ func firstTokenProbs(labels []string, alts map[string]float64) map[string]float6
 	probs := map[string]float64{}
 	var sum float64
 	for tok, p := range alts {
+		// A token may carry the string's closing quote (a whole label
+		// and its end, `yes"`): the label is what precedes it.
+		if l, _, ok := strings.Cut(tok, `"`); ok {
+			tok = l
+		}
 		if tok == "" {
 			continue
 		}

@@ -226,9 +226,13 @@ func TestScorer(t *testing.T) {
 		{scripted{score: 5, err: io.ErrUnexpectedEOF}, 0},
 		{scripted{score: math.NaN()}, 0},
 	} {
-		if got := Scorer(tc.r).Score("q", "text"); math.Abs(got-tc.want) > 1e-9 {
+		if got := Scorer(tc.r, nil).Score("q", "text"); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("score %v (err %v): %v, want %v", tc.r.score, tc.r.err, got, tc.want)
 		}
+	}
+	// A failed call is the fallback's to score.
+	if got := Scorer(scripted{err: io.ErrUnexpectedEOF}, fixedScore(0.25)).Score("q", "text"); got != 0.25 {
+		t.Errorf("a failed call with a fallback scored %v, want the fallback's 0.25", got)
 	}
 }
 
@@ -277,5 +281,35 @@ func TestEmbedServiceRanks(t *testing.T) {
 	}
 	if len(inputs) != 2 || len(inputs[0]) != 4 || len(inputs[1]) != 1 || inputs[1][0] != "q" {
 		t.Errorf("sent %v: the passages' vectors were not kept", inputs)
+	}
+}
+
+type fixedScore float64
+
+func (f fixedScore) Score(string, string) float64 { return float64(f) }
+
+// TestFirstTokenProbs: the labels' chances from the first token's
+// alternatives, a token that ends the string too read as its label.
+func TestFirstTokenProbs(t *testing.T) {
+	for _, tc := range []struct {
+		labels []string
+		alts   map[string]float64
+		want   map[string]float64
+	}{
+		{[]string{"yes", "no"}, map[string]float64{`yes"`: 0.9, "no": 0.1}, map[string]float64{"yes": 0.9, "no": 0.1}},
+		{[]string{"relevant", "irrelevant"}, map[string]float64{"rel": 0.6, "ir": 0.2, "zz": 0.2}, map[string]float64{"relevant": 0.75, "irrelevant": 0.25}},
+		{[]string{"a1", "a2"}, map[string]float64{"a": 1}, nil},      // the first token tells them not apart
+		{[]string{"yes", "no"}, map[string]float64{"maybe": 1}, nil}, // no alternative begins a label
+	} {
+		got := firstTokenProbs(tc.labels, tc.alts)
+		if (got == nil) != (tc.want == nil) {
+			t.Errorf("%v: %v, want %v", tc.alts, got, tc.want)
+			continue
+		}
+		for k, w := range tc.want {
+			if math.Abs(got[k]-w) > 1e-9 {
+				t.Errorf("%v: %s %v, want %v", tc.alts, k, got[k], w)
+			}
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 )
@@ -47,8 +48,9 @@ type Spec struct {
 	// Server is the URL of a server that runs the service; empty: the
 	// model runs here.
 	Server string
-	// Key goes to Server as a bearer token (only there). It comes from
-	// the user's flags, never from a harness file.
+	// Key goes to Server as a bearer token (only there): a Go program
+	// sets it; a harness file's services are sent none (no flag gives
+	// them one yet).
 	Key string
 	// Labels are a judge's answers (at least two).
 	Labels []string
@@ -107,9 +109,10 @@ func kindList() string {
 }
 
 // Ranker scores documents against a query: higher is more relevant. Scores
-// are comparable within one call only. A local reranker's score is a logit
-// difference (0: as likely relevant as not); progress, when not nil, is
-// told as documents are scored.
+// compare within one service (a local reranker's is a logit difference,
+// 0 as likely relevant as not; a server's is its own scale, often a
+// probability; an embedder's a cosine), never across services; progress,
+// when not nil, is told as documents are scored.
 type Ranker interface {
 	Rank(ctx context.Context, query string, docs []string, progress func(done, total int)) ([]float64, error)
 }
@@ -281,19 +284,32 @@ func From(ctx context.Context) *Set {
 	return s
 }
 
-// Scorer is r as the pool's relevance scorer (engine.Scorer, what a
-// delegate's drift check and a search's focus read): the score taken as a
-// logit of relevance, 0 where the passage is no likelier relevant than
-// not, rising to 1 (2·sigmoid(score) − 1 above that). A failed call scores
-// 0. Each Score is one Rank call: the scorer is for a few checks per call,
-// not for ranking a corpus.
-func Scorer(r Ranker) engine.Scorer { return rankScorer{r} }
+// Scorer is a reranker whose scores are logits of relevance (a local
+// rerank service's) as the pool's relevance scorer (engine.Scorer, what a
+// delegate's drift check and a search's focus read): 0 where the passage
+// is no likelier relevant than not, rising to 1 (2·sigmoid(score) − 1
+// above that). A call that fails, or takes more than ScoreTimeout (a
+// delegate's check runs on the tick loop), is scored by fallback instead
+// (nil: 0). Each Score is one Rank call: the scorer is for a few checks
+// per call, not for ranking a corpus.
+func Scorer(r Ranker, fallback engine.Scorer) engine.Scorer { return rankScorer{r, fallback} }
 
-type rankScorer struct{ r Ranker }
+// ScoreTimeout bounds one Score of a Scorer.
+const ScoreTimeout = 10 * time.Second
+
+type rankScorer struct {
+	r        Ranker
+	fallback engine.Scorer
+}
 
 func (s rankScorer) Score(query, text string) float64 {
-	sc, err := s.r.Rank(context.Background(), query, []string{text}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), ScoreTimeout)
+	defer cancel()
+	sc, err := s.r.Rank(ctx, query, []string{text}, nil)
 	if err != nil || len(sc) != 1 || math.IsNaN(sc[0]) {
+		if s.fallback != nil {
+			return s.fallback.Score(query, text)
+		}
 		return 0
 	}
 	return max(0, 2/(1+math.Exp(-sc[0]))-1)

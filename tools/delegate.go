@@ -103,7 +103,7 @@ func (d Delegate) Tool() engine.Tool {
 		}
 		res, err := engine.RunPool(ctx, pool)
 		if caller := engine.CallingAgent(ctx); d.Done != nil && caller != nil && res != nil {
-			d.Done(caller, res.Agents)
+			d.Done(caller, engine.Kept(res.Agents))
 		}
 		return helpersResult(res, err), nil
 	})
@@ -134,7 +134,7 @@ func helpersResult(res *engine.PoolResult, err error) any {
 		Reason  string `json:"reason,omitempty"`
 	}
 	var out []answer
-	for _, r := range res.Agents {
+	for _, r := range engine.Kept(res.Agents) {
 		out = append(out, answer{Task: r.Task, Outcome: string(r.Outcome), Answer: r.Text(), Reason: r.Reason})
 	}
 	return map[string]any{"results": out, "agentCount": len(res.Agents), "totalTokens": res.TotalTokens}

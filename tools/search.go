@@ -416,10 +416,10 @@ const (
 const previewBytes = 320
 
 // RankedSearchTool is the search tool, and with r a funnel: the corpus's
-// first FirstStageK passages for the query (BM25, turned toward the
-// agent's question), each scored by r against the query, the best
-// admitted up to the call's limit and AdmitBytes of text. Each call's
-// funnel is traced (tool:funnel), named by scorer.
+// first FirstStageK passages for the query (BM25 alone), each scored by r
+// against the query (exploiting, against the agent's question too), the
+// best admitted within the call's limit and a budget of text (funnel).
+// Each call's funnel is traced (tool:funnel), named by scorer.
 func RankedSearchTool(c *Corpus, r Reranker, scorer string) engine.Tool {
 	return engine.Typed(engine.ToolSpec{
 		Name:        "search",
@@ -509,6 +509,11 @@ func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, li
 		}
 		if len(sc) != len(cands) {
 			return nil, fmt.Errorf("rerank: %d scores for %d passages", len(sc), len(cands))
+		}
+		for j, x := range sc {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, fmt.Errorf("rerank: passage %d scored %v, not a number", j, x)
+			}
 		}
 		if scores == nil {
 			scores = sc

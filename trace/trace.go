@@ -80,14 +80,6 @@ type ForkRef struct {
 }
 
 // AbilityInfo is an ability as a run loaded it.
-// ServiceInfo is one service of a run: its name, kind, and where it ran
-// (the model file here, or the server's URL and the model's name there).
-type ServiceInfo struct {
-	Name  string `json:"name"`
-	Kind  string `json:"kind"`
-	Where string `json:"where"`
-}
-
 type AbilityInfo struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
@@ -95,6 +87,14 @@ type AbilityInfo struct {
 	Key string `json:"key"`
 	// Tools are the names of its tools in the run.
 	Tools []string `json:"tools"`
+}
+
+// ServiceInfo is one service of a run: its name, kind, and where it ran
+// (the model file here, or the server's URL and the model's name there).
+type ServiceInfo struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`
+	Where string `json:"where"`
 }
 
 // SignedBy is how an ability's signer reads wherever lloyal names it (an

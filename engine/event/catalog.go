@@ -331,7 +331,7 @@ var entries = []entry{
 			"parent": "the id of the call's tool:dispatch",
 			"data":   "query; scorer (the service and where it runs); question (exploiting: the agent's question, each score the lower of the query's and the question's); candidates: path, lines, first (the first stage's score), score (the scorer's), bytes, admitted; limit and budget (passages and bytes admitted at most); admitted and admittedBytes",
 		},
-		example: Event{Parent: 31, Agent: 1, CallID: "call_1_1", Tool: "search", Data: raw(`{"query":"tide tables","scorer":"ranker (ranker.gguf)","candidates":[{"path":"harbor.md","lines":"1-9","first":7.1,"score":2.3,"bytes":410,"admitted":true},{"path":"boats.md","lines":"4-12","first":7.4,"score":-1.2,"bytes":380}],"limit":1,"budget":3600,"admitted":1,"admittedBytes":410}`)},
+		example: Event{Parent: 31, Agent: 1, CallID: "call_1_1", Tool: "search", Data: raw(`{"query":"tide tables","scorer":"ranker (ranker.gguf)","candidates":[{"path":"harbor.md","lines":"1-9","first":7.1,"score":2.3,"bytes":310,"admitted":true},{"path":"boats.md","lines":"4-12","first":7.4,"score":-1.2,"bytes":280}],"limit":1,"budget":1843,"admitted":1,"admittedBytes":310}`)},
 	}},
 	{SettleOrder, info{quiet: true,
 		doc: "One prefill wrote into the context: agents' tasks, spine extensions, and what agents waited to read (tool results, nudges, recovery prompts), in the order written. A rerun writes the same at the same tick, so every cell lands where it did.",

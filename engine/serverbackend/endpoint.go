@@ -38,6 +38,9 @@ func NewEndpoint(rawURL, key string, timeout time.Duration) (*Endpoint, error) {
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("server %q: not an http(s) URL; use e.g. http://127.0.0.1:8080", rawURL)
 	}
+	if base.RawQuery != "" || base.Fragment != "" {
+		return nil, fmt.Errorf("server %q: give the server's URL without a query (e.g. http://127.0.0.1:8080): lloyal adds the endpoint's path, /v1/rerank and the like", redact(base))
+	}
 	if timeout <= 0 {
 		timeout = 60 * time.Second
 	}
@@ -70,7 +73,7 @@ func (e *Endpoint) Post(ctx context.Context, path string, body, out any) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base.String()+path, strings.NewReader(string(b)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base.JoinPath(path).String(), strings.NewReader(string(b)))
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/themes"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -508,4 +509,18 @@ func TestDevPaneSources(t *testing.T) {
 		t.Fatalf("the Sources view:\n%s", strings.Join(frames, "\n---\n"))
 	}
 	golden.RequireEqual(t, []byte(strings.Join(frames, "\n---\n")))
+}
+
+// The Sources view scrolls: a funnel picked below the pane's height shows,
+// its head in the window.
+func TestDevPaneSourcesScrolls(t *testing.T) {
+	st := fold.NewState()
+	for i := range 30 {
+		st.Funnels = append(st.Funnels, fold.Funnel{Agent: i + 1, Tool: "search", Funnel: event.Funnel{Query: fmt.Sprintf("q%d", i), Scorer: "r",
+			Candidates: []event.FunnelPassage{{Path: "a.md", Lines: "1-2", Score: 1, Admitted: true}, {Path: "b.md", Lines: "3-4"}}}})
+	}
+	v := drawSources(themes.Dark(), st, 20, 80, 6) // the 21st newest: A10
+	if !strings.Contains(v, `A10 search "q9"`) || strings.Count(v, "\n") != 5 || strings.Contains(v, `A30 search`) {
+		t.Fatalf("the window:\n%s", v)
+	}
 }

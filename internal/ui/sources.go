@@ -27,10 +27,11 @@ func drawSources(th themes.Theme, st *fold.State, sel, w, h int) string {
 	}
 	sel = min(max(sel, 0), len(st.Funnels)-1)
 	var rows []string
-	for i := len(st.Funnels) - 1; i >= 0 && len(rows) < h; i-- {
+	at := 0 // the picked funnel's row
+	for i := len(st.Funnels) - 1; i >= 0; i-- {
 		f := st.Funnels[i]
 		head := fmt.Sprintf("A%d %s %q · %s · %d → %d admitted, %d of %d bytes",
-			f.Agent, f.Tool, oneLine(f.Query), oneLine(f.Scorer), len(f.Candidates), f.Admitted, f.AdmittedBytes, f.Budget)
+			f.Agent, oneLine(f.Tool), oneLine(f.Query), oneLine(f.Scorer), len(f.Candidates), f.Admitted, f.AdmittedBytes, f.Budget)
 		if f.Question != "" {
 			head += fmt.Sprintf(" · exploiting: each the lower of its scores against %q", oneLine(f.Question))
 		}
@@ -38,6 +39,7 @@ func drawSources(th themes.Theme, st *fold.State, sel, w, h int) string {
 			rows = append(rows, fit(head, w))
 			continue
 		}
+		at = len(rows)
 		rows = append(rows, th.Selected.Render(fit(head, w)))
 		// Best score first, as admission takes them; each says where the
 		// first stage put it.
@@ -48,9 +50,6 @@ func drawSources(th themes.Theme, st *fold.State, sel, w, h int) string {
 		sort.SliceStable(order, func(a, b int) bool { return f.Candidates[order[a]].Score > f.Candidates[order[b]].Score })
 		for _, j := range order {
 			c := f.Candidates[j]
-			if len(rows) >= h {
-				break
-			}
 			mark, style := "·", th.Dim
 			if c.Admitted {
 				mark, style = "✓", th.Good
@@ -59,5 +58,9 @@ func drawSources(th themes.Theme, st *fold.State, sel, w, h int) string {
 			rows = append(rows, style.Render(fit(line, w)))
 		}
 	}
+	// A window of h rows that shows the picked funnel's head, a third of
+	// the way down where there is more above it.
+	start := min(max(at-h/3, 0), max(len(rows)-h, 0))
+	rows = rows[start:min(start+h, len(rows))]
 	return strings.Join(rows, "\n")
 }

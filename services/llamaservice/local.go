@@ -52,8 +52,20 @@ func Open(sp services.Spec) (services.Service, error) {
 	return open(sp)
 }
 
-func open(sp services.Spec) (*local, error) {
-	o := llamabackend.ContextOptions{NCtx: cmp.Or(sp.Context, DefaultContext), NBatch: 512, NSeqMax: leafGroup + 2, NThreads: sp.Threads}
+func open(sp services.Spec) (*local, error) { return openWith(sp, "") }
+
+// openWith is open with template's text in place of the model's own chat
+// template ("": the model's).
+func openWith(sp services.Spec, template string) (*local, error) {
+	// Thinking off: a reranker or judge answers at once, and a template
+	// like Qwen3's writes the empty thinking block before the answer only
+	// when it is off (with it on, "yes" would be read where the model
+	// wants to open its thinking).
+	o := llamabackend.ContextOptions{NCtx: cmp.Or(sp.Context, DefaultContext), NBatch: 512, NSeqMax: leafGroup + 2, NThreads: sp.Threads,
+		Format: llamabackend.FormatOptions{Template: template, Think: chat.ThinkOff}}
+	if sp.Kind == services.Embed {
+		return nil, fmt.Errorf("an embed service opens with Open")
+	}
 	if sp.GPULayers != nil {
 		o.GPULayers = llamabackend.Layers(*sp.GPULayers)
 	}
@@ -148,7 +160,7 @@ func (l *local) Rank(ctx context.Context, query string, docs []string, progress 
 			return nil, err
 		}
 		if room < 1 {
-			return nil, fmt.Errorf("service %s: its context (%d cells) has no room for passages after the %d-token query: give it a larger context:", l.spec.Name, l.be.NCtx(), len(shared))
+			return nil, fmt.Errorf("service %s: its context (%d cells) has no room for passages after the %d tokens of its prompt and query: give it more (services.%s.context)", l.spec.Name, l.be.NCtx(), len(shared), l.spec.Name)
 		}
 		if len(t) > room { // cut to fit a group in the context
 			t = t[:room]

@@ -3,6 +3,8 @@ package llamaservice
 import (
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,5 +196,31 @@ func TestLocalEmbeddings(t *testing.T) {
 	}
 	if slices.Equal(all[0], all[1]) {
 		t.Error("two texts gave the same vector")
+	}
+}
+
+// TestLocalServicesDoNotThink: a reranker's and a judge's prompt end where
+// the answer begins, the thinking block closed before it: Qwen3's template
+// (the family of Qwen3-Reranker) writes it empty only with thinking off.
+func TestLocalServicesDoNotThink(t *testing.T) {
+	dir := os.Getenv("LLOYAL_TEST_TEMPLATES")
+	if dir == "" {
+		t.Skip("LLOYAL_TEST_TEMPLATES is not set: set it to the folder of real chat templates (../shared/templates) to run this test")
+	}
+	src, err := os.ReadFile(filepath.Join(dir, "Qwen-Qwen3-0.6B.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := openWith(services.Spec{Name: "ranker", Kind: services.Rerank, Model: testmodel.Tiny(t), Threads: 1}, string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, after, err := l.split([]chat.Message{{Role: chat.System, Content: services.RerankInstruction(l.spec)}, {Role: chat.User, Content: "Query: q\nDocument: " + placeholder}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tail := after.String(); !strings.HasSuffix(tail, "<think>\n\n</think>\n\n") {
+		t.Errorf("the prompt ends %q: the answer would be read where the model opens its thinking", tail)
 	}
 }
