@@ -502,3 +502,37 @@ func TestTmuxForkFromReplay(t *testing.T) {
 		t.Fatalf("agent %d (the fork point's) did not read the edit", agent)
 	}
 }
+
+// The dev pane's Sources view in the real binary: a harness whose search a
+// local rerank service scores runs headless, and its replay's dev pane
+// (o) lists the search's funnel, its admitted passages marked.
+func TestTmuxSourcesView(t *testing.T) {
+	bin := tmuxBinary(t)
+	dir := t.TempDir()
+	corpus, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "corpus"))
+	path := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(path, []byte("services:\n  ranker: {kind: rerank, model: "+testmodel.Tiny(t)+", threads: 1}\n"+
+		"tools:\n  search: {builtin: search, corpus: "+corpus+", rerank: ranker}\n"+
+		"roles:\n  reader:\n    system: You read.\n    tools: [search]\n    walk: [search]\n    max_turns: 2\n"+
+		"    terminal: {name: answer, schema: {type: object, properties: {text: {type: string, maxLength: 20}}, required: [text]}}\n"+
+		"run:\n  steps:\n    - {role: reader, orchestrate: parallel, task: What is a harbor?}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tp := filepath.Join(dir, "run.jsonl")
+	rec := exec.Command(bin, "run", path, "--headless", "--model", testmodel.Tiny(t), "--trace", tp, "--grants-file", filepath.Join(dir, "grants.json"))
+	rec.Env = append(os.Environ(), homes(dir)...)
+	testproc.Tie(rec)
+	if out, err := rec.CombinedOutput(); err != nil {
+		t.Fatalf("record: %v\n%s", err, out)
+	}
+	s := startTmux(t, bin+" replay --speed 0 "+tp, homes(dir)...)
+	s.waitFor("replay finished", 20*time.Second)
+	s.keys("i", "o") // the dev pane, focused; its Sources view
+	s.waitFor("sources: 1 searches scored by a service", 10*time.Second)
+	s.waitFor("first stage #", 5*time.Second) // its candidates, best first
+	s.waitFor("✓", 5*time.Second)
+	s.keys("o")
+	s.waitFor("ticks hidden (t)", 10*time.Second) // the events again
+	s.keys("q")
+	s.waitFor("LLOYAL-EXITED=0", 10*time.Second)
+}
