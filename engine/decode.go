@@ -252,7 +252,7 @@ func (d *decoder) recoverAlone(a *Agent, reason string) {
 		return
 	}
 	if outOfRoom {
-		if body, ok := salvage(a.raw.String(), p.tools.terminal, p.fmt); ok {
+		if body, ok := salvage(a.raw.String(), p.tools.terminal, p.tools.reportField, p.fmt); ok {
 			p.emit(event.Event{Type: event.RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged a truncated report"})
 			p.finish(a, event.Recovered, reason, "recovery_salvaged", body)
 			return

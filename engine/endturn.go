@@ -74,7 +74,7 @@ func (t *turns) endWithoutCall(a *Agent, raw string, out chat.Output, perr error
 				ask = "You were repeating the same words over and over, so your turn was stopped. Go on without repeating yourself: call a tool or give your answer."
 			}
 		}
-		if body, ok := salvage(raw, p.tools.terminal, f); ok && p.tools.terminal != "" {
+		if body, ok := salvage(raw, p.tools.terminal, p.tools.reportField, f); ok && p.tools.terminal != "" {
 			t.loopNudge(a, looped, raw)
 			p.finish(a, event.Returned, "", source, body)
 			return

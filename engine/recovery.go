@@ -40,7 +40,7 @@ func (st *stops) drop(a *Agent, reason string, shape RecoveryShape) {
 	if st.midTerminal(a) {
 		// Stopped while writing its report: keep what it wrote if it holds an
 		// answer; otherwise it gets a fresh recovery turn like anyone else.
-		if body, ok := salvage(a.raw.String(), p.tools.terminal, p.fmt); ok {
+		if body, ok := salvage(a.raw.String(), p.tools.terminal, p.tools.reportField, p.fmt); ok {
 			p.emit(event.Event{Type: event.RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged the report it was writing"})
 			p.finish(a, event.Recovered, reason, "recovery_salvaged", body)
 			return
@@ -126,7 +126,7 @@ func (st *stops) finishRecovery(a *Agent, raw, reason string) {
 			return
 		}
 	}
-	if body, ok := salvage(raw, p.tools.terminal, p.fmt); ok {
+	if body, ok := salvage(raw, p.tools.terminal, p.tools.reportField, p.fmt); ok {
 		p.emit(event.Event{Type: event.RecoveryReturn, Agent: a.ID, Tokens: len(body), Reason: "salvaged a truncated report"})
 		p.finish(a, event.Recovered, reason, "recovery_salvaged", body)
 		return

@@ -80,8 +80,11 @@ func writingCall(raw, tool string, f chat.Format) bool {
 // salvage extracts the "result" text of a terminal call that was cut off
 // before its JSON closed. Recovery runs under the terminal tool's grammar, so
 // a call without a name yet is the terminal one; a call naming another tool
-// is never taken as a report. The report is the clean text, no JSON wrapper.
-func salvage(raw, terminal string, f chat.Format) (json.RawMessage, bool) {
+// is never taken as a report. The report is the clean text, no JSON wrapper:
+// {"result" (or "answer"): text, "truncated": true}, or where the terminal's
+// schema asks for one string field alone (field, from reportField), that
+// field and its text.
+func salvage(raw, terminal, field string, f chat.Format) (json.RawMessage, bool) {
 	// The first call: the grammar starts the call there, and the answer
 	// text after it may itself contain the marker.
 	cs := calls(raw, f)
@@ -92,7 +95,11 @@ func salvage(raw, terminal string, f chat.Format) (json.RawMessage, bool) {
 	if name := callName(call, f); name != "" && name != terminal {
 		return nil, false
 	}
-	m := resultField.FindStringSubmatch(call)
+	re, key := resultField, ""
+	if m := re.FindStringSubmatch(call); m == nil && field != "" {
+		re, key = regexp.MustCompile(`"`+regexp.QuoteMeta(field)+`"\s*:\s*"((?:[^"\\]|\\.)*)`), field
+	}
+	m := re.FindStringSubmatch(call)
 	if m == nil {
 		return nil, false
 	}
@@ -101,9 +108,32 @@ func salvage(raw, terminal string, f chat.Format) (json.RawMessage, bool) {
 	if err := json.Unmarshal([]byte(`"`+body+`"`), &text); err != nil || strings.TrimSpace(text) == "" {
 		return nil, false
 	}
-	key := "result"
+	if key != "" {
+		// The schema's one field: the report as it allows it.
+		return mustJSON(map[string]any{key: text}), true
+	}
+	key = "result"
 	if strings.Contains(m[0], `"answer"`) {
 		key = "answer"
 	}
 	return mustJSON(map[string]any{key: text, "truncated": true}), true
+}
+
+// reportField is the one field a terminal's schema requires, when that is
+// a string (a report like {"text": …}): what salvage keeps of a call cut
+// off in it. "" for any other schema.
+func reportField(schema json.RawMessage) string {
+	var s struct {
+		Required   []string `json:"required"`
+		Properties map[string]struct {
+			Type any `json:"type"`
+		} `json:"properties"`
+	}
+	if json.Unmarshal(schema, &s) != nil || len(s.Required) != 1 {
+		return ""
+	}
+	if p, ok := s.Properties[s.Required[0]]; ok && p.Type == "string" {
+		return s.Required[0]
+	}
+	return ""
 }

@@ -50,7 +50,7 @@ func TestSalvageChecksTheCallsTool(t *testing.T) {
 		{"chatml other tool", chatml, "<tool_call>\n{\"name\": \"store\", \"arguments\": {\"result\": \"cut here", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			body, ok := salvage(tt.raw, "report", tt.f)
+			body, ok := salvage(tt.raw, "report", "", tt.f)
 			if tt.want == "" {
 				if ok {
 					t.Fatalf("salvaged %s from a call to another tool", body)
@@ -89,5 +89,27 @@ func TestWritingCallNamesTheTool(t *testing.T) {
 				t.Fatalf("writingCall(%q) = %v, want %v", tt.raw, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSalvageTheSchemasOneField: a terminal whose schema asks for one
+// string field alone ({"text": …}) has a cut-off call salvaged as that
+// field — the recovery that fell into a loop in the code-review example
+// included, its text holding the call's end marker — and a schema asking
+// for more has nothing salvaged.
+func TestSalvageTheSchemasOneField(t *testing.T) {
+	chatml := chat.FormatOf(chat.ChatML)
+	cut := "<tool_call>\n{\"name\": \"summary\",\"arguments\" : {\"text\":\"**}}`.</tool_call> : 7}}`.</tool_call>"
+	for _, tt := range []struct {
+		schema, raw, want string
+	}{
+		{`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`, cut, `{"text":"**}}` + "`" + `.\u003c/tool_call\u003e : 7}}` + "`" + `.\u003c/tool_call\u003e"}`},
+		{`{"type":"object","properties":{"file":{"type":"string"},"problems":{"type":"array"}},"required":["file","problems"]}`, "<tool_call>\n{\"name\": \"summary\", \"arguments\": {\"file\": \"a.py", ""},
+		{`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`, "<tool_call>\n{\"name\": \"summary\", \"arguments\": {\"n\": \"1", ""},
+	} {
+		body, ok := salvage(tt.raw, "summary", reportField(json.RawMessage(tt.schema)), chatml)
+		if got := string(body); ok != (tt.want != "") || got != tt.want {
+			t.Errorf("schema %s: salvaged %s (%v), want %s", tt.schema, got, ok, tt.want)
+		}
 	}
 }

@@ -33,6 +33,9 @@ type toolset struct {
 	byName   map[string]*toolEntry
 	order    []string // names, in the order the spine lists them
 	terminal string   // the terminal tool's name ("" without one)
+	// reportField is the one string field the terminal's schema asks for
+	// ("" for another shape): what salvage keeps of a cut-off report.
+	reportField string
 	onlyTerm bool     // the terminal tool is the only tool
 
 	gLazy     *chat.Grammar            // any call, armed when the model opens one (ToolAuto)
@@ -78,6 +81,7 @@ func (ts *toolset) compile(tools []Tool, terminal Tool) error {
 	}
 	if terminal != nil {
 		ts.terminal = terminal.Spec().Name
+		ts.reportField = reportField(terminal.Spec().Parameters)
 		ts.onlyTerm = len(ts.byName) == 1
 	}
 	if len(specs) == 0 {
