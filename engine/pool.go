@@ -69,6 +69,9 @@ type pool struct {
 	// the recorded prefills by (replay.go).
 	steps       int
 	attachments []Attachment
+	// images are those shown to a model that can see, in the order tool
+	// results brought them (images.go).
+	images []Image
 }
 
 // DefaultMaxTurns is a pool's MaxTurns when its spec gives none.

@@ -42,8 +42,8 @@ func ResultJSON(v any, edit func(obj map[string]json.RawMessage) error) (json.Ra
 }
 
 // serialise turns a tool's value into the JSON the model reads: objects get
-// ContextPercentKey; _attachments are lifted out (and, since lloyal's
-// models cannot see images, the result says so).
+// ContextPercentKey; _attachments are lifted out, their images shown to a
+// model that can see (images.go) and the rest said not shown.
 func (ds *dispatcher) serialise(a *Agent, v any) (json.RawMessage, error) {
 	p := ds.p
 	return ResultJSON(v, func(obj map[string]json.RawMessage) error {
@@ -55,12 +55,12 @@ func (ds *dispatcher) serialise(a *Agent, v any) (json.RawMessage, error) {
 				Data     []byte `json:"data"`
 			}
 			_ = json.Unmarshal(att, &list)
+			var got []Attachment
 			for _, l := range list {
-				p.attachments = append(p.attachments, Attachment{Name: l.Name, MIMEType: l.MIMEType, Data: l.Data})
+				got = append(got, Attachment{Name: l.Name, MIMEType: l.MIMEType, Data: l.Data})
 			}
-			if len(list) > 0 {
-				obj["_imageError"] = mustJSON(fmt.Sprintf("%d attachment(s) came with this result but this model cannot see images; rely on the text.", len(list)))
-			}
+			p.attachments = append(p.attachments, got...)
+			p.showImages(obj, got)
 		}
 		obj[ContextPercentKey] = mustJSON(p.gauge.pressureOf(a.branch).PercentAvailable)
 		return nil

@@ -147,7 +147,7 @@ func (sv *serverLoop) startTurn(a *Agent, g *generation) {
 	// The answer must fit beside the prompt.
 	maxTok = max(1, min(maxTok, cells.NCtx()-cells.lengthOf(a.branch)))
 	req := TurnRequest{Agent: a.ID, Prompt: text, Segments: segs, MaxTokens: maxTok, Sampling: s, Call: schema, Stops: sv.tb.Format().Stops,
-		Tools: p.tools.toolSpecs(), ToolChoice: toolChoice(forced)}
+		Tools: p.tools.toolSpecs(), ToolChoice: toolChoice(forced), Images: p.images[:len(p.images):len(p.images)]}
 	req.Sampling.Grammar = nil
 	ctx, cancel := context.WithCancel(p.ctx)
 	g.seq++

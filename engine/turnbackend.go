@@ -91,6 +91,10 @@ type TurnRequest struct {
 	// raw-prompt one has the tools in Prompt and the constraint in Call.
 	Tools      []chat.ToolSpec
 	ToolChoice string
+	// Images are the images the pool's tool results have shown so far (a
+	// backend that can see: Seer), by the ids the results name them by
+	// (ImagesKey): the backend shows each with the result that names it.
+	Images []Image
 }
 
 // TurnResult is what a turn ended with, as the server reported it.

@@ -9,6 +9,7 @@ package serverbackend
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +28,7 @@ func (c *Client) chatBody(tr engine.TurnRequest) (string, map[string]any, error)
 		return "", nil, err
 	}
 	s := tr.Sampling
-	b := map[string]any{"model": c.o.Model, "messages": wireMessages(msgs), "stream": true, "max_tokens": tr.MaxTokens,
+	b := map[string]any{"model": c.o.Model, "messages": wireMessages(msgs, tr.Images), "stream": true, "max_tokens": tr.MaxTokens,
 		"temperature": s.Temperature, "seed": s.Seed, "stream_options": map[string]any{"include_usage": true}}
 	if len(tr.Tools) > 0 {
 		tools := make([]map[string]any, len(tr.Tools))
@@ -73,8 +74,11 @@ func (c *Client) chatBody(tr engine.TurnRequest) (string, map[string]any, error)
 }
 
 // wireMessages are messages as the endpoint takes them: a call's
-// arguments as a JSON string, as OpenAI's API defines them.
-func wireMessages(msgs []chat.Message) []map[string]any {
+// arguments as a JSON string, as OpenAI's API defines them. A tool result
+// that names images it showed (engine.ImagesKey) is followed by a user
+// message holding them as image parts: OpenAI's API takes images from the
+// user, not in a tool's message.
+func wireMessages(msgs []chat.Message, images []engine.Image) []map[string]any {
 	out := make([]map[string]any, 0, len(msgs))
 	for _, m := range msgs {
 		w := map[string]any{"role": string(m.Role), "content": m.Content}
@@ -96,8 +100,40 @@ func wireMessages(msgs []chat.Message) []map[string]any {
 			w["tool_call_id"] = m.CallID
 		}
 		out = append(out, w)
+		if m.Role == chat.Tool {
+			if parts := imageParts(m.Content, images); parts != nil {
+				out = append(out, map[string]any{"role": "user", "content": parts})
+			}
+		}
 	}
 	return out
+}
+
+// imageParts are the image parts of the images a tool result names (nil
+// when it names none the turn carries): a line that says whose they are,
+// then each as a data URL.
+func imageParts(result string, images []engine.Image) []map[string]any {
+	var r map[string]json.RawMessage
+	if json.Unmarshal([]byte(result), &r) != nil || r[engine.ImagesKey] == nil {
+		return nil
+	}
+	var named []engine.Image
+	if json.Unmarshal(r[engine.ImagesKey], &named) != nil {
+		return nil
+	}
+	var parts []map[string]any
+	for _, n := range named {
+		for _, img := range images {
+			if img.ID == n.ID {
+				parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]any{
+					"url": "data:" + img.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)}})
+			}
+		}
+	}
+	if parts == nil {
+		return nil
+	}
+	return append([]map[string]any{{"type": "text", "text": fmt.Sprintf("The %d image(s) the tool result above names, in its order.", len(parts))}}, parts...)
 }
 
 // callDelta is a piece of a tool call as a stream carries it. Servers

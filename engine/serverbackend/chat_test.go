@@ -3,6 +3,7 @@ package serverbackend_test
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +41,7 @@ type fakeChat struct {
 	badQ   bool // the first call's arguments fail lookup's schema (q a number)
 	always bool // calls lookup every turn, whatever tool_choice says
 	prompt int  // the prompt_tokens it reports (default 120)
+	vision bool // /props says its model sees images, as llama-server's does
 	mu     sync.Mutex
 	bodies []map[string]any
 	raw    []string
@@ -50,6 +52,8 @@ func (f *fakeChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/models":
 		fmt.Fprintf(w, `{"object":"list","data":[{"id":"m","max_model_len":%d}]}`, cmp.Or(f.ctx, 4096))
+	case "/props":
+		fmt.Fprintf(w, `{"modalities":{"vision":%v,"audio":false}}`, f.vision)
 	case "/v1/chat/completions":
 		raw, _ := io.ReadAll(r.Body)
 		var req map[string]any
@@ -340,4 +344,38 @@ func dialChat(t *testing.T, f *fakeChat, o serverbackend.Options) *serverbackend
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// An image a tool returns reaches a server's model that sees (llama-server
+// says so in /props): the result names it, and the next request carries it
+// as an image part in a user message after the tool's; a model that does
+// not see gets the result's note that it cannot, and no image.
+func TestChatShowsAToolsImage(t *testing.T) {
+	png := []byte("\x89PNG\r\n\x1a\nnot really a chart")
+	chart := engine.Typed(engine.ToolSpec{Name: "lookup", Description: "Look up.", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`)},
+		func(context.Context, struct{ Q string }) (any, error) {
+			return map[string]any{"text": "the tide chart", "_attachments": []map[string]any{{"name": "tide.png", "mimeType": "image/png", "data": png}}}, nil
+		})
+	for _, sees := range []bool{true, false} {
+		f := &fakeChat{style: chatStyle{finish: "tool_calls"}, vision: sees}
+		cl := dialChat(t, f, serverbackend.Options{})
+		if cl.CanSee() != sees {
+			t.Fatalf("CanSee %v, want %v", cl.CanSee(), sees)
+		}
+		rt := engine.NewOnServer(cl, engine.Options{MaxInflight: 1})
+		if _, err := rt.Run(t.Context(), engine.PoolSpec{System: "You read charts.", Tools: []engine.Tool{chart}, MaxTurns: 3,
+			Terminal: engine.Terminal("report", "Report.", engine.ReportSchema), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "a"})}); err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		last := f.raw[len(f.raw)-1]
+		f.mu.Unlock()
+		url := "data:image/png;base64," + base64.StdEncoding.EncodeToString(png)
+		switch {
+		case sees && (!strings.Contains(last, `"type":"image_url"`) || !strings.Contains(last, url) || !strings.Contains(last, `\"_images\":[{\"id\":\"image-1\"`)):
+			t.Errorf("a seeing model's request after the result:\n%s", last)
+		case !sees && (strings.Contains(last, "image_url") || !strings.Contains(last, "this model cannot see images")):
+			t.Errorf("a blind model's request after the result:\n%s", last)
+		}
+	}
 }

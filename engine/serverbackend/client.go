@@ -37,6 +37,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,6 +145,10 @@ type Client struct {
 	// ollama: the server is ollama (whose chat endpoint ignores
 	// tool_choice: a forced call is constrained by response_format).
 	ollama bool
+	// vision: the server says its model sees images (ollama's
+	// capabilities, llama-server's /props), and it is spoken to in chat
+	// messages, which carry them (CanSee).
+	vision bool
 	// note says how the context was chosen when it is not what was asked
 	// for (Note).
 	note string
@@ -270,9 +275,27 @@ func (c *Client) probe(ctx context.Context) error {
 		// The server renders its model's own template: lloyal sends
 		// messages, in a format whose markers only it reads.
 		c.format = chat.FormatOf(chat.API)
+		if !c.ollama {
+			// llama-server says what its model reads; another server
+			// that does not is taken not to see.
+			var props struct {
+				Modalities struct {
+					Vision bool `json:"vision"`
+				} `json:"modalities"`
+			}
+			if c.getJSON(ctx, "/props", nil, &props) == nil {
+				c.vision = props.Modalities.Vision
+			}
+		}
+	} else {
+		c.vision = false // a raw prompt carries no image
 	}
 	return nil
 }
+
+// CanSee reports whether the server's model sees images and lloyal speaks
+// to it in chat messages, which carry them (engine.Seer).
+func (c *Client) CanSee() bool { return c.vision }
 
 // detectOpenAI asks /v1/completions for one token of a raw prompt: a
 // server without it (404, 405) or that refuses raw prompts for this model
@@ -289,12 +312,14 @@ func (c *Client) detectOpenAI(ctx context.Context) Dialect {
 
 func (c *Client) probeOllama(ctx context.Context) error {
 	var show struct {
-		Template  string         `json:"template"`
-		ModelInfo map[string]any `json:"model_info"`
+		Template     string         `json:"template"`
+		ModelInfo    map[string]any `json:"model_info"`
+		Capabilities []string       `json:"capabilities"`
 	}
 	if err := c.getJSON(ctx, "/api/show", map[string]any{"model": c.o.Model, "verbose": true}, &show); err != nil {
 		return fmt.Errorf("server %s has no model %q (%w); pull or create it there first (ollama pull NAME)", c.Name(), c.o.Model, err)
 	}
+	c.vision = slices.Contains(show.Capabilities, "vision")
 	trained := 0
 	var vocab []any
 	for k, v := range show.ModelInfo {
