@@ -36,7 +36,7 @@ type toolset struct {
 	// reportField is the one string field the terminal's schema asks for
 	// ("" for another shape): what salvage keeps of a cut-off report.
 	reportField string
-	onlyTerm bool     // the terminal tool is the only tool
+	onlyTerm    bool // the terminal tool is the only tool
 
 	gLazy     *chat.Grammar            // any call, armed when the model opens one (ToolAuto)
 	gRequired *chat.Grammar            // a call to any tool (ToolRequired)
