@@ -39,6 +39,13 @@ rows = [
  ("engine/record.go", "\ta.turnIDs = append(a.turnIDs, toks...)", "", "./engine/llamabackend", "TestJumpForwardInARun"),
  ("fold/apply.go", "n := max(1, e.Counts[id])", "n := 1", "./engine/llamabackend", "TestJumpForwardInARun"),
  ("engine/decode.go", "room := min(maxForced, d.be.NBatch()-1, p.spec.MaxTurnTokens-a.turnTokens-1)", "room := min(maxForced, d.be.NBatch()-1)", "./engine/llamabackend", "TestJumpForwardKeepsTheTurnLimit"),
+ ("engine/diverge.go", "\t\tif c.Ppl < cands[best].Ppl {", "\t\tif c.Ppl > cands[best].Ppl {", "./engine", "TestBestOfKeepsTheLowestPerplexity"),
+ ("engine/diverge.go", "\t\t\ta.discarded = true\n", "", "./engine", "TestBestOfKeepsTheLowestPerplexity"),
+ ("engine/diverge.go", "\t\tif !r.Discarded {", "\t\tif true {", "./app", "TestTheReportIsTheKeptCandidates"),
+ ("engine/images.go", "\t\tcase !p.rt.canSee():", "\t\tcase true:", "./engine/serverbackend", "TestChatShowsAToolsImage"),
+ ("engine/salvage.go", "if m := re.FindStringSubmatch(call); m == nil && field != \"\" {", "if m := re.FindStringSubmatch(call); m == nil && false {", "./engine", "TestSalvageTheSchemasOneField"),
+ ("tools/search.go", "\t\t\tscores[j] = min(scores[j], sc[j])", "\t\t\tscores[j] = max(scores[j], sc[j])", "./tools", "TestSearchFunnelExploits"),
+ ("tools/search.go", "sort.SliceStable(order, func(i, j int) bool { return scores[order[i]] > scores[order[j]] })", "sort.SliceStable(order, func(i, j int) bool { return scores[order[i]] < scores[order[j]] })", "./tools", "TestAdmit"),
 ]
 only = set(sys.argv[1:])
 survived = False
