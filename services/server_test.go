@@ -313,3 +313,10 @@ func TestFirstTokenProbs(t *testing.T) {
 		}
 	}
 }
+
+func TestKeysFromTheEnvironment(t *testing.T) {
+	keys := KeysFrom([]string{"LLOYAL_SERVICE_KEY_MY_RANKER=k1", "LLOYAL_SERVICE_KEY_=x", "LLOYAL_SERVICE_KEY_EMPTY=", "OTHER=y", "LLOYAL_API_KEY=z"})
+	if len(keys) != 1 || keys[KeyName("my-ranker")] != "k1" || KeyName("Judge.2") != "JUDGE_2" {
+		t.Errorf("keys %v, KeyName %q", keys, KeyName("Judge.2"))
+	}
+}

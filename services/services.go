@@ -49,8 +49,8 @@ type Spec struct {
 	// model runs here.
 	Server string
 	// Key goes to Server as a bearer token (only there): a Go program
-	// sets it; a harness file's services are sent none (no flag gives
-	// them one yet).
+	// sets it; lloyal run gives a harness file's service the user's
+	// $LLOYAL_SERVICE_KEY_NAME (KeysFrom), never anything from the file.
 	Key string
 	// Labels are a judge's answers (at least two).
 	Labels []string
@@ -313,4 +313,36 @@ func (s rankScorer) Score(query, text string) float64 {
 		return 0
 	}
 	return max(0, 2/(1+math.Exp(-sc[0]))-1)
+}
+
+// KeyPrefix starts the environment variables KeysFrom reads.
+const KeyPrefix = "LLOYAL_SERVICE_KEY_"
+
+// KeysFrom reads the keys of served services from an environment
+// (os.Environ), by KeyName: LLOYAL_SERVICE_KEY_RANKER=KEY is the key of
+// the service named ranker. Each goes to its service's server alone.
+func KeysFrom(env []string) map[string]string {
+	keys := map[string]string{}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if name, is := strings.CutPrefix(k, KeyPrefix); ok && is && name != "" && v != "" {
+			keys[name] = v
+		}
+	}
+	return keys
+}
+
+// KeyName is a service's name as its key's variable ends: letters upper
+// case, anything but a letter or a digit written _ ("my-ranker" →
+// MY_RANKER).
+func KeyName(service string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, service)
 }

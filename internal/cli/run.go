@@ -18,6 +18,7 @@ import (
 	"github.com/lloyal-ai/lloyal/internal/demomodel"
 	"github.com/lloyal-ai/lloyal/internal/runconfig"
 	"github.com/lloyal-ai/lloyal/internal/session"
+	"github.com/lloyal-ai/lloyal/services"
 )
 
 // runFlags are lloyal run's flags: cfg holds the values they parse into,
@@ -136,7 +137,7 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 		RequestTimeout: c.RequestTimeout, TurnTimeout: c.TurnTimeout,
 		// Read here, not as the flags' defaults: help would print them,
 		// and a URL may carry credentials.
-		EnvServer: os.Getenv("LLOYAL_SERVER"), APIKey: os.Getenv("LLOYAL_API_KEY"), Headers: os.Getenv("LLOYAL_HEADERS")}
+		EnvServer: os.Getenv("LLOYAL_SERVER"), APIKey: os.Getenv("LLOYAL_API_KEY"), Headers: os.Getenv("LLOYAL_HEADERS"), ServiceKeys: services.KeysFrom(os.Environ())}
 	if fs.Changed("workspace") {
 		auth.Workspace = c.App.Workspace
 	}

@@ -50,6 +50,10 @@ type Config struct {
 	// model, title and trace header.
 	App app.Options
 
+	// ServiceKeys are the keys of the harness file's served services, by
+	// services.KeyName: the user's environment's, never the file's.
+	ServiceKeys map[string]string
+
 	// HarnessSHA256, for a rerun, is the sha256 the recorded run's harness
 	// file had: another file is refused before the model loads.
 	HarnessSHA256 string
@@ -94,7 +98,13 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 	}
 	// The file's services load first, each in a context of its own: a
 	// model that cannot be opened is refused before the run's loads.
-	svcs, err := services.Open(ctx, f.ServiceSpecs(), llamaservice.Open)
+	specs := f.ServiceSpecs()
+	for i, sp := range specs {
+		if sp.Server != "" {
+			specs[i].Key = cfg.ServiceKeys[services.KeyName(sp.Name)]
+		}
+	}
+	svcs, err := services.Open(ctx, specs, llamaservice.Open)
 	if err != nil {
 		return err
 	}

@@ -463,6 +463,9 @@ func TestRunWithEveryKindOfService(t *testing.T) {
 		json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
 		mu.Lock()
 		asked[r.URL.Path]++
+		if a := r.Header.Get("Authorization"); a != "" {
+			asked[r.URL.Path+" "+a]++
+		}
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
@@ -527,7 +530,7 @@ run:
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := Config{Config: backends.Config{Model: tiny, NCtx: 4096, Threads: 1}, Walk: true, Task: "What is a harbor?", Version: "test",
+			cfg := Config{Config: backends.Config{Model: tiny, NCtx: 4096, Threads: 1}, Walk: true, Task: "What is a harbor?", Version: "test", ServiceKeys: map[string]string{"RANKER": "k-r"},
 				App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
 					Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdout: io.Discard, Stderr: io.Discard}}
 			if err := Run(context.Background(), cfg, f); err != nil {
@@ -563,6 +566,10 @@ run:
 			defer mu.Unlock()
 			if where == "server" && (asked["/v1/rerank"] == 0 || asked["/v1/embeddings"] == 0 || asked["/v1/chat/completions"] == 0) {
 				t.Fatalf("the server was asked %v", asked)
+			}
+			// The ranker's key went with its requests, and with no other's.
+			if where == "server" && (asked["/v1/rerank Bearer k-r"] != asked["/v1/rerank"] || len(asked) != 4) {
+				t.Fatalf("keys sent: %v", asked)
 			}
 		})
 	}
