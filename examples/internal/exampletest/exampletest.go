@@ -26,8 +26,11 @@ import (
 // records. Close removes everything it made.
 type Run struct {
 	Options app.Options
-	dir     string
-	close   func()
+	// Model is the tiny model's file (for a second model a program opens:
+	// a service).
+	Model string
+	dir   string
+	close func()
 }
 
 // New opens the tiny model in a new temporary folder and makes a run's
@@ -57,7 +60,8 @@ func New(grant ...string) (*Run, error) {
 	return &Run{
 		Options: app.Options{Model: be, View: app.ViewLog, TracePath: filepath.Join(dir, "trace.jsonl"), Stdin: null, Stdout: io.Discard, Stderr: io.Discard,
 			Approvals: approvals.Config{Grant: grant, GrantsFile: filepath.Join(dir, "grants.json")}},
-		dir: dir,
+		Model: path,
+		dir:   dir,
 		close: func() {
 			null.Close()
 			closeModel()
@@ -84,6 +88,8 @@ func (r *Run) Summary() string {
 			counts[string(e.Type)+" "+e.Tool]++
 		case event.ToolProgress:
 			counts[string(e.Type)+" "+e.Tool] = 1 // it moved
+		case event.PoolDiverge:
+			counts[string(e.Type)]++
 		}
 		return nil
 	})
