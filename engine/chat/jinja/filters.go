@@ -135,8 +135,10 @@ func encodeJSON(sb *strings.Builder, v Value, o tojsonOptions, depth int) error 
 		}
 		keys := d.Keys
 		if o.sortKeys {
-			keys = slices.Clone(keys)
-			sort.Strings(keys)
+			var err error
+			if keys, err = jsonSortedKeys(d); err != nil {
+				return err
+			}
 		}
 		sb.WriteByte('{')
 		for i, k := range keys {
@@ -787,4 +789,55 @@ func filterBatch(args []Value, kwargs map[string]Value) (Value, error) {
 		batches = append(batches, NewList(batch))
 	}
 	return NewList(batches), nil
+}
+
+// jsonSortedKeys is d's keys as json.dumps(sort_keys=True) orders them:
+// strings as strings, numbers (ints, floats, bools) by value; keys of
+// both kinds, or None, cannot be ordered, and Python raises.
+func jsonSortedKeys(d *Dict) ([]string, error) {
+	keys := slices.Clone(d.Keys)
+	var str, num, other []Value
+	for _, k := range keys {
+		switch v := d.KeyValue(k); {
+		case v.IsString():
+			str = append(str, v)
+		case isInt(v) || v.kind == KindFloat || v.kind == KindBool:
+			num = append(num, v)
+		default:
+			other = append(other, v)
+		}
+	}
+	switch {
+	case len(other) > 0 && len(keys) > 1:
+		return nil, fmt.Errorf("TypeError: '<' not supported between instances of '%s' and '%s'", pyType(other[0]), pyType(d.KeyValue(keys[0])))
+	case len(str) > 0 && len(num) > 0:
+		return nil, fmt.Errorf("TypeError: '<' not supported between instances of '%s' and '%s'", pyType(str[0]), pyType(num[0]))
+	case len(num) > 0:
+		number := func(k string) float64 {
+			v := d.KeyValue(k)
+			switch {
+			case v.kind == KindBool:
+				if v.AsBool() {
+					return 1
+				}
+				return 0
+			case v.kind == KindFloat:
+				return v.AsFloat()
+			}
+			return float64(toInt64(v))
+		}
+		slices.SortStableFunc(keys, func(a, b string) int {
+			na, nb := number(a), number(b)
+			switch {
+			case na < nb:
+				return -1
+			case na > nb:
+				return 1
+			}
+			return 0
+		})
+	default:
+		sort.Strings(keys)
+	}
+	return keys, nil
 }

@@ -48,6 +48,7 @@ func TestPatchesMatchJinja2(t *testing.T) {
 		{"printf-style formatting", "{{ '%s-%d|%.2f' % ('a', 2.7, 1) }}", nil, "a-2|1.00"},
 		{"a generator is true even when empty", "{% if xs | select('gt', 5) %}T{% endif %}|{{ xs | select | list | length }}", map[string]any{"xs": []any{1, 2}}, "T|2"},
 		{"comparisons chain", "{{ 1 < n < 3 }}{{ 3 < n < 5 }}", map[string]any{"n": 2}, "TrueFalse"},
+		{"tojson(sort_keys) orders number keys by value", "{{ {10: 'a', 2: 'b'} | tojson(sort_keys=true) }}", nil, `{"2": "b", "10": "a"}`},
 		{"Python's printing and arithmetic", "{{ none }}|{{ 4 / 2 }}|{{ 7 // -2 }}|{{ -7 % 3 }}|{{ 2 ** 3 }}|{{ [1, 'a', none, 1.5] }}|{{ {'k': \"it's\"} }}", nil,
 			"None|2.0|-4|2|8|[1, 'a', None, 1.5]|{'k': \"it's\"}"},
 	}
@@ -77,6 +78,7 @@ func TestStrictAsJinja2(t *testing.T) {
 		{"attribute of an undefined value", "{{ nope.x }}", `'nope' is undefined`},
 		{"division by zero", "{{ 1 / 0 }}", `division by zero`},
 		{"~ binds tighter than +", "{{ 'a' ~ 1 + 2 }}", `can only concatenate str (not "int") to str`},
+		{"tojson(sort_keys) over string and number keys", "{{ {2: 1, 'k': 0} | tojson(sort_keys=true) }}", `'<' not supported between instances of 'str' and 'int'`},
 		{"an empty statement does not cut the template short", "a{% %}b", `unknown statement ""`},
 	}
 	for _, tt := range tests {
