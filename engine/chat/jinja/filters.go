@@ -146,7 +146,7 @@ func encodeJSON(sb *strings.Builder, v Value, o tojsonOptions, depth int) error 
 				sb.WriteString(o.item)
 			}
 			newline(depth + 1)
-			writeJSONString(sb, k)
+			writeJSONString(sb, jsonKey(d.KeyValue(k)))
 			sb.WriteString(o.key)
 			if err := encodeJSON(sb, d.Data[k], o, depth+1); err != nil {
 				return err
@@ -840,4 +840,20 @@ func jsonSortedKeys(d *Dict) ([]string, error) {
 		sort.Strings(keys)
 	}
 	return keys, nil
+}
+
+// jsonKey is a dict key as json.dumps writes it: a string as it is, an
+// int in decimal, a float as repr, true, false and null for the others.
+func jsonKey(k Value) string {
+	switch {
+	case k.kind == KindBool:
+		return strconv.FormatBool(k.AsBool())
+	case k.kind == KindNone:
+		return "null"
+	case k.kind == KindFloat:
+		return pyFloat(k.AsFloat())
+	case isInt(k):
+		return strconv.FormatInt(toInt64(k), 10)
+	}
+	return k.AsString()
 }

@@ -49,6 +49,7 @@ func TestPatchesMatchJinja2(t *testing.T) {
 		{"a generator is true even when empty", "{% if xs | select('gt', 5) %}T{% endif %}|{{ xs | select | list | length }}", map[string]any{"xs": []any{1, 2}}, "T|2"},
 		{"comparisons chain", "{{ 1 < n < 3 }}{{ 3 < n < 5 }}", map[string]any{"n": 2}, "TrueFalse"},
 		{"tojson(sort_keys) orders number keys by value", "{{ {10: 'a', 2: 'b'} | tojson(sort_keys=true) }}", nil, `{"2": "b", "10": "a"}`},
+		{"tojson writes keys as json.dumps", "{{ {true: 1, none: 2, 1.5: 3, 7: 4} | tojson }}", nil, `{"true": 1, "null": 2, "1.5": 3, "7": 4}`},
 		{"Python's printing and arithmetic", "{{ none }}|{{ 4 / 2 }}|{{ 7 // -2 }}|{{ -7 % 3 }}|{{ 2 ** 3 }}|{{ [1, 'a', none, 1.5] }}|{{ {'k': \"it's\"} }}", nil,
 			"None|2.0|-4|2|8|[1, 'a', None, 1.5]|{'k': \"it's\"}"},
 	}
