@@ -92,8 +92,11 @@ type Item struct {
 	// Failed: the call failed (a tool:note named event.FailedNote said
 	// so), though its agent read the failure as its result and went on.
 	Failed bool
-	At     time.Duration
-	Retry  time.Time // when a parked retry runs
+	// Refused: the runtime refused the call before it ran (its arguments,
+	// a guard, the agent's last turn): the model read why instead.
+	Refused bool
+	At      time.Duration
+	Retry   time.Time // when a parked retry runs
 }
 
 // Indeterminate reports whether the item is a call that reports progress

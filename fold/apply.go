@@ -156,6 +156,13 @@ func (s *State) foldAgent(e event.Event, who string) (string, bool) {
 	case event.AgentNudge:
 		a := s.agent(e.Agent)
 		a.Status, a.Tool = event.StatusThinking, ""
+		if it := a.call(e.CallID); e.CallID != "" && it != nil && !it.Refused {
+			// A call refused before it ran is no call of its tool's.
+			it.Refused = true
+			if s.ToolCalls[it.Tool]--; s.ToolCalls[it.Tool] <= 0 {
+				delete(s.ToolCalls, it.Tool)
+			}
+		}
 		text := report.ErrorText(e.Result)
 		if len(e.Result) == 0 && e.Reason == "loop" {
 			// A loop's nudge carries no message: what the turn kept is the

@@ -144,3 +144,21 @@ func TestLoopNudgeLine(t *testing.T) {
 		t.Errorf("line %q", c.Line)
 	}
 }
+
+// A call the runtime refused before it ran (a nudge naming it) is no call
+// of its tool's: the per-tool counts (the summary, trace stats) leave it
+// out; a call that ran stays.
+func TestRefusedCallsAreNotCounted(t *testing.T) {
+	s := NewState()
+	s.Apply(event.Event{Type: event.AgentToolCall, Agent: 1, CallID: "c1", Tool: "write_note", Args: json.RawMessage(`{}`)})
+	s.Apply(event.Event{Type: event.ToolResult, Agent: 1, CallID: "c1", Tool: "write_note", Result: json.RawMessage(`{}`)})
+	s.Apply(event.Event{Type: event.AgentToolCall, Agent: 1, CallID: "c2", Tool: "write_note", Args: json.RawMessage(`{}`)})
+	s.Apply(event.Event{Type: event.AgentNudge, Agent: 1, CallID: "c2", Tool: "write_note", Reason: "max_turns", Result: json.RawMessage(`{"error":"no more turns"}`)})
+	s.Apply(event.Event{Type: event.AgentNudge, Agent: 1, CallID: "c2", Tool: "write_note", Reason: "max_turns"}) // twice: counted once
+	if n := s.ToolCalls["write_note"]; n != 1 {
+		t.Errorf("write_note counted %d calls, want the one that ran", n)
+	}
+	if it := s.Agents[1].call("c2"); it == nil || !it.Refused {
+		t.Errorf("the refused call: %+v", it)
+	}
+}

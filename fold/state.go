@@ -48,8 +48,8 @@ type State struct {
 	// Approvals are the requests that wait for an answer, oldest first.
 	Approvals      []event.Event
 	ApprovalsAsked int
-	AutoApproved   int // protected calls a grant allowed without asking
-	ToolCalls      map[string]int
+	AutoApproved   int            // protected calls a grant allowed without asking
+	ToolCalls      map[string]int // calls by tool, those refused before they ran left out
 	ToolTime       map[string]time.Duration
 	ToolErrors     map[string]int
 	Retries        int
