@@ -407,7 +407,12 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 			Fanout:      true,
 		}})
 	}
-	read, w, err := s.readTool(lctx, c, out)
+	// Resources are optional: listing them gets a time of its own, and a
+	// listing that fails without the server failing costs the listing,
+	// not the ability's tools.
+	rctx, rcancel := context.WithTimeout(ctx, s.timeout)
+	defer rcancel()
+	read, w, err := s.readTool(rctx, c, out)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -440,6 +445,9 @@ func (s *Server) readTool(ctx context.Context, c *conn, tools []engine.Tool) (*T
 	case errors.As(err, &wire) && wire.Code != codeRejected:
 		// It refused to list them: what its results link to is still read.
 		listed, left = nil, "its server refused to list its resources ("+cut(wire.Message, maxNotedBytes)+"): "+name+" reads only those its tools' results link to"
+	case err != nil && ctx.Err() == nil && !errors.Is(err, mcp.ErrConnectionClosed):
+		// An answer lloyal cannot read (not a refusal, not a dead server).
+		listed, left = nil, "its server's list of resources could not be read ("+cut(err.Error(), maxNotedBytes)+"): "+name+" reads only those its tools' results link to"
 	case err != nil:
 		s.fail(c, err.Error())
 		return nil, "", fmt.Errorf("ability %s: list its resources: %w", s.ab.Name, err)

@@ -31,9 +31,10 @@ const (
 	// nor a link to it kept).
 	maxResourceBytes = 64 << 10
 	maxURI           = 2 << 10
-	// maxEnum: up to this many listed URIs are an enum in the read tool's
-	// schema; more are a plain string.
-	maxEnum = 50
+	// maxEnum: up to this many listed URIs, of maxEnumBytes at most in
+	// all, are an enum in the read tool's schema; more are a plain string.
+	maxEnum      = 50
+	maxEnumBytes = 4 << 10
 	// maxReadDescription bounds the read tool's description, which lists
 	// the resources, each in at most maxResourceLine bytes.
 	maxReadDescription = 8 << 10
@@ -173,7 +174,13 @@ func (s *Server) resourceTool(name string, listed []*mcp.Resource) *Tool {
 		b.WriteString(line)
 	}
 	uri := map[string]any{"type": "string", "description": "the resource's URI, exactly as listed or as the result linked to it"}
-	if len(listed) > 0 && len(listed) <= maxEnum {
+	enumBytes := 0
+	for _, r := range listed {
+		enumBytes += len(r.URI)
+	}
+	// The enum goes into every agent's prompt with the tool: only while it
+	// is short (maxEnumBytes).
+	if len(listed) > 0 && len(listed) <= maxEnum && enumBytes <= maxEnumBytes {
 		// A call's arguments are written under a grammar made from this
 		// schema: an enum alone would let the model write no URI but the
 		// listed ones, never one a result linked to (which the server did
@@ -237,8 +244,8 @@ func (t *Tool) read(ctx context.Context, args json.RawMessage) (any, error) {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case errors.As(err, &wire) && wire.Code != codeRejected:
-		s.failedNote(ctx, "error", "the server refused to read "+cut(in.URI, 200)+": "+wire.Message, nil)
-		return engine.ErrorResult("%s could not read %q: the server says: %s", t.spec.Name, cut(in.URI, 200), wire.Message), nil
+		s.failedNote(ctx, "error", "the server refused to read "+cut(in.URI, 200)+": "+cut(wire.Message, maxNotedBytes), nil)
+		return engine.ErrorResult("%s could not read %q: the server says: %s", t.spec.Name, cut(in.URI, 200), cut(wire.Message, maxNotedBytes)), nil
 	case cctx.Err() != nil:
 		reason := fmt.Sprintf("the server did not answer within %s", s.timeout)
 		s.fail(c, reason)

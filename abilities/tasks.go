@@ -3,6 +3,7 @@ package abilities
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -81,12 +82,39 @@ type peekTools struct {
 
 func (p peekTools) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := p.base.RoundTrip(req)
-	if err != nil || req.Method != http.MethodPost || !listsTools(req) {
+	if err != nil {
 		return resp, err
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if ct == "application/json" {
+		// The client reads a JSON answer whole: bounded here, as a stdio
+		// server's lines are.
+		resp.Body = &bounded{ReadCloser: resp.Body, limit: int64(p.max), left: int64(p.max) + 1}
+	}
+	if req.Method != http.MethodPost || !listsTools(req) {
+		return resp, nil
+	}
 	resp.Body = &lineTee{ReadCloser: resp.Body, see: p.see, max: p.max, whole: ct == "application/json"}
 	return resp, nil
+}
+
+// bounded is a body that fails once it has given left bytes: an answer
+// longer than lloyal reads.
+type bounded struct {
+	io.ReadCloser
+	limit, left int64
+}
+
+func (b *bounded) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("the server's answer is over the %d bytes lloyal reads of one", b.limit)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // listsTools: the request's body (a JSON-RPC message the client wrote, whose

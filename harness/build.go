@@ -491,7 +491,10 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 			if err != nil {
 				return all, fmt.Errorf("step %d (%s): prompt %s of ability %s: %w", i+1, s.Role, s.Prompt.Name, s.Prompt.Ability, err)
 			}
-			s.Task = task
+			// The server's words are the task as they are: a placeholder in
+			// them is text, never filled (the server does not choose what
+			// of the run reaches the agent).
+			s.Task = strings.ReplaceAll(task, "{{", "{ {")
 		}
 		spec, err := p.pool(s, results)
 		if err != nil {

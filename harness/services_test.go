@@ -146,3 +146,50 @@ run:
 		t.Fatalf("err %v", err)
 	}
 }
+
+// A step's task from an MCP prompt: the arguments are filled from the run,
+// the server's text is not (a placeholder in it is text: the server does
+// not choose what of the run reaches the agent).
+func TestAPromptsTextIsNotFilled(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	os.WriteFile(path, []byte(`tools:
+  notes: {ability: notes}
+roles:
+  reader:
+    system: You read.`+answerRole+`
+run:
+  steps:
+    - {id: first, role: reader, orchestrate: parallel, task: "secret {{input}}"}
+    - role: reader
+      orchestrate: parallel
+      prompt: {ability: notes, name: sum, arguments: {about: "{{input}}"}}
+`), 0o644)
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.Build(Options{Input: "harbors"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var gotArgs map[string]string
+	p.SetPrompts(func(_ context.Context, ability, name string, args map[string]string) (string, error) {
+		gotArgs = args
+		return "Sum up " + args["about"] + " with {{results.first}} and {{input}}", nil
+	})
+	be := enginetest.New(1 << 16)
+	be.Script("secret harbors", enginetest.ToolCall("answer", `{"text":"the secret"}`))
+	be.Script("Sum up", enginetest.ToolCall("answer", `{"text":"done"}`))
+	all, err := p.Run(context.Background(), engine.New(be, engine.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotArgs["about"] != "harbors" {
+		t.Errorf("the prompt's arguments were not filled: %v", gotArgs)
+	}
+	last := all[len(all)-1].Task
+	if last != "Sum up harbors with { {results.first}} and { {input}}" {
+		t.Errorf("the agent's task %q", last)
+	}
+}
