@@ -191,8 +191,7 @@ func copyDir(t *testing.T, src, dst string) {
 // tools' results and 64 tokens of chat markup.
 func TestFollowUpsOnTheTrunk(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "agents.yaml")
-	if err := os.WriteFile(path, []byte(`
+	f := loadHarness(t, dir, `
 roles:
   answerer:
     system: You answer questions about harbors in one sentence. A harbor is where ships shelter; a skiff is a small boat.
@@ -206,13 +205,7 @@ run:
     - role: answerer
       orchestrate: parallel
       task: What is a harbor?
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := harness.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	tp := filepath.Join(dir, "run.jsonl")
 	qs := []string{"And what is a skiff?", "Which of the two is bigger?"}
 	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096}, Seed: 1, Version: "test", FollowUps: qs, MaxFollowUps: 8, App: headless(t, dir)}
@@ -245,6 +238,35 @@ run:
 			t.Errorf("follow-up %q prefilled %d tokens, its question is %d bytes", q, prefilled[id], len(q))
 		}
 	}
+}
+
+// loadHarness writes text as dir/agents.yaml and loads it.
+func loadHarness(t *testing.T, dir, text string) *harness.File {
+	t.Helper()
+	path := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := harness.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// tracedEvents is every event of the trace at path, which must have
+// closed completed.
+func tracedEvents(t *testing.T, path string) []event.Event {
+	t.Helper()
+	var evs []event.Event
+	closing, _, err := trace.Follow(context.Background(), path, false, func(e event.Event) error {
+		evs = append(evs, e)
+		return nil
+	})
+	if err != nil || closing == nil || closing.Reason != "completed" {
+		t.Fatalf("trace %s: %v, closed %+v", path, err, closing)
+	}
+	return evs
 }
 
 // headless are a run's app options in dir: the log (dropped), nobody at
@@ -300,8 +322,7 @@ func TestRunWithALocalReranker(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
 	corpus, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "corpus"))
-	path := filepath.Join(dir, "agents.yaml")
-	if err := os.WriteFile(path, []byte(`
+	f := loadHarness(t, dir, `
 services:
   ranker: {kind: rerank, model: `+testmodel.Tiny(t)+`, threads: 1}
 tools:
@@ -320,16 +341,9 @@ run:
     - role: reader
       orchestrate: parallel
       task: "{{input}}"
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := harness.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096, Threads: 1}, Walk: true, Task: "What is a harbor?", Version: "test",
-		App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
-			Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdout: io.Discard, Stderr: io.Discard}}
+		App: headless(t, dir)}
 	if err := Run(context.Background(), cfg, f); err != nil {
 		t.Fatal(err)
 	}
@@ -340,14 +354,9 @@ run:
 	if s := ck.Header.Services; len(s) != 1 || s[0].Name != "ranker" || s[0].Kind != "rerank" || s[0].Where != testmodel.Tiny(t) {
 		t.Fatalf("header services %+v", s)
 	}
-	b, err := os.ReadFile(cfg.App.TracePath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var funnels int
-	for _, line := range strings.Split(string(b), "\n") {
-		var e event.Event
-		if json.Unmarshal([]byte(line), &e) != nil || e.Type != event.ToolFunnel {
+	for _, e := range tracedEvents(t, cfg.App.TracePath) {
+		if e.Type != event.ToolFunnel {
 			continue
 		}
 		var fn event.Funnel
@@ -370,8 +379,7 @@ func TestRunBestOfOnTheTinyModel(t *testing.T) {
 	}
 	dir := t.TempDir()
 	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
-	path := filepath.Join(dir, "agents.yaml")
-	if err := os.WriteFile(path, []byte(`
+	f := loadHarness(t, dir, `
 roles:
   writer:
     system: You answer in a few words.
@@ -385,30 +393,15 @@ run:
     - role: writer
       orchestrate: parallel
       tasks: ["What is a harbor?", "What is a skiff?"]
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := harness.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 4096, Threads: 1}, Task: "x", Version: "test",
-		App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
-			Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdout: io.Discard, Stderr: io.Discard}}
+		App: headless(t, dir)}
 	if err := Run(context.Background(), cfg, f); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(cfg.App.TracePath)
-	if err != nil {
 		t.Fatal(err)
 	}
 	ppl := map[int]float64{}
 	var ds []event.Diverge
-	for _, line := range strings.Split(string(b), "\n") {
-		var e event.Event
-		if json.Unmarshal([]byte(line), &e) != nil {
-			continue
-		}
+	for _, e := range tracedEvents(t, cfg.App.TracePath) {
 		switch e.Type {
 		case event.AgentReturn:
 			var r struct{ Ppl float64 }
@@ -499,8 +492,7 @@ func TestRunWithEveryKindOfService(t *testing.T) {
 				}
 				return "{kind: " + kind + ", model: " + tiny + ", threads: 1" + extra + "}"
 			}
-			path := filepath.Join(dir, "agents.yaml")
-			os.WriteFile(path, []byte(`
+			f := loadHarness(t, dir, `
 services:
   ranker: `+svc("rerank", "")+`
   embedder: `+svc("embed", "")+`
@@ -525,14 +517,9 @@ run:
     - role: reader
       orchestrate: parallel
       task: "{{input}}"
-`), 0o644)
-			f, err := harness.Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+`)
 			cfg := Config{Config: backends.Config{Model: tiny, NCtx: 4096, Threads: 1}, Walk: true, Task: "What is a harbor?", Version: "test", ServiceKeys: map[string]string{"RANKER": "k-r"},
-				App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
-					Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdout: io.Discard, Stderr: io.Discard}}
+				App: headless(t, dir)}
 			if err := Run(context.Background(), cfg, f); err != nil {
 				t.Fatal(err)
 			}
@@ -540,14 +527,9 @@ run:
 			if err != nil || ck.Close == nil || ck.Close.Reason != "completed" || len(ck.Header.Services) != 3 {
 				t.Fatalf("trace %+v %v", ck, err)
 			}
-			b, _ := os.ReadFile(cfg.App.TracePath)
 			scorers := map[string]bool{}
 			var by []string
-			for _, line := range strings.Split(string(b), "\n") {
-				var e event.Event
-				if json.Unmarshal([]byte(line), &e) != nil {
-					continue
-				}
+			for _, e := range tracedEvents(t, cfg.App.TracePath) {
 				switch e.Type {
 				case event.ToolFunnel:
 					var fn event.Funnel
@@ -585,10 +567,9 @@ func TestACommandThatReadsNoStdinLeavesTheRunAlone(t *testing.T) {
 	}
 	dir := t.TempDir()
 	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
-	path := filepath.Join(dir, "agents.yaml")
 	// Nine calls: the program has exited before lloyal writes to its
 	// stdin in (nearly) every one.
-	os.WriteFile(path, []byte(`
+	f := loadHarness(t, dir, `
 tools:
   noop:
     command: ["true"]
@@ -607,14 +588,9 @@ roles:
 run:
   steps:
     - {role: r, orchestrate: parallel, tasks: [one, two, three]}
-`), 0o644)
-	f, err := harness.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	cfg := Config{Config: backends.Config{Model: testmodel.Tiny(t), NCtx: 16384, Threads: 1}, Walk: true, Task: "x", Version: "test",
-		App: app.Options{View: app.ViewLog, TracePath: filepath.Join(dir, "run.jsonl"), Workspace: filepath.Join(dir, "notes"),
-			Approvals: approvals.Config{DenyProtected: true, GrantsFile: filepath.Join(dir, "grants.json")}, Stdout: io.Discard, Stderr: io.Discard}}
+		App: headless(t, dir)}
 	if err := Run(context.Background(), cfg, f); err != nil && !strings.Contains(err.Error(), "produced nothing") {
 		t.Fatal(err)
 	}
