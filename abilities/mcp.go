@@ -565,12 +565,9 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 		case prog.reported():
 			reason += " of its last progress report"
 		}
-		s.fail(c, reason)
-		return t.failed(ctx, "hung", reason), nil
+		return t.lost(ctx, c, err, reason), nil
 	default:
-		reason := c.why(err)
-		s.fail(c, reason)
-		return t.failed(ctx, "crashed", reason), nil
+		return t.lost(ctx, c, err, ""), nil
 	}
 }
 
@@ -608,6 +605,19 @@ func (t *Tool) unavailable(ctx context.Context, err error) map[string]any {
 	}
 	t.srv.failedNote(ctx, what, err.Error(), nil)
 	return engine.ErrorResult("%s is unavailable: %v. Do not call it again; continue without it.", t.spec.Name, err)
+}
+
+// lost ends a call whose server failed it: it hung (hung says how, and
+// the call waited past its time) or went away (err, as the connection
+// tells it). The server is stopped, to be started again on the next call,
+// and the result says so.
+func (t *Tool) lost(ctx context.Context, c *conn, err error, hung string) map[string]any {
+	what, reason := "hung", hung
+	if hung == "" {
+		what, reason = "crashed", c.why(err)
+	}
+	t.srv.fail(c, reason)
+	return t.failed(ctx, what, reason)
 }
 
 // failed traces a server failure and is what the model reads.

@@ -247,13 +247,9 @@ func (t *Tool) read(ctx context.Context, args json.RawMessage) (any, error) {
 		s.failedNote(ctx, "error", "the server refused to read "+cut(in.URI, 200)+": "+cut(wire.Message, maxNotedBytes), nil)
 		return engine.ErrorResult("%s could not read %q: the server says: %s", t.spec.Name, cut(in.URI, 200), cut(wire.Message, maxNotedBytes)), nil
 	case cctx.Err() != nil:
-		reason := fmt.Sprintf("the server did not answer within %s", s.timeout)
-		s.fail(c, reason)
-		return t.failed(ctx, "hung", reason), nil
+		return t.lost(ctx, c, err, fmt.Sprintf("the server did not answer within %s", s.timeout)), nil
 	default:
-		reason := c.why(err)
-		s.fail(c, reason)
-		return t.failed(ctx, "crashed", reason), nil
+		return t.lost(ctx, c, err, ""), nil
 	}
 }
 

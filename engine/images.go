@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -76,26 +77,17 @@ func (p *pool) showImages(obj map[string]json.RawMessage, list []Attachment) {
 		obj[ImagesKey] = mustJSON(shown)
 	}
 	if len(why) > 0 {
-		obj["_imageError"] = mustJSON(fmt.Sprintf("%d attachment(s) came with this result and are not shown (%s); rely on the text.", len(why), uniqueJoin(why)))
+		obj["_imageError"] = mustJSON(fmt.Sprintf("%d attachment(s) came with this result and are not shown (%s); rely on the text.", len(why), strings.Join(distinct(why), "; ")))
 	}
 }
 
-// uniqueJoin is the distinct strings of s, in order, joined.
-func uniqueJoin(s []string) string {
+// distinct is s without repeats, in order.
+func distinct(s []string) []string {
 	var out []string
 	for _, x := range s {
-		if !contains(out, x) {
+		if !slices.Contains(out, x) {
 			out = append(out, x)
 		}
 	}
-	return strings.Join(out, "; ")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return out
 }
