@@ -102,6 +102,10 @@ type Options struct {
 	Logprobs   bool
 	LogprobTop int
 	Replay     engine.Replay
+	// Attachments are the files the person gave the run: the header lists
+	// them and their bytes are kept beside the trace
+	// (trace.SaveAttachments), so a rerun's tools read them again.
+	Attachments []engine.Attachment
 }
 
 // withDefaults fills what was left unset and checks the rest.
@@ -170,6 +174,7 @@ func Run(ctx context.Context, prog Program, o Options) (err error) {
 		return err
 	}
 	// Trace first: everything after this point is recorded.
+	o.Header.Attachments = trace.Attached(o.Attachments)
 	tw, err := trace.Create(o.TracePath, o.Header)
 	if err != nil {
 		return err
@@ -178,6 +183,10 @@ func Run(ctx context.Context, prog Program, o Options) (err error) {
 	sigs := catchSignals()
 	defer signal.Stop(sigs)
 	defer func() { err = r.closeTrace(err) }()
+	if err := trace.SaveAttachments(o.TracePath, o.Attachments); err != nil {
+		r.end.set(Errored, err)
+		return err
+	}
 	if err := r.start(); err != nil {
 		return err
 	}

@@ -115,6 +115,10 @@ type Options struct {
 	// Services are the run's opened services (the file's, services.Open):
 	// a tool's rerank names one.
 	Services *services.Set
+	// Attachments are the files the run was given (Stage): every pool's
+	// (engine.Attachments), shown by a read_attachment tool, which a role
+	// is offered only when there are some.
+	Attachments []engine.Attachment
 }
 
 // DefaultSampling is how a harness samples unless its file says
@@ -438,9 +442,30 @@ func (p *Program) ToolInfos() []trace.ToolInfo {
 func (p *Program) own() []engine.Tool {
 	var out []engine.Tool
 	for _, name := range sortedKeys(p.tools) {
-		out = append(out, p.tools[name])
+		if p.offered(name) {
+			out = append(out, p.tools[name])
+		}
 	}
 	return out
+}
+
+// offered says whether the tool entry name is offered in this run: a
+// read_attachment tool only when the run was given files.
+func (p *Program) offered(name string) bool {
+	return !p.f.Tools[name].builtinKind().attachments || len(p.o.Attachments) > 0
+}
+
+// ShowsAttachments says whether a role has a tool that shows the run's
+// attachments to the model.
+func (p *Program) ShowsAttachments() bool {
+	for _, r := range p.f.Roles {
+		for _, name := range r.Tools {
+			if p.f.Tools[name].builtinKind().attachments {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // terminals are the roles' terminal tools, by role, each name once.
@@ -588,6 +613,9 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 			}
 			continue
 		}
+		if !p.offered(name) {
+			continue // nothing to show: the spine is the run's without it
+		}
 		ts = append(ts, p.tools[name])
 	}
 	terminal, err := p.terminal(r, results)
@@ -609,7 +637,7 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 	spec := engine.PoolSpec{System: system + research.Catalogue(abs), Tools: ts, Terminal: terminal, Sampling: p.Sampling,
 		MaxTurns: r.MaxTurns, MaxTurnTokens: r.TurnTokens, TimeSoft: soft, TimeHard: hard,
 		SoftLimit: cmp.Or(r.Pressure.Soft, p.soft), HardLimit: cmp.Or(r.Pressure.Hard, p.hard), RecoveryPrompt: r.RecoveryPrompt, ToolChoice: engine.ToolChoice(r.ToolChoice),
-		MinToolCalls: r.MinToolCalls, RefuseFreeText: r.RefuseFreeText}
+		MinToolCalls: r.MinToolCalls, RefuseFreeText: r.RefuseFreeText, Attachments: p.o.Attachments}
 	if read != nil {
 		// The role's search turns toward each agent's own question, and
 		// its delegate drops sub-questions that drift from it.

@@ -38,6 +38,7 @@ func check(f *File, tree *ast.File) []Problem {
 			c.add("/run/follow_up", "no step runs role %q: follow-ups fork from that role's step", r)
 		}
 	}
+	c.attachments()
 	ids := map[string]bool{}
 	for i, s := range f.Run.Steps {
 		c.step(i, s, ids)
@@ -427,6 +428,30 @@ func (f *File) eachFile(glob string) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// attachments checks the file's attachments: each a file inside its
+// folder that Stage reads, the names unique, no more than a run takes.
+func (c *checker) attachments() {
+	if n := len(c.f.Attachments); n > MaxAttachments {
+		c.add("/attachments", "%d attachments: a run takes at most %d", n, MaxAttachments)
+	}
+	seen := map[string]bool{}
+	for i, p := range c.f.Attachments {
+		at := fmt.Sprintf("/attachments/%d", i)
+		full, err := c.f.inside(p)
+		if err == nil {
+			_, err = stage(full)
+		}
+		if err != nil {
+			c.add(at, "%v", err)
+		}
+		if name := filepath.Base(p); seen[name] {
+			c.add(at, "a second attachment named %s: the model asks for attachments by name; rename one", name)
+		} else {
+			seen[name] = true
+		}
+	}
 }
 
 // inside is p (relative to the harness's folder) when it stays inside that

@@ -32,6 +32,10 @@ type File struct {
 	Services map[string]Service `yaml:"services"`
 	Roles    map[string]Role    `yaml:"roles"`
 	Run      Run                `yaml:"run"`
+	// Attachments are files beside the harness file given to every run of
+	// it, as --attach gives files (Stage): a read_attachment tool shows
+	// them to the model.
+	Attachments []string `yaml:"attachments"`
 	// Profiles are settings put over the rest when the run's model needs
 	// them (ProfileDemo, ProfileWalked, ProfileSmallContext); With applies
 	// them.

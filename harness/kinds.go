@@ -22,6 +22,7 @@ var kinds = []kind{
 	glossaryKind,
 	fetchPageKind,
 	writeNoteKind,
+	readAttachmentKind,
 }
 
 // kind is one built-in tool kind. A kind either reads a corpus (read) or
@@ -60,6 +61,9 @@ type kind struct {
 	// (Program.Notes), and a grounded publisher's note is fixed to the
 	// findings' claims.
 	notes bool
+	// attachments: the tool shows the run's attachments, and a role is
+	// offered it only when the run has some.
+	attachments bool
 	// check adds what is wrong with an entry of the kind, at the JSON
 	// pointer at, beyond the schema and what every built-in tool is
 	// checked for (nil: nothing more).

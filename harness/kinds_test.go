@@ -27,10 +27,10 @@ func TestSchemaListsTheKinds(t *testing.T) {
 		t.Fatalf("the schema is not JSON: %v", err)
 	}
 	p := s.Defs.Tool.Properties
-	if want := []string{"search", "read_file", "grep", "glossary", "fetch_page", "write_note"}; !slices.Equal(p.Builtin.Enum, want) {
+	if want := []string{"search", "read_file", "grep", "glossary", "fetch_page", "write_note", "read_attachment"}; !slices.Equal(p.Builtin.Enum, want) {
 		t.Errorf("builtin: %q, want %q", p.Builtin.Enum, want)
 	}
-	if want := "one of lloyal's tools: search, read_file, grep, glossary and fetch_page over corpus; write_note (protected) into folder"; p.Builtin.Description != want {
+	if want := "one of lloyal's tools: search, read_file, grep, glossary and fetch_page over corpus; write_note (protected) into folder; read_attachment of the files the run was given (--attach, attachments:)"; p.Builtin.Description != want {
 		t.Errorf("builtin's description %q, want %q", p.Builtin.Description, want)
 	}
 	if want := []string{NarrowQuestion, NarrowHits, NarrowSubQuestions}; !slices.Equal(p.Narrow.Enum, want) {
@@ -64,9 +64,9 @@ func TestAKindIsOneDeclarationAndOneLine(t *testing.T) {
 	defer func(was []kind) { kinds = was }(kinds)
 	kinds = append(slices.Clone(kinds), echo)
 
-	if got := string(renderSchema()); !strings.Contains(got, `"write_note",
+	if got := string(renderSchema()); !strings.Contains(got, `"read_attachment",
             "echo"
-          ],`) || !strings.Contains(got, "write_note (protected) into folder; echo (protected) back") {
+          ],`) || !strings.Contains(got, "(--attach, attachments:); echo (protected) back") {
 		t.Errorf("the schema does not list echo:\n%s", got)
 	}
 	f := &File{Path: filepath.Join(t.TempDir(), "h.yaml"), Tools: map[string]Tool{"say": {Builtin: "echo"}}}

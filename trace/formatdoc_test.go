@@ -54,13 +54,14 @@ func exampleHeader() Header {
 			TemplateSHA256: "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0", Logprobs: &five, Walk: true,
 			FollowUps: []string{"And who built it?"}, MaxFollowUps: &eight, Interactive: true, Abilities: []string{"notes"},
 			Granted: []string{"write_note"}, DenyProtected: true, Workspace: "/home/me/research/notes"},
-		Abilities: []AbilityInfo{{Name: "notes", Version: "1.2.0", Key: "a1b2c3d4", Tools: []string{"write_note"}}},
-		Services:  []ServiceInfo{{Name: "ranker", Kind: "rerank", Where: "/home/me/models/qwen3-reranker-0.6b.gguf"}},
-		Dir:       "/home/me/research",
-		Logprobs:  &five,
-		Harness:   &HarnessRef{Path: "/home/me/research/review.yaml", SHA256: "0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e"},
-		RerunOf:   "/home/me/.local/state/lloyal/traces/trace-20250601T115500Z-1a2b3c4d.jsonl",
-		ForkOf:    &ForkRef{Trace: "/home/me/.local/state/lloyal/traces/trace-20250601T115500Z-1a2b3c4d.jsonl", Event: 122},
+		Abilities:   []AbilityInfo{{Name: "notes", Version: "1.2.0", Key: "a1b2c3d4", Tools: []string{"write_note"}}},
+		Services:    []ServiceInfo{{Name: "ranker", Kind: "rerank", Where: "/home/me/models/qwen3-reranker-0.6b.gguf"}},
+		Attachments: []AttachmentInfo{{Name: "bridge.png", MIMEType: "image/png", Size: 48213, SHA256: "5d41402abc4b2a76b9719d911017c592aa0c2d1e0f9e8d7c6b5a49382716a5b4"}},
+		Dir:         "/home/me/research",
+		Logprobs:    &five,
+		Harness:     &HarnessRef{Path: "/home/me/research/review.yaml", SHA256: "0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e"},
+		RerunOf:     "/home/me/.local/state/lloyal/traces/trace-20250601T115500Z-1a2b3c4d.jsonl",
+		ForkOf:      &ForkRef{Trace: "/home/me/.local/state/lloyal/traces/trace-20250601T115500Z-1a2b3c4d.jsonl", Event: 122},
 	}
 }
 
@@ -183,6 +184,11 @@ var headerDocs = map[string]string{
 	"services[].name":                  "the service's name in the harness file",
 	"services[].kind":                  "rerank, embed or judge",
 	"services[].where":                 "the model file it ran here, or the server's URL and the model's name there",
+	"attachments":                      "the files the person gave the run (`--attach`, a harness file's `attachments:`); each one's bytes are kept beside the trace, in the folder named like it with `.attachments` for `.jsonl` (`run.jsonl`: `run.attachments/SHA256`), which a rerun reads them from",
+	"attachments[].name":               "the file's base name, which the model asks for it by",
+	"attachments[].mimeType":           "its type, read from its bytes (a text file's from its extension)",
+	"attachments[].size":               "its size in bytes",
+	"attachments[].sha256":             "SHA-256 of its bytes: the name of its copy beside the trace",
 }
 
 var closingDocs = map[string]string{

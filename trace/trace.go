@@ -49,6 +49,10 @@ type Header struct {
 	// Services are the run's second models (a harness file's services:),
 	// by name.
 	Services []ServiceInfo `json:"services,omitempty"`
+	// Attachments are the files the person gave the run (--attach, a
+	// harness file's attachments:), their bytes kept beside the trace
+	// (AttachmentsDir).
+	Attachments []AttachmentInfo `json:"attachments,omitempty"`
 	// Dir is the working directory the run started in (relative paths of
 	// CommandLine are relative to it; Run's paths are absolute, and a
 	// rerun does not enter it).

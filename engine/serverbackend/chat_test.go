@@ -18,6 +18,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
+	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/fold"
 )
 
@@ -42,6 +43,7 @@ type fakeChat struct {
 	always bool // calls lookup every turn, whatever tool_choice says
 	prompt int  // the prompt_tokens it reports (default 120)
 	vision bool // /props says its model sees images, as llama-server's does
+	call   string // the tool it calls and its arguments, "name {args}" (default lookup {"q": "tides"})
 	mu     sync.Mutex
 	bodies []map[string]any
 	raw    []string
@@ -69,6 +71,9 @@ func (f *fakeChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		msgs, _ := req["messages"].([]any)
 		name, args := "lookup", `{"q": "tides"}`
+		if f.call != "" {
+			name, args, _ = strings.Cut(f.call, " ")
+		}
 		if f.badQ && len(msgs) == 2 {
 			args = `{"q": 42}`
 		}
@@ -350,6 +355,27 @@ func dialChat(t *testing.T, f *fakeChat, o serverbackend.Options) *serverbackend
 // says so in /props): the result names it, and the next request carries it
 // as an image part in a user message after the tool's; a model that does
 // not see gets the result's note that it cannot, and no image.
+// A file the person attached (lloyal run --attach: the pool's
+// attachments) reaches a model that sees through read_attachment, as an
+// image part after the tool's result.
+func TestChatShowsAnAttachedImage(t *testing.T) {
+	png := []byte("\x89PNG\r\n\x1a\nan attached chart")
+	f := &fakeChat{style: chatStyle{finish: "tool_calls"}, vision: true, call: `read_attachment {"name": "chart.png"}`}
+	cl := dialChat(t, f, serverbackend.Options{})
+	rt := engine.NewOnServer(cl, engine.Options{MaxInflight: 1})
+	atts := []engine.Attachment{{Name: "chart.png", MIMEType: "image/png", Data: png}}
+	if _, err := rt.Run(t.Context(), engine.PoolSpec{System: "You read charts.", Tools: []engine.Tool{tools.AttachmentTool(atts)}, MaxTurns: 2, Attachments: atts,
+		Terminal:    engine.Terminal("report", "Report.", engine.ReportSchema), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "a"})}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	url := "data:image/png;base64," + base64.StdEncoding.EncodeToString(png)
+	if last := f.raw[len(f.raw)-1]; !strings.Contains(last, `"type":"image_url"`) || !strings.Contains(last, url) || !strings.Contains(last, `\"name\":\"chart.png\"`) {
+		t.Errorf("the request after read_attachment:\n%s", last)
+	}
+}
+
 func TestChatShowsAToolsImage(t *testing.T) {
 	png := []byte("\x89PNG\r\n\x1a\nnot really a chart")
 	chart := engine.Typed(engine.ToolSpec{Name: "lookup", Description: "Look up.", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`)},

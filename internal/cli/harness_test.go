@@ -22,7 +22,7 @@ func TestHarnessShowResearch(t *testing.T) {
 	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := runCLI(t, "harness", "check", path); err != nil || !strings.Contains(out, ": ok (8 tools, 4 roles, 3 steps)") {
+	if out, err := runCLI(t, "harness", "check", path); err != nil || !strings.Contains(out, ": ok (9 tools, 4 roles, 3 steps)") {
 		t.Fatalf("check of the saved copy: %v %s", err, out)
 	}
 	if _, err := runCLI(t, "harness", "show", "nope"); err == nil || err.Error() != `no built-in harness "nope": use one of research` {

@@ -125,6 +125,7 @@ func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trac
 	if h := rec.Header.Harness; h != nil {
 		base.HarnessSHA256 = h.SHA256
 	}
+	base.Attachments, base.Recorded = plan.Attachments, true
 	if fork != nil {
 		fork.Trace = plan.Trace
 		base.App.Header.ForkOf = fork

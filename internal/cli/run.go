@@ -94,6 +94,7 @@ The trace is written as the run goes and its path printed at exit.`,
 	approvalFlags(f, &c.App.Approvals)
 	// Abilities: installed MCP tool bundles (lloyal ability).
 	f.StringArrayVar(&c.Abilities, "ability", nil, "give the researchers this installed ability's tools (repeatable; default: every enabled ability)")
+	f.StringArrayVar(&c.Attach, "attach", nil, "give the run this `file` (repeatable, 16 at most, 8 MiB each): a tool with builtin: read_attachment shows it to the model (an image to one that can see); the trace keeps a copy beside it")
 	f.StringVar(&o.think, "think", "auto", "on, off or auto: enable_thinking for models whose chat template reads it")
 	f.StringVar(&o.template, "template", "", "render prompts with this Jinja chat template instead of the model's own")
 	f.StringArrayVar(&c.FollowUps, "follow-up", nil, "ask this after the run, on its warm trunk (repeatable)")
@@ -137,7 +138,7 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 		RequestTimeout: c.RequestTimeout, TurnTimeout: c.TurnTimeout,
 		// Read here, not as the flags' defaults: help would print them,
 		// and a URL may carry credentials.
-		EnvServer: os.Getenv("LLOYAL_SERVER"), APIKey: os.Getenv("LLOYAL_API_KEY"), Headers: os.Getenv("LLOYAL_HEADERS"), ServiceKeys: services.KeysFrom(os.Environ())}
+		EnvServer: os.Getenv("LLOYAL_SERVER"), APIKey: os.Getenv("LLOYAL_API_KEY"), Headers: os.Getenv("LLOYAL_HEADERS"), ServiceKeys: services.KeysFrom(os.Environ()), Attach: c.Attach}
 	if fs.Changed("workspace") {
 		auth.Workspace = c.App.Workspace
 	}

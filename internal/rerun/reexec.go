@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -18,6 +19,10 @@ type Plan struct {
 	Facts trace.RunConfig
 	// Trace is the recorded trace, Out the new one.
 	Trace, Out string
+	// Attachments are the files the recorded run was given, read from
+	// beside its trace (trace.LoadAttachments): the rerun's, whatever its
+	// harness file or command line would attach.
+	Attachments []engine.Attachment
 }
 
 // Prepare checks the record can be run again here (the same model file,
@@ -53,6 +58,9 @@ func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan
 		out = trace.NewPath(dir)
 	}
 	p := Plan{Facts: facts}
+	if p.Attachments, err = trace.LoadAttachments(r.Path, r.Header.Attachments); err != nil {
+		return Plan{}, err
+	}
 	if p.Trace, err = filepath.Abs(r.Path); err == nil {
 		p.Out, err = filepath.Abs(out)
 	}

@@ -73,6 +73,9 @@ type Authority struct {
 	// ServiceKeys are the keys a harness file's served services are sent,
 	// by services.KeyName ($LLOYAL_SERVICE_KEY_NAME: services.KeysFrom).
 	ServiceKeys map[string]string
+	// Attach are the files the person gives the run (--attach): a rerun's
+	// come from beside its trace instead (session.Config.Recorded).
+	Attach []string
 	// Rerun says the run re-executes a trace (rerun, fork): the model runs
 	// here, and nothing is sent to a server, whatever names one.
 	Rerun bool
@@ -118,7 +121,7 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 	// Authority: the person's alone.
 	c.App.Approvals, c.App.MaxInflight = a.Approvals, a.MaxInflight
 	c.API, c.RequestTimeout, c.TurnTimeout, c.APIKey, c.Headers = a.API, a.RequestTimeout, a.TurnTimeout, a.APIKey, a.Headers
-	c.ServiceKeys = a.ServiceKeys
+	c.ServiceKeys, c.Attach = a.ServiceKeys, a.Attach
 	c.Server = a.Server
 	if c.Server == "" && !a.Rerun {
 		c.Server = a.EnvServer

@@ -54,6 +54,14 @@ type Config struct {
 	// services.KeyName: the user's environment's, never the file's.
 	ServiceKeys map[string]string
 
+	// Attach are the files the person attached (--attach), given to the
+	// run after the harness file's attachments:. A rerun sets Attachments
+	// instead, with Recorded: the recorded run's, read from beside its
+	// trace (trace.LoadAttachments), never from a path.
+	Attach      []string
+	Attachments []engine.Attachment
+	Recorded    bool
+
 	// HarnessSHA256, for a rerun, is the sha256 the recorded run's harness
 	// file had: another file is refused before the model loads.
 	HarnessSHA256 string
@@ -104,12 +112,18 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 			specs[i].Key = cfg.ServiceKeys[services.KeyName(sp.Name)]
 		}
 	}
+	atts, err := cfg.Attachments, error(nil)
+	if !cfg.Recorded {
+		if atts, err = f.Stage(cfg.Attach); err != nil {
+			return err
+		}
+	}
 	svcs, err := services.Open(ctx, specs, llamaservice.Open)
 	if err != nil {
 		return err
 	}
 	defer svcs.Close()
-	p, err := f.Build(harness.Options{Input: cfg.Task, Corpus: cfg.Corpus, Workspace: cfg.Workspace, Questions: cfg.Agents, Grounded: cfg.Grounded, Demo: cfg.Demo, Services: svcs})
+	p, err := f.Build(harness.Options{Input: cfg.Task, Corpus: cfg.Corpus, Workspace: cfg.Workspace, Questions: cfg.Agents, Grounded: cfg.Grounded, Demo: cfg.Demo, Services: svcs, Attachments: atts})
 	if err != nil {
 		return err
 	}
@@ -167,7 +181,10 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 	})
 	cfg.App.Approvals.Warn(cfg.App.Stderr, p.RunTools()) // a --grant naming no tool; old name-only grants
 	o := appOptions(cfg, m, p.Sampling, p.ToolInfos())
-	o.Header.Abilities, o.Asker = infos, asker
+	o.Header.Abilities, o.Asker, o.Attachments = infos, asker, atts
+	if len(atts) > 0 && !p.ShowsAttachments() {
+		fmt.Fprintf(cfg.App.Stderr, "warning: %d file(s) attached, but no role of %s has a tool that shows them: add one with builtin: read_attachment to a role's tools\n", len(atts), f.Path)
+	}
 	o.Header.Harness = &trace.HarnessRef{Path: f.Path, SHA256: f.SHA256}
 	for _, name := range svcs.Names() {
 		v, _ := svcs.Get(name)

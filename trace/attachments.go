@@ -1,0 +1,104 @@
+package trace
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/lloyal-ai/lloyal/engine"
+)
+
+// AttachmentInfo is a file the person gave the run (lloyal run --attach, a
+// harness file's attachments:) as the header lists it. Its bytes are kept
+// beside the trace (AttachmentsDir), by SHA256, so a rerun's tools read
+// what the recorded run's read without the trace naming a path to open.
+type AttachmentInfo struct {
+	Name     string `json:"name"`
+	MIMEType string `json:"mimeType"`
+	Size     int64  `json:"size"`
+	SHA256   string `json:"sha256"`
+}
+
+// Attached lists attachments as a header records them.
+func Attached(list []engine.Attachment) []AttachmentInfo {
+	var out []AttachmentInfo
+	for _, a := range list {
+		sum := sha256.Sum256(a.Data)
+		out = append(out, AttachmentInfo{Name: a.Name, MIMEType: a.MIMEType, Size: int64(len(a.Data)), SHA256: hex.EncodeToString(sum[:])})
+	}
+	return out
+}
+
+// AttachmentsDir is the folder beside the trace at path that holds its
+// attachments' bytes: run.jsonl's is run.attachments.
+func AttachmentsDir(path string) string {
+	return strings.TrimSuffix(path, filepath.Ext(path)) + ".attachments"
+}
+
+// SaveAttachments writes each attachment's bytes into AttachmentsDir(path)
+// as a file named by its sha256, readable by the person alone like the
+// trace. It writes nothing when there are none.
+func SaveAttachments(path string, list []engine.Attachment) error {
+	if len(list) == 0 {
+		return nil
+	}
+	dir := AttachmentsDir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("keep the run's attachments beside its trace: %w", err)
+	}
+	for i, info := range Attached(list) {
+		if err := os.WriteFile(filepath.Join(dir, info.SHA256), list[i].Data, 0o600); err != nil {
+			return fmt.Errorf("keep attachment %s beside the trace: %w", info.Name, err)
+		}
+	}
+	return nil
+}
+
+// LoadAttachments reads the attachments a header lists from beside the
+// trace at path: each file at most its recorded size, and refused unless
+// its sha256 is the recorded one. Only names the header gives by hash are
+// opened, inside AttachmentsDir: a trace cannot point it at another file.
+func LoadAttachments(path string, infos []AttachmentInfo) ([]engine.Attachment, error) {
+	var out []engine.Attachment
+	dir := AttachmentsDir(path)
+	for _, info := range infos {
+		if len(info.SHA256) != 2*sha256.Size || strings.Trim(info.SHA256, "0123456789abcdef") != "" {
+			return nil, fmt.Errorf("the trace lists attachment %q with sha256 %q, which is not one: the trace was edited", info.Name, info.SHA256)
+		}
+		if info.Size < 0 || info.Size > engine.MaxImageBytes {
+			return nil, fmt.Errorf("the trace lists attachment %q at %d bytes, more than an attachment holds (%d)", info.Name, info.Size, engine.MaxImageBytes)
+		}
+		file := filepath.Join(dir, info.SHA256)
+		data, err := readAtMost(file, info.Size)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("the recorded run was given %s (%d bytes), kept at %s, which is not there: copy the trace's %s folder with it", info.Name, info.Size, file, filepath.Base(dir))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("attachment %s: %w", info.Name, err)
+		}
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != info.SHA256 {
+			return nil, fmt.Errorf("attachment %s at %s is not the file the recorded run was given (its sha256 differs)", info.Name, file)
+		}
+		out = append(out, engine.Attachment{Name: info.Name, MIMEType: info.MIMEType, Data: data})
+	}
+	return out, nil
+}
+
+// readAtMost reads file, refusing one longer than n bytes.
+func readAtMost(file string, n int64) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, n+1))
+	if err == nil && int64(len(data)) > n {
+		err = fmt.Errorf("%s is longer than the %d bytes recorded", file, n)
+	}
+	return data, err
+}
