@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
@@ -12,8 +14,10 @@ import (
 
 // Embedder turns texts into vectors with a model's pooled embeddings
 // (llama.cpp's): the pooling the model's file names (mean, cls or last),
-// mean where it names none. Each text is one sequence, decoded whole with
-// every token's output asked for, several texts to a decode.
+// mean where it names none; or, opened with OpenRanker, scores a query and
+// documents with a cross-encoder's classifier head (rank pooling). Each
+// text is one sequence, decoded whole with every token's output asked
+// for, several texts to a decode.
 type Embedder struct {
 	m   *model.Model
 	ctx *llama.Context
@@ -27,8 +31,32 @@ const embedSeqs = 16
 // with a context for embeddings of o.NCtx cells (default 4,096); a text
 // is cut to o.NBatch tokens (default 512). closeAll frees both.
 func OpenEmbedder(ref string, o ContextOptions) (e *Embedder, closeAll func(), err error) {
+	return openPooled(ref, o, false)
+}
+
+// OpenRanker opens a cross-encoder reranker (IsCrossEncoder: its file
+// pools by rank) as OpenEmbedder opens an embedding model: Rank scores a
+// query and each document read together by its classifier head.
+func OpenRanker(ref string, o ContextOptions) (e *Embedder, closeAll func(), err error) {
+	return openPooled(ref, o, true)
+}
+
+// IsCrossEncoder says whether the model ref names pools by rank (its
+// file's pooling_type 4): a cross-encoder reranker such as bge-reranker,
+// or a Qwen3 reranker converted with its classifier head. Only its header
+// is read.
+func IsCrossEncoder(ref string) (bool, error) {
+	gf, err := model.Header(ref, "")
+	if err != nil {
+		return false, err
+	}
+	v, _ := gf.Uint(gf.Architecture() + ".pooling_type")
+	return v == uint64(llama.PoolRank), nil
+}
+
+func openPooled(ref string, o ContextOptions, rank bool) (e *Embedder, closeAll func(), err error) {
 	o = o.withDefaults()
-	p, err := embedParams(nil, o)
+	p, err := embedParams(nil, o, rank)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -36,7 +64,7 @@ func OpenEmbedder(ref string, o ContextOptions) (e *Embedder, closeAll func(), e
 	if err != nil {
 		return nil, nil, err
 	}
-	if p, err = embedParams(m, o); err == nil {
+	if p, err = embedParams(m, o, rank); err == nil {
 		if p.AdaptThreads {
 			p.NThreads, p.AdaptThreads = DefaultThreads(m), false
 		}
@@ -51,19 +79,29 @@ func OpenEmbedder(ref string, o ContextOptions) (e *Embedder, closeAll func(), e
 }
 
 // embedParams are o as an embedding context's parameters, pooled as m's
-// file says (m nil: before the model is open, for sizing).
-func embedParams(m *model.Model, o ContextOptions) (llama.ContextParams, error) {
+// file says (m nil: before the model is open, for sizing), which must be
+// by rank for a ranker (rank) and not by rank for an embedder.
+func embedParams(m *model.Model, o ContextOptions, rank bool) (llama.ContextParams, error) {
 	p := o.params()
 	p.NSeqMax, p.Streams, p.Embeddings, p.Pooling = embedSeqs, false, true, llama.PoolMean
+	if rank {
+		p.Pooling = llama.PoolRank
+	}
 	if m == nil {
 		return p, nil
 	}
 	arch, _ := m.Meta("general.architecture")
-	switch v, _ := m.Meta(arch + ".pooling_type"); v {
-	case "", "0", "1":
-	case "2":
+	v, _ := m.Meta(arch + ".pooling_type")
+	switch {
+	case rank && v != "4":
+		return p, fmt.Errorf("%s is not a cross-encoder reranker (its pooling type is %q, not rank): rerank with it as a causal model (yes or no), or use a reranker's GGUF", m.Info.Path, v)
+	case rank && m.NClsOut() < 1:
+		return p, fmt.Errorf("%s pools by rank but has no classifier head to score with", m.Info.Path)
+	case rank:
+	case v == "" || v == "0" || v == "1":
+	case v == "2":
 		p.Pooling = llama.PoolCLS
-	case "3":
+	case v == "3":
 		p.Pooling = llama.PoolLast
 	default:
 		return p, fmt.Errorf("%s: pooling type %s (a reranker's rank pooling?) gives no embeddings: use an embedding model", m.Info.Path, v)
@@ -77,9 +115,109 @@ func (e *Embedder) Model() *model.Model { return e.m }
 // Embed gives each text's pooled embedding, L2-normalised (as servers
 // give them), so a dot product is the cosine.
 func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	inputs := make([][]llama.Token, len(texts))
+	for i, t := range texts {
+		tt, err := e.m.Tokenize(t, true, false)
+		if err != nil {
+			return nil, err
+		}
+		if len(tt) == 0 {
+			tt = []llama.Token{e.m.BOS()}
+		}
+		inputs[i] = tt[:min(len(tt), e.ctx.NBatch())]
+	}
+	out, err := e.pooled(ctx, inputs, nil)
+	for _, v := range out {
+		normalized(v)
+	}
+	return out, err
+}
+
+// Rank scores each document against query with a cross-encoder
+// (OpenRanker): the two read together as the model's rerank template
+// says (or as llama-server joins them: query, end of sequence, separator,
+// document), cut to a decode. The score is a logit, 0 at even odds: a
+// BERT reranker's head gives one; a Qwen3 reranker's gives the
+// probabilities of its labels ("yes", "no"), whose log ratio is the logit
+// of yes over no, as a causal reranker's score is. progress is told after
+// each decode.
+func (e *Embedder) Rank(ctx context.Context, query string, docs []string, progress func(done, total int)) ([]float64, error) {
+	inputs := make([][]llama.Token, len(docs))
+	for i, d := range docs {
+		in, err := e.pair(query, d)
+		if err != nil {
+			return nil, err
+		}
+		inputs[i] = in
+	}
+	out, err := e.pooled(ctx, inputs, progress)
+	if err != nil {
+		return nil, err
+	}
+	arch, _ := e.m.Meta("general.architecture")
+	probs := (arch == "qwen3" || arch == "qwen3vl") && e.m.NClsOut() >= 2 // llama.cpp soft-maxes their head
+	scores := make([]float64, len(out))
+	for i, v := range out {
+		scores[i] = float64(v[0])
+		if probs && len(v) >= 2 {
+			scores[i] = math.Log(max(float64(v[0]), 1e-30)) - math.Log(max(float64(v[1]), 1e-30))
+		}
+	}
+	return scores, nil
+}
+
+// pair is a query and a document as a cross-encoder reads them, the
+// document cut (then the query) to fit a decode. The texts are content:
+// a control token they spell stays characters.
+func (e *Embedder) pair(query, doc string) ([]llama.Token, error) {
+	q, err := e.m.TokenizeContent(query)
+	if err != nil {
+		return nil, err
+	}
+	d, err := e.m.TokenizeContent(doc)
+	if err != nil {
+		return nil, err
+	}
+	var before, between, after []llama.Token
+	if tpl := e.m.NamedChatTemplate("rerank"); strings.Contains(tpl, "{query}") && strings.Contains(tpl, "{document}") &&
+		strings.Index(tpl, "{query}") < strings.Index(tpl, "{document}") {
+		head, rest, _ := strings.Cut(tpl, "{query}")
+		mid, tail, _ := strings.Cut(rest, "{document}")
+		for _, part := range []struct {
+			text string
+			to   *[]llama.Token
+		}{{head, &before}, {mid, &between}, {tail, &after}} {
+			if *part.to, err = e.m.Tokenize(part.text, false, true); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		end := e.m.EOS()
+		if end < 0 {
+			end = e.m.SEP()
+		}
+		if e.m.AddsBOS() {
+			before = append(before, e.m.BOS())
+		}
+		if e.m.AddsEOS() && end >= 0 {
+			between, after = append(between, end), append(after, end)
+		}
+		if e.m.AddsSEP() && e.m.SEP() >= 0 {
+			between = append(between, e.m.SEP())
+		}
+	}
+	room := e.ctx.NBatch() - len(before) - len(between) - len(after)
+	q = q[:max(0, min(len(q), room-1))]
+	d = d[:max(0, min(len(d), room-len(q)))]
+	return slices.Concat(before, q, between, d, after), nil
+}
+
+// pooled decodes each input as a sequence of its own, several to a decode,
+// and gives each one's pooled output.
+func (e *Embedder) pooled(ctx context.Context, inputs [][]llama.Token, progress func(done, total int)) ([][]float32, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([][]float32, len(texts))
+	out := make([][]float32, len(inputs))
 	nb := e.ctx.NBatch()
 	var seqIdx []int
 	var tokens []llama.Token
@@ -100,25 +238,20 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 		}
 		for s, i := range seqIdx {
 			v := e.ctx.SeqEmbedding(int32(s))
-			if v == nil {
-				return fmt.Errorf("%s gave no embedding for text %d", e.m.Info.Path, i)
+			if len(v) == 0 {
+				return fmt.Errorf("%s gave no pooled output for input %d", e.m.Info.Path, i)
 			}
-			out[i] = normalized(v)
+			out[i] = v
+		}
+		if progress != nil {
+			progress(seqIdx[len(seqIdx)-1]+1, len(inputs))
 		}
 		return nil
 	}
-	for i, t := range texts {
+	for i, tt := range inputs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		tt, err := e.m.Tokenize(t, true, false)
-		if err != nil {
-			return nil, err
-		}
-		if len(tt) == 0 {
-			tt = []llama.Token{e.m.BOS()}
-		}
-		tt = tt[:min(len(tt), nb)]
 		if len(tokens)+len(tt) > nb || len(seqIdx) == embedSeqs {
 			if err := flush(); err != nil {
 				return nil, err

@@ -58,7 +58,19 @@ func SharedModels(tb testing.TB) string {
 // tensors are copied unchanged.
 func Rewrite(t testing.TB, set map[string]any, drop ...string) string {
 	t.Helper()
-	base := Tiny(t)
+	return RewriteFrom(t, Tiny(t), set, drop...)
+}
+
+// TinyReranker returns the path of the tiny cross-encoder reranker
+// (modelgen.TinyReranker).
+func TinyReranker(tb testing.TB) string {
+	tb.Helper()
+	return Path(tb, "tiny-reranker-v2", modelgen.TinyReranker())
+}
+
+// RewriteFrom is Rewrite of the model at base.
+func RewriteFrom(t testing.TB, base string, set map[string]any, drop ...string) string {
+	t.Helper()
 	gf, err := gguf.Open(base)
 	if err != nil {
 		t.Fatal(err)

@@ -46,8 +46,15 @@ const maxDocBytes = 4000
 // Open loads sp's model (a GGUF file or an ollama name) in a context of
 // its own: services.Opener.
 func Open(sp services.Spec) (services.Service, error) {
-	if sp.Kind == services.Embed {
+	switch sp.Kind {
+	case services.Embed:
 		return openEmbedder(sp)
+	case services.Rerank:
+		// A cross-encoder scores with its classifier head; any other
+		// model by the logits of "yes" and "no".
+		if cross, err := llamabackend.IsCrossEncoder(sp.Model); err == nil && cross {
+			return openCrossEncoder(sp)
+		}
 	}
 	return open(sp)
 }

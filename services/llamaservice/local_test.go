@@ -224,3 +224,28 @@ func TestLocalServicesDoNotThink(t *testing.T) {
 		t.Errorf("the prompt ends %q: the answer would be read where the model opens its thinking", tail)
 	}
 }
+
+// A rerank service whose model is a cross-encoder scores with its
+// classifier head (llama.cpp's rank pooling), not by the logits of "yes"
+// and "no" (which a model without a language-model head could not give),
+// and reports progress as it scores.
+func TestLocalCrossEncoderRerank(t *testing.T) {
+	set, err := services.Open(context.Background(), []services.Spec{{Name: "r", Kind: services.Rerank, Model: testmodel.TinyReranker(t), Threads: 1}}, Open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	v, _ := set.Get("r")
+	if _, ok := v.(*crossEncoder); !ok {
+		t.Fatalf("the reranker opened as %T", v)
+	}
+	r, err := set.Ranker("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := 0
+	sc, err := r.Rank(context.Background(), "Where are the boats?", []string{"The harbor.", "A rope.", strings.Repeat("tide ", 2000)}, func(d, total int) { done = d })
+	if err != nil || len(sc) != 3 || done != 3 {
+		t.Fatalf("scores %v (%v), progress %d of 3", sc, err, done)
+	}
+}

@@ -54,11 +54,13 @@ type ContextParams struct {
 type Pooling int
 
 // Pooling kinds (llama.cpp's): mean over the tokens, the first token's
-// (cls), the last token's.
+// (cls), the last token's, and a cross-encoder's rank: its classifier
+// head's scores (SeqEmbedding gives those, Model.NClsOut of them).
 const (
 	PoolMean Pooling = 1
 	PoolCLS  Pooling = 2
 	PoolLast Pooling = 3
+	PoolRank Pooling = 4
 )
 
 // KVType is a KV cache element type.
@@ -445,6 +447,9 @@ func (c *Context) SeqEmbedding(seq int32) []float32 {
 		return nil
 	}
 	n := int(C.llama_model_n_embd(c.model.m))
+	if C.llama_pooling_type(c.c) == C.LLAMA_POOLING_TYPE_RANK {
+		n = c.model.NClsOut()
+	}
 	return append([]float32(nil), unsafe.Slice((*float32)(unsafe.Pointer(p)), n)...)
 }
 

@@ -253,6 +253,32 @@ func (m *Model) BOS() Token { return Token(C.llama_vocab_bos(m.vocab)) }
 // EOS is the end-of-sequence token, or -1.
 func (m *Model) EOS() Token { return Token(C.llama_vocab_eos(m.vocab)) }
 
+// SEP is the separator token (a cross-encoder's between query and
+// document), or -1.
+func (m *Model) SEP() Token { return Token(C.llama_vocab_sep(m.vocab)) }
+
+// AddsBOS, AddsEOS and AddsSEP say which special tokens the vocabulary
+// puts around a text (tokenizer.ggml.add_*_token).
+func (m *Model) AddsBOS() bool { return bool(C.llama_vocab_get_add_bos(m.vocab)) }
+func (m *Model) AddsEOS() bool { return bool(C.llama_vocab_get_add_eos(m.vocab)) }
+func (m *Model) AddsSEP() bool { return bool(C.llama_vocab_get_add_sep(m.vocab)) }
+
+// NClsOut is how many scores a classifier head gives (a cross-encoder's:
+// PoolRank).
+func (m *Model) NClsOut() int { return int(C.llama_model_n_cls_out(m.m)) }
+
+// NamedChatTemplate is the model's template of that name
+// (tokenizer.chat_template.NAME, e.g. a reranker's "rerank"), or "".
+func (m *Model) NamedChatTemplate(name string) string {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	p := C.llama_model_chat_template(m.m, cs)
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}
+
 // EOT is the end-of-turn token, or -1.
 func (m *Model) EOT() Token { return Token(C.llama_vocab_eot(m.vocab)) }
 

@@ -62,17 +62,9 @@ type Options struct {
 // Open resolves ref (a GGUF path or an ollama name), validates the file and
 // loads it. Every failure names the file and what is wrong; none aborts.
 func Open(ref string, o Options) (*Model, error) {
-	path, digest := ref, ""
-	if _, err := os.Stat(ref); err != nil {
-		if r, ok := ParseOllamaName(ref); ok {
-			dir := o.OllamaDir
-			if dir == "" {
-				dir = OllamaModelsDir()
-			}
-			if path, digest, err = ResolveOllama(dir, r); err != nil {
-				return nil, err
-			}
-		}
+	path, digest, err := resolve(ref, o.OllamaDir)
+	if err != nil {
+		return nil, err
 	}
 	gf, err := gguf.Open(path)
 	if err != nil {
@@ -113,6 +105,31 @@ func Open(ref string, o Options) (*Model, error) {
 	}
 	m.Info.SHA256 = <-sum
 	return m, nil
+}
+
+// resolve is the file ref names: a path as it is, an ollama name as the
+// blob its manifest names (with its digest).
+func resolve(ref, ollamaDir string) (path, digest string, err error) {
+	if _, err := os.Stat(ref); err == nil {
+		return ref, "", nil
+	}
+	if r, ok := ParseOllamaName(ref); ok {
+		if ollamaDir == "" {
+			ollamaDir = OllamaModelsDir()
+		}
+		return ResolveOllama(ollamaDir, r)
+	}
+	return ref, "", nil
+}
+
+// Header reads the GGUF header of the file ref names (as Open resolves
+// it) without loading the model.
+func Header(ref, ollamaDir string) (*gguf.File, error) {
+	path, _, err := resolve(ref, ollamaDir)
+	if err != nil {
+		return nil, err
+	}
+	return gguf.Open(path)
 }
 
 // TokenizeContent tokenizes text that came from a user, a tool or a file.
