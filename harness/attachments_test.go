@@ -98,7 +98,7 @@ func TestStageAttachments(t *testing.T) {
 		{"too many", slices.Repeat([]string{png}, MaxAttachments), "a run takes at most 16"},
 	} {
 		if c.name == "a name twice" {
-			write("../" + filepath.Base(other) + "/notes.md", []byte("x"))
+			write("../"+filepath.Base(other)+"/notes.md", []byte("x"))
 		}
 		if _, err := f.Stage(c.paths); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)

@@ -18,8 +18,8 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
-	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/fold"
+	"github.com/lloyal-ai/lloyal/tools"
 )
 
 // chatStyle is how a server streams a tool call: the shapes vLLM, SGLang,
@@ -37,12 +37,12 @@ type chatStyle struct {
 // raw /v1/completions, so Dial must pick the chat dialect.
 type fakeChat struct {
 	style  chatStyle
-	status int  // answer every chat request with this status, when set
-	ctx    int  // max_model_len (default 4096)
-	badQ   bool // the first call's arguments fail lookup's schema (q a number)
-	always bool // calls lookup every turn, whatever tool_choice says
-	prompt int  // the prompt_tokens it reports (default 120)
-	vision bool // /props says its model sees images, as llama-server's does
+	status int    // answer every chat request with this status, when set
+	ctx    int    // max_model_len (default 4096)
+	badQ   bool   // the first call's arguments fail lookup's schema (q a number)
+	always bool   // calls lookup every turn, whatever tool_choice says
+	prompt int    // the prompt_tokens it reports (default 120)
+	vision bool   // /props says its model sees images, as llama-server's does
 	call   string // the tool it calls and its arguments, "name {args}" (default lookup {"q": "tides"})
 	mu     sync.Mutex
 	bodies []map[string]any
@@ -365,7 +365,7 @@ func TestChatShowsAnAttachedImage(t *testing.T) {
 	rt := engine.NewOnServer(cl, engine.Options{MaxInflight: 1})
 	atts := []engine.Attachment{{Name: "chart.png", MIMEType: "image/png", Data: png}}
 	if _, err := rt.Run(t.Context(), engine.PoolSpec{System: "You read charts.", Tools: []engine.Tool{tools.AttachmentTool(atts)}, MaxTurns: 2, Attachments: atts,
-		Terminal:    engine.Terminal("report", "Report.", engine.ReportSchema), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "a"})}); err != nil {
+		Terminal: engine.Terminal("report", "Report.", engine.ReportSchema), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "a"})}); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
