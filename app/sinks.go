@@ -37,7 +37,8 @@ func (r *run) start() error {
 	// Whole seconds: a file system may keep modification times no finer.
 	r.summary = &summary{st: fold.NewState(), trace: r.tw.Path(), workspace: o.Workspace, since: time.Now().Truncate(time.Second)}
 	sinks := []engine.Sink{r.tw, r.summary, r.view()}
-	eo := engine.Options{Sinks: sinks, Approver: broker, MaxInflight: o.MaxInflight, Logprobs: o.Logprobs, LogprobTop: o.LogprobTop, Replay: o.Replay}
+	eo := engine.Options{Sinks: sinks, Approver: broker, MaxInflight: o.MaxInflight, Logprobs: o.Logprobs, LogprobTop: o.LogprobTop, Replay: o.Replay,
+		KeepImage: func(data []byte) error { return trace.Keep(r.tw.Path(), data) }}
 	if o.Model != nil {
 		r.rt = engine.New(o.Model, eo)
 	} else {

@@ -16,8 +16,10 @@ import (
 type settleItem struct {
 	agent  *Agent
 	tokens []Token
-	text   string // tokens as text, for the trace
-	callID string // the call it answers, if one
+	images []SpanImage        // images among tokens (ImageReader)
+	shown  []event.ShownImage // and as the trace lists them
+	text   string             // tokens as text, for the trace
+	callID string             // the call it answers, if one
 	role   string
 	// attend is the call's history entry, booked when the result is
 	// written into the branch: only a result the agent read is attended.
@@ -322,7 +324,7 @@ func (ad *admission) takeSettled(allow *allowance, promised *tally, entries []ad
 			continue
 		}
 		promised.add(it.agent.branch, len(it.tokens))
-		entries = append(entries, admittedSpan{span: Span{Branch: it.agent.branch, Tokens: it.tokens}, item: &it})
+		entries = append(entries, admittedSpan{span: Span{Branch: it.agent.branch, Tokens: it.tokens, Images: it.images}, item: &it})
 	}
 	ad.settle = deferred
 	return entries
@@ -392,7 +394,11 @@ func (ad *admission) write(entries []admittedSpan) {
 			if e.item.attend != nil {
 				a.book(*e.item.attend)
 			}
-			p.emit(p.span(event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens), CellsUsed: p.store.CellsUsed(), Unique: p.store.Unique(a.branch)}, e.item.text, e.span.Tokens))
+			pe := event.Event{Type: event.BranchPrefill, Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens), CellsUsed: p.store.CellsUsed(), Unique: p.store.Unique(a.branch)}
+			if len(e.item.shown) > 0 {
+				pe.Data = mustJSON(event.PrefillImages{Images: e.item.shown})
+			}
+			p.emit(p.span(pe, e.item.text, e.span.Tokens))
 			order = append(order, settled{Agent: a.ID, Role: e.item.role, CallID: e.item.callID, Tokens: len(e.span.Tokens)})
 			p.checkSpan(a, e.span.Tokens)
 			if e.item.after != nil && a.outcome == event.Running {

@@ -25,6 +25,9 @@ type BranchID int32
 type Span struct {
 	Branch BranchID
 	Tokens []Token
+	// Images are images among Tokens (an ImageReader's): each fills its
+	// run of ImageToken with the model's embeddings of it.
+	Images []SpanImage
 }
 
 // Step is one token to append to a branch.

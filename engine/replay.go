@@ -49,6 +49,10 @@ type Replay interface {
 	// branch's cells are placed, and every batch made, as in the recorded
 	// run (float sums, and so a model's near-ties, depend on both).
 	Admission(pool, k int) (Admission, bool)
+	// Images are the images shown to a model here in the k-th span of
+	// the agent (from 0), with their bytes: a rerun shows them again where
+	// a served result names them.
+	Images(agent, k int) ([]Image, error)
 	// Diverged is told, once, the first token that differs (or the first
 	// admission the rerun cannot make); the rerun stops there (the caller
 	// cancels it).

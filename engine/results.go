@@ -85,15 +85,26 @@ func (ad *admission) refuse(a *Agent, call Call, reason, msg string) {
 // sender of a result (harmony's functions.NAME).
 func (ad *admission) queueResult(a *Agent, tool, callID string, body json.RawMessage, role string) {
 	p := ad.p
+	// Images the result shows a model here follow it in a user turn of
+	// their own (imageTurn): the reply the result's turn opened is closed
+	// empty, as before a follow-up, and the image turn opens it again.
+	more, imgs, said, listed, err := p.imageTurn(a, body)
+	if err != nil {
+		p.finish(a, event.Failed, "could not show the model a tool result's image: "+err.Error(), "")
+		return
+	}
 	prompt := p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body), Name: tool}, true)
 	toks, err := p.store.Tokenize(prompt)
 	if err != nil {
 		p.finish(a, event.Failed, "could not tokenize a tool result: "+err.Error(), "")
 		return
 	}
+	for i := range imgs {
+		imgs[i].At += len(toks)
+	}
 	a.status = event.StatusSettling
 	p.kick = true
-	ad.settle = append(ad.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), callID: callID, role: role})
+	ad.settle = append(ad.settle, settleItem{agent: a, tokens: append(toks, more...), images: imgs, shown: listed, text: prompt.String() + said, callID: callID, role: role})
 }
 
 // queueFollowUp writes an AfterAdmit hook's follow-up to the agent as a

@@ -33,6 +33,10 @@ type Options struct {
 	// calls are answered from the record and sampled tokens checked
 	// against it.
 	Replay Replay
+	// KeepImage keeps the bytes of an image shown to a model here (an
+	// ImageReader's) where a rerun finds them again (Replay.Images): the
+	// app keeps them beside the trace. nil: not kept.
+	KeepImage func(data []byte) error
 }
 
 // Runtime runs pools of agents on one backend (a Backend or a TurnBackend).

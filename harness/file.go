@@ -85,6 +85,9 @@ type Model struct {
 	// (lloyal run --gpu-layers; -1 every layer that fits, 0 none); nil
 	// leaves the default, every layer where there is a GPU.
 	GPULayers *int `yaml:"gpu_layers"`
+	// MMProj is the model's vision projector (lloyal run --mmproj), a
+	// file relative to the harness file.
+	MMProj string `yaml:"mmproj"`
 }
 
 // Sampling is the agents' sampling; nil fields keep the runtime's default.

@@ -41,22 +41,53 @@ func AttachmentsDir(path string) string {
 }
 
 // SaveAttachments writes each attachment's bytes into AttachmentsDir(path)
-// as a file named by its sha256, readable by the person alone like the
-// trace. It writes nothing when there are none.
+// (Keep). It writes nothing when there are none.
 func SaveAttachments(path string, list []engine.Attachment) error {
-	if len(list) == 0 {
-		return nil
-	}
-	dir := AttachmentsDir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("keep the run's attachments beside its trace: %w", err)
-	}
 	for i, info := range Attached(list) {
-		if err := os.WriteFile(filepath.Join(dir, info.SHA256), list[i].Data, 0o600); err != nil {
+		if err := Keep(path, list[i].Data); err != nil {
 			return fmt.Errorf("keep attachment %s beside the trace: %w", info.Name, err)
 		}
 	}
 	return nil
+}
+
+// Keep writes data into AttachmentsDir(path) as a file named by its
+// sha256 (once: a file of that name holds the same bytes), readable by the
+// person alone like the trace: the run's attachments, and the images shown
+// to a model here, which a rerun shows again.
+func Keep(path string, data []byte) error {
+	dir := AttachmentsDir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	file := filepath.Join(dir, hex.EncodeToString(sum[:]))
+	if _, err := os.Stat(file); err == nil {
+		return nil
+	}
+	return os.WriteFile(file, data, 0o600)
+}
+
+// Kept reads back what Keep kept beside the trace at path under sha256
+// sum, at most max bytes, refused unless its hash is sum. what names it in
+// errors.
+func Kept(path, sum string, max int64, what string) ([]byte, error) {
+	if len(sum) != 2*sha256.Size || strings.Trim(sum, "0123456789abcdef") != "" {
+		return nil, fmt.Errorf("the trace lists %s with sha256 %q, which is not one: the trace was edited", what, sum)
+	}
+	dir := AttachmentsDir(path)
+	file := filepath.Join(dir, sum)
+	data, err := readAtMost(file, max)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("the recorded run read %s, kept at %s, which is not there: copy the trace's %s folder with it", what, file, filepath.Base(dir))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
+		return nil, fmt.Errorf("%s at %s is not the file the recorded run read (its sha256 differs)", what, file)
+	}
+	return data, nil
 }
 
 // LoadAttachments reads the attachments a header lists from beside the
@@ -65,24 +96,13 @@ func SaveAttachments(path string, list []engine.Attachment) error {
 // opened, inside AttachmentsDir: a trace cannot point it at another file.
 func LoadAttachments(path string, infos []AttachmentInfo) ([]engine.Attachment, error) {
 	var out []engine.Attachment
-	dir := AttachmentsDir(path)
 	for _, info := range infos {
-		if len(info.SHA256) != 2*sha256.Size || strings.Trim(info.SHA256, "0123456789abcdef") != "" {
-			return nil, fmt.Errorf("the trace lists attachment %q with sha256 %q, which is not one: the trace was edited", info.Name, info.SHA256)
-		}
 		if info.Size < 0 || info.Size > engine.MaxImageBytes {
 			return nil, fmt.Errorf("the trace lists attachment %q at %d bytes, more than an attachment holds (%d)", info.Name, info.Size, engine.MaxImageBytes)
 		}
-		file := filepath.Join(dir, info.SHA256)
-		data, err := readAtMost(file, info.Size)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("the recorded run was given %s (%d bytes), kept at %s, which is not there: copy the trace's %s folder with it", info.Name, info.Size, file, filepath.Base(dir))
-		}
+		data, err := Kept(path, info.SHA256, info.Size, "attachment "+info.Name)
 		if err != nil {
-			return nil, fmt.Errorf("attachment %s: %w", info.Name, err)
-		}
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != info.SHA256 {
-			return nil, fmt.Errorf("attachment %s at %s is not the file the recorded run was given (its sha256 differs)", info.Name, file)
+			return nil, err
 		}
 		out = append(out, engine.Attachment{Name: info.Name, MIMEType: info.MIMEType, Data: data})
 	}

@@ -44,7 +44,7 @@ func TestAttachmentsBesideTheTrace(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(AttachmentsDir(path), infos[1].SHA256), []byte("# NOTES"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadAttachments(path, infos); err == nil || !strings.Contains(err.Error(), "is not the file the recorded run was given") {
+	if _, err := LoadAttachments(path, infos); err == nil || !strings.Contains(err.Error(), "is not the file the recorded run read") {
 		t.Errorf("changed: %v", err)
 	}
 	if err := os.RemoveAll(AttachmentsDir(path)); err != nil {

@@ -18,6 +18,8 @@ type RunConfig struct {
 	// Model is --model: a file's absolute path, or a name as given (an
 	// ollama model); "" when the harness or lloyal chose it.
 	Model string `json:"model,omitempty"`
+	// MMProj is --mmproj, absolute: the model's vision projector.
+	MMProj string `json:"mmproj,omitempty"`
 	// Corpus is --corpus, absolute.
 	Corpus string `json:"corpus,omitempty"`
 	// Task is --task.

@@ -155,6 +155,11 @@ type ContextInfo struct {
 	Layers    int `json:"layers,omitempty"`
 	SoftLimit int `json:"softLimit,omitempty"`
 	HardLimit int `json:"hardLimit,omitempty"`
+	// Projector is the vision projector the model read images with
+	// (--mmproj, or its ollama model's), and ProjectorSHA256 its file's
+	// sha256: a rerun needs the same file.
+	Projector       string `json:"projector,omitempty"`
+	ProjectorSHA256 string `json:"projectorSha256,omitempty"`
 }
 
 // BranchCells is the most cells one agent's conversation may hold: NCtx,

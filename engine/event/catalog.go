@@ -183,7 +183,7 @@ var entries = []entry{
 			"text":   "what was written, chat template applied (a model in this process)",
 			"ids":    "its token ids (a model in this process)",
 			"callId": "the call a toolResult or nudge answers",
-			"data":   "for role server: promptTokens (the prompt's length), evaluated (prompt tokens the server did not have cached), tokens (the answer's)",
+			"data":   "for role server: promptTokens (the prompt's length), evaluated (prompt tokens the server did not have cached), tokens (the answer's); when images were written for a model here to see: images, each {id, name, mimeType, sha256 (its bytes kept beside the trace), positions (the cells its embeddings filled, -1 in ids)}",
 		},
 		example: Event{Parent: 1, Pool: 1, Agent: 1, Tokens: 4, Role: "suffix", CellsUsed: 247, Unique: 16, Text: "<|im_start|>user\nFind it<|im_end|>\n<|im_start|>assistant\n", IDs: []int32{151644, 872, 198, 9885}},
 	}},

@@ -27,6 +27,9 @@ type Backend struct {
 	store    *kv.Store
 	branches map[engine.BranchID]*kv.Branch
 	threads  int
+	// proj is the model's vision projector (ContextOptions.Projector):
+	// the model reads images (engine.ImageReader).
+	proj *llama.Projector
 }
 
 // ContextOptions size a Backend's context.
@@ -53,6 +56,9 @@ type ContextOptions struct {
 	// fits beside this context; see gpu.go). New uses the model as it was
 	// loaded.
 	GPULayers GPULayers
+	// Projector is a vision projector (an mmproj GGUF) for the model: with
+	// it the model reads images here (engine.ImageReader).
+	Projector string
 }
 
 // withDefaults is o with its unset sizes given their defaults.
@@ -102,17 +108,50 @@ func New(m *model.Model, o ContextOptions) (*Backend, error) {
 		p.NThreads = DefaultThreads(m)
 		o.NThreads = p.NThreads
 	}
+	var proj *llama.Projector
+	if o.Projector != "" {
+		if proj, err = llama.OpenProjector(o.Projector, m.Model, max(o.NThreads, 1)); err != nil {
+			return nil, err
+		}
+	}
 	c, err := llama.NewContext(m.Model, p)
 	if err != nil {
+		proj.Close()
 		return nil, err
 	}
-	return &Backend{m: m, format: f, ctx: c, store: kv.New(c), branches: map[engine.BranchID]*kv.Branch{}, threads: o.NThreads}, nil
+	return &Backend{m: m, format: f, ctx: c, store: kv.New(c), branches: map[engine.BranchID]*kv.Branch{}, threads: o.NThreads, proj: proj}, nil
 }
 
-// Close frees the context (not the model).
+// Close frees the context and the projector (not the model).
 func (l *Backend) Close() {
 	l.store.Reset()
 	l.ctx.Close()
+	l.proj.Close()
+}
+
+// CanSee says whether the model reads images here: a vision projector
+// was opened for it.
+func (l *Backend) CanSee() bool { return l.proj != nil }
+
+// ReadImage encodes an image with the model's projector
+// (engine.ImageReader).
+func (l *Backend) ReadImage(data []byte) (engine.ImagePiece, error) {
+	if l.proj == nil {
+		return engine.ImagePiece{}, errors.New("the model has no vision projector: it cannot see images")
+	}
+	im, err := l.proj.Encode(data)
+	if err != nil {
+		return engine.ImagePiece{}, err
+	}
+	return engine.ImagePiece{Before: im.Before, After: im.After, N: im.N, Embd: im.Embd, NonCausal: l.proj.NonCausal()}, nil
+}
+
+// Projector is the vision projector's file ("" without one).
+func (l *Backend) Projector() string {
+	if l.proj == nil {
+		return ""
+	}
+	return l.proj.Path()
 }
 
 // Model is the loaded model.
@@ -221,14 +260,47 @@ func (l *Backend) SetSampling(b engine.BranchID, s engine.Sampling) error {
 
 func (l *Backend) Prefill(spans []engine.Span) error {
 	ks := make([]kv.Span, 0, len(spans))
+	var withImages []engine.Span
 	for _, sp := range spans {
 		br, err := l.branch(sp.Branch)
 		if err != nil {
 			return err
 		}
+		if len(sp.Images) > 0 {
+			withImages = append(withImages, sp)
+			continue
+		}
 		ks = append(ks, kv.Span{Branch: br, Tokens: sp.Tokens})
 	}
-	return wrapFull(l.store.Prefill(ks))
+	if len(withImages) == 0 {
+		return wrapFull(l.store.Prefill(ks))
+	}
+	// Spans with images go after the rest, each alone (an image is a decode
+	// of its own). All or nothing as a prefill is: a failure takes every
+	// branch back to where it stood.
+	var marks []kv.Mark
+	for _, sp := range spans {
+		br, _ := l.branch(sp.Branch)
+		marks = append(marks, l.store.Mark(br))
+	}
+	err := l.store.Prefill(ks)
+	for _, sp := range withImages {
+		if err != nil {
+			break
+		}
+		br, _ := l.branch(sp.Branch)
+		var ims []kv.Image
+		for _, im := range sp.Images {
+			ims = append(ims, kv.Image{At: im.At, N: im.N, Embd: im.Embd, NonCausal: im.NonCausal})
+		}
+		err = l.store.PrefillImages(br, sp.Tokens, ims)
+	}
+	if err != nil {
+		for i := len(marks) - 1; i >= 0; i-- {
+			l.store.Restore(marks[i])
+		}
+	}
+	return wrapFull(err)
 }
 
 // wrapSlots marks running out of sequence ids with engine.ErrNoBranch.

@@ -16,6 +16,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -36,6 +37,9 @@ type Config struct {
 	// (--gpu-layers): the zero value is every layer that fits when there
 	// is one, llamabackend.CPUOnly none.
 	GPULayers llamabackend.GPULayers
+	// Projector is a vision projector for the model (--mmproj): it then
+	// reads images here. An ollama model that sees brings its own.
+	Projector string
 	// Template is a chat template's text overriding the model's own;
 	// Think is passed to templates that read enable_thinking.
 	Template string
@@ -88,7 +92,7 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 	}
 	// With streams, one branch a stream; without, llamabackend's default.
 	be, closeAll, err := llamabackend.OpenContext(cfg.Model, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NSeqMax: cfg.Streams, NThreads: cfg.Threads,
-		KVType: cfg.KVType, Streams: cfg.Streams > 0, GPULayers: cfg.GPULayers, Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
+		KVType: cfg.KVType, Streams: cfg.Streams > 0, GPULayers: cfg.GPULayers, Projector: cfg.Projector, Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +104,10 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 	off := be.Offload()
 	ci := trace.ContextInfo{NCtx: be.NCtx(), NBatch: be.NBatch(), NSeqMax: be.Store().Context().NSeqMax(), Streams: be.Store().Context().Streams(), Threads: be.Threads(), ThreadChoices: be.ThreadChoices(),
 		KVType: string(be.KVType()), FlashAttn: be.FlashAttn(), Cache: cfg.StreamsWhy}
+	if p := be.Projector(); p != "" {
+		ci.Projector = p
+		ci.ProjectorSHA256, _ = regular.SHA256(p, -1)
+	}
 	where := be.ThreadsLabel()
 	if ci.Streams {
 		where += fmt.Sprintf(" · %d streams", ci.NSeqMax)

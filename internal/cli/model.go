@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -44,6 +43,7 @@ Presets: tiny (~0.2M parameters, the test model), small (~4M), bench (~0.5B,
 realistic shape for decode benchmarks). Shape flags override the preset.`,
 		Example: `  lloyal model tiny -o tiny.gguf
   lloyal model tiny --preset bench --type q8_0 -o bench.gguf
+  lloyal model tiny --vision -o seeing.gguf
   lloyal model tiny --vocab ../shared/models/ggml-vocab-phi-3.gguf -o phi3-random.gguf`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,22 +51,9 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
 				return fmt.Errorf("say where to write the model: -o FILE")
 			}
 			t.model.Given = cmd.Flags().Changed
-			o, err := t.model.Options()
-			if err != nil {
-				return err
-			}
-			write := modelgen.CreateFile
-			if t.force {
-				write = modelgen.WriteFile
-			}
-			if err := write(t.out, o); err != nil {
-				return err
-			}
-			st, _ := os.Stat(t.out)
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d layers, width %d, %d-token vocabulary, %.1fM parameters, %s, %.1f MiB\n",
-				t.out, o.Layers, o.Embd, len(o.Vocab.Tokens), float64(o.Params())/1e6, o.Type, float64(st.Size())/(1<<20))
-			fmt.Fprintln(cmd.OutOrStdout(), "its weights are random: it exercises lloyal end to end, but its text is noise")
-			return nil
+			said, err := t.model.Write(t.out, t.force)
+			fmt.Fprint(cmd.OutOrStdout(), said)
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -74,6 +61,7 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
 	f.BoolVar(&t.force, "force", false, "replace the file if it exists")
 	m := &t.model
 	f.StringVar(&m.Preset, "preset", "tiny", "tiny, small or bench")
+	f.BoolVar(&m.Vision, "vision", false, "write a vision projector beside it too (FILE.mmproj.gguf, random weights: run with --mmproj)")
 	f.StringVar(&m.Vocab, "vocab", "", "borrow the tokenizer (and chat template) of this GGUF file")
 	f.StringVar(&m.Type, "type", "", "weight type: f32, f16 or q8_0 (default: the preset's)")
 	f.IntVar(&m.Shape.Layers, "layers", 0, "transformer blocks")

@@ -81,6 +81,7 @@ The trace is written as the run goes and its path printed at exit.`,
 		return err
 	})
 	f.Func("gpu-layers", "store `n` of the model's layers and their KV cache on the GPU device (lloyal devices lists it): -1 every layer that fits, 0 none, the CPU runs everything (default -1 where there is a GPU device, else the CPU)", llamabackend.GPULayersFlag(&c.GPULayers))
+	f.StringVar(&c.Projector, "mmproj", "", "the model's vision projector (an mmproj GGUF `file`): the model then sees the images tools and --attach show it (an ollama model that sees brings its own)")
 	f.IntVar(&c.Threads, "threads", 0, "fix the CPU threads (default 0: each decode uses the count that measures fastest, up to all cores; 1 for small models)")
 	// Parsed when given: a bad value is refused before anything loads.
 	f.Func("kv-type", "KV cache element `type`: f16, q8_0 or q4_0 (default f16; quantized: more cells per GB, flash attention on)", func(v string) (err error) { c.KVType, err = llamabackend.ParseKVType(v); return err })

@@ -38,7 +38,7 @@ func runConfig(fs *pflag.FlagSet, o *runFlags, c session.Config, args []string) 
 			r.Model = abs(c.Model)
 		}
 	}
-	r.Corpus = abs(c.Corpus)
+	r.Corpus, r.MMProj = abs(c.Corpus), abs(c.Projector)
 	r.Task, r.Agents, r.Context = given(set, "task", c.Task), given(set, "agents", c.Agents), given(set, "ctx", c.NCtx)
 	r.Seed, r.MaxFollowUps, r.Logprobs = given(set, "seed", c.Seed), given(set, "max-follow-ups", c.MaxFollowUps), o.logprobs
 	s := c.Sampling
@@ -61,10 +61,7 @@ func runConfig(fs *pflag.FlagSet, o *runFlags, c session.Config, args []string) 
 		r.KVType = string(c.KVType)
 	}
 	if set("gpu-layers") {
-		n, all := c.GPULayers.Count()
-		if all {
-			n = -1
-		}
+		n := c.GPULayers.Flag()
 		r.GPULayers = &n
 	}
 	if set("workspace") {

@@ -137,6 +137,12 @@ func WriteFile(path string, o Options) error { return writeFile(path, o, true) }
 func CreateFile(path string, o Options) error { return writeFile(path, o, false) }
 
 func writeFile(path string, o Options, replace bool) error {
+	return writeWith(path, replace, func(w io.Writer) error { return Write(w, o) })
+}
+
+// writeWith writes what write streams to path, atomically, replacing a
+// file there only when replace says.
+func writeWith(path string, replace bool, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write model: %w", err)
 	}
@@ -145,7 +151,7 @@ func writeFile(path string, o Options, replace bool) error {
 		return fmt.Errorf("write model: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := Write(tmp, o); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return err
 	}

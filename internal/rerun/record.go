@@ -52,6 +52,8 @@ type Record struct {
 	// spans what was written into its branch, in order.
 	turnEnds map[int][]int
 	spans    map[int][][]int32
+	// images are the images shown in a span (its prefill's data).
+	images map[spanKey][]event.ShownImage
 
 	mu        sync.Mutex
 	divergent *engine.Divergence
@@ -131,10 +133,13 @@ func absolute(paths ...string) bool {
 	return true
 }
 
+// spanKey is an agent's k-th span.
+type spanKey struct{ agent, k int }
+
 func newRecord(path string) *Record {
 	return &Record{Path: path, Sampled: map[int][]int32{}, settled: map[turnKey]engine.Recorded{}, live: map[turnKey]bool{},
 		admissions: map[int][]engine.Admission{}, pools: map[uint64]int{}, turns: map[int]int{}, open: map[int]turnKey{}, byCall: map[string]turnKey{},
-		points: map[uint64]Point{}, turnEnds: map[int][]int{}, spans: map[int][][]int32{}}
+		points: map[uint64]Point{}, turnEnds: map[int][]int{}, spans: map[int][][]int32{}, images: map[spanKey][]event.ShownImage{}}
 }
 
 // FromEvents is the record of a run's events (a test's, or a run kept in
@@ -168,6 +173,10 @@ func (r *Record) fold(e *event.Event) {
 		r.turnEnds[e.Agent] = append(r.turnEnds[e.Agent], len(r.Sampled[e.Agent]))
 	case event.BranchPrefill:
 		if len(e.IDs) > 0 {
+			var im event.PrefillImages
+			if len(e.Data) > 0 && json.Unmarshal(e.Data, &im) == nil && len(im.Images) > 0 {
+				r.images[spanKey{e.Agent, len(r.spans[e.Agent])}] = im.Images
+			}
 			r.spans[e.Agent] = append(r.spans[e.Agent], e.IDs)
 		}
 	case event.AgentToolCall:
@@ -278,7 +287,21 @@ func (r *Record) CheckModel() error {
 	if sum != m.SHA256 {
 		return fmt.Errorf("the model at %s has sha256 %s, the recorded one %s: a rerun needs the same model file", m.Path, sum[:12], m.SHA256[:12])
 	}
+	// The vision projector makes what the model read of each image.
+	if c := r.Header.Context; c.ProjectorSHA256 != "" {
+		if sum, err := regular.SHA256(c.Projector, -1); err != nil || sum != c.ProjectorSHA256 {
+			return fmt.Errorf("the vision projector %s is not the file the recorded run read images with (%v): a rerun needs the same projector", c.Projector, cmpOr(err, "its sha256 differs"))
+		}
+	}
 	return nil
+}
+
+// cmpOr is err's text, or why when err is nil.
+func cmpOr(err error, why string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return why
 }
 
 var _ engine.Replay = (*Record)(nil)
@@ -318,6 +341,20 @@ func (r *Record) TurnRest(agent, index int) []engine.Token {
 }
 
 // Span is the k-th span written into the agent's branch.
+// Images are the images shown to the model in the agent's k-th span, read
+// from beside the trace by the sha256 the record lists (trace.Kept).
+func (r *Record) Images(agent, k int) ([]engine.Image, error) {
+	var out []engine.Image
+	for _, im := range r.images[spanKey{agent, k}] {
+		data, err := trace.Kept(r.Path, im.SHA256, engine.MaxImageBytes, "image "+im.ID+" ("+im.Name+")")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, engine.Image{ID: im.ID, Name: im.Name, MIMEType: im.MIMEType, Data: data})
+	}
+	return out, nil
+}
+
 func (r *Record) Span(agent, k int) ([]engine.Token, bool) {
 	s := r.spans[agent]
 	if k < 0 || k >= len(s) {

@@ -102,6 +102,7 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 		return c, nil, err
 	}
 	c.Model, c.Corpus, c.Threads, c.Streams, c.Walk = facts.Model, facts.Corpus, facts.Threads, deref(facts.Streams), facts.Walk
+	c.Projector = facts.MMProj
 	c.Task = deref(facts.Task)
 	c.NCtx = given(facts.Context, DefaultContext)
 	c.Agents = given(facts.Agents, harness.DefaultQuestions) // checked, then 0 when not given
@@ -244,6 +245,9 @@ func fromFile(facts trace.RunConfig, a Authority, f *harness.File, c *session.Co
 			c.Model = f.Rel(m.Path)
 		}
 	}
+	if facts.MMProj == "" && m.MMProj != "" {
+		c.Projector = f.Rel(m.MMProj)
+	}
 	if facts.Context == nil && m.Context > 0 {
 		c.NCtx = m.Context
 	}
@@ -307,6 +311,9 @@ func checkRun(c session.Config) error {
 		case c.NCtx/c.Streams < MinStreamCells:
 			return fmt.Errorf("--streams %d --ctx %d: each branch would hold %d cells, fewer than the %d a spine and an agent need; use at least --ctx %d, or fewer streams", c.Streams, c.NCtx, c.NCtx/c.Streams, MinStreamCells, c.Streams*MinStreamCells)
 		}
+	}
+	if c.Projector != "" && c.Server != "" {
+		return fmt.Errorf("--mmproj %s: the model runs on --server %s, which sees with its own projector (leave --mmproj out)", c.Projector, c.Server)
 	}
 	if n, all := c.GPULayers.Count(); !all && c.Server != "" {
 		return fmt.Errorf("--gpu-layers %d: the layers are on the model's own machine; --server %s places them itself (leave --gpu-layers out)", n, c.Server)

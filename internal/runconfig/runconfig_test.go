@@ -146,6 +146,10 @@ func TestGPULayersAreDecided(t *testing.T) {
 	if _, _, err := Decide(served, Authority{Server: "http://127.0.0.1:9", API: "auto", MaxInflight: 8, RequestTimeout: time.Minute, TurnTimeout: time.Minute}, session.Config{}); err == nil || !strings.Contains(err.Error(), "--gpu-layers 5") {
 		t.Fatalf("--gpu-layers with --server: %v", err)
 	}
+	seeing := trace.RunConfig{Model: "m", MMProj: "/models/m.mmproj.gguf"}
+	if _, _, err := Decide(seeing, Authority{Server: "http://127.0.0.1:9", API: "auto", MaxInflight: 8, RequestTimeout: time.Minute, TurnTimeout: time.Minute}, session.Config{}); err == nil || !strings.Contains(err.Error(), "--mmproj /models/m.mmproj.gguf: the model runs on --server") {
+		t.Fatalf("--mmproj with --server: %v", err)
+	}
 }
 
 // --streams auto (no count given): a stream per agent when the harness's

@@ -572,3 +572,79 @@ func (s *Store) FreeCells() (int, error) {
 	}
 	return n, nil
 }
+
+// Image is an image among a span's tokens: its N embeddings (rows of the
+// model's width) fill Tokens[At:At+N], whatever those tokens are.
+type Image struct {
+	At, N     int
+	Embd      []float32
+	NonCausal bool
+}
+
+// PrefillImages appends tokens to b with images among them: the text
+// between images is prefilled as Prefill does, each image decoded from its
+// embeddings in a decode of its own (a batch holds tokens or embeddings,
+// not both). All or nothing, as Prefill.
+func (s *Store) PrefillImages(b *Branch, tokens []Token, images []Image) error {
+	if b.pruned {
+		return fmt.Errorf("prefill: %w", ErrPruned)
+	}
+	start, logits := b.pos, append([]float32(nil), b.logits...)
+	undo := func() {
+		if b.pos > start {
+			s.ctx.SeqRemove(b.seq, int32(start), -1)
+			s.cells -= b.pos - start
+			b.pos = start
+			b.logits = logits
+		}
+	}
+	next := 0
+	for _, im := range images {
+		if im.At < next || im.N <= 0 || im.At+im.N > len(tokens) {
+			undo()
+			return fmt.Errorf("prefill: an image at %d of %d positions does not fit a span of %d tokens", im.At, im.N, len(tokens))
+		}
+		if err := s.Prefill([]Span{{Branch: b, Tokens: tokens[next:im.At]}}); err != nil {
+			undo()
+			return err
+		}
+		if err := s.ctx.DecodeImage(im.Embd, im.N, int32(b.pos), b.seq, im.NonCausal); err != nil {
+			undo()
+			return fmt.Errorf("prefill: %w", err)
+		}
+		s.noteAttention()
+		b.pos += im.N
+		s.cells += im.N
+		s.prefilled += im.N
+		b.logits = append(b.logits[:0], s.ctx.Logits(im.N-1)...)
+		next = im.At + im.N
+	}
+	if err := s.Prefill([]Span{{Branch: b, Tokens: tokens[next:]}}); err != nil {
+		undo()
+		return err
+	}
+	return nil
+}
+
+// Mark is where a branch stood: Restore takes it back there.
+type Mark struct {
+	b      *Branch
+	pos    int
+	logits []float32
+}
+
+// Mark notes where b stands now.
+func (s *Store) Mark(b *Branch) Mark {
+	return Mark{b: b, pos: b.pos, logits: append([]float32(nil), b.logits...)}
+}
+
+// Restore removes what was written to the marked branch since its mark,
+// its logits as they were then.
+func (s *Store) Restore(m Mark) {
+	if b := m.b; b.pos > m.pos {
+		s.ctx.SeqRemove(b.seq, int32(m.pos), -1)
+		s.cells -= b.pos - m.pos
+		b.pos = m.pos
+		b.logits = m.logits
+	}
+}

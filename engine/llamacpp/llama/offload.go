@@ -46,6 +46,14 @@ func (g GPULayers) Count() (n int, all bool) {
 	return g.n - 1, false
 }
 
+// Flag is the value as --gpu-layers takes it: -1 for all, else the count.
+func (g GPULayers) Flag() int {
+	if n, all := g.Count(); !all {
+		return n
+	}
+	return -1
+}
+
 // String is the value as --gpu-layers takes it: "-1" for all, else the
 // count.
 func (g GPULayers) String() string {

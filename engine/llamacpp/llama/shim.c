@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ggml.h"
+#include "mtmd_decl.h"
 
 // The log ring is process-wide because llama.cpp's log hook is process-wide.
 #define LOG_CAP 4096
@@ -46,6 +47,39 @@ void lloyal_log_install(bool verbose) {
     log_verbose = verbose;
     llama_log_set(lloyal_log_cb, NULL);
     ggml_log_set(lloyal_log_cb, NULL);
+    mtmd_log_set(lloyal_log_cb, NULL);
+    mtmd_helper_log_set(lloyal_log_cb, NULL);
+}
+
+mtmd_context *lloyal_mtmd_open(const char *path, const struct llama_model *model, int threads, bool gpu) {
+    struct mtmd_context_params p = mtmd_context_params_default();
+    p.use_gpu = gpu;
+    p.print_timings = false;
+    p.n_threads = threads;
+    p.warmup = false;
+    return mtmd_init_from_file(path, model, p);
+}
+
+int32_t lloyal_decode_embd(struct llama_context *ctx, const float *embd, int32_t n, int32_t n_embd,
+                           llama_pos pos0, llama_seq_id seq, bool non_causal) {
+    struct llama_batch b = llama_batch_init(n, n_embd, 1);
+    memcpy(b.embd, embd, sizeof(float) * (size_t)n * (size_t)n_embd);
+    for (int32_t i = 0; i < n; i++) {
+        b.pos[i] = pos0 + i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = seq;
+        b.logits[i] = i == n - 1;
+    }
+    b.n_tokens = n;
+    if (non_causal) {
+        llama_set_causal_attn(ctx, false);
+    }
+    int32_t rc = llama_decode(ctx, b);
+    if (non_causal) {
+        llama_set_causal_attn(ctx, true);
+    }
+    llama_batch_free(b);
+    return rc;
 }
 
 bool lloyal_log_hook_library(const char *path) {

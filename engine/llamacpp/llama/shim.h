@@ -23,6 +23,15 @@ size_t lloyal_log_take(char *buf, size_t len);
 // at the same capture. False when it does not load or has no ggml_log_set.
 bool lloyal_log_hook_library(const char *path);
 
+// Opens a vision projector (llama.cpp's multimodal library) for model,
+// quiet and without a warm-up pass; NULL when it cannot (the log says why).
+struct mtmd_context *lloyal_mtmd_open(const char *path, const struct llama_model *model, int threads, bool gpu);
+// Decodes n embeddings of n_embd floats (an image's) into seq at positions
+// pos0.., the last one's logits kept, with causal attention off for a
+// model whose images attend both ways; llama_decode's result.
+int32_t lloyal_decode_embd(struct llama_context *ctx, const float *embd, int32_t n, int32_t n_embd,
+                           llama_pos pos0, llama_seq_id seq, bool non_causal);
+
 // Fills batch with n tokens; seqs gives one sequence id per token.
 void lloyal_batch_fill(struct llama_batch *batch, int32_t n, const llama_token *tokens,
                        const llama_pos *pos, const llama_seq_id *seqs, const int8_t *logits);

@@ -75,27 +75,58 @@ type manifest struct {
 // ResolveOllama finds the GGUF blob of a model the user pulled with ollama,
 // returning its path and digest.
 func ResolveOllama(dir string, r OllamaRef) (path, digest string, err error) {
+	path, digest, found, err := ollamaLayer(dir, r, "application/vnd.ollama.image.model")
+	if err == nil && !found {
+		err = fmt.Errorf("ollama manifest %s has no model layer", filepath.Join(dir, "manifests", r.Host, r.Namespace, r.Model, r.Tag))
+	}
+	return path, digest, err
+}
+
+// OllamaProjector is the vision projector an ollama model carries (a
+// model that sees: its manifest's projector layer), "" when ref is no
+// pulled ollama model or has none.
+func OllamaProjector(ref, dir string) string {
+	if _, err := os.Stat(ref); err == nil {
+		return "" // a file, not a name
+	}
+	r, ok := ParseOllamaName(ref)
+	if !ok {
+		return ""
+	}
+	if dir == "" {
+		dir = OllamaModelsDir()
+	}
+	path, _, found, err := ollamaLayer(dir, r, "application/vnd.ollama.image.projector")
+	if err != nil || !found {
+		return ""
+	}
+	return path
+}
+
+// ollamaLayer is the blob of r's layer of the media type (found false
+// when its manifest has none).
+func ollamaLayer(dir string, r OllamaRef, mediaType string) (path, digest string, found bool, err error) {
 	mp := filepath.Join(dir, "manifests", r.Host, r.Namespace, r.Model, r.Tag)
 	data, err := regular.ReadFile(mp, 1<<20) // manifests are a few hundred bytes
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", "", fmt.Errorf("ollama model %s:%s is not pulled (no manifest at %s): run `ollama pull %s:%s`, set OLLAMA_MODELS, or pass a GGUF file path", r.Model, r.Tag, mp, r.Model, r.Tag)
+			return "", "", false, fmt.Errorf("ollama model %s:%s is not pulled (no manifest at %s): run `ollama pull %s:%s`, set OLLAMA_MODELS, or pass a GGUF file path", r.Model, r.Tag, mp, r.Model, r.Tag)
 		}
-		return "", "", fmt.Errorf("read ollama manifest: %w", err)
+		return "", "", false, fmt.Errorf("read ollama manifest: %w", err)
 	}
 	var m manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return "", "", fmt.Errorf("ollama manifest %s is not valid JSON: %w", mp, err)
+		return "", "", false, fmt.Errorf("ollama manifest %s is not valid JSON: %w", mp, err)
 	}
 	for _, l := range m.Layers {
-		if l.MediaType != "application/vnd.ollama.image.model" {
+		if l.MediaType != mediaType {
 			continue
 		}
 		d := strings.Replace(l.Digest, ":", "-", 1)
 		if strings.ContainsAny(d, "/\\") || !strings.HasPrefix(d, "sha256-") {
-			return "", "", fmt.Errorf("ollama manifest %s has a malformed digest %q", mp, l.Digest)
+			return "", "", false, fmt.Errorf("ollama manifest %s has a malformed digest %q", mp, l.Digest)
 		}
-		return filepath.Join(dir, "blobs", d), l.Digest, nil
+		return filepath.Join(dir, "blobs", d), l.Digest, true, nil
 	}
-	return "", "", fmt.Errorf("ollama manifest %s has no model layer", mp)
+	return "", "", false, nil
 }

@@ -55,4 +55,16 @@ func TestOpenByOllamaName(t *testing.T) {
 	if _, err := Open("tiny:missing", Options{}); err == nil || !strings.Contains(err.Error(), "ollama pull tiny:missing") {
 		t.Fatalf("missing tag: %v", err)
 	}
+	// A model that sees carries its projector as a layer of its own.
+	if p := OllamaProjector("tiny:q8", ""); p != "" {
+		t.Fatalf("a model without a projector layer gave %q", p)
+	}
+	seeing := `{"schemaVersion":2,"layers":[{"mediaType":"application/vnd.ollama.image.model","digest":"` + digest + `"},{"mediaType":"application/vnd.ollama.image.projector","digest":"sha256:beef"}]}`
+	must(t, os.WriteFile(filepath.Join(mdir, "vision"), []byte(seeing), 0o644))
+	if p := OllamaProjector("tiny:vision", ""); p != filepath.Join(dir, "blobs", "sha256-beef") {
+		t.Fatalf("projector %q", p)
+	}
+	if p := OllamaProjector(src, ""); p != "" {
+		t.Fatalf("a file path gave projector %q", p)
+	}
 }

@@ -1,0 +1,92 @@
+package llama
+
+import (
+	"bytes"
+	"image"
+	"image/color"
+	"image/png"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lloyal-ai/lloyal/internal/modelgen"
+	"github.com/lloyal-ai/lloyal/internal/testmodel"
+)
+
+// testPNG is a w×h PNG of a gradient.
+func testPNG(t *testing.T, w, h int) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for x := range w {
+		for y := range h {
+			img.Set(x, y, color.RGBA{uint8(x * 7), uint8(y * 11), 90, 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// A generated projector opens for the model whose width it projects to:
+// an image of any shape becomes (image size / patch size)² positions of the
+// model's width, the same bytes the same embeddings; bytes that are no
+// image, and a projector for another width, are refused with why.
+func TestProjectorEncodesAnImage(t *testing.T) {
+	dir := t.TempDir()
+	proj := filepath.Join(dir, "tiny.mmproj.gguf")
+	if err := modelgen.WriteProjectorFile(proj, modelgen.TinyProjector()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadModel(testmodel.Tiny(t), ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p, err := OpenProjector(proj, m, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, size := range [][2]int{{40, 20}, {32, 32}, {7, 90}} {
+		im, err := p.Encode(testPNG(t, size[0], size[1]))
+		if err != nil || im.N != 16 || len(im.Embd) != 16*64 {
+			t.Fatalf("%v: %d positions, %d floats (%v)", size, im.N, len(im.Embd), err)
+		}
+	}
+	a, _ := p.Encode(testPNG(t, 40, 20))
+	b, _ := p.Encode(testPNG(t, 40, 20))
+	c, _ := p.Encode(testPNG(t, 20, 40))
+	if !slicesEqual(a.Embd, b.Embd) || slicesEqual(a.Embd, c.Embd) {
+		t.Error("the same image did not give the same embeddings, or another gave the same")
+	}
+	if _, err := p.Encode([]byte("not an image")); err == nil || !strings.Contains(err.Error(), "not an image llama.cpp can read") {
+		t.Errorf("text as an image: %v", err)
+	}
+
+	wide := modelgen.TinyProjector()
+	wide.TextEmbd = 128
+	other := filepath.Join(dir, "wide.mmproj.gguf")
+	if err := modelgen.WriteProjectorFile(other, wide); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenProjector(other, m, 1); err == nil || !strings.Contains(err.Error(), "does not fit") {
+		t.Errorf("a projector for another width: %v", err)
+	}
+	if _, err := OpenProjector(filepath.Join(dir, "missing.gguf"), m, 1); err == nil {
+		t.Error("a missing projector opened")
+	}
+}
+
+func slicesEqual(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
