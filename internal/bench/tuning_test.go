@@ -1,19 +1,12 @@
 package bench
 
 import (
-	_ "embed"
 	"io/fs"
 	"strings"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/internal/research"
 )
-
-// tuningQuestions are the questions retrieval and research are tuned on,
-// kept apart from the held-out demoQuestions (see the file's header).
-//
-//go:embed tuning-questions.tsv
-var tuningQuestions string
 
 // The tuning set has 15 questions of each of the held-out set's forms; every
 // file it names is a page of the handbook outside restricted/, every answer

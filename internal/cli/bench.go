@@ -27,7 +27,7 @@ func newBenchCmd() *cobra.Command {
 		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { cmd.SetOut(load.Begin(cmd.OutOrStdout())) },
 		PersistentPostRun: func(cmd *cobra.Command, _ []string) { load.End(cmd.OutOrStdout()) },
 	}
-	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAgentsCmd(), newBenchAppCmd(), newBenchDemoCmd(), newBenchResearchersCmd())
+	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAgentsCmd(), newBenchAppCmd(), newBenchDemoCmd(), newBenchResearchersCmd(), newBenchRerankCmd())
 	return cmd
 }
 
@@ -169,26 +169,9 @@ products' without it). Quantized caches need flash attention.`,
 func newBenchServerCmd() *cobra.Command {
 	var o bench.ServerOptions
 	cmd := &cobra.Command{
-		Use:   "server",
-		Short: "The shared-prefix workload on the local backend and on an inference server",
-		Long: `N agents share a --spine-token system prompt and each write --tokens tokens
-of free text (no tools), for each N of --agents: first on the local backend
-(llama.cpp in this process, one batched decode per tick), then on --server
-(one request per agent, all in flight at once, the spine a byte-identical
-prefix of every prompt), three times for each N: "(again)" sends the same
-prompts, which the server may find whole in its cache, tasks included;
-"(spine cached)" gives the agents new tasks of as many tokens, so only the
-spine can be cached: the row to set beside the local spine-cached one.
-
-Columns: wall time, aggregate tokens/s (tokens written over wall time), the
-prompt tokens the backend was given, and how many of them it really
-evaluated: locally the spine once plus each agent's own task (the rest is
-forked); on a server what it reports (OpenAI usage's cached tokens,
-llama-server's timings; ollama does not say, its prompt time is shown).
-
-The local model is the generated tiny model unless --local-model names a
-GGUF file; the spine is sized with its tokenizer. Load the same model into
-the server for a like-for-like row.`,
+		Use:     "server",
+		Short:   "The shared-prefix workload on the local backend and on an inference server",
+		Long:    bench.ServerHelp,
 		Example: `  lloyal bench server --server http://127.0.0.1:11434 --model lloyal-tiny`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -221,22 +204,9 @@ func serverFromEnv(server, key *string) {
 func newBenchAgentsCmd() *cobra.Command {
 	var o bench.AgentsOptions
 	cmd := &cobra.Command{
-		Use:   "agents",
-		Short: "The agent loop (calls and results) on the local backend and on an inference server",
-		Long: `N agents share a --spine-token system prompt; each makes --turns tool
-calls, every call writing a note of --call characters (forced by grammar, so
-every model does the same work) and reading a --result-token result, then
-reports. Locally a result is appended to the agent's branch, in one cache
-every branch shares and with a stream per branch (lloyal run --streams),
-the one lloyal run's default (--streams auto) picks for this loop first,
-marked "(auto's pick)"; a server is sent the agent's whole
-conversation each turn and must find its prefix again in its cache.
-
-Columns: wall time, tokens written (and per turn), aggregate tokens/s, the
-prompt tokens the backend was given and how many it evaluated (locally what
-was prefilled; on a server what it reports), and peak memory: this
-process's resident peak for the local rows, the resident sum of this
-machine's ollama or llama-server processes for the server's.`,
+		Use:     "agents",
+		Short:   "The agent loop (calls and results) on the local backend and on an inference server",
+		Long:    bench.AgentsHelp,
 		Example: `  lloyal bench agents --server http://127.0.0.1:11434 --model lloyal-tiny --agents 8`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -331,5 +301,22 @@ for comparing a newly trained model with the committed one.`,
 	f.IntVar(&o.Ctx, "ctx", 4096, "context size in tokens")
 	f.Uint32Var(&o.Seed, "seed", 1, "sampling seed")
 	f.StringVar(&o.Trace, "trace", "", "write the run's trace to this new file")
+	return cmd
+}
+
+func newBenchRerankCmd() *cobra.Command {
+	var o bench.RerankOptions
+	cmd := &cobra.Command{
+		Use: "rerank [--model RERANKER]", Short: "A reranker's order of the tuning questions' search candidates, against BM25's",
+		Long: bench.RerankHelp, Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.APIKey = os.Getenv("LLOYAL_API_KEY")
+			return bench.Rerank(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "the reranker: a GGUF file or ollama name run here, or with --server its name there (default: BM25's order only)")
+	f.StringVar(&o.Server, "server", "", "a server whose /v1/rerank ranks (key from $LLOYAL_API_KEY)")
+	f.IntVar(&o.Threads, "threads", 0, "fix the reranker's CPU threads")
 	return cmd
 }

@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/internal/research"
+	"github.com/lloyal-ai/lloyal/services"
+	"github.com/lloyal-ai/lloyal/services/llamaservice"
+	"github.com/lloyal-ai/lloyal/tools"
+)
+
+// RerankOptions are lloyal bench rerank's.
+type RerankOptions struct {
+	// Model is the reranker: a GGUF file or an ollama name run here (a
+	// causal model by yes/no, a cross-encoder by its head), or with
+	// Server the model's name there; "" ranks by BM25 alone.
+	Model   string
+	Server  string
+	APIKey  string
+	Threads int
+}
+
+// RerankHelp is lloyal bench rerank's long help.
+const RerankHelp = `Ranks the search candidates of the tuning questions
+(internal/bench/tuning-questions.tsv, never the held-out ones) as a reranked
+search does: the first tools.FirstStageK passages BM25 finds for the
+question asked as written, then in the reranker's order. Per form it prints
+how often a passage that answers (from a file that answers, holding an answer
+phrase) is among the candidates at all (what any reranker can reach), first
+and in the first five by BM25 and by the reranker, and the reranker's
+seconds per question. It measures retrieval alone: no agents read, quote or
+report (lloyal bench demo runs them all).`
+
+// Rerank measures a reranker on the tuning questions (RerankHelp).
+func Rerank(ctx context.Context, w io.Writer, o RerankOptions) error {
+	qs, err := ParseQuestions(tuningQuestions)
+	if err != nil {
+		return err
+	}
+	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	if err != nil {
+		return err
+	}
+	var ranker services.Ranker
+	if o.Model != "" {
+		set, err := services.Open(ctx, []services.Spec{{Name: "reranker", Kind: services.Rerank, Model: o.Model, Server: o.Server, Key: o.APIKey, Threads: o.Threads}}, llamaservice.Open)
+		if err != nil {
+			return err
+		}
+		defer set.Close()
+		if ranker, err = set.Ranker("reranker"); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "bench rerank ranks the tuning questions' search candidates alone: no agent reads, quotes or reports (lloyal bench demo runs them all)\n")
+	fmt.Fprintf(w, "reranker: %s; %d tuning questions, the first %d candidates of each\n", cmp.Or(o.Model, "none (BM25's order only)"), len(qs), tools.FirstStageK)
+	type tally struct {
+		n, among, first, top5, rFirst, rTop5 int
+		took                                 time.Duration
+	}
+	byForm := map[string]*tally{}
+	var forms []string
+	for _, q := range qs {
+		t := byForm[q.Form]
+		if t == nil {
+			t = &tally{}
+			byForm[q.Form] = t
+			forms = append(forms, q.Form)
+		}
+		t.n++
+		hits := corpus.Search(ctx, q.Text, tools.FirstStageK, nil)
+		rank := answeringRank(q, hits)
+		t.among, t.first, t.top5 = t.among+b2i(rank > 0), t.first+b2i(rank == 1), t.top5+b2i(rank > 0 && rank <= 5)
+		if ranker == nil || len(hits) == 0 {
+			continue
+		}
+		docs := make([]string, len(hits))
+		for i, h := range hits {
+			docs[i] = h.Text
+		}
+		start := time.Now()
+		scores, err := ranker.Rank(ctx, q.Text, docs, nil)
+		t.took += time.Since(start)
+		if err != nil {
+			return fmt.Errorf("rerank %q: %w", q.Text, err)
+		}
+		order := make([]int, len(hits))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scores[b], scores[a]) })
+		reranked := make([]tools.Hit, len(hits))
+		for i, j := range order {
+			reranked[i] = hits[j]
+		}
+		r := answeringRank(q, reranked)
+		t.rFirst, t.rTop5 = t.rFirst+b2i(r == 1), t.rTop5+b2i(r > 0 && r <= 5)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "form\tquestions\tanswer among the candidates\tBM25 first\tBM25 in the first 5\treranked first\treranked in the first 5\ts/question\t")
+	pct := func(k, n int) string { return fmt.Sprintf("%d%% (%d)", 100*k/max(n, 1), k) }
+	for _, f := range forms {
+		t := byForm[f]
+		rf, r5, s := "—", "—", "—"
+		if ranker != nil {
+			rf, r5, s = pct(t.rFirst, t.n), pct(t.rTop5, t.n), fmt.Sprintf("%.2f", t.took.Seconds()/float64(t.n))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f, t.n, pct(t.among, t.n), pct(t.first, t.n), pct(t.top5, t.n), rf, r5, s)
+	}
+	return tw.Flush()
+}
+
+// answeringRank is the place (from 1) of the first hit from a file that
+// answers q and holding one of its answer phrases, 0 when none does.
+func answeringRank(q Question, hits []tools.Hit) int {
+	for i, h := range hits {
+		if slices.Contains(q.Files, h.Path) && holdsAny(h.Text, q.Answers) {
+			return i + 1
+		}
+	}
+	return 0
+}
