@@ -74,8 +74,9 @@ type Agent struct {
 	// spans counts the spans written into its branch (a fork compares
 	// each with the record's).
 	spans int
-	// written counts the spans written into its branch (its prefills
-	// with ids, as a record lists them: Replay.Images).
+	// written counts every span written into its branch, in a run or a
+	// rerun alike (a record's index of them: Replay.Images); spans
+	// counts only while a fork forces it.
 	written int
 	// workCalls are its calls of tools other than the terminal that ran;
 	// returnsRefused the returns a pool's rules refused (returns.go).

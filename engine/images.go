@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -74,6 +76,9 @@ func (p *pool) imageTurn(a *Agent, body json.RawMessage) (toks []Token, imgs []S
 	var shown []Image
 	var recorded []Image
 	for _, n := range named {
+		if !imageID.MatchString(n.ID) {
+			continue // not an id the pool gives (a served result is the trace's)
+		}
 		i := slices.IndexFunc(p.images, func(im Image) bool { return im.ID == n.ID })
 		if i < 0 && p.rt.opts.Replay != nil {
 			if recorded == nil {
@@ -93,13 +98,29 @@ func (p *pool) imageTurn(a *Agent, body json.RawMessage) (toks []Token, imgs []S
 	if len(shown) == 0 {
 		return nil, nil, "", nil, nil
 	}
+	// Each image is read first: one the projector cannot read is named as
+	// not shown, with why, and the rest are shown.
+	type read struct {
+		im    Image
+		piece ImagePiece
+	}
+	var readable []read
 	var b strings.Builder
 	fmt.Fprintf(&b, "The %d image(s) the tool result above names, in its order:", len(shown))
 	for _, im := range shown {
+		piece, err := reader.ReadImage(im.Data)
+		if err != nil {
+			fmt.Fprintf(&b, "\n%s: not shown (%s)", im.ID, strings.ReplaceAll(err.Error(), imageMarker, ""))
+			continue
+		}
 		fmt.Fprintf(&b, "\n%s: %s", im.ID, imageMarker)
+		readable = append(readable, read{im, piece})
 	}
 	prompt := p.fmt.Turn(chat.Message{Role: chat.User, Content: b.String()}, true)
 	parts := splitPrompt(prompt, imageMarker)
+	if len(parts) != len(readable)+1 {
+		return nil, nil, "", nil, fmt.Errorf("the chat template wrote the image marker %d times for %d images", len(parts)-1, len(readable))
+	}
 	var said strings.Builder
 	for i, part := range parts {
 		t, err := p.store.Tokenize(part)
@@ -111,11 +132,7 @@ func (p *pool) imageTurn(a *Agent, body json.RawMessage) (toks []Token, imgs []S
 		if i == len(parts)-1 {
 			break
 		}
-		im := shown[i]
-		piece, err := reader.ReadImage(im.Data)
-		if err != nil {
-			return nil, nil, "", nil, fmt.Errorf("read image %s (%s): %w", im.ID, im.Name, err)
-		}
+		im, piece := readable[i].im, readable[i].piece
 		if keep := p.rt.opts.KeepImage; keep != nil {
 			if err := keep(im.Data); err != nil {
 				return nil, nil, "", nil, fmt.Errorf("keep image %s for the trace: %w", im.ID, err)
@@ -133,6 +150,9 @@ func (p *pool) imageTurn(a *Agent, body json.RawMessage) (toks []Token, imgs []S
 	}
 	return toks, imgs, said.String(), listed, nil
 }
+
+// imageID is an id the pool gives an image it shows (showImages).
+var imageID = regexp.MustCompile(`^image-[0-9]{1,6}$`)
 
 // splitPrompt cuts p at each occurrence of marker in its text (not in a
 // special segment): len(markers)+1 parts.
@@ -207,6 +227,10 @@ func (p *pool) showImages(obj map[string]json.RawMessage, list []Attachment) {
 			why = append(why, fmt.Sprintf("%s is %s, not an image", l.Name, l.MIMEType))
 		case len(l.Data) == 0 || len(l.Data) > MaxImageBytes:
 			why = append(why, fmt.Sprintf("%s is %d bytes (an image is shown up to %d)", l.Name, len(l.Data), MaxImageBytes))
+		case slices.ContainsFunc(p.images, func(im Image) bool { return bytes.Equal(im.Data, l.Data) }):
+			// An image shown before (the same bytes) keeps its id: read
+			// again, it does not count again.
+			shown = append(shown, p.images[slices.IndexFunc(p.images, func(im Image) bool { return bytes.Equal(im.Data, l.Data) })])
 		case len(p.images) >= MaxImages:
 			why = append(why, fmt.Sprintf("the run has shown %d images, the most it shows", MaxImages))
 		default:

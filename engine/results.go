@@ -47,6 +47,9 @@ func ResultJSON(v any, edit func(obj map[string]json.RawMessage) error) (json.Ra
 func (ds *dispatcher) serialise(a *Agent, v any) (json.RawMessage, error) {
 	p := ds.p
 	return ResultJSON(v, func(obj map[string]json.RawMessage) error {
+		// Which images the model sees is the pool's to say, not the tool's.
+		delete(obj, ImagesKey)
+		delete(obj, "_imageError")
 		if att, ok := obj["_attachments"]; ok {
 			delete(obj, "_attachments")
 			var list []struct {

@@ -1,15 +1,16 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 )
 
 // Bounds on the files a run is given: as many as a run shows images, each
@@ -55,7 +56,11 @@ func (f *File) Stage(paths []string) ([]engine.Attachment, error) {
 
 // stage reads one attachment.
 func stage(file string) (engine.Attachment, error) {
-	fd, err := os.Open(file)
+	// A regular file only: a FIFO or device would hang the read.
+	fd, err := regular.Open(file)
+	if errors.Is(err, regular.ErrNotRegular) {
+		return engine.Attachment{}, fmt.Errorf("attach %s: not a regular file (%w): attach files, not folders, pipes or devices", file, err)
+	}
 	if err != nil {
 		return engine.Attachment{}, fmt.Errorf("attach %s: %w", file, err)
 	}
@@ -64,8 +69,6 @@ func stage(file string) (engine.Attachment, error) {
 	switch {
 	case err != nil:
 		return engine.Attachment{}, fmt.Errorf("attach %s: %w", file, err)
-	case !st.Mode().IsRegular():
-		return engine.Attachment{}, fmt.Errorf("attach %s: not a regular file: attach files, not folders or devices", file)
 	case st.Size() > MaxAttachmentBytes:
 		return engine.Attachment{}, fmt.Errorf("attach %s: %d bytes, more than the %d an attachment holds", file, st.Size(), MaxAttachmentBytes)
 	}

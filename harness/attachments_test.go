@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -103,6 +104,14 @@ func TestStageAttachments(t *testing.T) {
 		if _, err := f.Stage(c.paths); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
+	}
+	// A pipe is no file: refused at once, never read (it would wait).
+	fifo := filepath.Join(other, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Stage([]string{fifo}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a FIFO: %v", err)
 	}
 	big := filepath.Join(other, "big.txt")
 	if err := os.WriteFile(big, nil, 0o644); err != nil || os.Truncate(big, MaxAttachmentBytes+1) != nil {

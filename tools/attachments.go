@@ -20,7 +20,8 @@ const MaxAttachmentText = 8 << 10
 // that can see and explains to one that cannot; a text file's text, up to
 // MaxAttachmentText bytes from offset; any other file only its name, type
 // and size. given, the files given to the run, are the argument's choices
-// (their names, and offsets inside the longest text).
+// (their names, and offsets inside the longest text): with files given, a
+// file a tool delivered later is not among them.
 func AttachmentTool(given []engine.Attachment) engine.Tool {
 	name := map[string]any{"type": "string", "description": "the attachment's name"}
 	var names []string

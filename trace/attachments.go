@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 )
 
 // AttachmentInfo is a file the person gave the run (lloyal run --attach, a
@@ -65,7 +66,20 @@ func Keep(path string, data []byte) error {
 	if _, err := os.Stat(file); err == nil {
 		return nil
 	}
-	return os.WriteFile(file, data, 0o600)
+	// Written whole or not at all: a file of the name is always the bytes.
+	tmp, err := os.CreateTemp(dir, ".keep-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
 }
 
 // Kept reads back what Keep kept beside the trace at path under sha256
@@ -95,6 +109,9 @@ func Kept(path, sum string, max int64, what string) ([]byte, error) {
 // its sha256 is the recorded one. Only names the header gives by hash are
 // opened, inside AttachmentsDir: a trace cannot point it at another file.
 func LoadAttachments(path string, infos []AttachmentInfo) ([]engine.Attachment, error) {
+	if len(infos) > engine.MaxImages {
+		return nil, fmt.Errorf("the trace lists %d attachments, more than a run is given (%d): the trace was edited", len(infos), engine.MaxImages)
+	}
 	var out []engine.Attachment
 	for _, info := range infos {
 		if info.Size < 0 || info.Size > engine.MaxImageBytes {
@@ -111,7 +128,7 @@ func LoadAttachments(path string, infos []AttachmentInfo) ([]engine.Attachment, 
 
 // readAtMost reads file, refusing one longer than n bytes.
 func readAtMost(file string, n int64) ([]byte, error) {
-	f, err := os.Open(file)
+	f, err := regular.Open(file) // a FIFO planted there would hang the read
 	if err != nil {
 		return nil, err
 	}

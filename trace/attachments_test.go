@@ -3,6 +3,7 @@ package trace
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,6 +36,9 @@ func TestAttachmentsBesideTheTrace(t *testing.T) {
 	edited[0].SHA256 = "../../etc/passwd"
 	if _, err := LoadAttachments(path, edited); err == nil || !strings.Contains(err.Error(), "the trace was edited") {
 		t.Errorf("a path for a hash: %v", err)
+	}
+	if _, err := LoadAttachments(path, slices.Repeat(infos[:1], engine.MaxImages+1)); err == nil || !strings.Contains(err.Error(), "more than a run is given") {
+		t.Errorf("17 attachments listed: %v", err)
 	}
 	big := append([]AttachmentInfo(nil), infos...)
 	big[0].Size = engine.MaxImageBytes + 1

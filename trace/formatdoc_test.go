@@ -38,7 +38,7 @@ func exampleHeader() Header {
 			Architecture: "qwen3", NCtxTrain: 40960, NVocab: 151936, NParams: 596049920, Format: "qwen3"},
 		Context: ContextInfo{NCtx: 8192, NBatch: 512, NSeqMax: 64, Threads: 4, ThreadChoices: []int{2, 4}, KVType: "q8_0", FlashAttn: true,
 			Cache: "--streams 4", Device: "Vulkan0 (NVIDIA GeForce RTX 4090)", GPULayers: 29, Layers: 29, SoftLimit: 1024, HardLimit: 512,
-			Projector: "/home/me/models/qwen3-vl.mmproj.gguf", ProjectorSHA256: "3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d"},
+			Projector: "/home/me/models/llava-1.5-7b.mmproj.gguf", ProjectorSHA256: "3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d"},
 		Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1.1, RepeatLastN: 64, Seed: 7,
 			Grammar: &chat.Grammar{GBNF: `root ::= "<tool_call>" call-json`, Lazy: true, TriggerWords: []string{"<tool_call>"}, TriggerPatterns: []string{`\s*\{`}}},
 		Tools: []ToolInfo{
@@ -49,7 +49,7 @@ func exampleHeader() Header {
 		Server:      &ServerInfo{URL: "http://127.0.0.1:11434", Dialect: "ollama", Model: "qwen3:0.6b", MaxInflight: 4},
 		Start:       exampleStart,
 		CommandLine: []string{"lloyal", "run", "review.yaml", "--seed", "7", "--task", "When did the bridge open?", "--grant", "write_note"},
-		Run: &RunConfig{Harness: "/home/me/research/review.yaml", Model: "/home/me/models/qwen3-0.6b.gguf", MMProj: "/home/me/models/qwen3-vl.mmproj.gguf", Corpus: "/home/me/research/docs", Task: &task, Agents: &four,
+		Run: &RunConfig{Harness: "/home/me/research/review.yaml", Model: "/home/me/models/qwen3-0.6b.gguf", MMProj: "/home/me/models/llava-1.5-7b.mmproj.gguf", Corpus: "/home/me/research/docs", Task: &task, Agents: &four,
 			Context: &ctx8k, Seed: &seven, Sampling: SamplingFlags{Temperature: &temp, TopK: &forty, TopP: &topP, MinP: &minP, RepeatPenalty: &penalty, RepeatLastN: &lastN},
 			Grounded: &yes, Streams: &four, Threads: 2, KVType: "q8_0", GPULayers: &all, Think: "off", Template: "/home/me/research/chat.jinja",
 			TemplateSHA256: "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0", Logprobs: &five, Walk: true,

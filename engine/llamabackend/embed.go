@@ -155,12 +155,16 @@ func (e *Embedder) Rank(ctx context.Context, query string, docs []string, progre
 		return nil, err
 	}
 	arch, _ := e.m.Meta("general.architecture")
-	probs := (arch == "qwen3" || arch == "qwen3vl") && e.m.NClsOut() >= 2 // llama.cpp soft-maxes their head
+	probs := arch == "qwen3" && e.m.NClsOut() >= 2 // llama.cpp soft-maxes its head
+	yes, no := 0, 1                                // the labels' order, "yes" first unless they say otherwise
+	if e.m.ClsLabel(0) == "no" && e.m.ClsLabel(1) == "yes" {
+		yes, no = 1, 0
+	}
 	scores := make([]float64, len(out))
 	for i, v := range out {
 		scores[i] = float64(v[0])
 		if probs && len(v) >= 2 {
-			scores[i] = math.Log(max(float64(v[0]), 1e-30)) - math.Log(max(float64(v[1]), 1e-30))
+			scores[i] = math.Log(max(float64(v[yes]), 1e-30)) - math.Log(max(float64(v[no]), 1e-30))
 		}
 	}
 	return scores, nil

@@ -10,9 +10,6 @@ import "github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 // the model.
 func OpenContext(ref string, o ContextOptions) (be *Backend, closeAll func(), err error) {
 	fit := o.withDefaults().params()
-	if o.Projector == "" {
-		o.Projector = model.OllamaProjector(ref, "") // an ollama model that sees carries one
-	}
 	m, err := Open(ref, model.Options{GPULayers: o.GPULayers, Fit: &fit}, o.Format)
 	if err != nil {
 		return nil, nil, err

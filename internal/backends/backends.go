@@ -15,6 +15,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
+	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/trace"
@@ -91,8 +92,20 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 		nBatch = max(64, cfg.NCtx/8)
 	}
 	// With streams, one branch a stream; without, llamabackend's default.
-	be, closeAll, err := llamabackend.OpenContext(cfg.Model, llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NSeqMax: cfg.Streams, NThreads: cfg.Threads,
-		KVType: cfg.KVType, Streams: cfg.Streams > 0, GPULayers: cfg.GPULayers, Projector: cfg.Projector, Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}})
+	o := llamabackend.ContextOptions{NCtx: cfg.NCtx, NBatch: nBatch, NSeqMax: cfg.Streams, NThreads: cfg.Threads,
+		KVType: cfg.KVType, Streams: cfg.Streams > 0, GPULayers: cfg.GPULayers, Projector: cfg.Projector, Format: llamabackend.FormatOptions{Template: cfg.Template, Think: cfg.Think}}
+	// An ollama model that sees carries its projector: it is opened too,
+	// and one that does not open leaves the model reading text alone.
+	var note string
+	if o.Projector == "" {
+		o.Projector = model.OllamaProjector(cfg.Model, "")
+	}
+	be, closeAll, err := llamabackend.OpenContext(cfg.Model, o)
+	if err != nil && o.Projector != "" && cfg.Projector == "" {
+		note = fmt.Sprintf("the vision projector %s carries did not open, so it reads text only: %v", cfg.Model, err)
+		o.Projector = ""
+		be, closeAll, err = llamabackend.OpenContext(cfg.Model, o)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Opened, error) {
 		where = fmt.Sprintf("%s (%d/%d layers) · %s", off.Device, off.Layers, off.Of, where)
 	}
 	return &Opened{Model: be, Info: llamabackend.ModelInfo(m), Context: ci,
-		Title: title + " · " + where, Warning: joinWarnings(be.Format().Warning, off.Note), Close: closeAll}, nil
+		Title: title + " · " + where, Warning: joinWarnings(be.Format().Warning, off.Note, note), Close: closeAll}, nil
 }
 
 // joinWarnings joins the warnings that are not empty.

@@ -288,6 +288,9 @@ func (r *Record) CheckModel() error {
 		return fmt.Errorf("the model at %s has sha256 %s, the recorded one %s: a rerun needs the same model file", m.Path, sum[:12], m.SHA256[:12])
 	}
 	// The vision projector makes what the model read of each image.
+	if c, run := r.Header.Context, r.Header.Run; run != nil && run.MMProj != "" && run.MMProj != c.Projector {
+		return fmt.Errorf("%s names the projector %s in its run and %s in its context: the trace disagrees with itself, so it is not rerun", r.Path, run.MMProj, c.Projector)
+	}
 	if c := r.Header.Context; c.ProjectorSHA256 != "" {
 		if sum, err := regular.SHA256(c.Projector, -1); err != nil || sum != c.ProjectorSHA256 {
 			return fmt.Errorf("the vision projector %s is not the file the recorded run read images with (%v): a rerun needs the same projector", c.Projector, cmpOr(err, "its sha256 differs"))
@@ -340,12 +343,15 @@ func (r *Record) TurnRest(agent, index int) []engine.Token {
 	return nil
 }
 
-// Span is the k-th span written into the agent's branch.
 // Images are the images shown to the model in the agent's k-th span, read
 // from beside the trace by the sha256 the record lists (trace.Kept).
 func (r *Record) Images(agent, k int) ([]engine.Image, error) {
+	listed := r.images[spanKey{agent, k}]
+	if len(listed) > engine.MaxImages {
+		return nil, fmt.Errorf("%s lists %d images in one span, more than a run shows (%d): the trace was edited", r.Path, len(listed), engine.MaxImages)
+	}
 	var out []engine.Image
-	for _, im := range r.images[spanKey{agent, k}] {
+	for _, im := range listed {
 		data, err := trace.Kept(r.Path, im.SHA256, engine.MaxImageBytes, "image "+im.ID+" ("+im.Name+")")
 		if err != nil {
 			return nil, err
@@ -355,6 +361,7 @@ func (r *Record) Images(agent, k int) ([]engine.Image, error) {
 	return out, nil
 }
 
+// Span is the k-th span written into the agent's branch.
 func (r *Record) Span(agent, k int) ([]engine.Token, bool) {
 	s := r.spans[agent]
 	if k < 0 || k >= len(s) {

@@ -245,7 +245,7 @@ func fromFile(facts trace.RunConfig, a Authority, f *harness.File, c *session.Co
 			c.Model = f.Rel(m.Path)
 		}
 	}
-	if facts.MMProj == "" && m.MMProj != "" {
+	if facts.MMProj == "" && m.MMProj != "" && c.Server == "" { // a server sees with its own
 		c.Projector = f.Rel(m.MMProj)
 	}
 	if facts.Context == nil && m.Context > 0 {

@@ -102,6 +102,9 @@ func open(ctx context.Context, cfg Config) (*backends.Opened, error) {
 // its sampling flags and --seed (when not 0) its sampling.
 func Run(ctx context.Context, cfg Config, f *harness.File) error {
 	if want := cfg.HarnessSHA256; want != "" && f.SHA256 != want {
+		if cfg.Run != nil && cfg.Run.Harness == "" {
+			return fmt.Errorf("this lloyal's built-in research harness is not the one the recorded run ran (sha256 %.12s, recorded %.12s): it changed since; rerun the trace with the lloyal that recorded it", f.SHA256, want)
+		}
 		return fmt.Errorf("the harness file %s is not the one the recorded run ran (sha256 %.12s, recorded %.12s): a rerun needs the file as it was", f.Path, f.SHA256, want)
 	}
 	// The file's services load first, each in a context of its own: a

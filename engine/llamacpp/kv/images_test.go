@@ -13,7 +13,7 @@ import (
 // another branch. A span whose image does not fit it, or a decode that
 // fails, leaves the branch as it was.
 func TestPrefillImages(t *testing.T) {
-	s := newStore(t, 1024, 4)
+	s := newStore(t, 1024, 8)
 	const n, width = 8, 64 // the tiny model's width
 	rng := rand.New(rand.NewPCG(1, 2))
 	embd := make([]float32, n*width)
@@ -43,6 +43,25 @@ func TestPrefillImages(t *testing.T) {
 	must(t, s.PrefillImages(b, span, []Image{{At: 5, N: n, Embd: other}}))
 	if slices.Equal(rows[0], b.logits) {
 		t.Error("another image gave the same logits")
+	}
+
+	// An image of more positions than a batch goes in a batch at a time;
+	// one the model reads both ways at once must fit a batch.
+	big := make([]float32, 100*width)
+	for i := range big {
+		big[i] = rng.Float32()*2 - 1
+	}
+	long := append(tokens(2, 4), slices.Repeat([]Token{-1}, 100)...)
+	d, err := s.Create()
+	must(t, err)
+	must(t, s.PrefillImages(d, long, []Image{{At: 2, N: 100, Embd: big}}))
+	if d.Pos() != 102 || !d.HasLogits() {
+		t.Fatalf("a 100-position image in batches of 64: branch at %d, logits %v", d.Pos(), d.HasLogits())
+	}
+	e, err := s.Create()
+	must(t, err)
+	if err := s.PrefillImages(e, long, []Image{{At: 2, N: 100, Embd: big, NonCausal: true}}); err == nil || e.Pos() != 0 {
+		t.Fatalf("a 100-position image read both ways went into batches of 64 (%v)", err)
 	}
 
 	c, err := s.Create()

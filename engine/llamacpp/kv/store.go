@@ -612,11 +612,10 @@ func (s *Store) PrefillImages(b *Branch, tokens []Token, images []Image) error {
 			undo()
 			return fmt.Errorf("prefill: %w", err)
 		}
-		s.noteAttention()
 		b.pos += im.N
 		s.cells += im.N
 		s.prefilled += im.N
-		b.logits = append(b.logits[:0], s.ctx.Logits(im.N-1)...)
+		b.logits = append(b.logits[:0], s.ctx.Logits(s.ctx.LastOutputs()-1)...)
 		next = im.At + im.N
 	}
 	if err := s.Prefill([]Span{{Branch: b, Tokens: tokens[next:]}}); err != nil {

@@ -267,6 +267,15 @@ func (m *Model) AddsSEP() bool { return bool(C.llama_vocab_get_add_sep(m.vocab))
 // PoolRank).
 func (m *Model) NClsOut() int { return int(C.llama_model_n_cls_out(m.m)) }
 
+// ClsLabel is the label of the classifier head's i-th score, or "".
+func (m *Model) ClsLabel(i int) string {
+	p := C.llama_model_cls_label(m.m, C.uint32_t(i))
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}
+
 // NamedChatTemplate is the model's template of that name
 // (tokenizer.chat_template.NAME, e.g. a reranker's "rerank"), or "".
 func (m *Model) NamedChatTemplate(name string) string {

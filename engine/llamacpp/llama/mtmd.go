@@ -9,8 +9,13 @@ package llama
 import "C"
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/gif" // the formats Encode accepts (and stb_image reads)
+	_ "image/jpeg"
+	_ "image/png"
 	"os"
 	"strings"
 	"unsafe"
@@ -91,11 +96,24 @@ func (p *Projector) Close() {
 // attention both ways (Gemma 3's), as DecodeImage then decodes them.
 func (p *Projector) NonCausal() bool { return bool(C.mtmd_decode_use_non_causal(p.c)) }
 
-// Encode reads an image (PNG, JPEG, GIF, BMP…) and runs the projector over
-// it. Not safe for concurrent use with the model's context.
+// MaxImagePixels bounds an image Encode decodes: its pixels are decoded
+// whole before the projector shrinks them, so a small file of a huge image
+// would cost gigabytes.
+const MaxImagePixels = 25_000_000
+
+// Encode reads an image (PNG, JPEG or GIF, at most MaxImagePixels) and
+// runs the projector over it. Not safe for concurrent use with the
+// model's context.
 func (p *Projector) Encode(data []byte) (Image, error) {
 	if len(data) == 0 {
 		return Image{}, errors.New("encode image: no bytes")
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+	switch {
+	case err != nil:
+		return Image{}, fmt.Errorf("encode image: not a PNG, JPEG or GIF image lloyal can read (%v)", err)
+	case cfg.Width < 1 || cfg.Height < 1 || int64(cfg.Width)*int64(cfg.Height) > MaxImagePixels:
+		return Image{}, fmt.Errorf("encode image: a %s of %d×%d pixels, more than the %d an image may have: send a smaller one", format, cfg.Width, cfg.Height, MaxImagePixels)
 	}
 	bm := C.mtmd_helper_bitmap_init_from_buf(p.c, (*C.uchar)(unsafe.Pointer(&data[0])), C.size_t(len(data)))
 	if bm == nil {
@@ -111,7 +129,7 @@ func (p *Projector) Encode(data []byte) (Image, error) {
 	}
 	var img Image
 	seen := false
-	nEmbd := int(C.llama_model_n_embd(p.model.m))
+	nEmbd := int(C.llama_model_n_embd_inp(p.model.m)) // what the projector writes and a decode reads
 	for i := range int(C.mtmd_input_chunks_size(chunks)) {
 		ch := C.mtmd_input_chunks_get(chunks, C.size_t(i))
 		switch C.mtmd_input_chunk_get_type(ch) {
@@ -127,7 +145,7 @@ func (p *Projector) Encode(data []byte) (Image, error) {
 		case C.MTMD_INPUT_CHUNK_TYPE_IMAGE:
 			n := int(C.mtmd_input_chunk_get_n_tokens(ch))
 			if seen || n == 0 || int(C.mtmd_input_chunk_get_n_pos(ch)) != n {
-				return Image{}, fmt.Errorf("encode image: the projector made %d positions of %d embeddings: lloyal reads one image as one run of positions", int(C.mtmd_input_chunk_get_n_pos(ch)), n)
+				return Image{}, fmt.Errorf("encode image: the projector made several pieces of the image (tiles, or positions of their own): lloyal reads an image here as one run of positions; use this model through a server")
 			}
 			if rc := C.mtmd_encode_chunk(p.c, ch); rc != 0 {
 				return Image{}, fmt.Errorf("encode image: the projector failed (code %d): %s", int(rc), orUnknown(takeLog()))
@@ -149,24 +167,33 @@ func (p *Projector) Encode(data []byte) (Image, error) {
 // last; with nonCausal the image's positions attend to each other both
 // ways. Its cost in cells is n, as n tokens'.
 func (c *Context) DecodeImage(embd []float32, n int, pos0, seq int32, nonCausal bool) error {
-	nEmbd := int(C.llama_model_n_embd(c.model.m))
+	nEmbd := int(C.llama_model_n_embd_inp(c.model.m))
 	switch {
 	case n <= 0 || len(embd) != n*nEmbd:
 		return fmt.Errorf("decode image: %d floats for %d positions of width %d", len(embd), n, nEmbd)
-	case n > c.nBatch:
-		return fmt.Errorf("decode image: its %d positions are more than a batch (%d): give the context a larger batch", n, c.nBatch)
+	case nonCausal && n > c.nBatch:
+		return fmt.Errorf("decode image: the model reads an image's %d positions at once, more than a decode batch holds (%d): this model's images are not read here yet; use it through a server", n, c.nBatch)
 	}
-	rc := C.lloyal_decode_embd(c.c, (*C.float)(unsafe.Pointer(&embd[0])), C.int32_t(n), C.int32_t(nEmbd), C.llama_pos(pos0), C.llama_seq_id(seq), C.bool(nonCausal))
+	// A causal image goes in a batch at a time, as its tokens would.
 	c.outputs = c.outputs[:0]
-	switch {
-	case rc == 0:
-		c.outputs = append(c.outputs, make([]int8, n)...)
-		c.outputs[n-1] = 1
-		return nil
-	case rc == 1:
-		takeLog()
-		return ErrNoKVSlot
-	default:
-		return &DecodeError{Code: int(rc), Log: takeLog()}
+	last := 0
+	for at := 0; at < n; at += c.nBatch {
+		k := min(c.nBatch, n-at)
+		rc := C.lloyal_decode_embd(c.c, (*C.float)(unsafe.Pointer(&embd[at*nEmbd])), C.int32_t(k), C.int32_t(nEmbd), C.llama_pos(pos0+int32(at)), C.llama_seq_id(seq), C.bool(nonCausal))
+		switch {
+		case rc == 1:
+			takeLog()
+			return ErrNoKVSlot
+		case rc != 0:
+			return &DecodeError{Code: int(rc), Log: takeLog()}
+		}
+		last = k
 	}
+	c.outputs = append(c.outputs, make([]int8, last)...)
+	c.outputs[last-1] = 1
+	return nil
 }
+
+// LastOutputs is how many positions the last decode wrote (the last of
+// them holds the logits after a DecodeImage).
+func (c *Context) LastOutputs() int { return len(c.outputs) }

@@ -2,6 +2,8 @@ package llama
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"image"
 	"image/color"
 	"image/png"
@@ -61,8 +63,17 @@ func TestProjectorEncodesAnImage(t *testing.T) {
 	if !slicesEqual(a.Embd, b.Embd) || slicesEqual(a.Embd, c.Embd) {
 		t.Error("the same image did not give the same embeddings, or another gave the same")
 	}
-	if _, err := p.Encode([]byte("not an image")); err == nil || !strings.Contains(err.Error(), "not an image llama.cpp can read") {
+	if _, err := p.Encode([]byte("not an image")); err == nil || !strings.Contains(err.Error(), "not a PNG, JPEG or GIF image") {
 		t.Errorf("text as an image: %v", err)
+	}
+	// A small file that says it is a huge image is refused before any
+	// pixel is decoded.
+	huge := testPNG(t, 4, 4)
+	binary.BigEndian.PutUint32(huge[16:], 20000) // IHDR's width and height
+	binary.BigEndian.PutUint32(huge[20:], 20000)
+	binary.BigEndian.PutUint32(huge[29:], crc32.ChecksumIEEE(huge[12:29]))
+	if _, err := p.Encode(huge); err == nil || !strings.Contains(err.Error(), "20000×20000 pixels") {
+		t.Errorf("a 20000×20000 PNG: %v", err)
 	}
 
 	wide := modelgen.TinyProjector()
