@@ -59,7 +59,7 @@ func stage(file string) (engine.Attachment, error) {
 	// A regular file only: a FIFO or device would hang the read.
 	fd, err := regular.Open(file)
 	if errors.Is(err, regular.ErrNotRegular) {
-		return engine.Attachment{}, fmt.Errorf("attach %s: not a regular file (%w): attach files, not folders, pipes or devices", file, err)
+		return engine.Attachment{}, fmt.Errorf("attach %s: %w: attach files, not folders, pipes or devices", file, err)
 	}
 	if err != nil {
 		return engine.Attachment{}, fmt.Errorf("attach %s: %w", file, err)

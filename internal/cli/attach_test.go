@@ -47,9 +47,14 @@ run:
     - {role: reader, orchestrate: parallel, tasks: [one, two]}
 `)
 	rec, again := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "rerun.jsonl")
-	if out, err := lloyalCmd(bin, dir, cache, "run", h, "--headless", "--model", testmodel.Tiny(t), "--walk", "--ctx", "4096", "--threads", "1",
-		"--temperature", "0", "--attach", chart, "--trace", rec).CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {
+	out, err := lloyalCmd(bin, dir, cache, "run", h, "--headless", "--model", testmodel.Tiny(t), "--walk", "--ctx", "4096", "--threads", "1",
+		"--temperature", "0", "--attach", chart, "--trace", rec).CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "trace: ") {
 		t.Fatalf("run: %v\n%s", err, out)
+	}
+	// The model has no projector: the person is told at the start.
+	if !strings.Contains(string(out), "warning: images are attached, but the model cannot see them") {
+		t.Errorf("no warning that the model cannot see the image:\n%s", out)
 	}
 	ck, err := trace.CheckFile(rec)
 	if err != nil || ck.Header == nil {
@@ -99,7 +104,7 @@ run:
 		t.Fatalf("look showed %q", shown)
 	}
 
-	out, err := lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless", "--trace", again).CombinedOutput()
+	out, err = lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless", "--trace", again).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "token for token") {
 		t.Fatalf("rerun: %v\n%s", err, out)
 	}

@@ -61,7 +61,7 @@ realistic shape for decode benchmarks). Shape flags override the preset.`,
 	f.BoolVar(&t.force, "force", false, "replace the file if it exists")
 	m := &t.model
 	f.StringVar(&m.Preset, "preset", "tiny", "tiny, small or bench")
-	f.BoolVar(&m.Vision, "vision", false, "write a vision projector beside it too (FILE.mmproj.gguf, random weights: run with --mmproj)")
+	f.BoolVar(&m.Vision, "vision", false, "write a vision projector beside it too (-o m.gguf writes m.mmproj.gguf; random weights: run with --mmproj)")
 	f.StringVar(&m.Vocab, "vocab", "", "borrow the tokenizer (and chat template) of this GGUF file")
 	f.StringVar(&m.Type, "type", "", "weight type: f32, f16 or q8_0 (default: the preset's)")
 	f.IntVar(&m.Shape.Layers, "layers", 0, "transformer blocks")

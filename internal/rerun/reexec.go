@@ -126,7 +126,11 @@ func (r *Record) Verdict(p Plan, runErr error) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the rerun differs from the recorded run: %w%s", err, r.deviceChange(got.Header.Context))
 	}
-	s := fmt.Sprintf("rerun: token for token the recorded run: %d agents, %d sampled tokens (trace %s)\n", m.Agents, m.Tokens, p.Out)
+	agents := "agents"
+	if m.Agents == 1 {
+		agents = "agent"
+	}
+	s := fmt.Sprintf("rerun: token for token the recorded run: %d %s, %d sampled tokens (trace %s)\n", m.Agents, agents, m.Tokens, p.Out)
 	if runErr != nil {
 		s += fmt.Sprintf("rerun: it ended as the recorded run did: %s\n", r.Closing.Reason)
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/lloyal-ai/lloyal/abilities"
 	"github.com/lloyal-ai/lloyal/app"
@@ -185,6 +186,9 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 	cfg.App.Approvals.Warn(cfg.App.Stderr, p.RunTools()) // a --grant naming no tool; old name-only grants
 	o := appOptions(cfg, m, p.Sampling, p.ToolInfos())
 	o.Header.Abilities, o.Asker, o.Attachments = infos, asker, atts
+	if sees, ok := canSee(m); ok && !sees && slices.ContainsFunc(atts, func(a engine.Attachment) bool { return strings.HasPrefix(a.MIMEType, "image/") }) {
+		fmt.Fprintln(cfg.App.Stderr, "warning: images are attached, but the model cannot see them (it is told so): give a model here its vision projector with --mmproj FILE, or use a model that sees")
+	}
 	if len(atts) > 0 && !p.ShowsAttachments() {
 		fmt.Fprintf(cfg.App.Stderr, "warning: %d file(s) attached, but no role of %s has a tool that shows them: add one with builtin: read_attachment to a role's tools\n", len(atts), f.Path)
 	}
@@ -219,4 +223,15 @@ func withServers(bundle, server string) string {
 		return "From the ability's server:\n" + server
 	}
 	return bundle + "\n\nFrom the ability's server:\n" + server
+}
+
+// canSee says whether the run's model sees images (ok false: it cannot
+// say).
+func canSee(m *backends.Opened) (sees, ok bool) {
+	for _, b := range []any{m.Model, m.Server} {
+		if s, is := b.(engine.Seer); is && b != nil {
+			return s.CanSee(), true
+		}
+	}
+	return false, false
 }
