@@ -179,7 +179,24 @@ func (p *Program) Fit(nCtx, nBatch int) string {
 		return ""
 	}
 	p.soft, p.hard, p.findingChars, p.noteChars = l.Soft, l.Hard, l.FindingChars, l.NoteChars
-	return fmt.Sprintf("context %d: pressure limits %d/%d cells (soft/hard), findings cut to %d characters each, a grounded note's claims to %d characters", nCtx, p.soft, p.hard, p.findingChars, p.noteChars)
+	said := fmt.Sprintf("context %d: pressure limits %d/%d cells (soft/hard)", nCtx, p.soft, p.hard)
+	// The rest only where the file has what they cut.
+	findings, notes := false, false
+	for _, st := range p.f.Run.Steps {
+		findings = findings || strings.Contains(st.Task+strings.Join(st.Tasks, " "), "{{findings.")
+	}
+	for _, r := range p.f.Roles {
+		if k, _ := terminalKindOf(r.Terminal.Builtin); k.fixedNote {
+			findings, notes = true, true
+		}
+	}
+	if findings {
+		said += fmt.Sprintf(", findings cut to %d characters each", p.findingChars)
+	}
+	if notes {
+		said += fmt.Sprintf(", a grounded note's claims to %d characters", p.noteChars)
+	}
+	return said
 }
 
 // Ability is a started ability as a program offers it: its name, signer,
