@@ -1,7 +1,6 @@
 package llamaservice
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 
@@ -20,11 +19,7 @@ type crossEncoder struct {
 }
 
 func openCrossEncoder(sp services.Spec) (*crossEncoder, error) {
-	o := llamabackend.ContextOptions{NCtx: cmp.Or(sp.Context, DefaultContext), NBatch: 512, NThreads: sp.Threads}
-	if sp.GPULayers != nil {
-		o.GPULayers = llamabackend.Layers(*sp.GPULayers)
-	}
-	e, closeAll, err := llamabackend.OpenRanker(sp.Model, o)
+	e, closeAll, err := llamabackend.OpenRanker(sp.Model, pooledOptions(sp))
 	if err != nil {
 		return nil, err
 	}

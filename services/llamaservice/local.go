@@ -335,15 +335,21 @@ type embedder struct {
 }
 
 func openEmbedder(sp services.Spec) (*embedder, error) {
-	o := llamabackend.ContextOptions{NCtx: cmp.Or(sp.Context, DefaultContext), NBatch: 512, NThreads: sp.Threads}
-	if sp.GPULayers != nil {
-		o.GPULayers = llamabackend.Layers(*sp.GPULayers)
-	}
-	e, closeAll, err := llamabackend.OpenEmbedder(sp.Model, o)
+	e, closeAll, err := llamabackend.OpenEmbedder(sp.Model, pooledOptions(sp))
 	if err != nil {
 		return nil, err
 	}
 	return &embedder{spec: sp, e: e, closeAll: closeAll}, nil
+}
+
+// pooledOptions are the context of a service whose model pools (an
+// embedder, a cross-encoder): sp's size, threads and layers.
+func pooledOptions(sp services.Spec) llamabackend.ContextOptions {
+	o := llamabackend.ContextOptions{NCtx: cmp.Or(sp.Context, DefaultContext), NBatch: 512, NThreads: sp.Threads}
+	if sp.GPULayers != nil {
+		o.GPULayers = llamabackend.Layers(*sp.GPULayers)
+	}
+	return o
 }
 
 func (e *embedder) Spec() services.Spec { return e.spec }

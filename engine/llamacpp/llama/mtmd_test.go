@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"image/png"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestProjectorEncodesAnImage(t *testing.T) {
 	a, _ := p.Encode(testPNG(t, 40, 20))
 	b, _ := p.Encode(testPNG(t, 40, 20))
 	c, _ := p.Encode(testPNG(t, 20, 40))
-	if !slicesEqual(a.Embd, b.Embd) || slicesEqual(a.Embd, c.Embd) {
+	if !slices.Equal(a.Embd, b.Embd) || slices.Equal(a.Embd, c.Embd) {
 		t.Error("the same image did not give the same embeddings, or another gave the same")
 	}
 	if _, err := p.Encode([]byte("not an image")); err == nil || !strings.Contains(err.Error(), "not a PNG, JPEG or GIF image") {
@@ -88,16 +89,4 @@ func TestProjectorEncodesAnImage(t *testing.T) {
 	if _, err := OpenProjector(filepath.Join(dir, "missing.gguf"), m, 1); err == nil {
 		t.Error("a missing projector opened")
 	}
-}
-
-func slicesEqual(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
