@@ -71,13 +71,10 @@ type Agent struct {
 	// or one whose tokens left the record: it runs on the model with real
 	// tools, unchecked.
 	live bool
-	// spans counts the spans written into its branch (a fork compares
-	// each with the record's).
+	// spans counts the spans written into its branch, as a record lists
+	// them: a fork compares each with the record's, and a rerun finds
+	// the images shown in one by it (Replay.Images).
 	spans int
-	// written counts every span written into its branch, in a run or a
-	// rerun alike (a record's index of them: Replay.Images); spans
-	// counts only while a fork forces it.
-	written int
 	// workCalls are its calls of tools other than the terminal that ran;
 	// returnsRefused the returns a pool's rules refused (returns.go).
 	workCalls, returnsRefused int

@@ -146,15 +146,16 @@ func (d *decoder) writeForced(plans []forcedTurn, texts map[int]string) bool {
 	return thinking
 }
 
-// checkSpan compares what a non-live agent of a fork is about to read
-// with what it read in the recorded run: from the first span that
-// differs (a publisher's task made of new findings) it runs live.
+// checkSpan counts a span written into the agent's branch and, for a
+// non-live agent of a fork, compares it with what it read in the
+// recorded run: from the first span that differs (a publisher's task made
+// of new findings) it runs live.
 func (p *pool) checkSpan(a *Agent, toks []Token) {
+	k := a.spans
+	a.spans++
 	if !p.forcing(a) {
 		return
 	}
-	k := a.spans
-	a.spans++
 	want, ok := p.rt.opts.Replay.Span(a.ID, k)
 	if !ok || !slices.Equal(want, toks) {
 		p.goLive(a, "what it reads differs from the recorded run: it runs on live")

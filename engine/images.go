@@ -82,7 +82,7 @@ func (p *pool) imageTurn(a *Agent, body json.RawMessage) (toks []Token, imgs []S
 		i := slices.IndexFunc(p.images, func(im Image) bool { return im.ID == n.ID })
 		if i < 0 && p.rt.opts.Replay != nil {
 			if recorded == nil {
-				if recorded, err = p.rt.opts.Replay.Images(a.ID, a.written); err != nil {
+				if recorded, err = p.rt.opts.Replay.Images(a.ID, a.spans); err != nil {
 					return nil, nil, "", nil, err
 				}
 			}
@@ -220,6 +220,7 @@ func (p *pool) showImages(obj map[string]json.RawMessage, list []Attachment) {
 	var shown []Image
 	var why []string
 	for _, l := range list {
+		seen := slices.IndexFunc(p.images, func(im Image) bool { return bytes.Equal(im.Data, l.Data) })
 		switch {
 		case !p.rt.canSee():
 			why = append(why, "this model cannot see images")
@@ -227,10 +228,10 @@ func (p *pool) showImages(obj map[string]json.RawMessage, list []Attachment) {
 			why = append(why, fmt.Sprintf("%s is %s, not an image", l.Name, l.MIMEType))
 		case len(l.Data) == 0 || len(l.Data) > MaxImageBytes:
 			why = append(why, fmt.Sprintf("%s is %d bytes (an image is shown up to %d)", l.Name, len(l.Data), MaxImageBytes))
-		case slices.ContainsFunc(p.images, func(im Image) bool { return bytes.Equal(im.Data, l.Data) }):
+		case seen >= 0:
 			// An image shown before (the same bytes) keeps its id: read
 			// again, it does not count again.
-			shown = append(shown, p.images[slices.IndexFunc(p.images, func(im Image) bool { return bytes.Equal(im.Data, l.Data) })])
+			shown = append(shown, p.images[seen])
 		case len(p.images) >= MaxImages:
 			why = append(why, fmt.Sprintf("the run has shown %d images, the most it shows", MaxImages))
 		default:

@@ -74,9 +74,6 @@ func (p *pool) span(e event.Event, text string, toks []Token) event.Event {
 		e.Text = text
 	}
 	e.IDs = slices.Clone(toks)
-	if a := p.byID[e.Agent]; a != nil && e.Type == event.BranchPrefill && len(toks) > 0 {
-		a.written++
-	}
 	return e
 }
 

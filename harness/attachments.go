@@ -3,7 +3,6 @@ package harness
 import (
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"path/filepath"
@@ -56,30 +55,40 @@ func (f *File) Stage(paths []string) ([]engine.Attachment, error) {
 
 // stage reads one attachment.
 func stage(file string) (engine.Attachment, error) {
-	// A regular file only: a FIFO or device would hang the read.
-	fd, err := regular.Open(file)
-	if errors.Is(err, regular.ErrNotRegular) {
-		return engine.Attachment{}, fmt.Errorf("attach %s: %w: attach files, not folders, pipes or devices", file, err)
-	}
+	data, err := regular.ReadFile(file, MaxAttachmentBytes)
 	if err != nil {
-		return engine.Attachment{}, fmt.Errorf("attach %s: %w", file, err)
+		return engine.Attachment{}, attachError(file, err)
+	}
+	return engine.Attachment{Name: filepath.Base(file), MIMEType: mimeType(file, data), Data: data}, nil
+}
+
+// checkAttachment is what stage would refuse of file, found without
+// reading it (harness check).
+func checkAttachment(file string) error {
+	fd, err := regular.Open(file)
+	if err != nil {
+		return attachError(file, err)
 	}
 	defer fd.Close()
 	st, err := fd.Stat()
+	if err == nil && st.Size() > MaxAttachmentBytes {
+		err = regular.ErrTooLarge
+	}
+	return attachError(file, err)
+}
+
+// attachError says what is wrong with an attachment and what to do (nil:
+// nothing).
+func attachError(file string, err error) error {
 	switch {
-	case err != nil:
-		return engine.Attachment{}, fmt.Errorf("attach %s: %w", file, err)
-	case st.Size() > MaxAttachmentBytes:
-		return engine.Attachment{}, fmt.Errorf("attach %s: %d bytes, more than the %d an attachment holds", file, st.Size(), MaxAttachmentBytes)
+	case err == nil:
+		return nil
+	case errors.Is(err, regular.ErrNotRegular):
+		return fmt.Errorf("attach %s: %w: attach files, not folders, pipes or devices", file, err)
+	case errors.Is(err, regular.ErrTooLarge):
+		return fmt.Errorf("attach %s: more than the %d an attachment holds", file, MaxAttachmentBytes)
 	}
-	data, err := io.ReadAll(io.LimitReader(fd, MaxAttachmentBytes+1))
-	if err == nil && len(data) > MaxAttachmentBytes {
-		err = fmt.Errorf("it grew past %d bytes while read", MaxAttachmentBytes)
-	}
-	if err != nil {
-		return engine.Attachment{}, fmt.Errorf("attach %s: %w", file, err)
-	}
-	return engine.Attachment{Name: filepath.Base(file), MIMEType: mimeType(file, data), Data: data}, nil
+	return fmt.Errorf("attach %s: %w", file, err)
 }
 
 // textTypes are the types of text files told apart by their extension

@@ -441,7 +441,7 @@ func (c *checker) attachments() {
 		at := fmt.Sprintf("/attachments/%d", i)
 		full, err := c.f.inside(p)
 		if err == nil {
-			_, err = stage(full)
+			err = checkAttachment(full)
 		}
 		if err != nil {
 			c.add(at, "%v", err)
