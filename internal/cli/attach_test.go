@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -29,23 +30,7 @@ func TestAttachedFilesAreRecordedAndRerun(t *testing.T) {
 	}
 	write("notes.md", "# Harbor\nThe harbor closes at dusk.\n")
 	chart := write("chart.png", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR a chart")
-	h := write("agents.yaml", `
-attachments: [notes.md]
-tools:
-  look: {builtin: read_attachment}
-roles:
-  reader:
-    system: You read what you are given and answer.
-    tools: [look]
-    walk: [look, look]
-    max_turns: 4
-    terminal:
-      name: answer
-      schema: {type: object, properties: {text: {type: string, maxLength: 30}}, required: [text]}
-run:
-  steps:
-    - {role: reader, orchestrate: parallel, tasks: [one, two]}
-`)
+	h := lookHarness(t, dir, "attachments: [notes.md]", 2)
 	rec, again := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "rerun.jsonl")
 	out, err := lloyalCmd(bin, dir, cache, "run", h, "--headless", "--model", testmodel.Tiny(t), "--walk", "--ctx", "4096", "--threads", "1",
 		"--temperature", "0", "--attach", chart, "--trace", rec).CombinedOutput()
@@ -118,4 +103,32 @@ run:
 	if err == nil || !strings.Contains(string(out), "copy the trace's run.attachments folder with it") {
 		t.Fatalf("a rerun without the attachments: %v\n%s", err, out)
 	}
+}
+
+// lookHarness writes dir/agents.yaml: a role whose look tool is
+// read_attachment, walked through it walks times (a random model calls no
+// tool itself), in two agents; head is put first (e.g. attachments:).
+func lookHarness(t *testing.T, dir, head string, walks int) string {
+	t.Helper()
+	path := filepath.Join(dir, "agents.yaml")
+	text := head + `
+tools:
+  look: {builtin: read_attachment}
+roles:
+  reader:
+    system: You read what you are given and answer.
+    tools: [look]
+    walk: [` + strings.Repeat("look, ", walks-1) + `look]
+    max_turns: ` + strconv.Itoa(walks+2) + `
+    terminal:
+      name: answer
+      schema: {type: object, properties: {text: {type: string, maxLength: 30}}, required: [text]}
+run:
+  steps:
+    - {role: reader, orchestrate: parallel, tasks: [one, two]}
+`
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

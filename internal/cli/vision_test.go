@@ -41,27 +41,10 @@ func TestAModelHereSeesAnImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	chart := filepath.Join(dir, "chart.png")
-	h := filepath.Join(dir, "agents.yaml")
-	for path, data := range map[string][]byte{chart: buf.Bytes(), h: []byte(`
-tools:
-  look: {builtin: read_attachment}
-roles:
-  reader:
-    system: You read what you are given and answer.
-    tools: [look]
-    walk: [look]
-    max_turns: 3
-    terminal:
-      name: answer
-      schema: {type: object, properties: {text: {type: string, maxLength: 30}}, required: [text]}
-run:
-  steps:
-    - {role: reader, orchestrate: parallel, tasks: [one, two]}
-`)} {
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(chart, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	h := lookHarness(t, dir, "", 1)
 	rec := filepath.Join(dir, "run.jsonl")
 	args := []string{"run", h, "--headless", "--model", model, "--mmproj", proj, "--walk", "--ctx", "4096", "--threads", "1", "--temperature", "0", "--attach", chart, "--trace", rec}
 	if out, err := lloyalCmd(bin, dir, cache, args...).CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {
