@@ -65,8 +65,10 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 	// caps its context at the model's.
 	tiny := modelgen.Tiny()
 	tiny.CtxTrain = 16384
-	// This context only tokenizes; each row gets its own (loopCells).
-	m, be, err := openLocal(o.LocalModel, "tiny-16k", tiny, nil, 4096, o.Threads)
+	// This context only tokenizes, so it holds as few cells as llama.cpp
+	// allows (they would count in every row's peak); each row gets its
+	// own (loopCells, streamCells).
+	m, be, err := openLocal(o.LocalModel, "tiny-16k", tiny, nil, 256, o.Threads)
 	if err != nil {
 		return err
 	}
@@ -85,6 +87,11 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 	if err != nil {
 		return err
 	}
+	written, err := noteTokens(be, o.Call)
+	if err != nil {
+		return err
+	}
+	agent := agentCells(o, written)
 	fmt.Fprintf(w, "workload: a %d-token shared system prompt (%s's tokenizer); each agent makes %d calls, each writing a %d-character note (forced) and reading a %d-token result, then reports\n",
 		got, m.Info.Name, o.Turns, o.Call, o.Result)
 	fmt.Fprintf(w, "model: %s (load the same file into the server for a like-for-like row)\n\n", m.Info.Path)
@@ -99,21 +106,21 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 		// other: one shared cache with room for every agent's whole loop
 		// at its longest (pressure is not what this measures), and no
 		// more: the cache is most of the memory a row holds.
-		pick := llamabackend.ChooseStreams(streamCells(spine, agentCells(o), n), n+2, streamShare(spine, agentCells(o)), true)
+		pick := llamabackend.ChooseStreams(streamCells(spine, agent, n), n+1, streamShare(spine, agent), true)
 		picks = append(picks, fmt.Sprintf("%d agents: %s", n, pick.Why))
 		order := []bool{true, false}
 		if pick.Streams == 0 {
 			order = []bool{false, true}
 		}
 		for i, streams := range order {
-			name, cells := "local, shared cache", loopCells(o, spine, n)
+			name, cells, seqs := "local, shared cache", loopCells(spine, agent, n), n+1
 			if streams {
-				name, cells = "local, streams", streamCells(spine, agentCells(o), n)
+				name, cells = "local, streams", streamCells(spine, agent, n)
 			}
 			if i == 0 {
 				name += " (auto's pick)"
 			}
-			rb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cells, NBatch: 512, NSeqMax: n + 2, NThreads: o.Threads, Streams: streams})
+			rb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: cells, NBatch: 512, NSeqMax: seqs, NThreads: o.Threads, Streams: streams})
 			if err != nil {
 				return fmt.Errorf("%s, %d agents: %w", name, n, err)
 			}
@@ -133,7 +140,9 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 		if err != nil {
 			return err
 		}
-		c, err := serverbackend.Dial(ctx, serverbackend.Options{URL: o.Server, Model: o.Model, APIKey: o.APIKey, API: api, NCtx: 16384, RequestTimeout: o.Timeout})
+		// Each conversation is given a stream's cells: the server, started
+		// with a slot per agent, holds what the streams row holds for each.
+		c, err := serverbackend.Dial(ctx, serverbackend.Options{URL: o.Server, Model: o.Model, APIKey: o.APIKey, API: api, NCtx: streamShare(spine, agent), RequestTimeout: o.Timeout})
 		if err != nil {
 			return err
 		}
@@ -336,18 +345,40 @@ func statusBytes(path, key string) int64 {
 	return 0
 }
 
-// loopCells is a context that holds the spine and n agents' whole loops at
-// their longest (agentCells) above the cells the runtime keeps free (its
-// default soft limit), rounded up to 256.
-func loopCells(o AgentsOptions, spine, n int) int {
-	return roundCells(spine + n*agentCells(o) + engine.DefaultSoftLimit)
+// loopCells is a context that holds the spine and n agents' loops (agent
+// cells each) above the cells the runtime keeps free (its default soft
+// limit), rounded up to 256.
+func loopCells(spine, agent, n int) int {
+	return roundCells(spine + n*agent + engine.DefaultSoftLimit)
 }
 
-// agentCells are the cells one agent's loop writes at its longest: each
-// call at its turn's token limit, each result, the report, and the chat
+// agentCells are the cells one agent's loop writes when each note takes
+// written tokens: each call, each result, the report, and the chat
 // template's markers around each.
-func agentCells(o AgentsOptions) int {
-	return o.Turns*(4*o.Call+o.Result+32) + 4*o.Call + 64
+func agentCells(o AgentsOptions, written int) int {
+	return o.Turns*(written+o.Result+32) + written + 64
+}
+
+// noteTokens is what a note of call characters is sized at: twice the
+// tokens that many characters of the handbook take in the model's
+// tokenizer. Grammar forces a note to call characters and lets the model
+// write them as up to four tokens each (a byte of UTF-8 a token, the turn's
+// limit); sized for that bound, every stream held several times the cells
+// its agent used (the 134M model writes a 120-character note in about 45
+// tokens; the bound is 480). A model whose notes outgrow twice the
+// handbook's rate fills its stream, and the row fails saying which agent
+// stopped and why.
+func noteTokens(be engine.Backend, call int) (int, error) {
+	text, err := handbookText()
+	if err != nil {
+		return 0, err
+	}
+	sample := []rune(text)[:min(len([]rune(text)), 64*call)]
+	toks, err := be.Tokenize(chat.Prompt{{Text: string(sample)}})
+	if err != nil {
+		return 0, err
+	}
+	return min(4*call, (2*len(toks)*call+len(sample)-1)/max(len(sample), 1)), nil
 }
 
 // loopTools are the loop's tools: note, which returns result, and the
@@ -371,12 +402,11 @@ func spineCells(be engine.Backend, system string, tools ...engine.Tool) (int, er
 	return len(toks), err
 }
 
-// streamCells is a context with a stream per branch (n agents, the spine,
-// one spare) that each hold the spine and one agent's cells (agent) above
-// the cells the runtime keeps free: with streams, pressure is each
-// stream's.
+// streamCells is a context with a stream per branch (n agents and the
+// spine) that each hold the spine and one agent's cells (agent) above the
+// cells the runtime keeps free: with streams, pressure is each stream's.
 func streamCells(spine, agent, n int) int {
-	return (n + 2) * streamShare(spine, agent)
+	return (n + 1) * streamShare(spine, agent)
 }
 
 // streamShare is one stream of streamCells: the spine, one agent's cells

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/internal/modelgen"
 )
 
@@ -54,6 +55,45 @@ func TestAgentsBenchRunsTheLoop(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "2 agents: a stream per agent") {
 		t.Fatalf("auto's pick is not said:\n%s", out.String())
+	}
+}
+
+// A note is sized at twice the tokens the handbook's text takes for as
+// many characters: above what text like the handbook's needs, below the
+// bound grammar allows (four tokens a character), which held several times
+// the cells the loop used.
+func TestNotesAreSizedAtTwiceTheHandbooksRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the tiny model")
+	}
+	p := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := modelgen.WriteFile(p, modelgen.Tiny()); err != nil {
+		t.Fatal(err)
+	}
+	m, be, err := openLocal(p, "tiny", modelgen.Tiny(), nil, 256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	defer be.Close()
+	text, err := handbookText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chars := []rune(text)[:4096]
+	toks, err := be.Tokenize(chat.Prompt{{Text: string(chars)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := float64(len(toks)) / float64(len(chars))
+	for _, call := range []int{16, 120, 400} {
+		got, err := noteTokens(be, call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if float64(got) < 1.5*rate*float64(call) || got >= 4*call {
+			t.Errorf("a %d-character note sized at %d tokens: want about twice the handbook's %.2f tokens a character, under the bound of %d", call, got, rate, 4*call)
+		}
 	}
 }
 

@@ -33,6 +33,11 @@ the one lloyal run's default (--streams auto) picks for this loop first,
 marked "(auto's pick)"; a server is sent the agent's whole
 conversation each turn and must find its prefix again in its cache.
 
+Each agent is given the same cells on every row: the spine, its loop
+with notes sized at twice the tokens handbook text takes, and the soft
+limit (a stream's share; the server is asked for that context, so start
+it with a slot per agent, OLLAMA_NUM_PARALLEL=N, for memory like for like).
+
 Columns: wall time, tokens written (and per turn), aggregate tokens/s, the
 prompt tokens the backend was given and how many it evaluated (locally what
 was prefilled; on a server what it reports), and peak memory: this

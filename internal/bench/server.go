@@ -105,7 +105,7 @@ func (b *serverBench) run(ctx context.Context, w io.Writer) error {
 		}
 		// And with a stream per branch (lloyal run --streams), each
 		// holding the spine and one agent's text (and its task).
-		sb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: streamCells(got, b.Tokens+64, n), NBatch: 512, NSeqMax: n + 2, NThreads: b.Threads, Streams: true})
+		sb, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: streamCells(got, b.Tokens+64, n), NBatch: 512, NSeqMax: n + 1, NThreads: b.Threads, Streams: true})
 		if err != nil {
 			return fmt.Errorf("local streams, %d agents: %w", n, err)
 		}
