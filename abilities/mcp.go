@@ -366,10 +366,18 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 	if n, first := s.lines.count(); n > 0 {
 		warnings = append(warnings, fmt.Sprintf("ability %s: its server wrote %d line(s) on stdout that are not MCP messages, skipped (the first: %q); the trace notes them", s.ab.Name, n, first))
 	}
-	for t, err := range c.sess.Tools(lctx, nil) {
-		if err != nil {
-			s.fail(c, err.Error())
-			return nil, nil, fmt.Errorf("ability %s: list its tools: %w", s.ab.Name, err)
+	tools, left, err := listTools(lctx, c)
+	if err != nil {
+		s.fail(c, err.Error())
+		return nil, nil, fmt.Errorf("ability %s: list its tools: %w", s.ab.Name, err)
+	}
+	if left != "" {
+		warnings = append(warnings, fmt.Sprintf("ability %s: %s", s.ab.Name, left))
+	}
+	for _, t := range tools {
+		if len(t.Description) > maxToolDescription {
+			warnings = append(warnings, fmt.Sprintf("ability %s: tool %s's description is over %d KiB: cut there", s.ab.Name, t.Name, maxToolDescription>>10))
+			t.Description = cut(t.Description, maxToolDescription)
 		}
 		name := s.ab.Name + "_" + t.Name
 		if !toolName.MatchString(t.Name) || !toolName.MatchString(name) {

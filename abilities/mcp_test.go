@@ -413,6 +413,46 @@ func TestToolNamesChecked(t *testing.T) {
 	}
 }
 
+// A server's tool list is read within bounds: 20 pages at most, however
+// many it offers, and a description over 8 KiB is cut there; each says so.
+func TestToolListBounded(t *testing.T) {
+	ms := mcp.NewServer(&mcp.Implementation{Name: "pages", Version: "1"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler), PageSize: 1})
+	noop := func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	}
+	for i := range 25 {
+		desc := "a tool"
+		if i == 0 {
+			desc = strings.Repeat("long ", 4<<10)
+		}
+		mcp.AddTool(ms, &mcp.Tool{Name: fmt.Sprintf("t%02d", i), Description: desc}, noop)
+	}
+	a, _ := httpAbility(t, ms)
+	srv, err := NewServer(a, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	list, warnings, err := srv.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != maxToolPages {
+		t.Errorf("%d tools listed from one a page, want the first %d pages'", len(list), maxToolPages)
+	}
+	for _, tl := range list {
+		if d := tl.Spec().Description; len(d) > maxToolDescription+len("…") {
+			t.Errorf("%s: a %d-byte description offered", tl.Spec().Name, len(d))
+		}
+	}
+	all := strings.Join(warnings, "\n")
+	for _, want := range []string{"more than 20 pages of tools", "tool t00's description is over 8 KiB"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no warning saying %q in:\n%s", want, all)
+		}
+	}
+}
+
 // Two calls in flight when their server dies both fail, and the server is
 // stopped once: a second group kill could hit a process group that reused
 // the id.
