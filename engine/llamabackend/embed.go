@@ -6,10 +6,10 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/llama"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"golang.org/x/sync/semaphore"
 )
 
 // Embedder turns texts into vectors with a model's pooled embeddings
@@ -21,7 +21,9 @@ import (
 type Embedder struct {
 	m   *model.Model
 	ctx *llama.Context
-	mu  sync.Mutex
+	// turn lets one call decode at a time; a caller waits for it as long
+	// as its context lets it.
+	turn *semaphore.Weighted
 }
 
 // embedSeqs is how many texts one decode carries at most.
@@ -70,7 +72,7 @@ func openPooled(ref string, o ContextOptions, rank bool) (e *Embedder, closeAll 
 		}
 		var c *llama.Context
 		if c, err = llama.NewContext(m.Model, p); err == nil {
-			e = &Embedder{m: m, ctx: c}
+			e = &Embedder{m: m, ctx: c, turn: semaphore.NewWeighted(1)}
 			return e, func() { c.Close(); m.Close() }, nil
 		}
 	}
@@ -219,8 +221,10 @@ func (e *Embedder) pair(query, doc string) ([]llama.Token, error) {
 // pooled decodes each input as a sequence of its own, several to a decode,
 // and gives each one's pooled output.
 func (e *Embedder) pooled(ctx context.Context, inputs [][]llama.Token, progress func(done, total int)) ([][]float32, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if err := e.turn.Acquire(ctx, 1); err != nil {
+		return nil, err
+	}
+	defer e.turn.Release(1)
 	out := make([][]float32, len(inputs))
 	nb := e.ctx.NBatch()
 	var seqIdx []int

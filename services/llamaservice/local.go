@@ -10,23 +10,24 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamabackend"
 	"github.com/lloyal-ai/lloyal/services"
+	"golang.org/x/sync/semaphore"
 )
 
 // local is a service whose model runs here, in a llama.cpp context of its
 // own beside the run's: it never decodes on the agents' context, so a tool
 // that calls it may run beside the tick loop (Fanout). One call decodes at
-// a time (mu): tools calling it at once wait their turn.
+// a time (turn): tools calling it at once wait their turn, each as long as
+// its own context lets it.
 type local struct {
 	spec     services.Spec
 	be       *llamabackend.Backend
 	closeAll func()
-	mu       sync.Mutex
+	turn     *semaphore.Weighted
 	// yes and no are the tokens a reranker's score compares.
 	yes, no engine.Token
 }
@@ -80,7 +81,7 @@ func openWith(sp services.Spec, template string) (*local, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &local{spec: sp, be: be, closeAll: closeAll}
+	l := &local{spec: sp, be: be, closeAll: closeAll, turn: semaphore.NewWeighted(1)}
 	switch sp.Kind {
 	case services.Rerank:
 		if l.yes, l.no, err = yesNo(be); err != nil {
@@ -174,8 +175,10 @@ func (l *local) Rank(ctx context.Context, query string, docs []string, progress 
 		}
 		leaves[i] = append(t, tail...)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	if err := l.turn.Acquire(ctx, 1); err != nil {
+		return nil, fmt.Errorf("service %s: waiting for its turn: %w", l.spec.Name, err)
+	}
+	defer l.turn.Release(1)
 	scores := make([]float64, len(docs))
 	err = l.withBranch(shared, func(root engine.BranchID) error {
 		for lo := 0; lo < len(leaves); lo += leafGroup {
@@ -278,8 +281,10 @@ func (l *local) Judge(ctx context.Context, text string) (services.Verdict, error
 	if err := ctx.Err(); err != nil {
 		return services.Verdict{}, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	if err := l.turn.Acquire(ctx, 1); err != nil {
+		return services.Verdict{}, fmt.Errorf("service %s: waiting for its turn: %w", l.spec.Name, err)
+	}
+	defer l.turn.Release(1)
 	logp := make([]float64, len(labels))
 	err = l.withBranch(prompt, func(root engine.BranchID) error {
 		first := slices.Clone(l.be.Logits(root))

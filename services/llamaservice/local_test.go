@@ -2,6 +2,7 @@ package llamaservice
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -247,5 +249,31 @@ func TestLocalCrossEncoderRerank(t *testing.T) {
 	sc, err := r.Rank(context.Background(), "Where are the boats?", []string{"The harbor.", "A rope.", strings.Repeat("tide ", 2000)}, func(d, total int) { done = d })
 	if err != nil || len(sc) != 3 || done != 3 {
 		t.Fatalf("scores %v (%v), progress %d of 3", sc, err, done)
+	}
+}
+
+// TestLocalWaitEndsWithItsContext: a call waiting for another's turn on the
+// service's context gives up when its own context ends (Ctrl-C, a tool's
+// limit), instead of waiting out the call ahead of it.
+func TestLocalWaitEndsWithItsContext(t *testing.T) {
+	ranker := openTiny(t, services.Spec{Name: "ranker", Kind: services.Rerank})
+	judge := openTiny(t, services.Spec{Name: "judge", Kind: services.Judge, Labels: []string{"yes", "no"}})
+	for _, c := range []struct {
+		l    *local
+		call func(context.Context) error
+	}{
+		{ranker, func(ctx context.Context) error { _, err := ranker.Rank(ctx, "q", []string{"d"}, nil); return err }},
+		{judge, func(ctx context.Context) error { _, err := judge.Judge(ctx, "d"); return err }},
+	} {
+		if err := c.l.turn.Acquire(context.Background(), 1); err != nil { // a call in flight
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := c.call(ctx)
+		cancel()
+		c.l.turn.Release(1)
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for its turn") {
+			t.Errorf("%s behind a call in flight: %v, want its context's end, said", c.l.spec.Name, err)
+		}
 	}
 }
