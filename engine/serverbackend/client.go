@@ -520,23 +520,33 @@ func (c *Client) getJSON(ctx context.Context, path string, body, out any) error 
 		return c.requestFailed(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return statusError(resp)
-	}
-	if err := notHTML(resp); err != nil {
+	if err := answered(resp); err != nil {
 		return err
 	}
 	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out)
 }
 
-// requestFailed says why a request got no answer: a redirect lloyal
-// refused (its own message), or a server it cannot reach.
-func (c *Client) requestFailed(err error) error {
+// requestFailed says why a request got no answer (unreached).
+func (c *Client) requestFailed(err error) error { return unreached(c.Name(), err) }
+
+// unreached says why a request to the server named got no answer: a
+// redirect lloyal refused (its own message), or a server it cannot reach.
+func unreached(name string, err error) error {
 	var re *redirectError
 	if errors.As(err, &re) {
 		return re
 	}
-	return fmt.Errorf("cannot reach the server at %s: %w", c.Name(), err)
+	return fmt.Errorf("cannot reach the server at %s: %w", name, err)
+}
+
+// answered fails unless resp is an answer to read: a refusal is the
+// server's own message (statusError), a web page where JSON belongs says
+// what to check (notHTML).
+func answered(resp *http.Response) error {
+	if resp.StatusCode != http.StatusOK {
+		return statusError(resp)
+	}
+	return notHTML(resp)
 }
 
 // isStream reports whether an answer says it is a stream of a turn

@@ -3,7 +3,6 @@ package serverbackend
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -83,18 +82,11 @@ func (e *Endpoint) Post(ctx context.Context, path string, body, out any) error {
 	}
 	resp, err := e.hc.Do(req)
 	if err != nil {
-		var rd *redirectError
-		if errors.As(err, &rd) {
-			return rd
-		}
-		return fmt.Errorf("cannot reach the server at %s: %w", e.Name(), err)
+		return unreached(e.Name(), err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s%s: %w", e.Name(), path, statusError(resp))
-	}
-	if err := notHTML(resp); err != nil {
-		return err
+	if err := answered(resp); err != nil {
+		return fmt.Errorf("%s%s: %w", e.Name(), path, err)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out); err != nil {
 		return fmt.Errorf("%s%s: the answer is not the JSON expected: %w", e.Name(), path, err)
