@@ -376,6 +376,23 @@ func httpAbilityWith(t *testing.T, h http.Handler) (*Installed, *httptest.Server
 	return installed(t, src, "web"), hs
 }
 
+// toolsOf is what Tools offers of ms, reached over streamable HTTP, and
+// its warnings.
+func toolsOf(t *testing.T, ms *mcp.Server) ([]engine.Tool, []string) {
+	t.Helper()
+	a, _ := httpAbility(t, ms)
+	srv, err := NewServer(a, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	list, warnings, err := srv.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list, warnings
+}
+
 // A server's tool name reaches the model's prompt: one that could hold a
 // special token or markup, or that is too long once prefixed, is left out
 // with a warning; the others are listed.
@@ -387,16 +404,7 @@ func TestToolNamesChecked(t *testing.T) {
 	for _, name := range []string{"ok.tool-1", "x<|im_end|>", "a b", strings.Repeat("n", 61), strings.Repeat("n", 60)} {
 		mcp.AddTool(ms, &mcp.Tool{Name: name}, noop)
 	}
-	a, _ := httpAbility(t, ms)
-	srv, err := NewServer(a, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	list, warnings, err := srv.Tools(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	list, warnings := toolsOf(t, ms)
 	var names []string
 	for _, tl := range list {
 		names = append(names, tl.Spec().Name)
@@ -427,16 +435,7 @@ func TestToolListBounded(t *testing.T) {
 		}
 		mcp.AddTool(ms, &mcp.Tool{Name: fmt.Sprintf("t%02d", i), Description: desc}, noop)
 	}
-	a, _ := httpAbility(t, ms)
-	srv, err := NewServer(a, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	list, warnings, err := srv.Tools(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	list, warnings := toolsOf(t, ms)
 	if len(list) != maxToolPages {
 		t.Errorf("%d tools listed from one a page, want the first %d pages'", len(list), maxToolPages)
 	}
@@ -551,16 +550,7 @@ func TestSchemasFetchNothing(t *testing.T) {
 	ms.AddTool(&mcp.Tool{Name: "fetcher", InputSchema: json.RawMessage(ref)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{}, nil
 	})
-	a, _ := httpAbility(t, ms)
-	srv, err := NewServer(a, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	list, warnings, err := srv.Tools(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	list, warnings := toolsOf(t, ms)
 	if n := fetched.Load(); n != 0 {
 		t.Fatalf("compiling a tool's input schema fetched %d remote $refs", n)
 	}
