@@ -78,7 +78,13 @@ func (o ContextOptions) withDefaults() ContextOptions {
 // params is o as llama.cpp's context parameters (threads as o says: New
 // settles them for the model).
 func (o ContextOptions) params() llama.ContextParams {
-	return llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads, AdaptThreads: o.NThreads <= 0, KVType: o.KVType, Streams: o.Streams}
+	p := llama.ContextParams{NCtx: o.NCtx, NBatch: o.NBatch, NSeqMax: o.NSeqMax, NThreads: o.NThreads, AdaptThreads: o.NThreads <= 0, KVType: o.KVType, Streams: o.Streams}
+	if o.Projector != "" {
+		// A model that reads an image's positions together (non-causal)
+		// needs them in one micro-batch: as many as a decode holds.
+		p.NUbatch = o.NBatch
+	}
+	return p
 }
 
 // smallModel is the size below which one thread decodes fastest: the work

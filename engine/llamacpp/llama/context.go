@@ -19,8 +19,12 @@ import (
 
 // ContextParams configures NewContext.
 type ContextParams struct {
-	NCtx    int // total cells shared by every sequence
-	NBatch  int // most tokens one Decode may carry
+	NCtx   int // total cells shared by every sequence
+	NBatch int // most tokens one Decode may carry
+	// NUbatch is the most tokens llama.cpp computes at once (its
+	// micro-batch; a Decode of more is computed in turns): by default
+	// NBatch, or MicroBatch where that is smaller (see MicroBatch).
+	NUbatch int
 	NSeqMax int // most sequences alive at once (≤ 256)
 	// NThreads defaults to the number of CPUs. With AdaptThreads it is the
 	// most threads a decode uses.
@@ -131,6 +135,21 @@ const (
 // (the spine is the system prompt with every tool's schema), so off it is.
 func flashDefault(t KVType) bool { return t != KVF16 }
 
+// MicroBatch is the most tokens a context computes at once (llama.cpp's
+// n_ubatch; a Decode of more is computed in turns) where its model is on
+// the CPU and flash attention is off, unless ContextParams.NUbatch says
+// otherwise. Without flash attention llama.cpp's compute buffer holds a
+// micro-batch's attention scores over every cell in use: for 512 tokens
+// over the 22,272 cells of `lloyal bench agents`' shared 8-agent loop on a
+// 12-head 134M model, about 0.5 GB beside a 0.8 GB cache. At 128 tokens
+// that loop's peak fell from 1.91 to 1.55 GB and its wall from 378 to
+// 327 s (streams: 2.16 to 2.10 GB, the same wall), the tokens written
+// unchanged, as were the demo model's research runs event for event (2
+// cores, 2026-12-06). Embeddings keep the decode's size (a pooled sequence
+// is computed whole), and so do a GPU's kernels, which want whole batches
+// (unmeasured there).
+const MicroBatch = 128
+
 // MaxSeq is llama.cpp's compile-time limit on sequence ids.
 const MaxSeq = 256
 
@@ -144,7 +163,9 @@ type Context struct {
 	model  *Model
 	nCtx   int
 	nBatch int
-	nSeq   int
+	// nUbatch is llama.cpp's micro-batch: what it computes at once.
+	nUbatch int
+	nSeq    int
 	// nCtxSeq is the cells one sequence may hold: nCtx in a unified
 	// cache, its stream's size with Streams.
 	nCtxSeq int
@@ -214,8 +235,9 @@ func (p ContextParams) withDefaults() ContextParams {
 
 // native is p as llama.cpp's context parameters, and whether flash
 // attention is on (what NewContext creates, and what a model is fitted to
-// before it loads).
-func (p ContextParams) native() (C.struct_llama_context_params, bool, error) {
+// before it loads), for a model with layers on a GPU device or not (the
+// micro-batch, MicroBatch, is the CPU's).
+func (p ContextParams) native(gpu bool) (C.struct_llama_context_params, bool, error) {
 	p = p.withDefaults()
 	cp := C.llama_context_default_params()
 	cp.n_ctx = C.uint32_t(p.NCtx)
@@ -240,6 +262,12 @@ func (p ContextParams) native() (C.struct_llama_context_params, bool, error) {
 	if flash {
 		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
 	}
+	switch {
+	case p.NUbatch > 0:
+		cp.n_ubatch = C.uint32_t(min(p.NUbatch, p.NBatch))
+	case !flash && !p.Embeddings && !gpu:
+		cp.n_ubatch = C.uint32_t(min(MicroBatch, p.NBatch))
+	}
 	if p.Embeddings {
 		cp.embeddings = true
 		cp.pooling_type = C.enum_llama_pooling_type(max(p.Pooling, PoolMean))
@@ -260,7 +288,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		return nil, fmt.Errorf("new context: n_seq_max must be in 1..%d, got %d", MaxSeq, p.NSeqMax)
 	}
 	p = p.withDefaults()
-	cp, flash, err := p.native()
+	cp, flash, err := p.native(m.Offload().Layers > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -287,6 +315,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	// would trip its GGML_ASSERT(n_tokens_all <= n_batch), so the batch and
 	// every caller use the size it actually took.
 	nBatch := min(p.NBatch, int(C.llama_n_batch(c)))
+	nUbatch := min(nBatch, int(C.llama_n_ubatch(c)))
 	ctx := &Context{
 		c:       c,
 		mem:     C.llama_get_memory(c),
@@ -294,6 +323,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		model:   m,
 		nCtx:    int(C.llama_n_ctx(c)),
 		nBatch:  nBatch,
+		nUbatch: nUbatch,
 		nSeq:    p.NSeqMax,
 		nCtxSeq: int(C.llama_n_ctx_seq(c)),
 		streams: p.Streams,

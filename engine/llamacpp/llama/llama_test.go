@@ -3,6 +3,7 @@ package llama
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -233,5 +234,61 @@ func BenchmarkLogSumExp(b *testing.B) {
 	}
 	for b.Loop() {
 		LogSumExp(l)
+	}
+}
+
+// Without flash attention a context computes at most MicroBatch tokens at
+// once (its compute buffer holds a micro-batch's attention scores over
+// every cell); with flash attention, for embeddings (a pooled sequence is
+// computed whole) and where NUbatch says, as the caller asks. A decode
+// longer than the micro-batch gives the logits one micro-batch would.
+func TestMicroBatch(t *testing.T) {
+	m, err := LoadModel(testmodel.Tiny(t), ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	open := func(p ContextParams) *Context {
+		t.Helper()
+		p.NCtx, p.NSeqMax, p.NThreads = 1024, 1, 1
+		c, err := NewContext(m, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	for _, c := range []struct {
+		name string
+		p    ContextParams
+		want int
+	}{
+		{"f16", ContextParams{NBatch: 512}, MicroBatch},
+		{"small batch", ContextParams{NBatch: 64}, 64},
+		{"flash attention", ContextParams{NBatch: 512, FlashAttn: FlashOn}, 512},
+		{"embeddings", ContextParams{NBatch: 512, Embeddings: true, Pooling: PoolMean}, 512},
+		{"asked", ContextParams{NBatch: 512, NUbatch: 256}, 256},
+	} {
+		if got := open(c.p).nUbatch; got != c.want {
+			t.Errorf("%s: micro-batch %d, want %d", c.name, got, c.want)
+		}
+	}
+	const n = 300
+	logits := func(c *Context) []float32 {
+		toks, pos, seqs, outs := make([]Token, n), make([]int32, n), make([]int32, n), make([]int8, n)
+		for i := range n {
+			toks[i], pos[i] = Token(3+i%200), int32(i)
+		}
+		outs[n-1] = 1
+		if err := c.Decode(toks, pos, seqs, outs); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(c.Logits(n - 1))
+	}
+	small, whole := logits(open(ContextParams{NBatch: 512})), logits(open(ContextParams{NBatch: 512, NUbatch: 512}))
+	for i := range whole {
+		if d := math.Abs(float64(small[i] - whole[i])); d > 1e-4 {
+			t.Fatalf("logit %d: %g in micro-batches of %d, %g in one", i, small[i], MicroBatch, whole[i])
+		}
 	}
 }

@@ -171,8 +171,8 @@ func (c *Context) DecodeImage(embd []float32, n int, pos0, seq int32, nonCausal 
 	switch {
 	case n <= 0 || len(embd) != n*nEmbd:
 		return fmt.Errorf("decode image: %d floats for %d positions of width %d", len(embd), n, nEmbd)
-	case nonCausal && n > c.nBatch:
-		return fmt.Errorf("decode image: the model reads an image's %d positions at once, more than a decode batch holds (%d): this model's images are not read here yet; use it through a server", n, c.nBatch)
+	case nonCausal && n > c.nUbatch:
+		return fmt.Errorf("decode image: the model reads an image's %d positions at once, more than a micro-batch holds (%d): this model's images are not read here yet; use it through a server", n, c.nUbatch)
 	}
 	// A causal image goes in a batch at a time, as its tokens would.
 	c.outputs = c.outputs[:0]
