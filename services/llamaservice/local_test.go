@@ -269,7 +269,14 @@ func TestLocalWaitEndsWithItsContext(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		err := c.call(ctx)
+		done := make(chan error, 1)
+		go func() { done <- c.call(ctx) }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(time.Minute): // a wait that ignores its context
+			t.Fatalf("%s behind a call in flight: still waiting a minute after its context ended", c.l.spec.Name)
+		}
 		cancel()
 		c.l.turn.Release(1)
 		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for its turn") {
