@@ -104,8 +104,8 @@ func Agents(ctx context.Context, w io.Writer, o AgentsOptions) error {
 		// whole loop and the soft limit, where each agent's attention
 		// reads its own cells and every fork copies the spine. Then the
 		// other: one shared cache with room for every agent's whole loop
-		// at its longest (pressure is not what this measures), and no
-		// more: the cache is most of the memory a row holds.
+		// (agentCells; pressure is not what this measures), and no more:
+		// the cache is most of the memory a row holds.
 		pick := llamabackend.ChooseStreams(streamCells(spine, agent, n), n+1, streamShare(spine, agent), true)
 		picks = append(picks, fmt.Sprintf("%d agents: %s", n, pick.Why))
 		order := []bool{true, false}
@@ -373,7 +373,8 @@ func noteTokens(be engine.Backend, call int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	sample := []rune(text)[:min(len([]rune(text)), 64*call)]
+	runes := []rune(text)
+	sample := runes[:min(len(runes), 64*call)]
 	toks, err := be.Tokenize(chat.Prompt{{Text: string(sample)}})
 	if err != nil {
 		return 0, err
