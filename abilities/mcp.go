@@ -375,10 +375,6 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 		warnings = append(warnings, fmt.Sprintf("ability %s: %s", s.ab.Name, left))
 	}
 	for _, t := range tools {
-		if len(t.Description) > maxToolDescription {
-			warnings = append(warnings, fmt.Sprintf("ability %s: tool %s's description is over %d KiB: cut there", s.ab.Name, t.Name, maxToolDescription>>10))
-			t.Description = cut(t.Description, maxToolDescription)
-		}
 		name := s.ab.Name + "_" + t.Name
 		if !toolName.MatchString(t.Name) || !toolName.MatchString(name) {
 			warnings = append(warnings, fmt.Sprintf("ability %s: tool %q left out: its name (as %q) must be 1 to 64 letters, digits, '_', '.' or '-' (ask the server's author to rename it)", s.ab.Name, t.Name, name))
@@ -406,6 +402,10 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 				warnings = append(warnings, fmt.Sprintf("ability %s: tool %s left out: its output schema is not usable (%v)", s.ab.Name, t.Name, err))
 				continue
 			}
+		}
+		if len(t.Description) > maxToolDescription {
+			warnings = append(warnings, fmt.Sprintf("ability %s: tool %s's description is over %d KiB: cut there", s.ab.Name, t.Name, maxToolDescription>>10))
+			t.Description = cut(t.Description, maxToolDescription)
 		}
 		out = append(out, &Tool{srv: s, remote: t.Name, output: output, spec: engine.ToolSpec{
 			Name:        name,

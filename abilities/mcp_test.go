@@ -450,6 +450,15 @@ func TestToolListBounded(t *testing.T) {
 			t.Errorf("no warning saying %q in:\n%s", want, all)
 		}
 	}
+	// And 256 tools at most, however few the pages.
+	many := mcp.NewServer(&mcp.Implementation{Name: "many", Version: "1"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	for i := range maxTools + 10 {
+		mcp.AddTool(many, &mcp.Tool{Name: fmt.Sprintf("m%03d", i)}, noop)
+	}
+	list, warnings = toolsOf(t, many)
+	if len(list) != maxTools || !strings.Contains(strings.Join(warnings, "\n"), "more than 256 tools") {
+		t.Errorf("%d tools listed, warnings %q: want the first %d, said", len(list), warnings, maxTools)
+	}
 }
 
 // Two calls in flight when their server dies both fail, and the server is

@@ -245,3 +245,15 @@ func TestPlanForcesEachTurnsTool(t *testing.T) {
 		t.Fatalf("bad plan: %v", err)
 	}
 }
+
+// A context for a model that reads images keeps a micro-batch as large as
+// its decode: an image whose positions are read together (non-causal)
+// must be computed at once.
+func TestProjectorKeepsTheDecodesMicroBatch(t *testing.T) {
+	if got := (ContextOptions{NBatch: 512, Projector: "m.mmproj.gguf"}).params().NUbatch; got != 512 {
+		t.Errorf("with a projector: micro-batch %d, want 512", got)
+	}
+	if got := (ContextOptions{NBatch: 512}).params().NUbatch; got != 0 {
+		t.Errorf("without one: micro-batch %d, want llama's default (0)", got)
+	}
+}

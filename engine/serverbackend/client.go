@@ -659,10 +659,7 @@ func (c *Client) Generate(ctx context.Context, tr engine.TurnRequest, text func(
 		return engine.TurnResult{}, c.requestFailed(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return engine.TurnResult{}, statusError(resp)
-	}
-	if err := notHTML(resp); err != nil {
+	if err := answered(resp); err != nil {
 		return engine.TurnResult{}, err
 	}
 	r := &watchReader{r: resp.Body, dog: dog, d: c.o.RequestTimeout}

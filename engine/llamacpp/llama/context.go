@@ -22,8 +22,9 @@ type ContextParams struct {
 	NCtx   int // total cells shared by every sequence
 	NBatch int // most tokens one Decode may carry
 	// NUbatch is the most tokens llama.cpp computes at once (its
-	// micro-batch; a Decode of more is computed in turns): by default
-	// NBatch, or MicroBatch where that is smaller (see MicroBatch).
+	// micro-batch; a Decode of more is computed in turns). By default
+	// MicroBatch for a causal model on the CPU without flash attention
+	// outside embeddings (see MicroBatch), NBatch otherwise.
 	NUbatch int
 	NSeqMax int // most sequences alive at once (≤ 256)
 	// NThreads defaults to the number of CPUs. With AdaptThreads it is the
@@ -139,16 +140,30 @@ func flashDefault(t KVType) bool { return t != KVF16 }
 // n_ubatch; a Decode of more is computed in turns) where its model is on
 // the CPU and flash attention is off, unless ContextParams.NUbatch says
 // otherwise. Without flash attention llama.cpp's compute buffer holds a
-// micro-batch's attention scores over every cell in use: for 512 tokens
+// micro-batch's attention scores over every cell: for 512 tokens
 // over the 22,272 cells of `lloyal bench agents`' shared 8-agent loop on a
 // 12-head 134M model, about 0.5 GB beside a 0.8 GB cache. At 128 tokens
 // that loop's peak fell from 1.91 to 1.55 GB and its wall from 378 to
-// 327 s (streams: 2.16 to 2.10 GB, the same wall), the tokens written
+// 327 s (streams: 2.16 to 2.10 GB, 166 and 142 s in two runs), the tokens written
 // unchanged, as were the demo model's research runs event for event (2
 // cores, 2026-12-06). Embeddings keep the decode's size (a pooled sequence
 // is computed whole), and so do a GPU's kernels, which want whole batches
 // (unmeasured there).
 const MicroBatch = 128
+
+// ubatch is the micro-batch of a context of p (p.NBatch defaulted), flash
+// attention on or not: NUbatch where given, MicroBatch where micro allows
+// it (a causal model on the CPU) without flash attention outside
+// embeddings, the decode's size otherwise.
+func (p ContextParams) ubatch(flash, micro bool) int {
+	switch {
+	case p.NUbatch > 0:
+		return min(p.NUbatch, p.NBatch)
+	case micro && !flash && !p.Embeddings:
+		return min(MicroBatch, p.NBatch)
+	}
+	return p.NBatch
+}
 
 // MaxSeq is llama.cpp's compile-time limit on sequence ids.
 const MaxSeq = 256
@@ -235,9 +250,9 @@ func (p ContextParams) withDefaults() ContextParams {
 
 // native is p as llama.cpp's context parameters, and whether flash
 // attention is on (what NewContext creates, and what a model is fitted to
-// before it loads), for a model with layers on a GPU device or not (the
-// micro-batch, MicroBatch, is the CPU's).
-func (p ContextParams) native(gpu bool) (C.struct_llama_context_params, bool, error) {
+// before it loads); micro says whether MicroBatch may apply to the model
+// (see ubatch).
+func (p ContextParams) native(micro bool) (C.struct_llama_context_params, bool, error) {
 	p = p.withDefaults()
 	cp := C.llama_context_default_params()
 	cp.n_ctx = C.uint32_t(p.NCtx)
@@ -262,12 +277,7 @@ func (p ContextParams) native(gpu bool) (C.struct_llama_context_params, bool, er
 	if flash {
 		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
 	}
-	switch {
-	case p.NUbatch > 0:
-		cp.n_ubatch = C.uint32_t(min(p.NUbatch, p.NBatch))
-	case !flash && !p.Embeddings && !gpu:
-		cp.n_ubatch = C.uint32_t(min(MicroBatch, p.NBatch))
-	}
+	cp.n_ubatch = C.uint32_t(p.ubatch(flash, micro))
 	if p.Embeddings {
 		cp.embeddings = true
 		cp.pooling_type = C.enum_llama_pooling_type(max(p.Pooling, PoolMean))
@@ -288,7 +298,10 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		return nil, fmt.Errorf("new context: n_seq_max must be in 1..%d, got %d", MaxSeq, p.NSeqMax)
 	}
 	p = p.withDefaults()
-	cp, flash, err := p.native(m.Offload().Layers > 0)
+	// A model on a GPU, or one whose attention reads a sequence both ways
+	// (llama.cpp aborts on such a decode longer than the micro-batch),
+	// keeps the decode's size.
+	cp, flash, err := p.native(!m.Offload().OnGPU() && m.causal())
 	if err != nil {
 		return nil, err
 	}

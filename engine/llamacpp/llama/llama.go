@@ -352,3 +352,15 @@ func LogSumExp(logits []float32) float32 {
 	}
 	return float32(C.lloyal_logsumexp((*C.float)(unsafe.Pointer(&logits[0])), C.int32_t(len(logits))))
 }
+
+// causal reports whether the model's attention reads a sequence one way
+// (a decoder's): not where its file says `ARCH.attention.causal` is false
+// (BERT and the embedding models built on it) or it has an encoder.
+func (m *Model) causal() bool {
+	if bool(C.llama_model_has_encoder(m.m)) {
+		return false
+	}
+	arch, _ := m.Meta("general.architecture")
+	v, ok := m.Meta(arch + ".attention.causal")
+	return !ok || v != "false"
+}

@@ -273,6 +273,28 @@ func TestMicroBatch(t *testing.T) {
 			t.Errorf("%s: micro-batch %d, want %d", c.name, got, c.want)
 		}
 	}
+	// Where llama.cpp is asked to offload or the model reads a sequence
+	// both ways (it aborts on such a decode longer than the micro-batch),
+	// the decode's size.
+	if got := (ContextParams{NBatch: 512}).ubatch(false, false); got != 512 {
+		t.Errorf("a model on a GPU or non-causal: micro-batch %d, want 512", got)
+	}
+	bidi, err := LoadModel(testmodel.Rewrite(t, map[string]any{"llama.attention.causal": false}), ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bidi.Close()
+	if bidi.causal() || !m.causal() {
+		t.Fatalf("causal: %v for a file saying false, %v for the tiny model", bidi.causal(), m.causal())
+	}
+	bc, err := NewContext(bidi, ContextParams{NCtx: 1024, NBatch: 512, NSeqMax: 1, NThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	if bc.nUbatch != 512 {
+		t.Errorf("a non-causal model: micro-batch %d, want the decode's 512", bc.nUbatch)
+	}
 	const n = 300
 	logits := func(c *Context) []float32 {
 		toks, pos, seqs, outs := make([]Token, n), make([]int32, n), make([]int32, n), make([]int8, n)
