@@ -66,27 +66,20 @@ func (s *Server) Prompts(ctx context.Context) ([]Prompt, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var out []Prompt
-	cursor := ""
-	// Page by page, not with the SDK's iterator (ClientSession.Prompts),
-	// which follows a cursor for as long as the server gives one.
-	for page := 0; page < maxPromptPages && len(out) < maxPrompts; page++ {
+	_, err = pages(maxPromptPages, func(cursor string) ([]*mcp.Prompt, string, error) {
 		res, err := c.sess.ListPrompts(cctx, &mcp.ListPromptsParams{Cursor: cursor})
 		if err != nil {
-			return nil, s.requestFailed(ctx, cctx, c, "list its prompts", err)
+			return nil, "", err
 		}
-		for _, p := range res.Prompts {
-			if len(out) == maxPrompts {
-				break
-			}
-			if p == nil || !toolName.MatchString(p.Name) {
-				continue
-			}
+		return res.Prompts, res.NextCursor, nil
+	}, func(p *mcp.Prompt) bool {
+		if p != nil && toolName.MatchString(p.Name) {
 			out = append(out, prompt(p))
 		}
-		if res.NextCursor == "" {
-			break
-		}
-		cursor = res.NextCursor
+		return len(out) < maxPrompts
+	})
+	if err != nil {
+		return nil, s.requestFailed(ctx, cctx, c, "list its prompts", err)
 	}
 	return out, nil
 }

@@ -111,34 +111,31 @@ func offersResources(c *conn) bool {
 // tool's schema, which is in the prompt. left says, for a warning, what it
 // left out or did not read ("" for nothing).
 func listResources(ctx context.Context, c *conn) (list []*mcp.Resource, left string, err error) {
-	// The pages are read one by one, not with the SDK's iterator
-	// (ClientSession.Resources), which follows a cursor for as long as the
-	// server gives one: the pages are bounded here too.
-	size, skipped := 0, 0
-	cursor := ""
-	for page := 0; ; page++ {
-		if page == maxResourcePages {
-			return list, fmt.Sprintf("its server lists more than %d pages of resources: those of the first %d are offered", maxResourcePages, maxResourcePages), nil
-		}
+	size, skipped, full := 0, 0, false
+	more, err := pages(maxResourcePages, func(cursor string) ([]*mcp.Resource, string, error) {
 		res, err := c.sess.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
 		if err != nil {
 			return nil, "", err
 		}
-		for _, r := range res.Resources {
-			if r == nil || r.URI == "" || len(r.URI) > maxURI || strings.ContainsFunc(r.URI, breaksLine) || roleMarker.MatchString(r.URI) {
-				skipped++
-				continue
-			}
-			size += len(r.URI) + len(r.Name) + len(r.Title) + len(r.Description)
-			if len(list) == maxResources || size > maxResourceBytes {
-				return list, fmt.Sprintf("its server lists more than %d resources (or over %d KiB of them): the first %d are offered", maxResources, maxResourceBytes>>10, len(list)), nil
-			}
+		return res.Resources, res.NextCursor, nil
+	}, func(r *mcp.Resource) bool {
+		if r == nil || r.URI == "" || len(r.URI) > maxURI || strings.ContainsFunc(r.URI, breaksLine) || roleMarker.MatchString(r.URI) {
+			skipped++
+			return true
+		}
+		size += len(r.URI) + len(r.Name) + len(r.Title) + len(r.Description)
+		if full = len(list) == maxResources || size > maxResourceBytes; !full {
 			list = append(list, r)
 		}
-		if res.NextCursor == "" {
-			break
-		}
-		cursor = res.NextCursor
+		return !full
+	})
+	switch {
+	case err != nil:
+		return nil, "", err
+	case full:
+		return list, fmt.Sprintf("its server lists more than %d resources (or over %d KiB of them): the first %d are offered", maxResources, maxResourceBytes>>10, len(list)), nil
+	case more:
+		return list, fmt.Sprintf("its server lists more than %d pages of resources: those of the first %d are offered", maxResourcePages, maxResourcePages), nil
 	}
 	if skipped > 0 {
 		left = fmt.Sprintf("its server lists %d resource(s) with no URI, one over %d bytes, or one holding a line break or markup: left out", skipped, maxURI)

@@ -21,32 +21,31 @@ const (
 )
 
 // listTools lists the server's tools, within maxTools and maxToolPages.
-// left says, for a warning, what it did not read ("" for nothing). The
-// pages are read one by one, not with the SDK's iterator
-// (ClientSession.Tools), which follows a cursor for as long as the server
-// gives one, each page held until the listing ends.
+// left says, for a warning, what it did not read ("" for nothing).
 func listTools(ctx context.Context, c *conn) (list []*mcp.Tool, left string, err error) {
-	cursor := ""
-	for page := 0; ; page++ {
-		if page == maxToolPages {
-			return list, fmt.Sprintf("its server lists more than %d pages of tools: those of the first %d are offered", maxToolPages, maxToolPages), nil
-		}
+	full := false
+	more, err := pages(maxToolPages, func(cursor string) ([]*mcp.Tool, string, error) {
 		res, err := c.sess.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
 			return nil, "", err
 		}
-		for _, t := range res.Tools {
-			if t == nil {
-				continue
-			}
-			if len(list) == maxTools {
-				return list, fmt.Sprintf("its server lists more than %d tools: the first %d are offered", maxTools, maxTools), nil
-			}
+		return res.Tools, res.NextCursor, nil
+	}, func(t *mcp.Tool) bool {
+		if t == nil {
+			return true
+		}
+		if full = len(list) == maxTools; !full {
 			list = append(list, t)
 		}
-		if res.NextCursor == "" {
-			return list, "", nil
-		}
-		cursor = res.NextCursor
+		return !full
+	})
+	switch {
+	case err != nil:
+		return nil, "", err
+	case full:
+		left = fmt.Sprintf("its server lists more than %d tools: the first %d are offered", maxTools, maxTools)
+	case more:
+		left = fmt.Sprintf("its server lists more than %d pages of tools: those of the first %d are offered", maxToolPages, maxToolPages)
 	}
+	return list, left, nil
 }

@@ -56,7 +56,7 @@ rows = [
  ("engine/llamabackend/embed.go", "probs := arch == \"qwen3\" &&", "probs := false && arch == \"qwen3\" &&", "./engine/llamabackend", "TestCrossEncoderRanks"),
  ("engine/llamacpp/llama/context.go", "\tcase micro && !flash && !p.Embeddings:\n", "\tcase false:\n", "./engine/llamacpp/llama", "TestMicroBatch"),
  ("engine/llamacpp/llama/context.go", "\tcase micro && !flash && !p.Embeddings:\n", "\tcase micro && !flash:\n", "./engine/llamacpp/llama", "TestMicroBatch"),
- ("abilities/toollist.go", "\t\tif page == maxToolPages {", "\t\tif page == -1 {", "./abilities", "TestToolListBounded"),
+ ("abilities/pages.go", "\tfor range max {", "\tfor range max + 100 {", "./abilities", "TestToolListBounded"),
  ("services/llamaservice/local.go", "if err := l.turn.Acquire(ctx, 1); err != nil {", "if err := l.turn.Acquire(context.Background(), 1); err != nil {", "./services/llamaservice", "TestLocalWaitEndsWithItsContext"),
  ("engine/llamacpp/llama/context.go", "p.native(!m.Offload().OnGPU() && m.causal())", "p.native(!m.Offload().OnGPU())", "./engine/llamacpp/llama", "TestMicroBatch"),
 ]
