@@ -51,6 +51,10 @@ type serverLoop struct {
 	// clampSaid: the pool has said that a server's token count was set
 	// aside (clampCounts), which it says once.
 	clampSaid bool
+	// sent numbers the requests sent: a turn's seq, unique across the
+	// loop, so an aborted request's late pieces and end never pass for a
+	// later turn's (an agent's generation is made anew after an abort).
+	sent int
 }
 
 // generation is an agent's current turn on the server.
@@ -150,7 +154,8 @@ func (sv *serverLoop) startTurn(a *Agent, g *generation) {
 		Tools: p.tools.toolSpecs(), ToolChoice: toolChoice(forced), Images: p.images[:len(p.images):len(p.images)]}
 	req.Sampling.Grammar = nil
 	ctx, cancel := context.WithCancel(p.ctx)
-	g.seq++
+	sv.sent++
+	g.seq = sv.sent
 	g.running, g.cancel, g.pieces, g.promptLen, g.maxTokens = true, cancel, 0, len(text), maxTok
 	g.attempt++
 	a.raw.Reset()
@@ -194,7 +199,8 @@ func (sv *serverLoop) abort(a *Agent) {
 		if g.cancel != nil {
 			g.cancel()
 		}
-		g.seq++ // whatever is still on its way belongs to no turn
+		// Whatever is still on its way belongs to no turn: no generation
+		// holds its seq again.
 		g.running = false
 		delete(sv.gens, a)
 	}

@@ -69,3 +69,58 @@ func TestRuntimeCutsATurnPastItsLimit(t *testing.T) {
 		})
 	}
 }
+
+// lateEnd is a turn-level backend whose first turn loops until it is
+// aborted, and whose aborted request ends only after the next turn has
+// been sent (a server slow to close a cut stream); the next turn reports.
+type lateEnd struct {
+	calls   atomic.Int64
+	resent  chan struct{} // closed when the second turn is sent
+	aborted atomic.Bool
+}
+
+func (*lateEnd) Format() chat.Format { return chat.FormatOf(chat.ChatML) }
+func (*lateEnd) NCtx() int           { return 1 << 16 }
+func (l *lateEnd) Generate(ctx context.Context, _ TurnRequest, text func(string)) (TurnResult, error) {
+	switch l.calls.Add(1) {
+	case 1:
+		text("The tide turns.")
+		for i := 0; i < 10_000 && ctx.Err() == nil; i++ {
+			text(" Run.")
+		}
+		select {
+		case <-l.resent:
+			l.aborted.Store(ctx.Err() != nil)
+		case <-time.After(10 * time.Second):
+		}
+		return TurnResult{}, ctx.Err()
+	case 2:
+		close(l.resent)
+		// The aborted request's end comes first (no wait ends a test that
+		// passes: this only gives the old end time to arrive).
+		time.Sleep(200 * time.Millisecond)
+	}
+	text("<tool_call>\n{\"name\": \"report\", \"arguments\": {\"result\": \"found it\"}}\n</tool_call>")
+	return TurnResult{}, nil
+}
+
+// A turn cut at its loop is aborted; the end of that request, arriving
+// after the agent's next turn was sent, belongs to no turn: it neither
+// ends nor fails the next one.
+func TestAnAbortedTurnsLateEndIsNobodys(t *testing.T) {
+	tb := &lateEnd{resent: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	rec := &Recorder{}
+	res, err := NewOnServer(tb, Options{Sinks: []Sink{rec}, MaxInflight: 2}).Run(ctx, PoolSpec{System: "Answer.",
+		Terminal: Terminal("report", "Report.", ReportSchema), Orchestrate: Parallel(AgentSpec{Task: "t"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tb.aborted.Load() {
+		t.Fatal("the looping turn's request was not aborted before the next was sent")
+	}
+	if a := res.Agents[0]; a.Outcome != event.Returned || a.Text() != "found it" {
+		t.Fatalf("agent %s %q (%s): want the loop asked again, then its report", a.Outcome, a.Text(), a.Reason)
+	}
+}

@@ -59,6 +59,8 @@ rows = [
  ("abilities/pages.go", "\tfor range max {", "\tfor range max + 100 {", "./abilities", "TestToolListBounded"),
  ("services/llamaservice/local.go", "if err := l.turn.Acquire(ctx, 1); err != nil {", "if err := l.turn.Acquire(context.Background(), 1); err != nil {", "./services/llamaservice", "TestLocalWaitEndsWithItsContext"),
  ("engine/llamacpp/llama/context.go", "p.native(!m.Offload().OnGPU() && m.causal())", "p.native(!m.Offload().OnGPU())", "./engine/llamacpp/llama", "TestMicroBatch"),
+ ("engine/serverloop.go", "\tsv.sent++\n\tg.seq = sv.sent\n", "\tg.seq++\n", "./engine", "TestAnAbortedTurnsLateEndIsNobodys"),
+ ("services/server.go", "\t\tKeyFrom: \"$\" + KeyPrefix + KeyName(sp.Name),\n", "", "./services", "TestServerErrorsNameTheService/refused"),
 ]
 only = set(sys.argv[1:])
 survived = False

@@ -23,7 +23,11 @@ type server struct {
 // Dial is the service sp on its server (sp.Server). Nothing is sent until
 // the first call.
 func Dial(_ context.Context, sp Spec) (Service, error) {
-	ep, err := serverbackend.NewEndpoint(sp.Server, sp.Key, 0)
+	ep, err := serverbackend.NewEndpoint(sp.Server, serverbackend.EndpointOptions{
+		Key:     sp.Key,
+		URLFrom: fmt.Sprintf("service %s's server (services.%s.server in a harness)", sp.Name, sp.Name),
+		KeyFrom: "$" + KeyPrefix + KeyName(sp.Name),
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -185,6 +185,47 @@ func TestServerKeyStaysWithItsOrigin(t *testing.T) {
 	}
 }
 
+// TestServerErrorsNameTheService: what a service's server refuses or
+// answers wrongly is told with where the user sets that service's URL
+// and key (its harness entry, its key variable), not the chat server's
+// --server and LLOYAL_API_KEY, which play no part in it.
+func TestServerErrorsNameTheService(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		want    string
+	}{
+		{"refused", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, `{"error":"bad key"}`, http.StatusUnauthorized)
+		}, "check $LLOYAL_SERVICE_KEY_MY_RANKER"},
+		{"page", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, "<html>login</html>")
+		}, "is service my-ranker's server (services.my-ranker.server in a harness) the API's URL"},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://127.0.0.1:1/v1/rerank", http.StatusTemporaryRedirect)
+		}, "give it as service my-ranker's server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.handler)
+			defer srv.Close()
+			set, err := Open(context.Background(), []Spec{{Name: "my-ranker", Kind: Rerank, Model: "m", Server: srv.URL, Key: "k"}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer set.Close()
+			r, _ := set.Ranker("my-ranker")
+			_, err = r.Rank(context.Background(), "q", []string{"a"}, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+			if msg := err.Error(); strings.Contains(msg, "--server") || strings.Contains(msg, "LLOYAL_API_KEY") {
+				t.Errorf("%q names the chat server's settings", msg)
+			}
+		})
+	}
+}
+
 func TestSpecCheck(t *testing.T) {
 	for _, tc := range []struct {
 		s    Spec

@@ -520,7 +520,7 @@ func (c *Client) getJSON(ctx context.Context, path string, body, out any) error 
 		return c.requestFailed(err)
 	}
 	defer resp.Body.Close()
-	if err := answered(resp); err != nil {
+	if err := answered(resp, chatHints); err != nil {
 		return err
 	}
 	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out)
@@ -542,12 +542,20 @@ func unreached(name string, err error) error {
 // answered fails unless resp is an answer to read: a refusal is the
 // server's own message (statusError), a web page where JSON belongs says
 // what to check (notHTML).
-func answered(resp *http.Response) error {
+func answered(resp *http.Response, h hints) error {
 	if resp.StatusCode != http.StatusOK {
-		return statusError(resp)
+		return statusError(resp, h)
 	}
-	return notHTML(resp)
+	return notHTML(resp, h)
 }
+
+// hints name where the user gives a server's URL and its credentials, for
+// the messages that say what to check: the chat server's flag and
+// variables, or a service's harness entry and key variable.
+type hints struct{ url, key string }
+
+// chatHints are the chat server's: lloyal run's flag and variables.
+var chatHints = hints{url: "--server", key: "LLOYAL_API_KEY and LLOYAL_HEADERS"}
 
 // isStream reports whether an answer says it is a stream of a turn
 // (server-sent events, or ollama's lines of JSON).
@@ -564,21 +572,21 @@ func (e *htmlError) Error() string { return e.msg }
 
 // notHTML fails when the server answered a web page, saying what to check,
 // instead of the parse error (or "unexpected EOF") reading it would give.
-func notHTML(resp *http.Response) error {
+func notHTML(resp *http.Response, h hints) error {
 	ct := resp.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
 	if mt != "text/html" && mt != "application/xhtml+xml" {
 		return nil
 	}
-	return &htmlError{fmt.Sprintf("the server answered %s with %s, not JSON: is --server the API's URL (e.g. http://127.0.0.1:11434, without a path), and is nothing (a proxy, a login) in between?", resp.Status, mt)}
+	return &htmlError{fmt.Sprintf("the server answered %s with %s, not JSON: is %s the API's URL (e.g. http://127.0.0.1:11434, without a path), and is nothing (a proxy, a login) in between?", resp.Status, mt, h.url)}
 }
 
 // statusError reads a refusal: 429 and 503 are transient (engine.Retry, with
 // the server's Retry-After), anything else is the server's message.
-func statusError(resp *http.Response) error {
+func statusError(resp *http.Response, h hints) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	msg := strings.TrimSpace(string(b))
-	if he := notHTML(resp); he != nil {
+	if he := notHTML(resp, h); he != nil {
 		// A page, not the API's error: its markup says nothing useful.
 		msg = he.Error()
 	}
@@ -600,7 +608,7 @@ func statusError(resp *http.Response) error {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		return engine.Retry(retryAfter(resp.Header.Get("Retry-After")), err)
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return fmt.Errorf("%w (%s): check LLOYAL_API_KEY and LLOYAL_HEADERS", engine.ErrRefused, err.msg)
+		return fmt.Errorf("%w (%s): check %s", engine.ErrRefused, err.msg, h.key)
 	}
 	return err
 }
@@ -659,7 +667,7 @@ func (c *Client) Generate(ctx context.Context, tr engine.TurnRequest, text func(
 		return engine.TurnResult{}, c.requestFailed(err)
 	}
 	defer resp.Body.Close()
-	if err := answered(resp); err != nil {
+	if err := answered(resp, chatHints); err != nil {
 		return engine.TurnResult{}, err
 	}
 	r := &watchReader{r: resp.Body, dog: dog, d: c.o.RequestTimeout}

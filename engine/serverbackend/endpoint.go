@@ -1,6 +1,7 @@
 package serverbackend
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,17 +23,29 @@ type Endpoint struct {
 	base    *url.URL
 	key     string
 	timeout time.Duration
+	hints   hints
 	hc      *http.Client
 	tr      *http.Transport
+}
+
+// EndpointOptions configure NewEndpoint.
+type EndpointOptions struct {
+	// Key is sent as a bearer token, to the endpoint's origin only.
+	Key string
+	// Timeout bounds each request (default 60 s).
+	Timeout time.Duration
+	// URLFrom and KeyFrom say where the user gives the URL and the key (a
+	// harness entry, a variable): the messages that say what to check
+	// name them. Empty: the chat server's (--server, LLOYAL_API_KEY).
+	URLFrom, KeyFrom string
 }
 
 // maxAnswer bounds a service's answer: embeddings of a few hundred
 // passages are a few megabytes.
 const maxAnswer = 32 << 20
 
-// NewEndpoint is the server at rawURL, sent key (if any) as a bearer
-// token, each request given at most timeout (default 60 s).
-func NewEndpoint(rawURL, key string, timeout time.Duration) (*Endpoint, error) {
+// NewEndpoint is the server at rawURL, as o says.
+func NewEndpoint(rawURL string, o EndpointOptions) (*Endpoint, error) {
 	base, err := url.Parse(strings.TrimRight(rawURL, "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("server %q: not an http(s) URL; use e.g. http://127.0.0.1:8080", rawURL)
@@ -40,18 +53,22 @@ func NewEndpoint(rawURL, key string, timeout time.Duration) (*Endpoint, error) {
 	if base.RawQuery != "" || base.Fragment != "" {
 		return nil, fmt.Errorf("server %q: give the server's URL without a query (e.g. http://127.0.0.1:8080): lloyal adds the endpoint's path, /v1/rerank and the like", redact(base))
 	}
+	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = 60 * time.Second
 	}
+	h := chatHints
+	h.url = cmp.Or(o.URLFrom, h.url)
+	h.key = cmp.Or(o.KeyFrom, h.key)
 	tr := &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 8,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	e := &Endpoint{base: base, key: key, timeout: timeout, tr: tr}
+	e := &Endpoint{base: base, key: o.Key, timeout: timeout, hints: h, tr: tr}
 	e.hc = &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		return checkRedirect(base, req, via)
+		return checkRedirect(base, h, req, via)
 	}}
 	return e, nil
 }
@@ -85,7 +102,7 @@ func (e *Endpoint) Post(ctx context.Context, path string, body, out any) error {
 		return unreached(e.Name(), err)
 	}
 	defer resp.Body.Close()
-	if err := answered(resp); err != nil {
+	if err := answered(resp, e.hints); err != nil {
 		return fmt.Errorf("%s%s: %w", e.Name(), path, err)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out); err != nil {

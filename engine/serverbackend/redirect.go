@@ -27,21 +27,22 @@ func (e *redirectError) Error() string { return e.msg }
 // checkRedirect is the client's CheckRedirect: it runs before the
 // redirected request is sent, so a refused target receives nothing.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
-	return checkRedirect(c.base, req, via)
+	return checkRedirect(c.base, chatHints, req, via)
 }
 
 // checkRedirect refuses a redirect of a request to base that would take
-// its credentials elsewhere or drop its body.
-func checkRedirect(base *url.URL, req *http.Request, via []*http.Request) error {
+// its credentials elsewhere or drop its body; h names where the user
+// gives the server's URL.
+func checkRedirect(base *url.URL, h hints, req *http.Request, via []*http.Request) error {
 	from, to := origin(base), origin(req.URL)
 	if to != from {
-		return &redirectError{fmt.Sprintf("the server at %s redirected to %s, another origin: lloyal does not follow it, so the key and LLOYAL_HEADERS stay with %s; if %s is the server you mean, pass it as --server", from, to, from, to)}
+		return &redirectError{fmt.Sprintf("the server at %s redirected to %s, another origin: lloyal does not follow it, so the credentials stay with %s; if %s is the server you mean, give it as %s", from, to, from, to, h.url)}
 	}
 	if r := req.Response; r != nil && r.StatusCode != http.StatusTemporaryRedirect && r.StatusCode != http.StatusPermanentRedirect {
-		return &redirectError{fmt.Sprintf("the server at %s answered %s, redirecting to %s: lloyal follows only 307 and 308 redirects (which keep the request) within the server's origin; pass the URL the API answers at as --server", from, r.Status, redact(req.URL))}
+		return &redirectError{fmt.Sprintf("the server at %s answered %s, redirecting to %s: lloyal follows only 307 and 308 redirects (which keep the request) within the server's origin; give the URL the API answers at as %s", from, r.Status, redact(req.URL), h.url)}
 	}
 	if len(via) >= maxRedirects {
-		return &redirectError{fmt.Sprintf("the server at %s redirected %d times: pass the URL the API answers at as --server", from, len(via))}
+		return &redirectError{fmt.Sprintf("the server at %s redirected %d times: give the URL the API answers at as %s", from, len(via), h.url)}
 	}
 	return nil
 }
