@@ -385,6 +385,9 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 			continue
 		}
 		params, err := json.Marshal(t.InputSchema)
+		if err == nil && len(params) > maxToolSchema {
+			err = fmt.Errorf("%d KiB, over %d KiB", len(params)>>10, maxToolSchema>>10)
+		}
 		if err == nil {
 			_, err = compileSchema(params)
 		}
@@ -395,6 +398,9 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 		var output *jsonschema.Schema
 		if t.OutputSchema != nil {
 			b, err := json.Marshal(t.OutputSchema)
+			if err == nil && len(b) > maxToolSchema {
+				err = fmt.Errorf("%d KiB, over %d KiB", len(b)>>10, maxToolSchema>>10)
+			}
 			if err == nil {
 				output, err = compileSchema(b)
 			}

@@ -461,6 +461,39 @@ func TestToolListBounded(t *testing.T) {
 	}
 }
 
+// A tool whose input schema (which the spine holds word for word) or
+// output schema is over maxToolSchema is left out, said in a warning; the
+// server's other tools are offered.
+func TestToolSchemasBounded(t *testing.T) {
+	ms := mcp.NewServer(&mcp.Implementation{Name: "schemas", Version: "1"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	var props []string
+	for i := range 1000 {
+		props = append(props, fmt.Sprintf(`"p%04d":{"type":"string","description":"a field"}`, i))
+	}
+	huge := json.RawMessage(`{"type":"object","properties":{` + strings.Join(props, ",") + `}}`)
+	small := json.RawMessage(`{"type":"object"}`)
+	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
+	ms.AddTool(&mcp.Tool{Name: "wide_in", InputSchema: huge}, handler)
+	ms.AddTool(&mcp.Tool{Name: "wide_out", InputSchema: small, OutputSchema: huge}, handler)
+	ms.AddTool(&mcp.Tool{Name: "plain", InputSchema: small}, handler)
+	list, warnings := toolsOf(t, ms)
+	if len(list) != 1 || !strings.HasSuffix(list[0].Spec().Name, "_plain") {
+		var names []string
+		for _, tl := range list {
+			names = append(names, tl.Spec().Name)
+		}
+		t.Fatalf("tools %v: want plain alone", names)
+	}
+	all := strings.Join(warnings, "\n")
+	for _, want := range []string{"tool wide_in left out: its input schema is not usable", "tool wide_out left out: its output schema is not usable", "over 16 KiB"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no warning saying %q in:\n%s", want, all)
+		}
+	}
+}
+
 // Two calls in flight when their server dies both fail, and the server is
 // stopped once: a second group kill could hit a process group that reused
 // the id.

@@ -18,6 +18,11 @@ const (
 	// maxToolDescription bounds one tool's description (cut there, with a
 	// warning).
 	maxToolDescription = 8 << 10
+	// maxToolSchema bounds a tool's input schema, which the spine holds
+	// word for word, and its output schema, compiled to check each result
+	// (a tool over it is left out, with a warning): the reference servers'
+	// largest is under 2 KiB.
+	maxToolSchema = 16 << 10
 )
 
 // listTools lists the server's tools, within maxTools and maxToolPages.
