@@ -23,8 +23,9 @@ type ContextParams struct {
 	NBatch int // most tokens one Decode may carry
 	// NUbatch is the most tokens llama.cpp computes at once (its
 	// micro-batch; a Decode of more is computed in turns). By default
-	// MicroBatch for a causal model on the CPU without flash attention
-	// outside embeddings (see MicroBatch), NBatch otherwise.
+	// MicroBatch (half as many over a long cache, see maxScores) for a
+	// causal model on the CPU without flash attention outside
+	// embeddings, NBatch otherwise.
 	NUbatch int
 	NSeqMax int // most sequences alive at once (≤ 256)
 	// NThreads defaults to the number of CPUs. With AdaptThreads it is the
@@ -140,29 +141,62 @@ func flashDefault(t KVType) bool { return t != KVF16 }
 // n_ubatch; a Decode of more is computed in turns) where its model is on
 // the CPU and flash attention is off, unless ContextParams.NUbatch says
 // otherwise. Without flash attention llama.cpp's compute buffer holds a
-// micro-batch's attention scores over every cell: for 512 tokens
-// over the 22,272 cells of `lloyal bench agents`' shared 8-agent loop on a
-// 12-head 134M model, about 0.5 GB beside a 0.8 GB cache. At 128 tokens
-// that loop's peak fell from 1.91 to 1.55 GB and its wall from 378 to
-// 327 s (streams: 2.16 to 2.10 GB, 166 and 142 s in two runs), the tokens written
-// unchanged, as were the demo model's research runs event for event (2
-// cores, 2026-12-06). Embeddings keep the decode's size (a pooled sequence
-// is computed whole), and so do a GPU's kernels, which want whole batches
-// (unmeasured there).
+// micro-batch's attention scores over every cell a sequence may attend:
+// for 512 tokens over the 22,272 cells of `lloyal bench agents`' shared
+// 8-agent loop on a 12-head 134M model, about 0.5 GB beside a 0.8 GB
+// cache. At 128 tokens that loop's peak fell from 1.91 to 1.55 GB and its
+// wall from 378 to 327 s (streams: 2.16 to 2.10 GB, 166 and 142 s in two
+// runs), the tokens written unchanged, as were the demo model's research
+// runs event for event (2 cores, 2026-12-06). Embeddings keep the
+// decode's size (a pooled sequence is computed whole), and so do a GPU's
+// kernels, which want whole batches (unmeasured there). Where even 128
+// tokens' scores would pass maxScores, half as many (microBatch).
 const MicroBatch = 128
 
+// maxScores bounds a micro-batch's attention scores (4 bytes a head, a
+// token and a cell a sequence may attend) where halving MicroBatch
+// brings them under it: the shared 8-agent loop above holds 137 MB of
+// them at 128 tokens (its peak 1.51 GB, 322 s), 68 MB at 64 (1.45 GB,
+// 336 s), the tokens unchanged; a stream of that loop's streams row,
+// 4,864 cells, 30 MB at 128 (kept). At 32 tokens the shared loop wrote
+// other tokens (ggml's matrix products sum in another order for so few
+// rows), so no lower (2 cores, 2026-12-06).
+const maxScores = 64 << 20
+
+// microBatch is the micro-batch of a context each of whose tokens holds
+// row bytes of attention scores: MicroBatch, or half as many where
+// MicroBatch tokens' scores would pass maxScores.
+func microBatch(row int) int {
+	if MicroBatch*row > maxScores {
+		return MicroBatch / 2
+	}
+	return MicroBatch
+}
+
 // ubatch is the micro-batch of a context of p (p.NBatch defaulted), flash
-// attention on or not: NUbatch where given, MicroBatch where micro allows
+// attention on or not: NUbatch where given, microBatch where micro allows
 // it (a causal model on the CPU) without flash attention outside
-// embeddings, the decode's size otherwise.
-func (p ContextParams) ubatch(flash, micro bool) int {
+// embeddings, the decode's size otherwise. row is a token's attention
+// scores in bytes over the cells a sequence may attend.
+func (p ContextParams) ubatch(flash, micro bool, row int) int {
 	switch {
 	case p.NUbatch > 0:
 		return min(p.NUbatch, p.NBatch)
 	case micro && !flash && !p.Embeddings:
-		return min(MicroBatch, p.NBatch)
+		return min(microBatch(row), p.NBatch)
 	}
 	return p.NBatch
+}
+
+// scoreRow is the bytes of one token's attention scores (f32, every head)
+// over the cells one sequence of p may attend: the whole cache, or its
+// stream with Streams (llama.cpp's NCtx/NSeqMax, in steps of 256).
+func (p ContextParams) scoreRow(heads int) int {
+	cells := p.NCtx
+	if p.Streams && p.NSeqMax > 1 {
+		cells = (p.NCtx/p.NSeqMax + 255) / 256 * 256
+	}
+	return cells * heads * 4
 }
 
 // MaxSeq is llama.cpp's compile-time limit on sequence ids.
@@ -250,9 +284,9 @@ func (p ContextParams) withDefaults() ContextParams {
 
 // native is p as llama.cpp's context parameters, and whether flash
 // attention is on (what NewContext creates, and what a model is fitted to
-// before it loads); micro says whether MicroBatch may apply to the model
-// (see ubatch).
-func (p ContextParams) native(micro bool) (C.struct_llama_context_params, bool, error) {
+// before it loads); micro says whether a micro-batch may apply to the
+// model, and row is a token's attention scores in bytes (see ubatch).
+func (p ContextParams) native(micro bool, row int) (C.struct_llama_context_params, bool, error) {
 	p = p.withDefaults()
 	cp := C.llama_context_default_params()
 	cp.n_ctx = C.uint32_t(p.NCtx)
@@ -277,7 +311,7 @@ func (p ContextParams) native(micro bool) (C.struct_llama_context_params, bool, 
 	if flash {
 		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
 	}
-	cp.n_ubatch = C.uint32_t(p.ubatch(flash, micro))
+	cp.n_ubatch = C.uint32_t(p.ubatch(flash, micro, row))
 	if p.Embeddings {
 		cp.embeddings = true
 		cp.pooling_type = C.enum_llama_pooling_type(max(p.Pooling, PoolMean))
@@ -301,7 +335,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	// A model on a GPU, or one whose attention reads a sequence both ways
 	// (llama.cpp aborts on such a decode longer than the micro-batch),
 	// keeps the decode's size.
-	cp, flash, err := p.native(!m.Offload().OnGPU() && m.causal())
+	cp, flash, err := p.native(!m.Offload().OnGPU() && m.causal(), p.scoreRow(int(C.llama_model_n_head(m.m))))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -250,7 +251,7 @@ func TestMicroBatch(t *testing.T) {
 	defer m.Close()
 	open := func(p ContextParams) *Context {
 		t.Helper()
-		p.NCtx, p.NSeqMax, p.NThreads = 1024, 1, 1
+		p.NCtx, p.NSeqMax, p.NThreads = cmp.Or(p.NCtx, 1024), cmp.Or(p.NSeqMax, 1), 1
 		c, err := NewContext(m, p)
 		if err != nil {
 			t.Fatal(err)
@@ -268,6 +269,10 @@ func TestMicroBatch(t *testing.T) {
 		{"flash attention", ContextParams{NBatch: 512, FlashAttn: FlashOn}, 512},
 		{"embeddings", ContextParams{NBatch: 512, Embeddings: true, Pooling: PoolMean}, 512},
 		{"asked", ContextParams{NBatch: 512, NUbatch: 256}, 256},
+		// The tiny model's 4 heads over 40,960 cells: 128 tokens' scores
+		// would be 84 MB, past maxScores.
+		{"a long cache", ContextParams{NBatch: 512, NCtx: 40960}, MicroBatch / 2},
+		{"a long cache's streams", ContextParams{NBatch: 512, NCtx: 40960, NSeqMax: 4, Streams: true}, MicroBatch},
 	} {
 		if got := open(c.p).nUbatch; got != c.want {
 			t.Errorf("%s: micro-batch %d, want %d", c.name, got, c.want)
@@ -276,7 +281,7 @@ func TestMicroBatch(t *testing.T) {
 	// Where llama.cpp is asked to offload or the model reads a sequence
 	// both ways (it aborts on such a decode longer than the micro-batch),
 	// the decode's size.
-	if got := (ContextParams{NBatch: 512}).ubatch(false, false); got != 512 {
+	if got := (ContextParams{NBatch: 512}).ubatch(false, false, 0); got != 512 {
 		t.Errorf("a model on a GPU or non-causal: micro-batch %d, want 512", got)
 	}
 	bidi, err := LoadModel(testmodel.Rewrite(t, map[string]any{"llama.attention.causal": false}), ModelParams{})

@@ -155,7 +155,7 @@ func applyOffload(path string, p ModelParams, mp *C.struct_llama_model_params) (
 	if all && p.Fit != nil && p.Fit.NCtx > 0 {
 		fit := *p.Fit
 		fit.NSeqMax = max(fit.NSeqMax, 1)
-		cp, _, err := fit.native(false) // fitted to a GPU: the decode's size
+		cp, _, err := fit.native(false, 0) // fitted to a GPU: the decode's size
 		if err == nil {
 			split := C.calloc(C.size_t(C.llama_max_devices()), C.size_t(unsafe.Sizeof(C.float(0))))
 			overrides := C.calloc(C.size_t(C.llama_max_tensor_buft_overrides()), C.size_t(unsafe.Sizeof(C.struct_llama_model_tensor_buft_override{})))
