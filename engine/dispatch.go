@@ -218,11 +218,11 @@ func (ds *dispatcher) complete(c completion) {
 	case errors.As(c.err, &retry):
 		if pc.attempt <= p.spec.MaxRetries {
 			pc.attempt++
-			pc.notBefore = time.Now().Add(retry.Delay)
+			pc.notBefore = time.Now().Add(retry.wait())
 			a.status = event.StatusParked
 			a.call = pc
 			ds.retries = append(ds.retries, pc)
-			p.emit(event.Event{Type: event.ToolRetry, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Attempt: pc.attempt, RetryAfter: retry.Delay, Reason: retry.Err.Error()})
+			p.emit(event.Event{Type: event.ToolRetry, Parent: pc.dispatchID, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Attempt: pc.attempt, RetryAfter: retry.wait(), Reason: retry.Err.Error()})
 			return
 		}
 		c.value = ErrorResult("%s is unavailable right now (%v). Do not call it again; use other tools or report with what you have.", pc.call.Tool, retry.Err)

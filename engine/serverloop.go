@@ -326,9 +326,9 @@ func (sv *serverLoop) endTurn(ev turnEvent) {
 			sv.failed(a, fmt.Errorf("still busy after %d tries: %w", g.attempt, retry.Err))
 			return
 		}
-		g.notBefore = time.Now().Add(retry.Delay)
+		g.notBefore = time.Now().Add(retry.wait())
 		a.status = event.StatusParked
-		p.emit(event.Event{Type: event.ToolRetry, Agent: a.ID, Tool: "server", Attempt: g.attempt + 1, RetryAfter: retry.Delay, Reason: retry.Err.Error()})
+		p.emit(event.Event{Type: event.ToolRetry, Agent: a.ID, Tool: "server", Attempt: g.attempt + 1, RetryAfter: retry.wait(), Reason: retry.Err.Error()})
 		return
 	case ev.err != nil && errors.Is(ev.err, ErrRefused):
 		// Every agent would be refused alike: all end now, and Run says why.

@@ -124,3 +124,32 @@ func TestAnAbortedTurnsLateEndIsNobodys(t *testing.T) {
 		t.Fatalf("agent %s %q (%s): want the loop asked again, then its report", a.Outcome, a.Text(), a.Reason)
 	}
 }
+
+// busyForAYear answers every turn as a server asking to be tried again in
+// a year (Retry-After).
+type busyForAYear struct{}
+
+func (busyForAYear) Format() chat.Format { return chat.FormatOf(chat.ChatML) }
+func (busyForAYear) NCtx() int           { return 4096 }
+func (busyForAYear) Generate(context.Context, TurnRequest, func(string)) (TurnResult, error) {
+	return TurnResult{}, Retry(365*24*time.Hour, fmt.Errorf("503: busy"))
+}
+
+// A busy server's Retry-After parks its agent for MaxRetryDelay at most:
+// the wait is the server's word, which bounds nothing the user did not set.
+func TestAServersRetryAfterIsBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var parked []time.Duration
+	sink := SinkFunc(func(e event.Event) {
+		if e.Type == event.ToolRetry {
+			parked = append(parked, e.RetryAfter)
+			cancel() // the wait itself is not the test's to sit out
+		}
+	})
+	_, _ = NewOnServer(busyForAYear{}, Options{Sinks: []Sink{sink}, MaxInflight: 1}).Run(ctx, PoolSpec{System: "Answer.",
+		Terminal: Terminal("report", "Report.", ReportSchema), Orchestrate: Parallel(AgentSpec{Task: "t"})})
+	if len(parked) == 0 || parked[0] != MaxRetryDelay {
+		t.Fatalf("parked for %v: want %v", parked, MaxRetryDelay)
+	}
+}

@@ -118,6 +118,14 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // Retry wraps err as transient, to be retried after delay.
 func Retry(delay time.Duration, err error) error { return &RetryError{Err: err, Delay: delay} }
 
+// MaxRetryDelay bounds the wait before a retry: a server's Retry-After or
+// a tool's delay comes from outside the user's settings, and a year's
+// would park its agent for a year.
+const MaxRetryDelay = time.Minute
+
+// wait is the retry's delay within 0 and MaxRetryDelay.
+func (e *RetryError) wait() time.Duration { return min(max(e.Delay, 0), MaxRetryDelay) }
+
 // Rejection is a result an AfterExecute hook refused: the agent reads Msg
 // as the call's result, a nudge, and goes on.
 type Rejection struct{ Msg string }

@@ -62,6 +62,8 @@ rows = [
  ("engine/serverloop.go", "\tsv.sent++\n\tg.seq = sv.sent\n", "\tg.seq++\n", "./engine", "TestAnAbortedTurnsLateEndIsNobodys"),
  ("services/server.go", "\t\tKeyFrom: \"$\" + KeyPrefix + KeyName(sp.Name),\n", "", "./services", "TestServerErrorsNameTheService/refused"),
  ("abilities/mcp.go", "if err == nil && len(params) > maxToolSchema {", "if false {", "./abilities", "TestToolSchemasBounded"),
+ ("engine/llamacpp/llama/context.go", "\tif MicroBatch*row > maxScores {", "\tif false {", "./engine/llamacpp/llama", "TestMicroBatch"),
+ ("engine/tool.go", "return min(max(e.Delay, 0), MaxRetryDelay)", "return max(e.Delay, 0)", "./engine", "TestAServersRetryAfterIsBounded"),
 ]
 only = set(sys.argv[1:])
 survived = False
