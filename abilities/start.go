@@ -58,6 +58,33 @@ func Start(ctx context.Context, names []string, version string, out io.Writer) (
 	return started, nil
 }
 
+// CheckEnabled refuses a name that is not an ability installed and
+// enabled in the default store: a rerun starts the abilities its trace
+// (or the harness file it names) asks for only where the user has enabled
+// them, as a trace grants nothing.
+func CheckEnabled(names []string) error {
+	store, err := DefaultStore()
+	if err != nil {
+		return err
+	}
+	return store.CheckEnabled(names)
+}
+
+// CheckEnabled refuses a name that is not installed and enabled in s
+// (see the function CheckEnabled).
+func (s *Store) CheckEnabled(names []string) error {
+	for _, n := range dedupe(names) {
+		r, err := s.record(n)
+		if err != nil {
+			return err
+		}
+		if !r.Enabled {
+			return fmt.Errorf("ability %s is installed but not enabled: a rerun starts only abilities you have enabled, whatever its trace names (lloyal ability enable %s, then rerun)", n, n)
+		}
+	}
+	return nil
+}
+
 // Stop closes the started abilities' servers.
 func Stop(started []Started) {
 	for _, s := range started {

@@ -267,3 +267,26 @@ func TestManifestRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A rerun starts only abilities the user has enabled: one installed and
+// disabled, or not installed, is refused by name whatever a trace asks.
+func TestCheckEnabled(t *testing.T) {
+	s := newStore(t)
+	src := t.TempDir()
+	writeBundle(t, src, "notes")
+	if _, err := s.Install(src, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckEnabled([]string{"notes", "notes"}); err != nil {
+		t.Fatalf("an enabled ability: %v", err)
+	}
+	if err := s.SetEnabled("notes", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckEnabled([]string{"notes"}); err == nil || !strings.Contains(err.Error(), "lloyal ability enable notes") {
+		t.Fatalf("a disabled ability: %v", err)
+	}
+	if err := s.CheckEnabled([]string{"shell"}); err == nil || !strings.Contains(err.Error(), `no ability "shell" is installed`) {
+		t.Fatalf("an ability not installed: %v", err)
+	}
+}

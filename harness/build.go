@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/services"
 	"github.com/lloyal-ai/lloyal/tools"
@@ -125,8 +125,12 @@ type Options struct {
 // otherwise: temperature 0.7, top-k 40, top-p 0.95, min-p 0.05, seed 1.
 var DefaultSampling = engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: 1, JumpForward: true}
 
-// maxFileText is how much of a file each_file puts in a task ({{text}}).
+// maxFileText is how much of a file each_file puts in a task ({{text}}),
+// in characters: no more than four bytes each are read of it.
 const maxFileText = 8 << 10
+
+// maxSystemFile bounds a role's system_file (a prompt, not a book).
+const maxSystemFile = 256 << 10
 
 // Build makes f's program as o says. Close it when done.
 func (f *File) Build(o Options) (*Program, error) {
@@ -145,7 +149,7 @@ func (f *File) Build(o Options) (*Program, error) {
 		path, err := f.inside(r.SystemFile)
 		if err == nil {
 			var b []byte
-			b, err = os.ReadFile(path)
+			b, err = regular.ReadFile(path, maxSystemFile)
 			p.systems[name] = string(b)
 		}
 		if err != nil {
@@ -858,7 +862,7 @@ func (p *Program) tasks(s Step, fill func(string) string, results map[string][]e
 	}
 	var out []string
 	for _, file := range files {
-		b, err := os.ReadFile(file)
+		b, err := readHead(file, 4*maxFileText+4)
 		if err != nil {
 			return nil, err
 		}
@@ -867,6 +871,17 @@ func (p *Program) tasks(s Step, fill func(string) string, results map[string][]e
 		out = append(out, strings.ReplaceAll(t, "{{text}}", chat.Clip(string(b), maxFileText)))
 	}
 	return out, nil
+}
+
+// readHead is the first n bytes of the regular file at path (all of a
+// shorter one): a FIFO or a device is refused, a huge file not read whole.
+func readHead(path string, n int64) ([]byte, error) {
+	f, err := regular.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
 }
 
 // listItems are the strings of the list field of results' structured

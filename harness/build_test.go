@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -353,5 +354,50 @@ func TestCutOldestKeepsTheNewest(t *testing.T) {
 	}
 	if parts != nil && len(parts) != 0 {
 		t.Fatalf("cut to nothing: %q", parts)
+	}
+}
+
+// A harness from elsewhere reads files to a bound: a system_file that is a
+// FIFO or over maxSystemFile is refused by name, and an each_file glob
+// matching more files than a step gives tasks to is refused at Load.
+func TestAHarnessReadsItsFilesToABound(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("big.md", make([]byte, maxSystemFile+1))
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.md"), 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	for _, c := range []struct{ file, want string }{
+		{"big.md", "file too large"},
+		{"fifo.md", "not a regular file"},
+	} {
+		path := filepath.Join(dir, "h-"+c.file+".yaml")
+		write(filepath.Base(path), []byte("roles:\n  r:\n    system_file: "+c.file+answerRole+"\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n"))
+		f, err := Load(path)
+		if err == nil {
+			var p *Program
+			if p, err = f.Build(Options{}); err == nil {
+				p.Close()
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), "system_file") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("system_file %s: %v, want %q", c.file, err, c.want)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxEachFiles + 1 {
+		write(fmt.Sprintf("docs/%03d.md", i), []byte("a"))
+	}
+	path := filepath.Join(dir, "each.yaml")
+	write("each.yaml", []byte("roles:\n  r:\n    system: S."+answerRole+"\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: \"Read {{file}}\", each_file: docs/*.md}\n"))
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "matches 257 files") {
+		t.Fatalf("an each_file glob of %d files: %v", maxEachFiles+1, err)
 	}
 }

@@ -406,6 +406,9 @@ func (c *checker) terminal(at string, t Terminal) {
 	}
 }
 
+// maxEachFiles bounds the files one each_file glob gives tasks to.
+const maxEachFiles = 256
+
 // eachFile are the files a step's each_file glob matches, each inside the
 // harness's folder, in order.
 func (f *File) eachFile(glob string) ([]string, error) {
@@ -415,6 +418,9 @@ func (f *File) eachFile(glob string) ([]string, error) {
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%q matches no file (relative to the harness file)", glob)
+	}
+	if len(files) > maxEachFiles {
+		return nil, fmt.Errorf("%q matches %d files, and each would be an agent's task: narrow it to at most %d", glob, len(files), maxEachFiles)
 	}
 	slices.Sort(files)
 	dir := filepath.Dir(f.Path)

@@ -64,6 +64,16 @@ rows = [
  ("abilities/mcp.go", "if err == nil && len(params) > maxToolSchema {", "if false {", "./abilities", "TestToolSchemasBounded"),
  ("engine/llamacpp/llama/context.go", "\tif MicroBatch*row > maxScores {", "\tif false {", "./engine/llamacpp/llama", "TestMicroBatch"),
  ("engine/tool.go", "return min(max(e.Delay, 0), MaxRetryDelay)", "return max(e.Delay, 0)", "./engine", "TestAServersRetryAfterIsBounded"),
+ ("services/server.go", "for _, tok := range toks[:min(len(toks), judgeTokens)] {", "for _, tok := range toks {", "./services", "TestJudgeReadsItsTurnsTokensOnly"),
+ ("internal/rerun/reexec.go", "\tcase recorded != \"\" && flag == \"\":\n", "\tcase false:\n", "./internal/rerun", "TestTheCorpusIsTheCommands"),
+ ("internal/rerun/record.go", "filepath.Clean(p) != filepath.Clean(m.Path)", "p == \"\"", "./internal/rerun", "TestTheModelLoadedIsTheModelChecked"),
+ ("internal/rerun/record.go", "c.Projector != \"\" && c.ProjectorSHA256 == \"\"", "false", "./internal/rerun", "TestTheModelLoadedIsTheModelChecked"),
+ ("abilities/start.go", "\t\tif !r.Enabled {\n", "\t\tif r == nil {\n", "./abilities", "TestCheckEnabled"),
+ ("internal/runconfig/runconfig.go", "want != \"\" && want != hash", "false", "./internal/runconfig", "TestTheTemplateReadIsTheTemplateChecked"),
+ ("tools/corpus.go", "\t\t\tif len(texts) == maxCorpusFiles {", "\t\t\tif false {", "./tools", "TestCorpusBounded"),
+ ("tools/corpus.go", "\t\tif read > maxCorpusBytes {", "\t\tif false {", "./tools", "TestCorpusBounded"),
+ ("harness/build.go", "b, err = regular.ReadFile(path, maxSystemFile)", "b, err = regular.ReadFile(path, 1<<40)", "./harness", "TestAHarnessReadsItsFilesToABound"),
+ ("harness/check.go", "\tif len(files) > maxEachFiles {", "\tif false {", "./harness", "TestAHarnessReadsItsFilesToABound"),
 ]
 only = set(sys.argv[1:])
 survived = False

@@ -137,7 +137,7 @@ func (s *server) Judge(ctx context.Context, text string) (Verdict, error) {
 		"messages": []map[string]string{{"role": "system", "content": JudgeInstruction(s.spec)}, {"role": "user", "content": text}},
 		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{
 			"name": "verdict", "strict": true, "schema": schema}},
-		"temperature": 0, "max_tokens": 64, "logprobs": true, "top_logprobs": 20,
+		"temperature": 0, "max_tokens": judgeTokens, "logprobs": true, "top_logprobs": 20,
 	}
 	var ans struct {
 		Choices []struct {
@@ -172,9 +172,12 @@ func (s *server) Judge(ctx context.Context, text string) (Verdict, error) {
 	if ch.Logprobs != nil {
 		// The answer is {"label":"…"}: the label starts at the token after
 		// the third quote. Its alternatives there are the labels' chances.
-		var seen string
-		for _, tok := range ch.Logprobs.Content {
-			if strings.Count(seen, `"`) == 3 && strings.HasSuffix(strings.TrimSpace(seen), `"`) {
+		// Only the turn's judgeTokens are read, quotes counted as they
+		// come: a server may send any number of tokens.
+		quotes, afterQuote := 0, false
+		toks := ch.Logprobs.Content
+		for _, tok := range toks[:min(len(toks), judgeTokens)] {
+			if quotes == 3 && afterQuote {
 				alts := map[string]float64{}
 				for _, t := range tok.Top {
 					alts[t.Token] += math.Exp(t.Logprob)
@@ -185,11 +188,17 @@ func (s *server) Judge(ctx context.Context, text string) (Verdict, error) {
 				}
 				break
 			}
-			seen += tok.Token
+			quotes += strings.Count(tok.Token, `"`)
+			if t := strings.TrimSpace(tok.Token); t != "" {
+				afterQuote = strings.HasSuffix(t, `"`)
+			}
 		}
 	}
 	return out, nil
 }
+
+// judgeTokens is the most tokens a judge's answer is given (and read of).
+const judgeTokens = 64
 
 // firstTokenProbs gives each label the probability of the alternatives
 // that begin it, renormalised over the labels; nil when an alternative

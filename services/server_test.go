@@ -361,3 +361,31 @@ func TestKeysFromTheEnvironment(t *testing.T) {
 		t.Errorf("keys %v, KeyName %q", keys, KeyName("Judge.2"))
 	}
 }
+
+// A judge's answer is read for its turn's judgeTokens alone: a server
+// that sends more (here the label's alternatives only after 70 filler
+// tokens) gives a verdict without probabilities, not a scan of all it
+// sent.
+func TestJudgeReadsItsTurnsTokensOnly(t *testing.T) {
+	var toks []string
+	for range 70 {
+		toks = append(toks, `{"token":" ","top_logprobs":[]}`)
+	}
+	toks = append(toks, `{"token":"{\"","top_logprobs":[]}`, `{"token":"label","top_logprobs":[]}`, `{"token":"\":\"","top_logprobs":[]}`,
+		`{"token":"rel","top_logprobs":[{"token":"rel","logprob":-0.2},{"token":"ir","logprob":-1.9}]}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"message":{"content":"{\"label\":\"relevant\"}"},"logprobs":{"content":[`+strings.Join(toks, ",")+`]}}]}`)
+	}))
+	defer srv.Close()
+	set, err := Open(context.Background(), []Spec{{Name: "j", Kind: Judge, Model: "m", Server: srv.URL, Labels: []string{"relevant", "irrelevant"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	j, _ := set.Judge("j")
+	v, err := j.Judge(context.Background(), "text")
+	if err != nil || v.Label != "relevant" || v.Probs != nil {
+		t.Fatalf("verdict %+v, %v: want the label, without probabilities", v, err)
+	}
+}

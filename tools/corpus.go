@@ -134,6 +134,15 @@ func LoadCorpus(dir string) (*Corpus, error) {
 // disk image): what is past it is left out.
 const maxDoc = 16 << 20
 
+// What a corpus may hold, all of it read and indexed in memory before a
+// run starts: a folder past these (a home folder, a disk's root given as
+// --corpus) is refused, naming the bound, instead of read for minutes.
+const (
+	maxCorpusEntries = 100_000 // files and folders walked
+	maxCorpusFiles   = 10_000  // text files read
+	maxCorpusBytes   = 64 << 20
+)
+
 // LoadCorpusFS reads every text file of fsys (a built-in corpus, say) and
 // indexes it for search; name is how errors and results refer to it.
 func LoadCorpusFS(fsys fs.FS, name string) (*Corpus, error) {
@@ -146,7 +155,11 @@ func loadCorpus(fsys fs.FS, root *os.Root, name string) (*Corpus, error) {
 	// First count the corpus's own names of each file, then read the text
 	// files among them.
 	var texts []string
+	entries := 0
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if entries++; entries > maxCorpusEntries {
+			return fmt.Errorf("it holds more than %d files and folders: give --corpus the folder of the documents you mean", maxCorpusEntries)
+		}
 		if err != nil {
 			return nil // unreadable entries are skipped, not fatal
 		}
@@ -162,10 +175,17 @@ func loadCorpus(fsys fs.FS, root *os.Root, name string) (*Corpus, error) {
 			}
 		}
 		if textExt[strings.ToLower(filepath.Ext(p))] {
+			if len(texts) == maxCorpusFiles {
+				return fmt.Errorf("it holds more than %d .md and .txt files: give --corpus the folder of the documents you mean", maxCorpusFiles)
+			}
 			texts = append(texts, p)
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, fmt.Errorf("corpus %s: %w", dir, err)
+	}
+	read := 0
 	for _, p := range texts {
 		f, err := c.open(p)
 		if err != nil {
@@ -176,12 +196,13 @@ func loadCorpus(fsys fs.FS, root *os.Root, name string) (*Corpus, error) {
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			doc.Lines = append(doc.Lines, sc.Text())
+			read += len(sc.Bytes()) + 1
 		}
 		f.Close()
+		if read > maxCorpusBytes {
+			return nil, fmt.Errorf("corpus %s: its text files hold more than %d MiB: give --corpus the folder of the documents you mean", dir, maxCorpusBytes>>20)
+		}
 		c.Docs = append(c.Docs, doc)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("corpus %s: %w", dir, err)
 	}
 	if len(c.Docs) == 0 {
 		return nil, fmt.Errorf("corpus %s has no .md or .txt files", dir)

@@ -450,3 +450,28 @@ func TestDelegateTellsDoneTheHelpersResults(t *testing.T) {
 		t.Fatalf("Done was given %+v, want the claims %+v for the lead's helpers", done, want)
 	}
 }
+
+// A folder past what a corpus may hold is refused, naming the bound,
+// before it is read for minutes: too many text files, or too much text.
+func TestCorpusBounded(t *testing.T) {
+	many := t.TempDir()
+	for i := range maxCorpusFiles + 1 {
+		if err := os.WriteFile(filepath.Join(many, fmt.Sprintf("%05d.md", i)), []byte("a\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := LoadCorpus(many); err == nil || !strings.Contains(err.Error(), "more than 10000 .md and .txt files") {
+		t.Fatalf("%d files: %v", maxCorpusFiles+1, err)
+	}
+	big := t.TempDir()
+	line := strings.Repeat("tide ", 200) + "\n"
+	chunk := []byte(strings.Repeat(line, (8<<20)/len(line)))
+	for i := range maxCorpusBytes/len(chunk) + 1 {
+		if err := os.WriteFile(filepath.Join(big, fmt.Sprintf("%02d.txt", i)), chunk, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := LoadCorpus(big); err == nil || !strings.Contains(err.Error(), "more than 64 MiB") {
+		t.Fatalf("over %d MiB of text: %v", maxCorpusBytes>>20, err)
+	}
+}

@@ -24,6 +24,7 @@ type rerunFlags struct {
 	headless, jsonl bool
 	approvals       approvals.Config
 	workspace       string
+	corpus          string
 }
 
 func (f *rerunFlags) add(cmd *cobra.Command) {
@@ -32,6 +33,7 @@ func (f *rerunFlags) add(cmd *cobra.Command) {
 	fs.BoolVar(&f.headless, "headless", false, "print a readable log instead of the terminal app")
 	fs.BoolVar(&f.jsonl, "jsonl", false, "stream every event as a JSON line")
 	fs.StringVar(&f.workspace, "workspace", "", "folder write_note saves notes in (default ./lloyal-notes: never the recorded run's)")
+	fs.StringVar(&f.corpus, "corpus", "", "folder the search reads, for a run that searched one (never taken from the trace)")
 	approvalFlags(fs, &f.approvals)
 }
 
@@ -47,9 +49,10 @@ ticks, sampling uses the recorded seeds. It says "token for token" at the
 end, or stops at the first token that differs (agent, turn, place, both
 tokens' probabilities). --live-tools calls the tools for real.
 
-A trace says what ran, never with what authority: grants and the notes
-folder come from this command's flags (--grant, --deny-protected,
---workspace), and it says first what the recorded run had that this one
+A trace says what ran, never with what authority: grants, the notes
+folder and the folder searched come from this command's flags (--grant,
+--deny-protected, --workspace, --corpus), abilities from those you have
+enabled, and it says first what the recorded run had that this one
 does not. Headless, a run that granted tools needs --grant or
 --deny-protected. docs/time-travel.md says more.`,
 		Args: cobra.ExactArgs(1),
@@ -108,7 +111,7 @@ docs/time-travel.md says more.`,
 // decides one, from the recorded facts and this command's authority.
 func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trace.ForkRef) error {
 	// The command's own grants, workspace and approvals, never the trace's.
-	a := rerun.Authority{Approvals: f.approvals, Workspace: f.workspace, Headless: f.headless || f.jsonl}
+	a := rerun.Authority{Approvals: f.approvals, Workspace: f.workspace, Corpus: f.corpus, Headless: f.headless || f.jsonl}
 	plan, err := rec.Prepare(f.out, Version, a, cmd.ErrOrStderr())
 	if err != nil {
 		return err

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
 
-	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/internal/session"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -47,12 +45,7 @@ func runConfig(fs *pflag.FlagSet, o *runFlags, c session.Config, args []string) 
 		r.Think = o.think
 	}
 	if o.template != "" {
-		r.Template = abs(o.template)
-		if err == nil {
-			if r.TemplateSHA256, err = regular.SHA256(o.template, -1); err != nil {
-				err = fmt.Errorf("--template: %w", err)
-			}
-		}
+		r.Template = abs(o.template) // its sha256 is the text's that runs (runconfig)
 	}
 	if set("streams") && !o.streamsAuto {
 		r.Streams = &c.Streams

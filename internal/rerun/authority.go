@@ -23,6 +23,10 @@ type Authority struct {
 	// Headless says no person watches the run in the app (--headless,
 	// --jsonl): nobody is asked before the run starts.
 	Headless bool
+	// Corpus is --corpus: the folder the rerun's search reads, which a
+	// run that searched a folder needs ("" for none: a trace names no
+	// folder of the user's to read).
+	Corpus string
 }
 
 // defaultWorkspace names where a rerun saves notes when its command names
@@ -85,6 +89,9 @@ func (r *Record) Differences(a Authority) ([]string, error) {
 			need = append(need, "--workspace DIR to say where notes go")
 		}
 		notes = append(notes, fmt.Sprintf("the recorded run saved notes in %s; this run saves them in %s (--workspace chooses)", c.Workspace, ws))
+	}
+	if c.Corpus != "" && a.Corpus != "" && c.Corpus != a.Corpus {
+		notes = append(notes, fmt.Sprintf("the recorded run searched %s; this run searches %s (--corpus)", c.Corpus, a.Corpus))
 	}
 	if h := r.Header.Harness; h != nil && c.Harness != "" {
 		notes = append(notes, fmt.Sprintf("it runs the recorded harness file %s (sha256 %.12s, checked): its tools are that file's", c.Harness, h.SHA256))

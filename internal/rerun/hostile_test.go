@@ -11,6 +11,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -192,5 +193,62 @@ func TestSpecialFilesAreRefusedAtOnce(t *testing.T) {
 	}
 	if err := r.ForkWith(1, big, ""); err == nil || !strings.Contains(err.Error(), "more than the run's whole context") {
 		t.Fatalf("a replacement bigger than the context: %v", err)
+	}
+}
+
+// A trace names no folder for lloyal to read: a rerun of a run that
+// searched one reads the command's --corpus (refused without it), and a
+// rerun of one that searched none takes none.
+func TestTheCorpusIsTheCommands(t *testing.T) {
+	r := &Record{Path: "t.jsonl", Header: recorded()}
+	r.Header.Run.Corpus = "/home/victim/private"
+	if _, err := r.corpus(""); err == nil || !strings.Contains(err.Error(), "--corpus /home/victim/private") {
+		t.Fatalf("a recorded folder, no --corpus: %v", err)
+	}
+	dir := t.TempDir()
+	if got, err := r.corpus(dir); err != nil || got != dir {
+		t.Fatalf("--corpus %s: %q, %v", dir, got, err)
+	}
+	if notes, _ := r.Differences(Authority{Corpus: dir}); !strings.Contains(strings.Join(notes, "\n"), "this run searches "+dir) {
+		t.Errorf("notes %q do not say which folder is searched", notes)
+	}
+	r.Header.Run.Corpus = ""
+	if _, err := r.corpus(dir); err == nil || !strings.Contains(err.Error(), "searched no folder") {
+		t.Fatalf("--corpus for a run that searched none: %v", err)
+	}
+	if got, err := r.corpus(""); err != nil || got != "" {
+		t.Fatalf("no folder recorded or given: %q, %v", got, err)
+	}
+}
+
+// The model a rerun loads is the file whose sha256 it checked: a trace
+// whose run names another file than its header (checked) is refused, and
+// so is a projector recorded without its sha256.
+func TestTheModelLoadedIsTheModelChecked(t *testing.T) {
+	dir := t.TempDir()
+	checked, other := filepath.Join(dir, "checked.gguf"), filepath.Join(dir, "other.gguf")
+	for _, p := range []string{checked, other} {
+		if err := os.WriteFile(p, []byte("GGUF "+p), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := regular.SHA256(checked, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Record{Path: "t.jsonl", Header: recorded()}
+	r.Header.Model = event.ModelInfo{Path: checked, Size: int64(len("GGUF " + checked)), SHA256: sum}
+	r.Header.Run.Model = checked
+	if err := r.CheckModel(); err != nil {
+		t.Fatalf("the same file: %v", err)
+	}
+	r.Header.Run.Model = other
+	if err := r.CheckModel(); err == nil || !strings.Contains(err.Error(), "disagrees with itself") {
+		t.Fatalf("another file in its run: %v", err)
+	}
+	r.Header.Run.Model = checked
+	r.Header.Context.Projector = other
+	if err := r.CheckModel(); err == nil || !strings.Contains(err.Error(), "without its sha256") {
+		t.Fatalf("a projector without its sha256: %v", err)
 	}
 }

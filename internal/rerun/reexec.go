@@ -43,6 +43,9 @@ func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan
 	if err != nil {
 		return Plan{}, err
 	}
+	if facts.Corpus, err = r.corpus(a.Corpus); err != nil {
+		return Plan{}, err
+	}
 	notes, err := r.Differences(a)
 	for _, n := range notes {
 		fmt.Fprintln(warn, "note:", n)
@@ -74,6 +77,23 @@ func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan
 		fmt.Fprintf(warn, "note: %s was recorded by lloyal %s and this is %s: tokens may differ (a rerun stops where they do)\n", p.Trace, r.Header.ProgramVersion, version)
 	}
 	return p, nil
+}
+
+// corpus is the folder the rerun searches: the command's --corpus (flag),
+// absolute. A trace names no folder for lloyal to read: a run that
+// searched one needs --corpus, and one that searched none (the built-in
+// handbook) takes none.
+func (r *Record) corpus(flag string) (string, error) {
+	recorded := r.Header.Run.Corpus
+	switch {
+	case recorded != "" && flag == "":
+		return "", fmt.Errorf("%s searched the folder %s: a trace names no folder for lloyal to read, so give it as --corpus %s (or the folder you mean)", r.Path, recorded, recorded)
+	case recorded == "" && flag != "":
+		return "", fmt.Errorf("--corpus %s: %s searched no folder (the built-in handbook, or no search at all), so a rerun takes none", flag, r.Path)
+	case flag == "":
+		return "", nil
+	}
+	return filepath.Abs(flag)
 }
 
 // checkTemplate refuses a rerun whose --template file is not the text the

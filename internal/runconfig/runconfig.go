@@ -12,6 +12,8 @@ package runconfig
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +28,7 @@ import (
 	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/internal/backends"
 	"github.com/lloyal-ai/lloyal/internal/demomodel"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/internal/session"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -347,7 +350,14 @@ func checkServer(c session.Config) error {
 	return nil
 }
 
-// applyPrompt checks --think and --template and sets them in c.
+// maxTemplate bounds a --template file (published chat templates are
+// tens of KiB).
+const maxTemplate = 1 << 20
+
+// applyPrompt checks --think and --template and sets them in c. The
+// template's sha256 is recorded (c.Run) from the bytes it renders with,
+// and a rerun's recorded one is checked against those same bytes: the
+// file read is the file checked.
 func applyPrompt(facts trace.RunConfig, c *session.Config) error {
 	th, err := chat.ParseThink(cmp.Or(facts.Think, "auto"))
 	if err != nil {
@@ -355,14 +365,22 @@ func applyPrompt(facts trace.RunConfig, c *session.Config) error {
 	}
 	c.Think = th
 	if facts.Template != "" {
-		b, err := os.ReadFile(facts.Template)
+		b, err := regular.ReadFile(facts.Template, maxTemplate)
 		if err != nil {
 			return fmt.Errorf("--template: %w", err)
+		}
+		sum := sha256.Sum256(b)
+		hash := hex.EncodeToString(sum[:])
+		if want := facts.TemplateSHA256; want != "" && want != hash {
+			return fmt.Errorf("the template %s has sha256 %.12s, the recorded one %.12s: a rerun needs the same template", facts.Template, hash, want)
 		}
 		if _, err := chat.NewTemplate(string(b), "", ""); err != nil {
 			return fmt.Errorf("--template %s: %w", facts.Template, err)
 		}
 		c.Template = string(b)
+		if c.Run != nil {
+			c.Run.TemplateSHA256 = hash
+		}
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package runconfig
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
@@ -192,5 +194,32 @@ func TestStreamsAuto(t *testing.T) {
 				t.Fatalf("streams %d (%q), want %d saying %q", cfg.Streams, cfg.StreamsWhy, c.streams, c.says)
 			}
 		})
+	}
+}
+
+// --template is read once, to a bound: the sha256 recorded is of the text
+// that renders, and a rerun's recorded one is checked against that same
+// text (a file checked, then swapped, is not read unchecked).
+func TestTheTemplateReadIsTheTemplateChecked(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "t.jinja")
+	text := "{% for m in messages %}{{ m.content }}{% endfor %}"
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(text))
+	c := session.Config{Run: &trace.RunConfig{}}
+	if err := applyPrompt(trace.RunConfig{Template: p}, &c); err != nil || c.Template != text || c.Run.TemplateSHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("a run: template %q, sha256 %q, %v", c.Template, c.Run.TemplateSHA256, err)
+	}
+	if err := applyPrompt(trace.RunConfig{Template: p, TemplateSHA256: strings.Repeat("0", 64)}, &c); err == nil || !strings.Contains(err.Error(), "a rerun needs the same template") {
+		t.Fatalf("another text than the recorded: %v", err)
+	}
+	big := filepath.Join(dir, "big.jinja")
+	if err := os.WriteFile(big, make([]byte, maxTemplate+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyPrompt(trace.RunConfig{Template: big}, &c); err == nil || !strings.Contains(err.Error(), "--template") {
+		t.Fatalf("a template over the bound: %v", err)
 	}
 }

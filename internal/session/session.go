@@ -152,6 +152,12 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 		if slices.Contains(names, harness.AllAbilities) {
 			names = cfg.Abilities
 		}
+		if cfg.Recorded {
+			// A trace names these: only those the user enabled start.
+			if err := abilities.CheckEnabled(names); err != nil {
+				return err
+			}
+		}
 		abs, err = abilities.Start(ctx, names, cfg.Version, cfg.App.Stderr)
 		defer abilities.Stop(abs)
 		if err == nil {
