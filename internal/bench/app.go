@@ -36,7 +36,7 @@ func App(ctx context.Context, w io.Writer, seed uint32) error {
 	}
 	headless := func(name string) (time.Duration, error) {
 		start := time.Now()
-		out, err := exec.CommandContext(ctx, self, append(args(name), "--headless")...).CombinedOutput()
+		out, err := runChild(ctx, self, append(args(name), "--headless")...)
 		if err != nil {
 			return 0, fmt.Errorf("%s run: %v\n%s", name, err, out)
 		}
@@ -79,14 +79,21 @@ func inTmux(ctx context.Context, self string, args []string) (time.Duration, err
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 	session := fmt.Sprintf("lloyal-bench-%d", os.Getpid())
-	line := self + " " + strings.Join(args, " ")
+	words := []string{shellQuote(self)}
+	for _, a := range args {
+		words = append(words, shellQuote(a))
+	}
+	// The run inside tmux is the tmux server's child, not this process's:
+	// it ends by itself (the demo run, then 30 s for the last screen), and
+	// the session is killed when the bench ends.
+	line := strings.Join(words, " ")
 	start := time.Now()
-	if out, err := exec.CommandContext(ctx, "tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "36", line+"; sleep 30").CombinedOutput(); err != nil {
+	if out, err := runChild(ctx, "tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "36", line+"; sleep 30"); err != nil {
 		return 0, fmt.Errorf("tmux: %v %s", err, out)
 	}
-	defer exec.Command("tmux", "kill-session", "-t", session).Run()
+	defer runChild(context.Background(), "tmux", "kill-session", "-t", session)
 	for {
-		out, _ := exec.CommandContext(ctx, "tmux", "capture-pane", "-t", session, "-p").Output()
+		out, _ := runChild(ctx, "tmux", "capture-pane", "-t", session, "-p")
 		scr := string(out)
 		switch {
 		case strings.Contains(scr, "run finished"):

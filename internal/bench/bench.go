@@ -10,8 +10,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"time"
+
+	"github.com/lloyal-ai/lloyal/internal/childproc"
 )
 
 // ms is d in milliseconds, with fractions.
@@ -22,8 +23,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // what stops it.
 func holdACore(ctx context.Context) (func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
-	cmd := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
-	if err := cmd.Start(); err != nil {
+	cmd := command(ctx, "sh", "-c", "while :; do :; done")
+	if err := childproc.Start(cmd); err != nil {
 		cancel()
 		return nil, fmt.Errorf("starting a busy loop with sh: %w", err)
 	}
