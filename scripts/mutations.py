@@ -75,6 +75,7 @@ rows = [
  ("harness/build.go", "b, err = regular.ReadFile(path, maxSystemFile)", "b, err = regular.ReadFile(path, 1<<40)", "./harness", "TestAHarnessReadsItsFilesToABound"),
  ("harness/check.go", "\tif len(files) > maxEachFiles {", "\tif false {", "./harness", "TestAHarnessReadsItsFilesToABound"),
  ("internal/bench/child.go", "\tcmd.Cancel = func() error { childproc.KillGroup(cmd); return nil }\n", "", "./internal/bench", "TestRunOwned"),
+ ("engine/chat/jinja/limits.go", "\tif l.depth++; l.depth > maxDepth {", "\tif l.depth++; l.depth > 1<<40 {", "./engine/chat/jinja", "TestRenderIsBounded/recursion"),
 ]
 only = set(sys.argv[1:])
 survived = False

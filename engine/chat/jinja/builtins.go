@@ -95,6 +95,11 @@ func builtinRange(args []Value, kwargs map[string]Value) (Value, error) {
 	if step == 0 {
 		return Undefined(), fmt.Errorf("range: step must not be zero")
 	}
+	// jinja2's sandbox (safe_range) refuses a range of more than
+	// MAX_RANGE items.
+	if n := rangeLen(start, stop, step); n > maxRange {
+		return Undefined(), fmt.Errorf("OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", maxRange)
+	}
 
 	var items []Value
 	if step > 0 {

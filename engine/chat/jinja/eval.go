@@ -50,6 +50,8 @@ type evaluator struct {
 	// cur is the construct being evaluated, shared by the evaluators of
 	// macro and block bodies, so a recovered panic names the innermost.
 	cur *pos
+	// lim is the render's budget, shared likewise.
+	lim *limits
 }
 
 func (e *evaluator) execNodes(nodes []node) error {
@@ -62,6 +64,9 @@ func (e *evaluator) execNodes(nodes []node) error {
 }
 
 func (e *evaluator) execNode(n node) error {
+	if err := e.lim.step(e.output.Len()); err != nil {
+		return err
+	}
 	switch nd := n.(type) {
 	case *textNode:
 		e.output.WriteString(nd.text)
@@ -280,6 +285,7 @@ func (e *evaluator) execSet(n *setNode) error {
 func (e *evaluator) execSetBlock(n *setBlockNode) error {
 	bodyEval := evaluator{
 		cur:      e.cur,
+		lim:      e.lim,
 		scope:    e.scope,
 		builtins: e.builtins,
 	}
@@ -306,7 +312,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 			} else if v, ok := kwargs[param.name]; ok {
 				child.set(param.name, v)
 			} else if param.defaultVal != nil {
-				defEval := evaluator{scope: child, builtins: e.builtins, cur: e.cur}
+				defEval := evaluator{scope: child, builtins: e.builtins, cur: e.cur, lim: e.lim}
 				defVal, err := defEval.evalExpr(param.defaultVal)
 				if err != nil {
 					return Undefined(), err
@@ -324,10 +330,17 @@ func (e *evaluator) execMacro(n *macroNode) error {
 
 		macroEval := evaluator{
 			cur:      e.cur,
+			lim:      e.lim,
 			scope:    child,
 			builtins: e.builtins,
 		}
 
+		// A macro may call itself: its depth is bounded before Go's
+		// stack (whose overflow no recover catches) is.
+		if err := e.lim.enter(); err != nil {
+			return Undefined(), err
+		}
+		defer e.lim.leave()
 		if err := macroEval.execNodes(body); err != nil {
 			return Undefined(), err
 		}
@@ -356,6 +369,7 @@ func (e *evaluator) execCall(n *callNode) error {
 
 		callerEval := evaluator{
 			cur:      e.cur,
+			lim:      e.lim,
 			scope:    child,
 			builtins: e.builtins,
 		}
@@ -423,6 +437,7 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 	// Render body to string.
 	bodyEval := evaluator{
 		cur:      e.cur,
+		lim:      e.lim,
 		scope:    e.scope,
 		builtins: e.builtins,
 	}

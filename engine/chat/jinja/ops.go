@@ -85,9 +85,9 @@ func arith(op string, a, b Value) (Value, error) {
 	case "*":
 		switch {
 		case (a.IsString() || plainList(a)) && isInt(b):
-			return repeat(a, toInt64(b)), nil
+			return repeat(a, toInt64(b))
 		case isInt(a) && (b.IsString() || plainList(b)):
-			return repeat(b, toInt64(a)), nil
+			return repeat(b, toInt64(a))
 		}
 	}
 	if !isNum(a) || !isNum(b) {
@@ -128,9 +128,15 @@ func arith(op string, a, b Value) (Value, error) {
 				return Undefined(), fmt.Errorf("ZeroDivisionError: 0.0 cannot be raised to a negative power")
 			}
 			if y >= 0 {
-				n := int64(1)
-				for range y {
-					n *= x
+				// By squaring: the same product (int64's, as the loop
+				// it replaces wrapped it) in log2(y) steps, so 2 ** 10**18
+				// ends.
+				n, base := int64(1), x
+				for ; y > 0; y >>= 1 {
+					if y&1 == 1 {
+						n *= base
+					}
+					base *= base
 				}
 				return NewInt(n), nil
 			}
@@ -193,21 +199,27 @@ func plainList(v Value) bool {
 	return v.IsList() && !v.AsList().lazy && v.AsList().view == ""
 }
 
-func repeat(v Value, n int64) Value {
+func repeat(v Value, n int64) (Value, error) {
 	if n < 0 {
 		n = 0
 	}
 	if v.IsString() {
-		return NewString(strings.Repeat(v.AsString(), int(n)))
+		if s := v.AsString(); len(s) > 0 && n > int64(maxValue/len(s)) {
+			return Undefined(), fmt.Errorf("MemoryError: a string of %d bytes repeated %d times is over %d MiB", len(s), n, maxValue>>20)
+		}
+		return NewString(strings.Repeat(v.AsString(), int(n))), nil
+	}
+	if k := len(v.AsList().Items); k > 0 && n > int64(maxValue/k) {
+		return Undefined(), fmt.Errorf("MemoryError: a list of %d items repeated %d times is over %d items", k, n, maxValue)
 	}
 	var items []Value
 	for range n {
 		items = append(items, v.AsList().Items...)
 	}
 	if v.AsList().tuple {
-		return newTuple(items...)
+		return newTuple(items...), nil
 	}
-	return NewList(items)
+	return NewList(items), nil
 }
 
 // order compares a and b for <, >, <= and >=, as Python orders them:

@@ -87,6 +87,7 @@ func render(nodes []node, data map[string]Value) (out string, err error) {
 	e := evaluator{
 		output: strings.Builder{},
 		cur:    &pos{},
+		lim:    &limits{},
 	}
 	defer func() {
 		if r := recover(); r != nil {
