@@ -401,3 +401,14 @@ func TestAHarnessReadsItsFilesToABound(t *testing.T) {
 		t.Fatalf("an each_file glob of %d files: %v", maxEachFiles+1, err)
 	}
 }
+
+// A harness's repetition window is bounded as --repeat-last-n is.
+func TestRepeatLastNBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.yaml")
+	if err := os.WriteFile(path, []byte("sampling:\n  repeat_last_n: 2000000000\nroles:\n  r:\n    system: S."+answerRole+"\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "repeat_last_n") {
+		t.Fatalf("repeat_last_n 2000000000: %v", err)
+	}
+}

@@ -76,6 +76,13 @@ rows = [
  ("harness/check.go", "\tif len(files) > maxEachFiles {", "\tif false {", "./harness", "TestAHarnessReadsItsFilesToABound"),
  ("internal/bench/child.go", "\tcmd.Cancel = func() error { childproc.KillGroup(cmd); return nil }\n", "", "./internal/bench", "TestRunOwned"),
  ("engine/chat/jinja/limits.go", "\tif l.depth++; l.depth > maxDepth {", "\tif l.depth++; l.depth > 1<<40 {", "./engine/chat/jinja", "TestRenderIsBounded/recursion"),
+ ("engine/llamacpp/llama/shim.c", "if (isinf(arr.data[arr.selected].logit) && arr.data[arr.selected].logit < 0) {", "if (0) {", "./engine/llamacpp/llama", "TestARefusedTokenIsAnError"),
+ ("engine/llamacpp/llama/sampler.go", "\tif p.RepeatLastN > MaxRepeatLastN {", "\tif false {", "./engine/llamacpp/llama", "TestRepeatWindowBounded"),
+ ("engine/llamacpp/llama/context.go", "if C.llama_get_memory(c) == nil && !p.Embeddings {", "if false {", "./engine/llamacpp/llama", "TestAModelWithoutACacheIsRefused"),
+ ("engine/llamacpp/llama/llama.go", "\tif C.llama_vocab_type(m.vocab) == C.LLAMA_VOCAB_TYPE_NONE {", "\tif false {", "./engine/llamacpp/model", "TestHostileHyperparametersAreRefused/no_vocabulary"),
+ ("engine/llamacpp/model/hparams.go", "\t\tif _, isStrings := v.([]string); !isStrings {\n\t\t\treturn damaged(\"tokenizer.ggml.merges\"", "\t\tif _, isStrings := v.([]string); false && !isStrings {\n\t\t\treturn damaged(\"tokenizer.ggml.merges\"", "./engine/llamacpp/model", "TestHostileHyperparametersAreRefused/merges_not_strings"),
+ ("internal/gguf/read.go", "\t\tif !isU32 {\n", "\t\tif !isU32 && false {\n", "./internal/gguf", "TestReadErrors"),
+ ("engine/llamacpp/llama/projkeys.go", "want != \"\" && got != want", "false", "./engine/llamacpp/llama", "TestAProjectorClipWouldAbortOnIsRefused"),
 ]
 only = set(sys.argv[1:])
 survived = False

@@ -327,6 +327,7 @@ func TestReadErrors(t *testing.T) {
 		}(), "nested deeper"},
 		{"alignment not a power of two", start(3, 0, 1).str("general.alignment").u32(uint32(TypeUint32)).u32(3).Bytes(), "not a power of two"},
 		{"alignment zero", start(3, 0, 1).str("general.alignment").u32(uint32(TypeUint32)).u32(0).Bytes(), "not a power of two"},
+		{"alignment a uint64", start(3, 0, 1).str("general.alignment").u32(uint32(TypeUint64)).u64(32).Bytes(), "general.alignment is a uint64: it is a uint32"},
 		{"zero dims", start(3, 1, 0).tensor("t", nil, F32, 0).pad(64).Bytes(), `tensor "t" has 0 dimensions`},
 		{"nine dims", start(3, 1, 0).tensor("t", []uint64{1, 1, 1, 1, 1, 1, 1, 1, 1}, F32, 0).pad(64).Bytes(), "9 dimensions"},
 		{"zero dimension", start(3, 1, 0).tensor("t", []uint64{4, 0}, F32, 0).pad(64).Bytes(), "zero dimension"},

@@ -191,7 +191,14 @@ func (p *parser) file(size int64) (*File, error) {
 	if err := p.metadata(f, nKV); err != nil {
 		return nil, err
 	}
-	if a, ok := f.Uint("general.alignment"); ok {
+	if v, ok := f.Get("general.alignment"); ok {
+		// ggml reads it as a uint32 and asserts the type (ending the
+		// process) on any other.
+		a32, isU32 := v.(uint32)
+		if !isU32 {
+			return nil, p.fail("general.alignment is a %T: it is a uint32", v)
+		}
+		a := uint64(a32)
 		if a == 0 || a&(a-1) != 0 || a > 1<<16 {
 			return nil, p.fail("general.alignment %d is not a power of two", a)
 		}

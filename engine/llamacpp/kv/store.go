@@ -254,7 +254,9 @@ func (s *Store) Sample(b *Branch) (Token, error) {
 	if err != nil {
 		return -1, err
 	}
-	b.sampler.Accept(t)
+	if err := b.sampler.Accept(t); err != nil {
+		return -1, fmt.Errorf("sample: %w", err)
+	}
 	return t, nil
 }
 
@@ -269,7 +271,9 @@ func (s *Store) Force(b *Branch, t Token) error {
 			return err
 		}
 	}
-	b.sampler.Accept(t)
+	if err := b.sampler.Accept(t); err != nil {
+		return fmt.Errorf("force: %w", err)
+	}
 	return nil
 }
 

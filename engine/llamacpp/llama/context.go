@@ -358,6 +358,15 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		C.free(unsafe.Pointer(span))
 		return nil, fmt.Errorf("new context (n_ctx %d, n_seq_max %d): %s", p.NCtx, p.NSeqMax, takeLog())
 	}
+	if C.llama_get_memory(c) == nil && !p.Embeddings {
+		// A diffusion or encoder-only architecture keeps no cache: its
+		// decode is an encode of at most one micro-batch, which llama.cpp
+		// asserts on (ending the process) past that.
+		C.llama_free(c)
+		C.free(unsafe.Pointer(span))
+		arch, _ := m.Meta("general.architecture")
+		return nil, fmt.Errorf("new context: this model (%s) keeps no KV cache, so it cannot write turns: run it as an embed or rerank service", arch)
+	}
 	// llama.cpp caps n_batch at n_ctx: a batch built to the requested size
 	// would trip its GGML_ASSERT(n_tokens_all <= n_batch), so the batch and
 	// every caller use the size it actually took.

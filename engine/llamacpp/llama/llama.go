@@ -117,6 +117,10 @@ func LoadModel(path string, p ModelParams) (*Model, error) {
 	model := &Model{m: m, vocab: C.llama_model_get_vocab(m), path: path}
 	model.offload = finishOffload(off, int(C.llama_model_n_layer(m)))
 	model.nVocab = int(C.llama_vocab_n_tokens(model.vocab))
+	if err := model.checkVocab(); err != nil {
+		C.llama_model_free(m)
+		return nil, fmt.Errorf("load model %s: %w", path, err)
+	}
 	model.pieces = make([][]byte, model.nVocab)
 	buf := make([]byte, 256)
 	for t := 0; t < model.nVocab; t++ {
@@ -130,6 +134,30 @@ func LoadModel(path string, p ModelParams) (*Model, error) {
 		model.pieces[t] = append([]byte(nil), buf[:n]...)
 	}
 	return model, nil
+}
+
+// checkVocab refuses a vocabulary llama.cpp asserts on (ending the
+// process) when it reads a piece or tokenizes: none at all (tokenizer
+// model "none"), or one that says to add a BOS, EOS or SEP token it does
+// not have.
+func (m *Model) checkVocab() error {
+	if C.llama_vocab_type(m.vocab) == C.LLAMA_VOCAB_TYPE_NONE {
+		return fmt.Errorf("it has no vocabulary (tokenizer.ggml.model none): lloyal reads and writes text, so it needs one")
+	}
+	for _, c := range []struct {
+		name string
+		adds bool
+		tok  C.llama_token
+	}{
+		{"BOS", bool(C.llama_vocab_get_add_bos(m.vocab)), C.llama_vocab_bos(m.vocab)},
+		{"EOS", bool(C.llama_vocab_get_add_eos(m.vocab)), C.llama_vocab_eos(m.vocab)},
+		{"SEP", bool(C.llama_vocab_get_add_sep(m.vocab)), C.llama_vocab_sep(m.vocab)},
+	} {
+		if c.adds && (c.tok < 0 || int(c.tok) >= m.nVocab) {
+			return fmt.Errorf("its vocabulary says to add a %s token and has none: the file is damaged", c.name)
+		}
+	}
+	return nil
 }
 
 // Close frees the model. Contexts made from it must be closed first.
@@ -193,6 +221,9 @@ func (m *Model) ChatTemplate() string {
 	return C.GoString(p)
 }
 
+// maxTokenize bounds the text one Tokenize takes (far above any context).
+const maxTokenize = 1 << 30
+
 // Tokenize turns text into tokens. parseSpecial decides whether text such as
 // "<|im_end|>" becomes the control token or plain characters: text that came
 // from a tool or a user must always be tokenized with it off.
@@ -201,6 +232,11 @@ func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]Token, e
 		if !addSpecial {
 			return nil, nil
 		}
+	}
+	if len(text) > maxTokenize {
+		// llama_tokenize takes the length as an int32: past it, llama.cpp
+		// throws (ending the process) or reads the text cut.
+		return nil, fmt.Errorf("tokenize: %d bytes of text, over the %d MiB lloyal tokenizes at once", len(text), maxTokenize>>20)
 	}
 	ctext := C.CString(text)
 	defer C.free(unsafe.Pointer(ctext))

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lloyal-ai/lloyal/internal/gguf"
 	"github.com/lloyal-ai/lloyal/internal/modelgen"
 	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
@@ -317,5 +318,37 @@ func TestMicroBatch(t *testing.T) {
 		if d := math.Abs(float64(small[i] - whole[i])); d > 1e-4 {
 			t.Fatalf("logit %d: %g in micro-batches of %d, %g in one", i, small[i], MicroBatch, whole[i])
 		}
+	}
+}
+
+// A model that keeps no KV cache (a diffusion architecture, here the tiny
+// model relabelled llada) cannot write turns: its context is refused with
+// an error, where its first decode longer than a micro-batch would abort.
+func TestAModelWithoutACacheIsRefused(t *testing.T) {
+	base := testmodel.Tiny(t)
+	gf, err := gguf.Open(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]any{"general.architecture": "llada"}
+	var drop []string
+	for _, kv := range gf.KV {
+		if rest, ok := strings.CutPrefix(kv.Key, "llama."); ok {
+			set["llada."+rest] = kv.Value
+			drop = append(drop, kv.Key)
+		}
+	}
+	m, err := LoadModel(testmodel.RewriteFrom(t, base, set, drop...), ModelParams{})
+	if err != nil {
+		t.Skipf("this llama.cpp does not load the tiny model as llada: %v", err)
+	}
+	defer m.Close()
+	c, err := NewContext(m, ContextParams{NCtx: 1024, NBatch: 512, NSeqMax: 1, NThreads: 1})
+	if err == nil {
+		c.Close()
+		t.Fatal("a model without a cache got a context to write turns in")
+	}
+	if !strings.Contains(err.Error(), "keeps no KV cache") {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -51,6 +51,8 @@ func OpenProjector(path string, m *Model, threads int) (*Projector, error) {
 		return nil, fmt.Errorf("vision projector %s: %w", path, err)
 	} else if a := gf.Architecture(); a != "clip" {
 		return nil, fmt.Errorf("%s is not a vision projector (an mmproj GGUF, architecture clip): its architecture is %q; give the projector that goes with the model", path, a)
+	} else if err := checkProjectorKeys(gf); err != nil {
+		return nil, fmt.Errorf("vision projector %s: %w", path, err)
 	}
 	cs := C.CString(path)
 	defer C.free(unsafe.Pointer(cs))

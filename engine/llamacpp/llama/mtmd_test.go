@@ -90,3 +90,35 @@ func TestProjectorEncodesAnImage(t *testing.T) {
 		t.Error("a missing projector opened")
 	}
 }
+
+// A projector whose keys clip.cpp would abort on (a key of another type
+// than its getter's, a vision projector without its image mean) is refused
+// by name before llama.cpp reads it.
+func TestAProjectorClipWouldAbortOnIsRefused(t *testing.T) {
+	proj := filepath.Join(t.TempDir(), "tiny.mmproj.gguf")
+	if err := modelgen.WriteProjectorFile(proj, modelgen.TinyProjector()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadModel(testmodel.Tiny(t), ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, c := range []struct {
+		name string
+		set  map[string]any
+		drop []string
+		want string
+	}{
+		{"an int32 image size", map[string]any{"clip.vision.image_size": int32(32)}, nil, "clip.vision.image_size is int32, where clip.cpp reads uint32"},
+		{"no image mean", nil, []string{"clip.vision.image_mean"}, "it has no clip.vision.image_mean"},
+		{"a short image std", map[string]any{"clip.vision.image_std": []float32{1}}, nil, "clip.vision.image_std is []float32 [1]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := OpenProjector(testmodel.RewriteFrom(t, proj, c.set, c.drop...), m, 1)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want %q", err, c.want)
+			}
+		})
+	}
+}

@@ -73,10 +73,19 @@ type Surprisal struct {
 // ErrGrammarDeadEnd means the grammar admits no token from here.
 var ErrGrammarDeadEnd = errors.New("sampler: the grammar admits no token")
 
+// MaxRepeatLastN bounds SamplerParams.RepeatLastN (--repeat-last-n's
+// range).
+const MaxRepeatLastN = 4096
+
 // NewSampler builds a chain: grammar (if any), repetition penalties (if
 // any), then top-k, top-p, min-p, temperature and a seeded draw — or greedy
 // selection.
 func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
+	if p.RepeatLastN > MaxRepeatLastN {
+		// llama.cpp allocates the window at once: a harness's or a trace's
+		// 2,000,000,000 would be 8 GB.
+		return nil, fmt.Errorf("repeat_last_n %d: use 0 to %d", p.RepeatLastN, MaxRepeatLastN)
+	}
 	ensureInit()
 	chain := C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
 	var grammar *C.struct_llama_sampler
@@ -187,8 +196,16 @@ func (s *Sampler) Sample(logits []float32) (Token, error) {
 // Last is the surprisal of the token Sample last returned.
 func (s *Sampler) Last() Surprisal { return s.last }
 
-// Accept advances the chain's state (grammar, repetition history) by t.
-func (s *Sampler) Accept(t Token) { C.llama_sampler_accept(s.chain, C.llama_token(t)) }
+// Accept advances the chain's state (grammar, repetition history) by t. A
+// grammar that refuses t (a lazy one replaying the text from its trigger
+// on) is an error, where llama.cpp throws.
+func (s *Sampler) Accept(t Token) error {
+	var buf [256]C.char
+	if C.lloyal_sampler_accept(s.chain, C.llama_token(t), &buf[0], C.size_t(len(buf))) != 0 {
+		return fmt.Errorf("the grammar refused token %d: %s", t, C.GoString(&buf[0]))
+	}
+	return nil
+}
 
 // ForcedText is the text the sampler's grammar allows as the only
 // continuation from its state (at most maxBytes, whole characters), and

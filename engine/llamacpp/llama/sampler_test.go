@@ -1,6 +1,9 @@
 package llama
 
 import (
+	"errors"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/internal/testmodel"
@@ -40,7 +43,9 @@ func TestRepeatPenaltyChangesTheChoiceAfterAccept(t *testing.T) {
 			if got, err := s.Sample(logits); err != nil || got != fav {
 				t.Fatalf("first pick = %d, %v; want %d", got, err, fav)
 			}
-			s.Accept(fav)
+			if err := s.Accept(fav); err != nil {
+				t.Fatal(err)
+			}
 			if got, err := s.Sample(logits); err != nil || got != c.want {
 				t.Fatalf("pick after accepting %d = %d, %v; want %d", fav, got, err, c.want)
 			}
@@ -67,5 +72,60 @@ func TestRepeatPenaltyWindowSlides(t *testing.T) {
 	s.Accept(12)
 	if got, err := s.Sample(logits); err != nil || got != 10 {
 		t.Fatalf("pick = %d, %v; want 10 (outside the window of 1)", got, err)
+	}
+}
+
+// A grammar fed a token it refuses is an error, where llama.cpp throws
+// (an exception out of a cgo call ends the process); a grammar that allows
+// no token at all is a dead end, not token 0 drawn at -inf.
+func TestARefusedTokenIsAnError(t *testing.T) {
+	m, err := LoadModel(testmodel.Tiny(t), ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a, err := m.Tokenize("a", false, false)
+	if err != nil || len(a) != 1 {
+		t.Fatalf("tokens of a: %v, %v", a, err)
+	}
+	b, err := m.Tokenize("b", false, false)
+	if err != nil || len(b) != 1 {
+		t.Fatalf("tokens of b: %v, %v", b, err)
+	}
+	s, err := NewSampler(m, SamplerParams{Grammar: &Grammar{GBNF: `root ::= "a"`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Accept(b[0]); err == nil || !strings.Contains(err.Error(), "the grammar refused token") {
+		t.Fatalf("a refused token accepted: %v", err)
+	}
+	// Every logit but a's at -inf: the grammar (which wants "a") and the
+	// logits together allow nothing once a is masked too.
+	s2, err := NewSampler(m, SamplerParams{Grammar: &Grammar{GBNF: `root ::= "b"`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	logits := make([]float32, m.NVocab())
+	for i := range logits {
+		logits[i] = float32(math.Inf(-1))
+	}
+	logits[a[0]] = 1
+	if got, err := s2.Sample(logits); !errors.Is(err, ErrGrammarDeadEnd) {
+		t.Fatalf("sampled %d, %v: want a dead end", got, err)
+	}
+}
+
+// A repetition window past MaxRepeatLastN is refused: llama.cpp would
+// allocate it at once.
+func TestRepeatWindowBounded(t *testing.T) {
+	m, err := LoadModel(testmodel.Tiny(t), ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := NewSampler(m, SamplerParams{RepeatPenalty: 1.1, RepeatLastN: 2_000_000_000}); err == nil || !strings.Contains(err.Error(), "use 0 to 4096") {
+		t.Fatalf("a window of 2e9: %v", err)
 	}
 }

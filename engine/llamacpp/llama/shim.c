@@ -1,6 +1,7 @@
 #include "shim.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -129,6 +130,11 @@ llama_token lloyal_sample(struct llama_sampler *chain, const float *logits, int3
     llama_token_data_array arr = {scratch, (size_t)n_vocab, -1, false};
     llama_sampler_apply(chain, &arr);
     if (arr.selected < 0 || (size_t)arr.selected >= arr.size) {
+        return -1;
+    }
+    // A grammar that allows no token leaves every logit at -inf, and greedy
+    // selection still picks the first: that is a dead end, not a token.
+    if (isinf(arr.data[arr.selected].logit) && arr.data[arr.selected].logit < 0) {
         return -1;
     }
     // A seeded draw leaves the normalised probabilities of what it drew

@@ -66,6 +66,9 @@ bool lloyal_span_cb(struct ggml_tensor *t, bool ask, void *user);
 // a malloc'd GBNF string and 0 is returned; on failure *out is a malloc'd
 // error message and 1 is returned. The caller frees *out.
 int lloyal_schema_to_grammar(const char *schema_json, char **out);
+// lloyal_sampler_accept is llama_sampler_accept with what it throws caught:
+// 0, or 1 with the message in err (grammar.cpp).
+int lloyal_sampler_accept(struct llama_sampler *chain, llama_token t, char *err, size_t errlen);
 
 // Jump-forward decoding (forced.cpp). lloyal_forced_text writes into buf
 // (at most cap bytes, whole characters) the text the grammar sampler

@@ -42,6 +42,8 @@ func TestHostileHyperparametersAreRefused(t *testing.T) {
 		{"byte scores", map[string]any{"tokenizer.ggml.scores": make([]uint8, n)}, fmt.Sprintf("tokenizer.ggml.scores is %d uint8 values", n)},
 		{"short token types", map[string]any{"tokenizer.ggml.token_type": []int32{1}}, "tokenizer.ggml.token_type is 1 int32 values"},
 		{"tokens alike", map[string]any{"tokenizer.ggml.tokens": dupTokens}, "spells tokens"},
+		{"no vocabulary", map[string]any{"tokenizer.ggml.model": "none"}, "has no vocabulary"},
+		{"merges not strings", map[string]any{"tokenizer.ggml.merges": []uint32{1, 2}}, "tokenizer.ggml.merges is a []uint32: it is an array of strings"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -121,6 +121,13 @@ func checkVocabulary(gf *gguf.File, damaged func(key, what string) error) error 
 		}
 		seen[tok] = i
 	}
+	// llama.cpp reads merges as strings and asserts the type (ending the
+	// process) on any other.
+	if v, ok := gf.Get("tokenizer.ggml.merges"); ok {
+		if _, isStrings := v.([]string); !isStrings {
+			return damaged("tokenizer.ggml.merges", fmt.Sprintf("is %s: it is an array of strings", describe(v)))
+		}
+	}
 	if v, ok := gf.Get("tokenizer.ggml.scores"); ok {
 		if s, isF32 := v.([]float32); !isF32 || len(s) != len(tokens) {
 			return damaged("tokenizer.ggml.scores", fmt.Sprintf("is %s: it is an array of %d float32 scores, one per token", describe(v), len(tokens)))
