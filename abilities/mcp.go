@@ -384,10 +384,7 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("ability %s: tool %s left out: the server runs it only as a task (its execution.taskSupport is \"required\"), and lloyal calls tools without tasks", s.ab.Name, t.Name))
 			continue
 		}
-		params, err := json.Marshal(t.InputSchema)
-		if err == nil && len(params) > maxToolSchema {
-			err = fmt.Errorf("%d KiB, over %d KiB", len(params)>>10, maxToolSchema>>10)
-		}
+		params, err := boundedSchema(t.InputSchema)
 		if err == nil {
 			_, err = compileSchema(params)
 		}
@@ -397,10 +394,7 @@ func (s *Server) Tools(ctx context.Context) ([]engine.Tool, []string, error) {
 		}
 		var output *jsonschema.Schema
 		if t.OutputSchema != nil {
-			b, err := json.Marshal(t.OutputSchema)
-			if err == nil && len(b) > maxToolSchema {
-				err = fmt.Errorf("%d KiB, over %d KiB", len(b)>>10, maxToolSchema>>10)
-			}
+			b, err := boundedSchema(t.OutputSchema)
 			if err == nil {
 				output, err = compileSchema(b)
 			}

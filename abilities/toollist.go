@@ -2,6 +2,7 @@ package abilities
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -53,4 +54,13 @@ func listTools(ctx context.Context, c *conn) (list []*mcp.Tool, left string, err
 		left = fmt.Sprintf("its server lists more than %d pages of tools: those of the first %d are offered", maxToolPages, maxToolPages)
 	}
 	return list, left, nil
+}
+
+// boundedSchema is a tool's schema as JSON, refused over maxToolSchema.
+func boundedSchema(schema any) ([]byte, error) {
+	b, err := json.Marshal(schema)
+	if err == nil && len(b) > maxToolSchema {
+		err = fmt.Errorf("%d bytes, over %d KiB", len(b), maxToolSchema>>10)
+	}
+	return b, err
 }

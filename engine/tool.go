@@ -110,7 +110,7 @@ type RetryError struct {
 }
 
 func (e *RetryError) Error() string {
-	return fmt.Sprintf("transient failure (retry in %s): %v", e.Delay, e.Err)
+	return fmt.Sprintf("transient failure (retry in %s): %v", e.wait(), e.Err)
 }
 
 func (e *RetryError) Unwrap() error { return e.Err }

@@ -369,13 +369,13 @@ func TestAHarnessReadsItsFilesToABound(t *testing.T) {
 		}
 	}
 	write("big.md", make([]byte, maxSystemFile+1))
-	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.md"), 0o600); err != nil {
-		t.Skipf("no FIFOs here: %v", err)
+	cases := []struct{ file, want string }{{"big.md", "file too large"}}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.md"), 0o600); err == nil {
+		cases = append(cases, struct{ file, want string }{"fifo.md", "not a regular file"})
+	} else {
+		t.Logf("no FIFOs here (%v): that case is left out", err)
 	}
-	for _, c := range []struct{ file, want string }{
-		{"big.md", "file too large"},
-		{"fifo.md", "not a regular file"},
-	} {
+	for _, c := range cases {
 		path := filepath.Join(dir, "h-"+c.file+".yaml")
 		write(filepath.Base(path), []byte("roles:\n  r:\n    system_file: "+c.file+answerRole+"\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n"))
 		f, err := Load(path)

@@ -158,7 +158,7 @@ func loadCorpus(fsys fs.FS, root *os.Root, name string) (*Corpus, error) {
 	entries := 0
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if entries++; entries > maxCorpusEntries {
-			return fmt.Errorf("it holds more than %d files and folders: give --corpus the folder of the documents you mean", maxCorpusEntries)
+			return fmt.Errorf("it holds more than %d files and folders: point the corpus (--corpus, or a search tool's corpus:) at the folder of the documents you mean", maxCorpusEntries)
 		}
 		if err != nil {
 			return nil // unreadable entries are skipped, not fatal
@@ -176,7 +176,7 @@ func loadCorpus(fsys fs.FS, root *os.Root, name string) (*Corpus, error) {
 		}
 		if textExt[strings.ToLower(filepath.Ext(p))] {
 			if len(texts) == maxCorpusFiles {
-				return fmt.Errorf("it holds more than %d .md and .txt files: give --corpus the folder of the documents you mean", maxCorpusFiles)
+				return fmt.Errorf("it holds more than %d .md and .txt files: point the corpus (--corpus, or a search tool's corpus:) at the folder of the documents you mean", maxCorpusFiles)
 			}
 			texts = append(texts, p)
 		}
@@ -200,7 +200,7 @@ func loadCorpus(fsys fs.FS, root *os.Root, name string) (*Corpus, error) {
 		}
 		f.Close()
 		if read > maxCorpusBytes {
-			return nil, fmt.Errorf("corpus %s: its text files hold more than %d MiB: give --corpus the folder of the documents you mean", dir, maxCorpusBytes>>20)
+			return nil, fmt.Errorf("corpus %s: its text files hold more than %d MiB: point the corpus (--corpus, or a search tool's corpus:) at the folder of the documents you mean", dir, maxCorpusBytes>>20)
 		}
 		c.Docs = append(c.Docs, doc)
 	}

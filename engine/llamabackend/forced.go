@@ -35,9 +35,12 @@ func (l *Backend) Forced(b engine.BranchID, max int) []engine.Token {
 	if len(toks) == 0 || !br.GrammarAccepts(toks) {
 		return nil
 	}
-	for _, t := range toks {
+	for i, t := range toks {
 		if err := l.store.Force(br, t); err != nil {
-			return nil
+			// The sampler holds the tokens before t: they are the forced
+			// ones, so the cache gets what the sampler saw (its next
+			// sample then meets the grammar's dead end, an error).
+			return toks[:i]
 		}
 	}
 	return toks

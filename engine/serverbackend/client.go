@@ -520,7 +520,7 @@ func (c *Client) getJSON(ctx context.Context, path string, body, out any) error 
 		return c.requestFailed(err)
 	}
 	defer resp.Body.Close()
-	if err := answered(resp, chatHints); err != nil {
+	if err := answered(resp, chatHints()); err != nil {
 		return err
 	}
 	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out)
@@ -555,7 +555,7 @@ func answered(resp *http.Response, h hints) error {
 type hints struct{ url, key string }
 
 // chatHints are the chat server's: lloyal run's flag and variables.
-var chatHints = hints{url: "--server", key: "LLOYAL_API_KEY and LLOYAL_HEADERS"}
+func chatHints() hints { return hints{url: "--server", key: "LLOYAL_API_KEY and LLOYAL_HEADERS"} }
 
 // isStream reports whether an answer says it is a stream of a turn
 // (server-sent events, or ollama's lines of JSON).
@@ -667,7 +667,7 @@ func (c *Client) Generate(ctx context.Context, tr engine.TurnRequest, text func(
 		return engine.TurnResult{}, c.requestFailed(err)
 	}
 	defer resp.Body.Close()
-	if err := answered(resp, chatHints); err != nil {
+	if err := answered(resp, chatHints()); err != nil {
 		return engine.TurnResult{}, err
 	}
 	r := &watchReader{r: resp.Body, dog: dog, d: c.o.RequestTimeout}

@@ -57,7 +57,7 @@ func NewEndpoint(rawURL string, o EndpointOptions) (*Endpoint, error) {
 	if timeout <= 0 {
 		timeout = 60 * time.Second
 	}
-	h := chatHints
+	h := chatHints()
 	h.url = cmp.Or(o.URLFrom, h.url)
 	h.key = cmp.Or(o.KeyFrom, h.key)
 	tr := &http.Transport{

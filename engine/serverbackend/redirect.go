@@ -27,7 +27,7 @@ func (e *redirectError) Error() string { return e.msg }
 // checkRedirect is the client's CheckRedirect: it runs before the
 // redirected request is sent, so a refused target receives nothing.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
-	return checkRedirect(c.base, chatHints, req, via)
+	return checkRedirect(c.base, chatHints(), req, via)
 }
 
 // checkRedirect refuses a redirect of a request to base that would take

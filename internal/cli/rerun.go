@@ -145,8 +145,9 @@ func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trac
 	return err
 }
 
-// forkFromReplay runs the fork F asked for in lloyal replay, in the app.
-func forkFromReplay(cmd *cobra.Command, path string, r *ui.ForkRequest) error {
+// forkFromReplay runs the fork F asked for in lloyal replay, in the app,
+// its search reading corpus (replay's --corpus).
+func forkFromReplay(cmd *cobra.Command, path string, r *ui.ForkRequest, corpus string) error {
 	rec, err := rerun.Load(path)
 	if err == nil {
 		err = rec.ForkEdited(r.Event, r.Text)
@@ -154,6 +155,6 @@ func forkFromReplay(cmd *cobra.Command, path string, r *ui.ForkRequest) error {
 	if err != nil {
 		return err
 	}
-	var f rerunFlags
+	f := rerunFlags{corpus: corpus}
 	return f.reexecute(cmd, rec, &trace.ForkRef{Event: r.Event})
 }

@@ -448,3 +448,26 @@ run:
       orchestrate: parallel
       task: "{{input}}"
 `
+
+// A trace names no folder for lloyal to read: the rerun of a run that
+// searched a folder is refused without --corpus, naming the recorded one,
+// and with it runs token for token.
+func TestRerunReadsTheCommandsCorpus(t *testing.T) {
+	bin := lloyalBinary(t)
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	corpus, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "corpus"))
+	rec, again := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "rerun.jsonl")
+	if out, err := lloyalCmd(bin, dir, cache, "run", "--headless", "--model", testmodel.Tiny(t), "--agents", "1", "--ctx", "4096", "--threads", "1",
+		"--temperature", "0", "--deny-protected", "--corpus", corpus, "--trace", rec).CombinedOutput(); err != nil && !strings.Contains(string(out), "trace: ") {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	out, err := lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless", "--deny-protected", "--trace", again).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--corpus "+corpus) {
+		t.Fatalf("a rerun without --corpus: %v\n%s", err, out)
+	}
+	out, err = lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless", "--deny-protected", "--corpus", corpus, "--trace", again).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "token for token") {
+		t.Fatalf("a rerun with --corpus: %v\n%s", err, out)
+	}
+}

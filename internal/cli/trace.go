@@ -42,7 +42,7 @@ func newTraceCmd() *cobra.Command {
 func newReplayCmd() *cobra.Command {
 	var headless, follow bool
 	var speed float64
-	var themeName string
+	var themeName, corpus string
 	cmd := &cobra.Command{
 		Use:   "replay FILE",
 		Short: "Play a recorded run back",
@@ -69,7 +69,7 @@ that is still being written until its run closes it.`,
 				if err != nil || fork == nil {
 					return err
 				}
-				return forkFromReplay(cmd, args[0], fork)
+				return forkFromReplay(cmd, args[0], fork, corpus)
 			}
 			closing, problems, err := trace.Play(cmd.Context(), args[0], speed, follow, cmd.OutOrStdout())
 			for _, p := range problems {
@@ -90,5 +90,6 @@ that is still being written until its run closes it.`,
 	cmd.Flags().BoolVar(&follow, "follow", false, "keep reading a trace that is still being written")
 	cmd.Flags().Float64Var(&speed, "speed", 1, "playback speed (0.25…64; 0 = as fast as possible)")
 	cmd.Flags().StringVar(&themeName, "theme", "dark", "dark, light or high-contrast (NO_COLOR turns colour off)")
+	cmd.Flags().StringVar(&corpus, "corpus", "", "folder a fork (F) of a run that searched one reads (never taken from the trace)")
 	return cmd
 }

@@ -46,6 +46,14 @@ func (r *Record) Facts() (trace.RunConfig, error) {
 		return trace.RunConfig{}, fmt.Errorf("%s was run with --interactive: the follow-ups typed then are not replayed; rerun runs with --follow-up", r.Path)
 	}
 	f := *c
+	// The files the rerun loads are those CheckModel checks: the model at
+	// the header's path (an ollama name's blob as the run read it, even
+	// where the name has moved on since) and the projector the context
+	// read images with.
+	if p := r.Header.Model.Path; p != "" {
+		f.Model = p
+	}
+	f.MMProj = r.Header.Context.Projector
 	if f.Streams == nil {
 		// The run chose (--streams auto): the rerun holds its cells as it
 		// did, whatever auto would choose today.

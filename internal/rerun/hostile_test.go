@@ -221,9 +221,10 @@ func TestTheCorpusIsTheCommands(t *testing.T) {
 	}
 }
 
-// The model a rerun loads is the file whose sha256 it checked: a trace
-// whose run names another file than its header (checked) is refused, and
-// so is a projector recorded without its sha256.
+// The files a rerun loads are those whose sha256 it checked: the model at
+// the header's path, whatever its run names (an ollama name whose tag has
+// moved on, an edited path), and the projector its context read images
+// with; a projector recorded without its sha256 is refused.
 func TestTheModelLoadedIsTheModelChecked(t *testing.T) {
 	dir := t.TempDir()
 	checked, other := filepath.Join(dir, "checked.gguf"), filepath.Join(dir, "other.gguf")
@@ -238,17 +239,18 @@ func TestTheModelLoadedIsTheModelChecked(t *testing.T) {
 	}
 	r := &Record{Path: "t.jsonl", Header: recorded()}
 	r.Header.Model = event.ModelInfo{Path: checked, Size: int64(len("GGUF " + checked)), SHA256: sum}
-	r.Header.Run.Model = checked
-	if err := r.CheckModel(); err != nil {
-		t.Fatalf("the same file: %v", err)
-	}
 	r.Header.Run.Model = other
-	if err := r.CheckModel(); err == nil || !strings.Contains(err.Error(), "disagrees with itself") {
-		t.Fatalf("another file in its run: %v", err)
+	if err := r.CheckModel(); err != nil {
+		t.Fatalf("the header's file: %v", err)
 	}
-	r.Header.Run.Model = checked
+	if f, err := r.Facts(); err != nil || f.Model != checked {
+		t.Fatalf("facts' model %q, %v: want the file checked, %s", f.Model, err, checked)
+	}
 	r.Header.Context.Projector = other
 	if err := r.CheckModel(); err == nil || !strings.Contains(err.Error(), "without its sha256") {
 		t.Fatalf("a projector without its sha256: %v", err)
+	}
+	if f, _ := r.Facts(); f.MMProj != other {
+		t.Fatalf("facts' projector %q: want the context's, %s", f.MMProj, other)
 	}
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
-	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -287,13 +286,6 @@ func (r *Record) CheckModel() error {
 	}
 	if sum != m.SHA256 {
 		return fmt.Errorf("the model at %s has sha256 %s, the recorded one %s: a rerun needs the same model file", m.Path, sum[:12], m.SHA256[:12])
-	}
-	// The run loads its recorded model (an ollama name as the blob it
-	// names): that must be the file checked here.
-	if run := r.Header.Run; run != nil && run.Model != "" {
-		if p, err := model.Resolve(run.Model); err != nil || filepath.Clean(p) != filepath.Clean(m.Path) {
-			return fmt.Errorf("%s names the model %s in its run and %s in its header: the trace disagrees with itself (%v), so it is not rerun", r.Path, run.Model, m.Path, cmpOr(err, "another file"))
-		}
 	}
 	// The vision projector makes what the model read of each image.
 	if c, run := r.Header.Context, r.Header.Run; run != nil && run.MMProj != "" && run.MMProj != c.Projector {

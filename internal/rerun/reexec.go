@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/lloyal-ai/lloyal/engine"
-	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -26,7 +25,8 @@ type Plan struct {
 }
 
 // Prepare checks the record can be run again here (the same model file,
-// the same chat template, a run typed into only through flags) and with
+// a run typed into only through flags; the template is checked where it
+// is read, runconfig's applyPrompt) and with
 // what authority (Differences: the notes go to warn, a headless rerun
 // that would need more is refused), and plans the run. Paths in the
 // record are absolute; relative ones the rerunning command gives (its
@@ -36,9 +36,6 @@ func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan
 	if err := r.CheckModel(); err != nil {
 		return Plan{}, err
 	}
-	if err := r.checkTemplate(); err != nil {
-		return Plan{}, err
-	}
 	facts, err := r.Facts()
 	if err != nil {
 		return Plan{}, err
@@ -46,6 +43,7 @@ func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan
 	if facts.Corpus, err = r.corpus(a.Corpus); err != nil {
 		return Plan{}, err
 	}
+	a.Corpus = facts.Corpus // absolute, as the recorded one is
 	notes, err := r.Differences(a)
 	for _, n := range notes {
 		fmt.Fprintln(warn, "note:", n)
@@ -94,23 +92,6 @@ func (r *Record) corpus(flag string) (string, error) {
 		return "", nil
 	}
 	return filepath.Abs(flag)
-}
-
-// checkTemplate refuses a rerun whose --template file is not the text the
-// recorded run rendered with.
-func (r *Record) checkTemplate() error {
-	c := r.Header.Run
-	if c == nil || c.Template == "" {
-		return nil
-	}
-	sum, err := regular.SHA256(c.Template, -1)
-	if err != nil {
-		return fmt.Errorf("the recorded run's --template: %w: a rerun needs the same template", err)
-	}
-	if sum != c.TemplateSHA256 {
-		return fmt.Errorf("the template %s has sha256 %.12s, the recorded one %.12s: a rerun needs the same template", c.Template, sum, c.TemplateSHA256)
-	}
-	return nil
 }
 
 // Verdict says how the run again went, given the run's error: for a fork,

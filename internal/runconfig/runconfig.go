@@ -168,7 +168,7 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 	}
 	// Stdin holds the follow-ups: no approval prompt reads it too.
 	c.App.Approvals.DenyProtected = c.App.Approvals.DenyProtected || c.Interactive
-	if err := applyPrompt(facts, &c); err != nil {
+	if err := applyPrompt(facts, a.Rerun, &c); err != nil {
 		return c, nil, err
 	}
 	if err := checkServer(c); err != nil {
@@ -356,9 +356,9 @@ const maxTemplate = 1 << 20
 
 // applyPrompt checks --think and --template and sets them in c. The
 // template's sha256 is recorded (c.Run) from the bytes it renders with,
-// and a rerun's recorded one is checked against those same bytes: the
-// file read is the file checked.
-func applyPrompt(facts trace.RunConfig, c *session.Config) error {
+// and a rerun's recorded one (which it needs) is checked against those
+// same bytes: the file read is the file checked.
+func applyPrompt(facts trace.RunConfig, rerun bool, c *session.Config) error {
 	th, err := chat.ParseThink(cmp.Or(facts.Think, "auto"))
 	if err != nil {
 		return err
@@ -371,6 +371,9 @@ func applyPrompt(facts trace.RunConfig, c *session.Config) error {
 		}
 		sum := sha256.Sum256(b)
 		hash := hex.EncodeToString(sum[:])
+		if rerun && facts.TemplateSHA256 == "" {
+			return fmt.Errorf("the recorded run's --template %s has no sha256 in its trace: it cannot be checked, so it is not rerun", facts.Template)
+		}
 		if want := facts.TemplateSHA256; want != "" && want != hash {
 			return fmt.Errorf("the template %s has sha256 %.12s, the recorded one %.12s: a rerun needs the same template", facts.Template, hash, want)
 		}

@@ -209,17 +209,20 @@ func TestTheTemplateReadIsTheTemplateChecked(t *testing.T) {
 	}
 	sum := sha256.Sum256([]byte(text))
 	c := session.Config{Run: &trace.RunConfig{}}
-	if err := applyPrompt(trace.RunConfig{Template: p}, &c); err != nil || c.Template != text || c.Run.TemplateSHA256 != hex.EncodeToString(sum[:]) {
+	if err := applyPrompt(trace.RunConfig{Template: p}, false, &c); err != nil || c.Template != text || c.Run.TemplateSHA256 != hex.EncodeToString(sum[:]) {
 		t.Fatalf("a run: template %q, sha256 %q, %v", c.Template, c.Run.TemplateSHA256, err)
 	}
-	if err := applyPrompt(trace.RunConfig{Template: p, TemplateSHA256: strings.Repeat("0", 64)}, &c); err == nil || !strings.Contains(err.Error(), "a rerun needs the same template") {
+	if err := applyPrompt(trace.RunConfig{Template: p, TemplateSHA256: strings.Repeat("0", 64)}, true, &c); err == nil || !strings.Contains(err.Error(), "a rerun needs the same template") {
 		t.Fatalf("another text than the recorded: %v", err)
+	}
+	if err := applyPrompt(trace.RunConfig{Template: p}, true, &c); err == nil || !strings.Contains(err.Error(), "no sha256") {
+		t.Fatalf("a rerun's template without its recorded sha256: %v", err)
 	}
 	big := filepath.Join(dir, "big.jinja")
 	if err := os.WriteFile(big, make([]byte, maxTemplate+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyPrompt(trace.RunConfig{Template: big}, &c); err == nil || !strings.Contains(err.Error(), "--template") {
+	if err := applyPrompt(trace.RunConfig{Template: big}, false, &c); err == nil || !strings.Contains(err.Error(), "--template") {
 		t.Fatalf("a template over the bound: %v", err)
 	}
 }

@@ -929,7 +929,7 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 		}
 		return arith(n.op, left, right)
 	case "~":
-		return NewString(printValue(left) + printValue(right)), nil
+		return concatenated(printValue(left), printValue(right))
 	case "==", "!=", "<", ">", "<=", ">=", "in", "not in":
 		ok, err := compare(n.op, left, right)
 		return NewBool(ok), err

@@ -45,6 +45,9 @@ func filterTojson(args []Value, kwargs map[string]Value) (Value, error) {
 		case indent.IsString():
 			pad = indent.AsString()
 		case isInt(indent):
+			if err := checkIndent(toInt64(indent)); err != nil {
+				return Undefined(), err
+			}
 			pad = strings.Repeat(" ", int(max(toInt64(indent), 0)))
 		default:
 			return Undefined(), fmt.Errorf("TypeError: tojson indent must be an int or a string")
@@ -654,13 +657,20 @@ func filterIndent(args []Value, kwargs map[string]Value) (Value, error) {
 	if w, ok := kwargs["width"]; ok {
 		width = w
 	}
-	pad := strings.Repeat(" ", int(max(toInt64(width), 0)))
+	var pad string
 	if width.IsString() {
 		pad = width.AsString()
+	} else if err := checkIndent(toInt64(width)); err != nil {
+		return Undefined(), err
+	} else {
+		pad = strings.Repeat(" ", int(max(toInt64(width), 0)))
 	}
 	first := boolArg(args, 2, kwargs, "first")
 	blank := boolArg(args, 3, kwargs, "blank")
 	lines := pySplitlines(s + "\n")
+	if len(pad)*len(lines) > maxValue {
+		return Undefined(), fmt.Errorf("MemoryError: an indent of %d bytes on %d lines is over %d MiB", len(pad), len(lines), maxValue>>20)
+	}
 	var rv string
 	if blank {
 		rv = strings.Join(lines, "\n"+pad)

@@ -20,7 +20,38 @@ const (
 	maxValue = 32 << 20
 	// maxRange is jinja2's sandbox MAX_RANGE: the most items range() gives.
 	maxRange = 100_000
+	// maxNesting bounds an expression's nesting as it is parsed (brackets,
+	// not, unary signs), which recurses once a level.
+	maxNesting = 500
+	// maxIndent bounds a width the template asks of indent and tojson.
+	maxIndent = 1 << 10
 )
+
+// nest counts an expression opened while parsing (unnest when it closes).
+func (p *exprParser) nest() error {
+	if p.depth++; p.depth > maxNesting {
+		return fmt.Errorf("the expression nests more than %d deep", maxNesting)
+	}
+	return nil
+}
+
+func (p *exprParser) unnest() { p.depth-- }
+
+// concatenated is a + b as one string, or an error past maxValue.
+func concatenated(a, b string) (Value, error) {
+	if len(a)+len(b) > maxValue {
+		return Undefined(), fmt.Errorf("MemoryError: a string of %d bytes is over %d MiB", len(a)+len(b), maxValue>>20)
+	}
+	return NewString(a + b), nil
+}
+
+// checkIndent refuses a width over maxIndent.
+func checkIndent(n int64) error {
+	if n > maxIndent {
+		return fmt.Errorf("an indent of %d is over %d", n, maxIndent)
+	}
+	return nil
+}
 
 // limits is one render's budget, shared by the evaluators of its macro and
 // block bodies.

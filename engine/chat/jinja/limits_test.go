@@ -18,10 +18,23 @@ func TestRenderIsBounded(t *testing.T) {
 		{"repeated list", `{{ [1, 2] * 10**12 }}`, "MemoryError"},
 		{"recursion", `{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}`, "RecursionError"},
 		{"steps", `{% for i in range(100000) %}{% for j in range(100000) %}{% set x = j %}{% endfor %}{% endfor %}`, "more than 2000000 steps"},
+		{"concatenation", `{% set ns = namespace(s='abcdefghijklmnop') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}`, "MemoryError"},
+		{"addition", `{% set ns = namespace(s='abcdefghijklmnop') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s|length }}`, "MemoryError"},
+		{"an empty list repeated", `{{ [] * 10**12 }}{% for i in range(10) %}{% endfor %}{{ [] * 10**15 }}x`, ""},
+		{"indent", `{{ 'a\nb'|indent(10**12) }}`, "an indent of 1000000000000"},
+		{"tojson's indent", `{{ {'a': 1}|tojson(indent=10**12) }}`, "an indent of 1000000000000"},
+		{"nesting", strings.Repeat("{{ ", 1) + strings.Repeat("(", 100000) + "1" + strings.Repeat(")", 100000) + " }}", "nests more than 500 deep"},
+		{"not nesting", "{{ " + strings.Repeat("not ", 100000) + "1 }}", "nests more than 500 deep"},
 		{"output", `{% for i in range(100000) %}{% for j in range(100) %}{{ 'abcdefghij' * 10 }}{% endfor %}{% endfor %}`, "more than 32 MiB"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := renderWith(t, c.src, nil)
+			if c.want == "" {
+				if err != nil || out != "[][]x" {
+					t.Fatalf("%q, %v", out, err)
+				}
+				return
+			}
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("%d bytes, err %v: want an error naming %q", len(out), err, c.want)
 			}

@@ -71,7 +71,7 @@ func arith(op string, a, b Value) (Value, error) {
 	case "+":
 		switch {
 		case a.IsString() && b.IsString():
-			return NewString(a.AsString() + b.AsString()), nil
+			return concatenated(a.AsString(), b.AsString())
 		case a.IsString():
 			return Undefined(), fmt.Errorf("TypeError: can only concatenate str (not \"%s\") to str", pyType(b))
 		case a.IsList() && b.IsList() && pyType(a) == pyType(b) && !a.AsList().lazy && a.AsList().view == "":
@@ -209,8 +209,12 @@ func repeat(v Value, n int64) (Value, error) {
 		}
 		return NewString(strings.Repeat(v.AsString(), int(n))), nil
 	}
-	if k := len(v.AsList().Items); k > 0 && n > int64(maxValue/k) {
+	k := len(v.AsList().Items)
+	if k > 0 && n > int64(maxValue/k) {
 		return Undefined(), fmt.Errorf("MemoryError: a list of %d items repeated %d times is over %d items", k, n, maxValue)
+	}
+	if k == 0 {
+		n = 0 // nothing to repeat, however often
 	}
 	var items []Value
 	for range n {

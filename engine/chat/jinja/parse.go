@@ -190,6 +190,7 @@ func tokenizeExpr(s string) ([]tok, error) {
 type exprParser struct {
 	tokens []tok
 	pos    int
+	depth  int // expressions open (nest)
 }
 
 func newExprParser(tokens []tok) *exprParser {
@@ -273,6 +274,10 @@ func parseCondition(s string) (expr, error) {
 
 // parseExpression handles the lowest precedence: inline if/else.
 func (p *exprParser) parseExpression() (expr, error) {
+	if err := p.nest(); err != nil {
+		return nil, err
+	}
+	defer p.unnest()
 	e, err := p.parseOr()
 	if err != nil {
 		return nil, err
@@ -344,6 +349,10 @@ func (p *exprParser) parseAnd() (expr, error) {
 func (p *exprParser) parseNot() (expr, error) {
 	if p.peek().kind == tokName && p.peek().val == "not" {
 		p.advance()
+		if err := p.nest(); err != nil {
+			return nil, err
+		}
+		defer p.unnest()
 		operand, err := p.parseNot()
 		if err != nil {
 			return nil, err
@@ -497,6 +506,10 @@ func (p *exprParser) parseUnaryFiltered(withFilter bool) (expr, error) {
 	var err error
 	if p.peek().kind == tokOp && (p.peek().val == "-" || p.peek().val == "+") {
 		op := p.advance().val
+		if err := p.nest(); err != nil {
+			return nil, err
+		}
+		defer p.unnest()
 		operand, err := p.parseUnaryFiltered(false)
 		if err != nil {
 			return nil, err

@@ -153,14 +153,14 @@ func flashDefault(t KVType) bool { return t != KVF16 }
 // tokens' scores would pass maxScores, half as many (microBatch).
 const MicroBatch = 128
 
-// maxScores bounds a micro-batch's attention scores (4 bytes a head, a
-// token and a cell a sequence may attend) where halving MicroBatch
-// brings them under it: the shared 8-agent loop above holds 137 MB of
-// them at 128 tokens (its peak 1.51 GB, 322 s), 68 MB at 64 (1.45 GB,
-// 336 s), the tokens unchanged; a stream of that loop's streams row,
-// 4,864 cells, 30 MB at 128 (kept). At 32 tokens the shared loop wrote
-// other tokens (ggml's matrix products sum in another order for so few
-// rows), so no lower (2 cores, 2026-12-06).
+// maxScores is the attention scores (4 bytes a head, a token and a cell
+// a sequence may attend) past which MicroBatch is halved, to 64 tokens
+// whatever their scores are then: the shared 8-agent loop above holds
+// 137 MB of them at 128 tokens (its peak 1.51 GB, 322 s), 68 MB at 64
+// (1.45 GB, 336 s), the tokens unchanged; a stream of that loop's
+// streams row, 4,864 cells, 30 MB at 128 (kept). At 32 tokens the shared
+// loop wrote other tokens (ggml's matrix products sum in another order
+// for so few rows), so no lower (2 cores, 2026-12-06).
 const maxScores = 64 << 20
 
 // microBatch is the micro-batch of a context each of whose tokens holds

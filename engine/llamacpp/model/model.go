@@ -122,14 +122,6 @@ func resolve(ref, ollamaDir string) (path, digest string, err error) {
 	return ref, "", nil
 }
 
-// Resolve is the file ref names as Open resolves it: a path as it is, an
-// ollama name as the blob its manifest names in the default models
-// folder.
-func Resolve(ref string) (string, error) {
-	path, _, err := resolve(ref, "")
-	return path, err
-}
-
 // Header reads the GGUF header of the file ref names (as Open resolves
 // it) without loading the model.
 func Header(ref, ollamaDir string) (*gguf.File, error) {
