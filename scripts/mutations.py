@@ -66,7 +66,7 @@ rows = [
  ("engine/tool.go", "return min(max(e.Delay, 0), MaxRetryDelay)", "return max(e.Delay, 0)", "./engine", "TestAServersRetryAfterIsBounded"),
  ("services/server.go", "for _, tok := range toks[:min(len(toks), judgeTokens)] {", "for _, tok := range toks {", "./services", "TestJudgeReadsItsTurnsTokensOnly"),
  ("internal/rerun/reexec.go", "\tcase recorded != \"\" && flag == \"\":\n", "\tcase false:\n", "./internal/rerun", "TestTheCorpusIsTheCommands"),
- ("internal/rerun/authority.go", "\t\tf.Model = p\n", "", "./internal/rerun", "TestTheModelLoadedIsTheModelChecked"),
+ ("internal/rerun/authority.go", "p != \"\" && f.Model != \"\"", "p != \"\"", "./internal/rerun", "TestTheModelLoadedIsTheModelChecked"),
  ("internal/rerun/record.go", "c.Projector != \"\" && c.ProjectorSHA256 == \"\"", "false", "./internal/rerun", "TestTheModelLoadedIsTheModelChecked"),
  ("abilities/start.go", "\t\tif !r.Enabled {\n", "\t\tif r == nil {\n", "./abilities", "TestCheckEnabled"),
  ("internal/runconfig/runconfig.go", "want != \"\" && want != hash", "false", "./internal/runconfig", "TestTheTemplateReadIsTheTemplateChecked"),

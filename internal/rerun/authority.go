@@ -49,8 +49,10 @@ func (r *Record) Facts() (trace.RunConfig, error) {
 	// The files the rerun loads are those CheckModel checks: the model at
 	// the header's path (an ollama name's blob as the run read it, even
 	// where the name has moved on since) and the projector the context
-	// read images with.
-	if p := r.Header.Model.Path; p != "" {
+	// read images with. A run that named no model ran the demo model or
+	// its harness file's, which the rerun decides as the run did (the demo
+	// model's profile with it).
+	if p := r.Header.Model.Path; p != "" && f.Model != "" {
 		f.Model = p
 	}
 	f.MMProj = r.Header.Context.Projector

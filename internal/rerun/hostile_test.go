@@ -246,6 +246,12 @@ func TestTheModelLoadedIsTheModelChecked(t *testing.T) {
 	if f, err := r.Facts(); err != nil || f.Model != checked {
 		t.Fatalf("facts' model %q, %v: want the file checked, %s", f.Model, err, checked)
 	}
+	// A run that named no model (the demo model's, or its harness's) is
+	// decided as it was: no model named.
+	r.Header.Run.Model = ""
+	if f, _ := r.Facts(); f.Model != "" {
+		t.Fatalf("facts' model %q for a run that named none", f.Model)
+	}
 	r.Header.Context.Projector = other
 	if err := r.CheckModel(); err == nil || !strings.Contains(err.Error(), "without its sha256") {
 		t.Fatalf("a projector without its sha256: %v", err)
