@@ -38,15 +38,7 @@ func testPNG(t *testing.T, w, h int) []byte {
 // image, and a projector for another width, are refused with why.
 func TestProjectorEncodesAnImage(t *testing.T) {
 	dir := t.TempDir()
-	proj := filepath.Join(dir, "tiny.mmproj.gguf")
-	if err := modelgen.WriteProjectorFile(proj, modelgen.TinyProjector()); err != nil {
-		t.Fatal(err)
-	}
-	m, err := LoadModel(testmodel.Tiny(t), ModelParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	proj, m := tinyProjector(t)
 	p, err := OpenProjector(proj, m, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -95,15 +87,7 @@ func TestProjectorEncodesAnImage(t *testing.T) {
 // than its getter's, a vision projector without its image mean) is refused
 // by name before llama.cpp reads it.
 func TestAProjectorClipWouldAbortOnIsRefused(t *testing.T) {
-	proj := filepath.Join(t.TempDir(), "tiny.mmproj.gguf")
-	if err := modelgen.WriteProjectorFile(proj, modelgen.TinyProjector()); err != nil {
-		t.Fatal(err)
-	}
-	m, err := LoadModel(testmodel.Tiny(t), ModelParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	proj, m := tinyProjector(t)
 	for _, c := range []struct {
 		name string
 		set  map[string]any
@@ -121,4 +105,20 @@ func TestAProjectorClipWouldAbortOnIsRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tinyProjector writes the tiny projector and loads the tiny model it fits
+// (closed when the test ends).
+func tinyProjector(t *testing.T) (string, *Model) {
+	t.Helper()
+	proj := filepath.Join(t.TempDir(), "tiny.mmproj.gguf")
+	if err := modelgen.WriteProjectorFile(proj, modelgen.TinyProjector()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadModel(testmodel.Tiny(t), ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return proj, m
 }
