@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -90,14 +88,12 @@ func (c Command) run(ctx context.Context, args json.RawMessage) (any, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	// Its own process group, so that a timeout kills what it started too;
+	// and (on Linux) killed when lloyal dies, even by kill -9.
+	cmd := childproc.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = c.Dir
 	cmd.Env = c.environ()
 	cmd.Stdin = bytes.NewReader(args)
-	// Its own process group, so that a timeout kills what it started too;
-	// and (on Linux) killed when lloyal dies, even by kill -9.
-	childproc.Own(cmd)
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

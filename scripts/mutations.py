@@ -74,7 +74,7 @@ rows = [
  ("tools/corpus.go", "\t\tif read > maxCorpusBytes {", "\t\tif false {", "./tools", "TestCorpusBounded"),
  ("harness/build.go", "b, err = regular.ReadFile(path, maxSystemFile)", "b, err = regular.ReadFile(path, 1<<40)", "./harness", "TestAHarnessReadsItsFilesToABound"),
  ("harness/check.go", "\tif len(files) > maxEachFiles {", "\tif false {", "./harness", "TestAHarnessReadsItsFilesToABound"),
- ("internal/bench/child.go", "\tcmd.Cancel = func() error { childproc.KillGroup(cmd); return nil }\n", "", "./internal/bench", "TestRunOwned"),
+ ("internal/childproc/childproc.go", "\tcmd.Cancel = func() error { KillGroup(cmd); return nil }\n", "", "./internal/bench", "TestRunOwned"),
  ("engine/chat/jinja/limits.go", "\tif l.depth++; l.depth > maxDepth {", "\tif l.depth++; l.depth > 1<<40 {", "./engine/chat/jinja", "TestRenderIsBounded/recursion"),
  ("engine/llamacpp/llama/shim.c", "if (isinf(arr.data[arr.selected].logit) && arr.data[arr.selected].logit < 0) {", "if (0) {", "./engine/llamacpp/llama", "TestARefusedTokenIsAnError"),
  ("engine/llamacpp/llama/sampler.go", "\tif p.RepeatLastN > MaxRepeatLastN {", "\tif false {", "./engine/llamacpp/llama", "TestRepeatWindowBounded"),

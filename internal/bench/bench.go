@@ -23,7 +23,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // what stops it.
 func holdACore(ctx context.Context) (func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
-	cmd := command(ctx, "sh", "-c", "while :; do :; done")
+	cmd := childproc.CommandContext(ctx, "sh", "-c", "while :; do :; done")
 	if err := childproc.Start(cmd); err != nil {
 		cancel()
 		return nil, fmt.Errorf("starting a busy loop with sh: %w", err)

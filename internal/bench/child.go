@@ -2,27 +2,17 @@ package bench
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 
 	"github.com/lloyal-ai/lloyal/internal/childproc"
 )
 
-// command is a child that dies with this process, kill -9 included
-// (childproc: a process group of its own, the kernel's parent-death
-// signal), its group killed when ctx ends. Start it with childproc.Start.
-func command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, name, args...)
-	childproc.Own(cmd)
-	cmd.Cancel = func() error { childproc.KillGroup(cmd); return nil }
-	return cmd
-}
-
-// runChild runs command(ctx, name, args...) to its end and returns the
+// runChild runs a child that dies with this process, kill -9 included,
+// and with ctx (childproc.CommandContext), to its end, and returns the
 // last maxOutput bytes it wrote (stdout and stderr), for the error that
 // shows them.
 func runChild(ctx context.Context, name string, args ...string) ([]byte, error) {
-	cmd := command(ctx, name, args...)
+	cmd := childproc.CommandContext(ctx, name, args...)
 	var out lastBytes
 	cmd.Stdout, cmd.Stderr = &out, &out // one writer: exec copies to it from one goroutine
 	if err := childproc.Start(cmd); err != nil {

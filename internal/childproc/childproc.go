@@ -6,6 +6,7 @@
 package childproc
 
 import (
+	"context"
 	"os/exec"
 	"runtime"
 )
@@ -32,4 +33,14 @@ func Start(cmd *exec.Cmd) error {
 		}
 	}()
 	return <-started
+}
+
+// CommandContext is exec.CommandContext set up by Own, its whole process
+// group killed (KillGroup) when ctx ends, so that what the command started
+// ends with it. Start it with Start.
+func CommandContext(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	Own(cmd)
+	cmd.Cancel = func() error { KillGroup(cmd); return nil }
+	return cmd
 }
