@@ -1,34 +1,14 @@
 // Jump-forward decoding's C side: the text a grammar allows as the only
 // continuation from its present state, and whether a run of tokens keeps to
-// the grammar. Both read llama.cpp's grammar state, which llama.h does not
-// expose: the internal header comes from the same llama.cpp tree as the
-// library (the include path names its include/ directory, so ../src is the
-// tree's own src/), and the grammar sampler's context is read through the
-// layout of llama-sampling.cpp's llama_sampler_grammar, checked by name.
+// the grammar. Both read llama.cpp's grammar state (grammarstate.h).
 #include <cstring>
 #include <exception>
 #include <string>
 
-#include "../src/llama-grammar.h"
+#include "grammarstate.h"
 #include "shim.h"
 
 namespace {
-
-// The layout of llama_sampler_grammar in llama-sampling.cpp (llama.cpp as
-// pinned by the ollama module): the grammar is its fourth field.
-struct sampler_grammar {
-    const struct llama_vocab *vocab;
-    std::string grammar_str;
-    std::string grammar_root;
-    struct llama_grammar *grammar;
-};
-
-llama_grammar *grammar_of(struct llama_sampler *s) {
-    if (s == nullptr || s->ctx == nullptr || std::strcmp(llama_sampler_name(s), "grammar") != 0) {
-        return nullptr;
-    }
-    return static_cast<sampler_grammar *>(s->ctx)->grammar;
-}
 
 // forced_char is the one code point every stack of g accepts next, or false
 // when the stacks allow more than one, a class of characters, a token, or
@@ -90,7 +70,7 @@ int put_utf8(uint32_t c, char *out) {
 
 extern "C" int32_t lloyal_forced_text(struct llama_sampler *grammar, char *buf, int32_t cap, bool *ends) {
     *ends = false;
-    llama_grammar *g = grammar_of(grammar);
+    llama_grammar *g = lloyal::grammar_of(grammar);
     if (g == nullptr || g->awaiting_trigger || g->partial_utf8.n_remain != 0) {
         return 0;
     }
@@ -124,7 +104,7 @@ extern "C" int32_t lloyal_forced_text(struct llama_sampler *grammar, char *buf, 
 }
 
 extern "C" bool lloyal_grammar_accepts(struct llama_sampler *grammar, const llama_token *tokens, int32_t n) {
-    llama_grammar *g = grammar_of(grammar);
+    llama_grammar *g = lloyal::grammar_of(grammar);
     if (g == nullptr) {
         return true;
     }

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"unsafe"
 )
 
@@ -59,6 +58,7 @@ type Sampler struct {
 	scratch *C.llama_token_data
 	nVocab  int
 	last    Surprisal
+	trigger *trigger // a lazy grammar's trigger, found here (trigger.go)
 }
 
 // Surprisal is how unexpected a sampled token was, in nats (-log p): under
@@ -89,6 +89,7 @@ func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 	ensureInit()
 	chain := C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
 	var grammar *C.struct_llama_sampler
+	var err error
 	if p.Grammar != nil && p.Grammar.GBNF != "" {
 		g, err := newGrammarSampler(m, p.Grammar)
 		if err != nil {
@@ -125,6 +126,12 @@ func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 		C.llama_sampler_chain_add(chain, C.llama_sampler_init_dist(C.uint32_t(p.Seed)))
 	}
 	s := &Sampler{chain: chain, grammar: grammar, nVocab: m.nVocab}
+	if grammar != nil && p.Grammar.Lazy {
+		if s.trigger, err = newTrigger(p.Grammar); err != nil {
+			C.llama_sampler_free(chain)
+			return nil, err
+		}
+	}
 	s.scratch = (*C.llama_token_data)(C.malloc(C.size_t(m.nVocab) * C.size_t(unsafe.Sizeof(C.llama_token_data{}))))
 	return s, nil
 }
@@ -143,28 +150,14 @@ func newGrammarSampler(m *Model, g *Grammar) (*C.struct_llama_sampler, error) {
 	if !g.Lazy {
 		s = C.llama_sampler_init_grammar(m.vocab, cg, cr)
 	} else {
-		pats := append([]string(nil), g.TriggerPatterns...)
-		for _, w := range g.TriggerWords {
-			// Feed the grammar from the first occurrence of the word on, the way
-			// llama.cpp's own tooling turns words into patterns.
-			pats = append(pats, `[\s\S]*?(`+regexp.QuoteMeta(w)+`)[\s\S]*`)
-		}
-		cpats := make([]*C.char, len(pats))
-		for i, p := range pats {
-			cpats[i] = C.CString(p)
-			defer C.free(unsafe.Pointer(cpats[i]))
-		}
-		var pp **C.char
-		if len(cpats) > 0 {
-			pp = (**C.char)(C.malloc(C.size_t(len(cpats)) * C.size_t(unsafe.Sizeof(uintptr(0)))))
-			defer C.free(unsafe.Pointer(pp))
-			copy(unsafe.Slice(pp, len(cpats)), cpats)
-		}
+		// No patterns for llama.cpp: it would match them with std::regex
+		// over the whole turn after every token (trigger.cpp says why);
+		// the sampler finds its trigger itself.
 		var tp *C.llama_token
 		if len(g.TriggerTokens) > 0 {
 			tp = (*C.llama_token)(unsafe.Pointer(&g.TriggerTokens[0]))
 		}
-		s = C.llama_sampler_init_grammar_lazy_patterns(m.vocab, cg, cr, pp, C.size_t(len(cpats)), tp, C.size_t(len(g.TriggerTokens)))
+		s = C.llama_sampler_init_grammar_lazy_patterns(m.vocab, cg, cr, nil, 0, tp, C.size_t(len(g.TriggerTokens)))
 	}
 	if s == nil {
 		why := takeLog()
@@ -203,6 +196,9 @@ func (s *Sampler) Accept(t Token) error {
 	var buf [256]C.char
 	if C.lloyal_sampler_accept(s.chain, C.llama_token(t), &buf[0], C.size_t(len(buf))) != 0 {
 		return fmt.Errorf("the grammar refused token %d: %s", t, C.GoString(&buf[0]))
+	}
+	if s.trigger != nil {
+		return s.trigger.check(s.grammar)
 	}
 	return nil
 }

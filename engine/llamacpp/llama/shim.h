@@ -80,6 +80,16 @@ int32_t lloyal_forced_text(struct llama_sampler *grammar, char *buf, int32_t cap
 // the n tokens in turn (on a copy of its state: the sampler is unchanged).
 bool lloyal_grammar_accepts(struct llama_sampler *grammar, const llama_token *tokens, int32_t n);
 
+// A lazy grammar's trigger, found by lloyal (trigger.cpp).
+// lloyal_trigger_buffer gives the text the grammar sampler `grammar` holds
+// while it waits for its trigger, its length, and where its last token's
+// piece begins; false once the grammar is armed. lloyal_trigger_arm arms it
+// from byte start of that text on (0, or 1 with the grammar's refusal in
+// err); lloyal_trigger_keep drops all but the tokens of its last keep bytes.
+bool lloyal_trigger_buffer(struct llama_sampler *grammar, const char **text, size_t *len, size_t *last);
+int lloyal_trigger_arm(struct llama_sampler *grammar, size_t start, char *err, size_t errlen);
+void lloyal_trigger_keep(struct llama_sampler *grammar, size_t keep);
+
 #ifdef __cplusplus
 }
 #endif
