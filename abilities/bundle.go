@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 	"io"
 	"io/fs"
 	"maps"
@@ -139,7 +140,7 @@ func (b *Bundle) readDir(root string) error {
 		if err != nil {
 			return fmt.Errorf("read %s in the bundle: %w (check its permissions)", rel, err)
 		}
-		f, err := os.Open(p)
+		f, err := regular.Open(p)
 		if err != nil {
 			return fmt.Errorf("read %s in the bundle: %w (check its permissions)", rel, err)
 		}
@@ -149,7 +150,7 @@ func (b *Bundle) readDir(root string) error {
 }
 
 func (b *Bundle) readTarGz(p string) error {
-	f, err := os.Open(p)
+	f, err := regular.Open(p)
 	if err != nil {
 		return fmt.Errorf("read the bundle %s: %w (check its permissions)", p, err)
 	}

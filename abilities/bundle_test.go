@@ -246,6 +246,14 @@ func TestReadBundleRefusesHostileInput(t *testing.T) {
 				t.Skip("cannot make a device here:", err)
 			}
 		}), "not a regular file"},
+		{"a fifo as the bundle", func(t *testing.T) string {
+			// Opening it to read would wait for a writer for good.
+			p := filepath.Join(t.TempDir(), "bundle.tar.gz")
+			if err := mkfifo(p); err != nil {
+				t.Skip(err)
+			}
+			return p
+		}, "not a regular file"},
 		{"folder control character", folder(func(t *testing.T, dir string) {
 			_ = os.WriteFile(filepath.Join(dir, "a\tb"), nil, 0o644)
 		}), "control character"},

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 	"os"
 )
 
@@ -59,8 +60,11 @@ func GenerateKey(priv string) (ed25519.PublicKey, error) {
 	return pub, nil
 }
 
+// maxKeyFile bounds a key file read: a PEM Ed25519 key is about 120 bytes.
+const maxKeyFile = 64 << 10
+
 func readPEM(path, want string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := regular.ReadFile(path, maxKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("read the key %s: %w (give the path of a PEM key file)", path, err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"github.com/kaptinlin/jsonschema"
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 )
 
 // maxFile is the largest harness file read: a program of agents is a page
@@ -67,7 +68,7 @@ func (e *Error) Error() string {
 // executable, a prompt file outside the harness's folder) is in one *Error,
 // each with its line and what to do; nothing is run and no model loads.
 func Load(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("harness: %w", err)
 	}

@@ -1,9 +1,11 @@
 package harness
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -127,5 +129,28 @@ func TestBadHarnessFiles(t *testing.T) {
 				t.Errorf("got\n%s\nwant\n%s", err, tt.want)
 			}
 		})
+	}
+}
+
+// A harness file is read as a regular file of at most maxFile bytes: a FIFO
+// named as one would wait for a writer for good, a huge file is the wrong
+// one.
+func TestAHarnessFileIsARegularFileOfBoundedSize(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip(err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("# a comment\n"), maxFile/12+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{fifo, "not a regular file"},
+		{big, "larger than 1024 KiB"},
+	} {
+		if _, err := Load(c.path); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.path, err, c.want)
+		}
 	}
 }

@@ -3,10 +3,19 @@ package llamabackend
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
+	"github.com/lloyal-ai/lloyal/internal/regular"
+)
+
+// What lloyal model prompt reads from the files it is named: a regular
+// file each (a FIFO would hang the read), a template as large as published
+// ones get with room to spare, a conversation and its tools as large as any
+// context holds.
+const (
+	maxTemplateFile     = 1 << 20
+	maxConversationFile = 8 << 20
 )
 
 // CheckTemplate prints chat.CheckTemplate's lines (lloyal model prompt
@@ -15,7 +24,7 @@ import (
 // or when lloyal does not render with the model's own template at all.
 func CheckTemplate(w io.Writer, modelRef string, r PromptRequest) error {
 	if r.TemplateFile != "" {
-		b, err := os.ReadFile(r.TemplateFile)
+		b, err := regular.ReadFile(r.TemplateFile, maxTemplateFile)
 		if err != nil {
 			return fmt.Errorf("--template: %w", err)
 		}
@@ -81,7 +90,7 @@ func ReadConversation(r *PromptRequest, msgFile, toolsFile, think string) (err e
 	if r.Think, err = chat.ParseThink(think); err != nil {
 		return err
 	}
-	b, err := os.ReadFile(msgFile)
+	b, err := regular.ReadFile(msgFile, maxConversationFile)
 	if err != nil {
 		return fmt.Errorf("--messages: %w", err)
 	}
@@ -90,7 +99,7 @@ func ReadConversation(r *PromptRequest, msgFile, toolsFile, think string) (err e
 	}
 	r.Tools = nil
 	if toolsFile != "" {
-		if b, err = os.ReadFile(toolsFile); err != nil {
+		if b, err = regular.ReadFile(toolsFile, maxConversationFile); err != nil {
 			return fmt.Errorf("--tools: %w", err)
 		}
 		if r.Tools, err = chat.ParseTools(b); err != nil {
@@ -99,7 +108,7 @@ func ReadConversation(r *PromptRequest, msgFile, toolsFile, think string) (err e
 	}
 	r.Template = ""
 	if r.TemplateFile != "" {
-		if b, err = os.ReadFile(r.TemplateFile); err != nil {
+		if b, err = regular.ReadFile(r.TemplateFile, maxTemplateFile); err != nil {
 			return fmt.Errorf("--template: %w", err)
 		}
 		r.Template = string(b)

@@ -21,6 +21,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/harness"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/internal/repetition"
 	"github.com/lloyal-ai/lloyal/internal/report"
 	"github.com/lloyal-ai/lloyal/internal/research"
@@ -33,6 +34,10 @@ import (
 //
 //go:embed demo-questions.tsv
 var demoQuestions string
+
+// maxQuestionsFile bounds a --questions file: the built-in 90 questions
+// are 18 KiB.
+const maxQuestionsFile = 4 << 20
 
 // DemoOptions are `lloyal bench demo`'s flags.
 type DemoOptions struct {
@@ -116,10 +121,12 @@ type demoRun struct {
 // citing a right file, runs citing a file that does not exist, runs whose
 // final report or note is mostly a loop, salvaged reports, and seconds per
 // question.
+//
+// A --questions file is a regular file of at most maxQuestionsFile bytes.
 func Demo(ctx context.Context, w io.Writer, o DemoOptions) error {
 	text := demoQuestions
 	if o.Questions != "" {
-		b, err := os.ReadFile(o.Questions)
+		b, err := regular.ReadFile(o.Questions, maxQuestionsFile)
 		if err != nil {
 			return fmt.Errorf("--questions: %w", err)
 		}
