@@ -92,6 +92,10 @@ func Parse(path string, data []byte) (*File, error) {
 		e.Problems = append(e.Problems, syntaxProblem(err))
 		return nil, e
 	}
+	if p := aliasProblem(tree); p != nil {
+		e.Problems = append(e.Problems, *p)
+		return nil, e
+	}
 	var doc any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		e.Problems = append(e.Problems, syntaxProblem(err))

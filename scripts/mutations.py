@@ -86,6 +86,7 @@ rows = [
  ("engine/llamacpp/llama/trigger.go", "C.size_t(t.longest-1)", "C.size_t(0)", "./engine/llamacpp/llama", "TestAWaitingGrammarKeepsATail"),
  ("engine/llamacpp/llama/trigger.go", "from := max(0, last-(len(w)-1))", "from := last", "./engine/llamacpp/llama", "TestALazyGrammarWaitsThroughALongTurn"),
  ("engine/llamacpp/llama/trigger.cpp", "            llama_grammar_accept_token(*g, tok, buffer.substr(from, tok_end - from));", "            (void)from;", "./engine/llamacpp/llama", "TestALazyGrammarWaitsThroughALongTurn"),
+ ("harness/aliases.go", "if added += s; added > maxAliasNodes {", "if added += s; false && added > maxAliasNodes {", "./harness", "TestAliasesAreBounded"),
 ]
 only = set(sys.argv[1:])
 survived = False
