@@ -463,6 +463,16 @@ func TestCorpusBounded(t *testing.T) {
 	if _, err := LoadCorpus(many); err == nil || !strings.Contains(err.Error(), "more than 10000 .md and .txt files") {
 		t.Fatalf("%d files: %v", maxCorpusFiles+1, err)
 	}
+	// Files that are not text count too: a disk's root holds millions.
+	walked := t.TempDir()
+	for i := range maxCorpusEntries + 1 {
+		if err := os.WriteFile(filepath.Join(walked, fmt.Sprintf("%06d.bin", i)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := LoadCorpus(walked); err == nil || !strings.Contains(err.Error(), "more than 100000 files and folders") {
+		t.Fatalf("%d entries: %v", maxCorpusEntries+1, err)
+	}
 	big := t.TempDir()
 	line := strings.Repeat("tide ", 200) + "\n"
 	chunk := []byte(strings.Repeat(line, (8<<20)/len(line)))
