@@ -44,6 +44,7 @@ func TestHostileHyperparametersAreRefused(t *testing.T) {
 		{"tokens alike", map[string]any{"tokenizer.ggml.tokens": dupTokens}, "spells tokens"},
 		{"no vocabulary", map[string]any{"tokenizer.ggml.model": "none"}, "has no vocabulary"},
 		{"merges not strings", map[string]any{"tokenizer.ggml.merges": []uint32{1, 2}}, "tokenizer.ggml.merges is a []uint32: it is an array of strings"},
+		{"adds a SEP token it lacks", map[string]any{"tokenizer.ggml.add_sep_token": true}, "says to add a SEP token and has none"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
