@@ -25,6 +25,7 @@ type rerunFlags struct {
 	approvals       approvals.Config
 	workspace       string
 	corpus          string
+	harness         string
 }
 
 func (f *rerunFlags) add(cmd *cobra.Command) {
@@ -34,6 +35,7 @@ func (f *rerunFlags) add(cmd *cobra.Command) {
 	fs.BoolVar(&f.jsonl, "jsonl", false, "stream every event as a JSON line")
 	fs.StringVar(&f.workspace, "workspace", "", "folder write_note saves notes in (default ./lloyal-notes: never the recorded run's)")
 	fs.StringVar(&f.corpus, "corpus", "", "folder the search reads, for a run that searched one (never taken from the trace)")
+	fs.StringVar(&f.harness, "harness", "", "the harness file to run, for a run of one (never taken from the trace; its sha256 is checked)")
 	approvalFlags(fs, &f.approvals)
 }
 
@@ -50,8 +52,9 @@ end, or stops at the first token that differs (agent, turn, place, both
 tokens' probabilities). --live-tools calls the tools for real.
 
 A trace says what ran, never with what authority: grants, the notes
-folder and the folder searched come from this command's flags (--grant,
---deny-protected, --workspace, --corpus), abilities from those you have
+folder, the folder searched and the harness file run come from this
+command's flags (--grant, --deny-protected, --workspace, --corpus,
+--harness: its sha256 must be the recorded one), abilities from those you have
 enabled, and it says first what the recorded run had that this one
 does not. Headless, a run that granted tools needs --grant or
 --deny-protected. docs/time-travel.md says more.`,
@@ -111,7 +114,7 @@ docs/time-travel.md says more.`,
 // decides one, from the recorded facts and this command's authority.
 func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trace.ForkRef) error {
 	// The command's own grants, workspace and approvals, never the trace's.
-	a := rerun.Authority{Approvals: f.approvals, Workspace: f.workspace, Corpus: f.corpus, Headless: f.headless || f.jsonl}
+	a := rerun.Authority{Approvals: f.approvals, Workspace: f.workspace, Corpus: f.corpus, Harness: f.harness, Headless: f.headless || f.jsonl}
 	plan, err := rec.Prepare(f.out, Version, a, cmd.ErrOrStderr())
 	if err != nil {
 		return err
@@ -146,8 +149,9 @@ func (f *rerunFlags) reexecute(cmd *cobra.Command, rec *rerun.Record, fork *trac
 }
 
 // forkFromReplay runs the fork F asked for in lloyal replay, in the app,
-// its search reading corpus (replay's --corpus).
-func forkFromReplay(cmd *cobra.Command, path string, r *ui.ForkRequest, corpus string) error {
+// its search reading corpus and its harness file harness (replay's
+// --corpus and --harness).
+func forkFromReplay(cmd *cobra.Command, path string, r *ui.ForkRequest, corpus, harness string) error {
 	rec, err := rerun.Load(path)
 	if err == nil {
 		err = rec.ForkEdited(r.Event, r.Text)
@@ -155,6 +159,6 @@ func forkFromReplay(cmd *cobra.Command, path string, r *ui.ForkRequest, corpus s
 	if err != nil {
 		return err
 	}
-	f := rerunFlags{corpus: corpus}
+	f := rerunFlags{corpus: corpus, harness: harness}
 	return f.reexecute(cmd, rec, &trace.ForkRef{Event: r.Event})
 }

@@ -327,9 +327,10 @@ func TestForkRefuses(t *testing.T) {
 // and leaves out how the recorded write_note call was answered, so the
 // rerun makes that call live: it is refused as the rerunning command says
 // (--deny-protected), and nothing is written in the trace's folder. A
-// harness file the trace names that sends the model to a server is
-// refused before anything connects to it; so is a headless rerun that
-// would need the trace's grant.
+// harness file the trace names is not run unless the command names it
+// (--harness), and one that sends the model to a server is refused before
+// anything connects to it; so is a headless rerun that would need the
+// trace's grant.
 func TestRerunTakesNoAuthorityFromItsTrace(t *testing.T) {
 	bin := lloyalBinary(t)
 	model := testmodel.Tiny(t)
@@ -371,11 +372,16 @@ func TestRerunTakesNoAuthorityFromItsTrace(t *testing.T) {
 	if err := os.WriteFile(hostile, []byte(strings.Join(edited, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := lloyalCmd(bin, dir, cache, "rerun", hostile, "--headless", "--trace", filepath.Join(dir, "refused.jsonl")).CombinedOutput()
+	// The harness file run is the command's: a trace names none to run.
+	out, err := lloyalCmd(bin, dir, cache, "rerun", hostile, "--headless", "--deny-protected", "--trace", filepath.Join(dir, "nofile.jsonl")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "give it as --harness "+writer) {
+		t.Fatalf("a rerun of a harness file's run without --harness: %v\n%s", err, out)
+	}
+	out, err = lloyalCmd(bin, dir, cache, "rerun", hostile, "--harness", writer, "--headless", "--trace", filepath.Join(dir, "refused.jsonl")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--grant write_note") || !strings.Contains(string(out), "allowed write_note without asking") {
 		t.Fatalf("a headless rerun of a trace that granted write_note ran without the user saying: %v\n%s", err, out)
 	}
-	out, _ = lloyalCmd(bin, dir, cache, "rerun", hostile, "--headless", "--deny-protected", "--workspace", "mine", "--trace", filepath.Join(dir, "again.jsonl")).CombinedOutput()
+	out, _ = lloyalCmd(bin, dir, cache, "rerun", hostile, "--harness", writer, "--headless", "--deny-protected", "--workspace", "mine", "--trace", filepath.Join(dir, "again.jsonl")).CombinedOutput()
 	if _, err := os.Stat(stolen); err == nil {
 		t.Fatalf("the rerun wrote into the trace's folder %s:\n%s", stolen, out)
 	}
@@ -418,11 +424,20 @@ func TestRerunTakesNoAuthorityFromItsTrace(t *testing.T) {
 	if err := os.WriteFile(hostile, []byte(strings.Join(edited, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := lloyalCmd(bin, dir, cache, "rerun", hostile, "--headless", "--deny-protected", "--workspace", "mine", "--trace", filepath.Join(dir, "server.jsonl"))
-	cmd.Env = append(cmd.Env, "LLOYAL_API_KEY=secret-key", "LLOYAL_SERVER=http://"+ln.Addr().String())
-	out, err = cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "sends nothing to a server") {
-		t.Fatalf("a rerun of a harness that names a server: %v\n%s", err, out)
+	// Not run unless the command names it; named, refused before it connects.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "give it as --harness " + evil},
+		{[]string{"--harness", evil}, "sends nothing to a server"},
+	} {
+		cmd := lloyalCmd(bin, dir, cache, append([]string{"rerun", hostile, "--headless", "--deny-protected", "--workspace", "mine", "--trace", filepath.Join(dir, "server.jsonl")}, c.args...)...)
+		cmd.Env = append(cmd.Env, "LLOYAL_API_KEY=secret-key", "LLOYAL_SERVER=http://"+ln.Addr().String())
+		out, err = cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Fatalf("a rerun of a harness that names a server, %v: %v\n%s", c.args, err, out)
+		}
 	}
 	if n := connected.Load(); n != 0 {
 		t.Fatalf("the rerun connected to the trace's server %d times", n)

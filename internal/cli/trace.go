@@ -42,7 +42,7 @@ func newTraceCmd() *cobra.Command {
 func newReplayCmd() *cobra.Command {
 	var headless, follow bool
 	var speed float64
-	var themeName, corpus string
+	var themeName, corpus, harnessFile string
 	cmd := &cobra.Command{
 		Use:   "replay FILE",
 		Short: "Play a recorded run back",
@@ -69,7 +69,7 @@ that is still being written until its run closes it.`,
 				if err != nil || fork == nil {
 					return err
 				}
-				return forkFromReplay(cmd, args[0], fork, corpus)
+				return forkFromReplay(cmd, args[0], fork, corpus, harnessFile)
 			}
 			closing, problems, err := trace.Play(cmd.Context(), args[0], speed, follow, cmd.OutOrStdout())
 			for _, p := range problems {
@@ -91,5 +91,6 @@ that is still being written until its run closes it.`,
 	cmd.Flags().Float64Var(&speed, "speed", 1, "playback speed (0.25…64; 0 = as fast as possible)")
 	cmd.Flags().StringVar(&themeName, "theme", "dark", "dark, light or high-contrast (NO_COLOR turns colour off)")
 	cmd.Flags().StringVar(&corpus, "corpus", "", "folder a fork (F) of a run that searched one reads (never taken from the trace)")
+	cmd.Flags().StringVar(&harnessFile, "harness", "", "the harness file a fork (F) of a run of one runs (never taken from the trace; its sha256 is checked)")
 	return cmd
 }

@@ -27,6 +27,10 @@ type Authority struct {
 	// run that searched a folder needs ("" for none: a trace names no
 	// folder of the user's to read).
 	Corpus string
+	// Harness is --harness: the harness file the rerun runs, which a run
+	// of a harness file needs ("" for none: a trace names no file for
+	// lloyal to run; its sha256 is checked against the recorded one).
+	Harness string
 }
 
 // defaultWorkspace names where a rerun saves notes when its command names
@@ -103,8 +107,8 @@ func (r *Record) Differences(a Authority) ([]string, error) {
 	if c.Corpus != "" && a.Corpus != "" && c.Corpus != a.Corpus {
 		notes = append(notes, fmt.Sprintf("the recorded run searched %s; this run searches %s (--corpus)", c.Corpus, a.Corpus))
 	}
-	if h := r.Header.Harness; h != nil && c.Harness != "" {
-		notes = append(notes, fmt.Sprintf("it runs the recorded harness file %s (sha256 %.12s, checked): its tools are that file's", c.Harness, h.SHA256))
+	if h := r.Header.Harness; h != nil && c.Harness != "" && a.Harness != "" {
+		notes = append(notes, fmt.Sprintf("it runs the harness file %s (--harness; the recorded run ran %s), checked against the recorded sha256 %.12s: its tools are that file's", a.Harness, c.Harness, h.SHA256))
 	}
 	if a.Headless && len(need) > 0 {
 		return notes, fmt.Errorf("%s: a headless rerun asks nobody before it starts, and a trace carries no authority: give %s", r.Path, strings.Join(need, "; and "))

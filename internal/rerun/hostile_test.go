@@ -221,6 +221,31 @@ func TestTheCorpusIsTheCommands(t *testing.T) {
 	}
 }
 
+// The harness file a rerun runs is the command's --harness: a trace that
+// names one is refused without it, naming the recorded file, and the file
+// given is said; a run of the built-in harness takes none.
+func TestTheHarnessIsTheCommands(t *testing.T) {
+	r := &Record{Path: "t.jsonl", Header: recorded()}
+	r.Header.Run.Harness = "/tmp/planted/h.yaml"
+	if _, err := r.harness(""); err == nil || !strings.Contains(err.Error(), "--harness /tmp/planted/h.yaml") {
+		t.Fatalf("a recorded harness file, no --harness: %v", err)
+	}
+	mine := filepath.Join(t.TempDir(), "mine.yaml")
+	if got, err := r.harness(mine); err != nil || got != mine {
+		t.Fatalf("--harness %s: %q, %v", mine, got, err)
+	}
+	if notes, _ := r.Differences(Authority{Harness: mine}); !strings.Contains(strings.Join(notes, "\n"), "it runs the harness file "+mine) {
+		t.Errorf("notes %q do not say which file runs", notes)
+	}
+	r.Header.Run.Harness = ""
+	if _, err := r.harness(mine); err == nil || !strings.Contains(err.Error(), "ran the built-in harness") {
+		t.Fatalf("--harness for a run of the built-in one: %v", err)
+	}
+	if got, err := r.harness(""); err != nil || got != "" {
+		t.Fatalf("no file recorded or given: %q, %v", got, err)
+	}
+}
+
 // The files a rerun loads are those whose sha256 it checked: the model at
 // the header's path, whatever its run names (an ollama name whose tag has
 // moved on, an edited path), and the projector its context read images

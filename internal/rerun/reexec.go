@@ -44,6 +44,10 @@ func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan
 		return Plan{}, err
 	}
 	a.Corpus = facts.Corpus // absolute, as the recorded one is
+	if facts.Harness, err = r.harness(a.Harness); err != nil {
+		return Plan{}, err
+	}
+	a.Harness = facts.Harness
 	notes, err := r.Differences(a)
 	for _, n := range notes {
 		fmt.Fprintln(warn, "note:", n)
@@ -88,6 +92,25 @@ func (r *Record) corpus(flag string) (string, error) {
 		return "", fmt.Errorf("%s searched the folder %s: a trace names no folder for lloyal to read, so give it as --corpus %s (or the folder you mean)", r.Path, recorded, recorded)
 	case recorded == "" && flag != "":
 		return "", fmt.Errorf("--corpus %s: %s searched no folder (the built-in handbook, or no search at all), so a rerun takes none", flag, r.Path)
+	case flag == "":
+		return "", nil
+	}
+	return filepath.Abs(flag)
+}
+
+// harness is the harness file the rerun runs: the command's --harness
+// (flag), absolute. A trace names no file for lloyal to run (it would run
+// that file's commands, with the environment it passes them): a run of a
+// harness file needs --harness, whose contents must be the recorded
+// ones (session checks its sha256), and a run of the built-in harness
+// takes none.
+func (r *Record) harness(flag string) (string, error) {
+	recorded := r.Header.Run.Harness
+	switch {
+	case recorded != "" && flag == "":
+		return "", fmt.Errorf("%s ran the harness file %s: a trace names no file for lloyal to run, so give it as --harness %s (its sha256 is checked against the trace's)", r.Path, recorded, recorded)
+	case recorded == "" && flag != "":
+		return "", fmt.Errorf("--harness %s: %s ran the built-in harness, so a rerun takes none", flag, r.Path)
 	case flag == "":
 		return "", nil
 	}
