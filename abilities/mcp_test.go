@@ -692,3 +692,49 @@ func TestInstructionsLogsAndOutputSchemas(t *testing.T) {
 		t.Fatalf("notes:\n%s", notes)
 	}
 }
+
+// An HTTP server's error answer is read to the bound a JSON answer is,
+// whatever type it says it is (the client reads an error's body whole, the
+// standalone stream's too, which has no time limit); a successful event
+// stream is left to the client, which bounds its events.
+func TestAnErrorAnswerIsBounded(t *testing.T) {
+	const max = 1 << 10
+	for _, c := range []struct {
+		status  int
+		ctype   string
+		bounded bool
+	}{
+		{http.StatusInternalServerError, "text/event-stream", true},
+		{http.StatusBadRequest, "text/plain", true},
+		{http.StatusOK, "application/json", true},
+		{http.StatusOK, "text/event-stream", false},
+	} {
+		p := peekTools{max: max, base: roundTripper(func(*http.Request) (*http.Response, error) {
+			h := http.Header{}
+			h.Set("Content-Type", c.ctype)
+			return &http.Response{StatusCode: c.status, Header: h, Body: io.NopCloser(io.LimitReader(zeros{}, 4*max))}, nil
+		})}
+		req := httptest.NewRequest(http.MethodGet, "http://mcp.example/", nil)
+		resp, err := p.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if got := err != nil && len(b) <= max+1; got != c.bounded {
+			t.Errorf("%d %s: read %d bytes (%v), bounded %v, want %v", c.status, c.ctype, len(b), err, got, c.bounded)
+		}
+	}
+}
+
+// roundTripper is an http.RoundTripper that is a function.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}

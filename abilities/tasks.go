@@ -86,9 +86,11 @@ func (p peekTools) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if ct == "application/json" {
-		// The client reads a JSON answer whole: bounded here, as a stdio
-		// server's lines are.
+	if ct != "text/event-stream" || resp.StatusCode/100 != 2 {
+		// The client reads a JSON answer whole, and an error's body whole
+		// whatever its type (an endless one ran lloyal out of memory):
+		// bounded here, as a stdio server's lines are. An event stream's
+		// events are bounded by the client.
 		resp.Body = &bounded{ReadCloser: resp.Body, limit: int64(p.max), left: int64(p.max) + 1}
 	}
 	if req.Method != http.MethodPost || !listsTools(req) {

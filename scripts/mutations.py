@@ -90,6 +90,7 @@ rows = [
  ("tools/corpus.go", "if entries++; entries > maxCorpusEntries {", "if entries++; false && entries > maxCorpusEntries {", "./tools", "TestCorpusBounded"),
  ("engine/llamacpp/llama/llama.go", "if c.adds && (c.tok < 0 || int(c.tok) >= m.nVocab) {", "if false && c.adds {", "./engine/llamacpp/model", "TestHostileHyperparametersAreRefused/adds_a_SEP_token_it_lacks"),
  ("internal/rerun/reexec.go", "\tcase recorded != \"\" && flag == \"\":\n\t\treturn \"\", fmt.Errorf(\"%s ran the harness file", "\tcase false:\n\t\treturn \"\", fmt.Errorf(\"%s ran the harness file", "./internal/rerun", "TestTheHarnessIsTheCommands"),
+ ("abilities/tasks.go", "if ct != \"text/event-stream\" || resp.StatusCode/100 != 2 {", "if ct == \"application/json\" {", "./abilities", "TestAnErrorAnswerIsBounded"),
 ]
 only = set(sys.argv[1:])
 survived = False
