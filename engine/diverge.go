@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
 )
@@ -117,11 +118,14 @@ func (pc *PoolContext) diverge(ctx context.Context, task string, cands []*Agent,
 			returned[i] = results[j]
 		}
 		k, sc, err := pick.Pick(ctx, task, returned)
-		if err != nil || k < 0 || k >= len(ok) || sc != nil && len(sc) != len(ok) {
+		if err != nil || k < 0 || k >= len(ok) || sc != nil && len(sc) != len(ok) || !finite(sc) {
 			// A picker that fails leaves the lowest perplexity to choose.
 			reason := fmt.Sprintf("%s picked %d of %d", pick.Name, k, len(ok))
-			if err != nil {
+			switch {
+			case err != nil:
 				reason = err.Error()
+			case !finite(sc):
+				reason = fmt.Sprintf("%s scored a candidate %v", pick.Name, sc)
 			}
 			pc.Note("diverge_fallback", fmt.Sprintf("%q: %s: the lowest perplexity is kept instead", truncate(task, 40), reason))
 			k, sc, _ = LowestPerplexity.Pick(ctx, task, returned)
@@ -155,4 +159,15 @@ func (pc *PoolContext) diverge(ctx context.Context, task string, cands []*Agent,
 	}
 	pc.p.rt.em.emit(event.Event{Type: event.PoolDiverge, Parent: pc.p.scope, Pool: pc.p.scope, Data: raw})
 	return nil
+}
+
+// finite says every score is a number (a judge's NaN would be recorded as
+// nothing JSON can hold).
+func finite(scores []float64) bool {
+	for _, s := range scores {
+		if math.IsNaN(s) || math.IsInf(s, 0) {
+			return false
+		}
+	}
+	return true
 }

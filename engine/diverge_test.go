@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -74,7 +75,8 @@ func TestBestOfKeepsTheLowestPerplexity(t *testing.T) {
 }
 
 // TestBestOfPicker: a picker chooses among the candidates that returned;
-// one that fails leaves the lowest perplexity to choose, with a note.
+// one that fails, or scores a candidate NaN (which JSON cannot record),
+// leaves the lowest perplexity to choose, with a note.
 func TestBestOfPicker(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -86,6 +88,9 @@ func TestBestOfPicker(t *testing.T) {
 		}}, "judge"},
 		{"fails", engine.Picker{Name: "judge", Pick: func(context.Context, string, []engine.AgentResult) (int, []float64, error) {
 			return 0, nil, errors.New("judge gone")
+		}}, "perplexity"},
+		{"not a number", engine.Picker{Name: "judge", Pick: func(_ context.Context, _ string, c []engine.AgentResult) (int, []float64, error) {
+			return len(c) - 1, []float64{0.1, math.NaN()}, nil
 		}}, "perplexity"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -91,6 +91,8 @@ rows = [
  ("engine/llamacpp/llama/llama.go", "if c.adds && (c.tok < 0 || int(c.tok) >= m.nVocab) {", "if false && c.adds {", "./engine/llamacpp/model", "TestHostileHyperparametersAreRefused/adds_a_SEP_token_it_lacks"),
  ("internal/rerun/reexec.go", "\tcase recorded != \"\" && flag == \"\":\n\t\treturn \"\", fmt.Errorf(\"%s ran the harness file", "\tcase false:\n\t\treturn \"\", fmt.Errorf(\"%s ran the harness file", "./internal/rerun", "TestTheHarnessIsTheCommands"),
  ("abilities/tasks.go", "if ct != \"text/event-stream\" || resp.StatusCode/100 != 2 {", "if ct == \"application/json\" {", "./abilities", "TestAnErrorAnswerIsBounded"),
+ ("services/server.go", "if t.Logprob <= 0 && !math.IsNaN(t.Logprob) {", "if true {", "./services", "TestJudgesProbabilitiesAreFinite"),
+ ("engine/diverge.go", "sc != nil && len(sc) != len(ok) || !finite(sc) {", "sc != nil && len(sc) != len(ok) {", "./engine", "TestBestOfPicker"),
 ]
 only = set(sys.argv[1:])
 survived = False

@@ -180,7 +180,11 @@ func (s *server) Judge(ctx context.Context, text string) (Verdict, error) {
 			if quotes == 3 && afterQuote {
 				alts := map[string]float64{}
 				for _, t := range tok.Top {
-					alts[t.Token] += math.Exp(t.Logprob)
+					// A log-probability is at most 0: a server's +Inf or
+					// 1000 would make every label's share NaN.
+					if t.Logprob <= 0 && !math.IsNaN(t.Logprob) {
+						alts[t.Token] += math.Exp(t.Logprob)
+					}
 				}
 				out.Probs = firstTokenProbs(s.spec.Labels, alts)
 				if out.Probs[out.Label] == 0 {

@@ -389,3 +389,34 @@ func TestJudgeReadsItsTurnsTokensOnly(t *testing.T) {
 		t.Fatalf("verdict %+v, %v: want the label, without probabilities", v, err)
 	}
 }
+
+// A server's log-probabilities above 0 (1000, which e to the power of is
+// +Inf) are not probabilities: left out, the verdict's are finite, where
+// they were NaN and failed the best-of step that recorded them.
+func TestJudgesProbabilitiesAreFinite(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"message":{"content":"{\"label\":\"relevant\"}"},"logprobs":{"content":[
+			{"token":"{\"","top_logprobs":[]},{"token":"label","top_logprobs":[]},{"token":"\":\"","top_logprobs":[]},
+			{"token":"rel","top_logprobs":[{"token":"rel","logprob":-0.2},{"token":"ir","logprob":1000},{"token":"relev","logprob":1000}]}]}}]}`)
+	}))
+	defer srv.Close()
+	set, err := Open(context.Background(), []Spec{{Name: "j", Kind: Judge, Model: "m", Server: srv.URL, Labels: []string{"relevant", "irrelevant"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	j, _ := set.Judge("j")
+	v, err := j.Judge(context.Background(), "text")
+	if err != nil || v.Label != "relevant" {
+		t.Fatalf("verdict %+v, %v", v, err)
+	}
+	for l, p := range v.Probs {
+		if math.IsNaN(p) || math.IsInf(p, 0) {
+			t.Fatalf("%s's probability %v (verdict %+v)", l, p, v)
+		}
+	}
+	if v.Probs["relevant"] != 1 {
+		t.Fatalf("probabilities %v: want relevant's alone, 1", v.Probs)
+	}
+}
