@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -468,5 +469,33 @@ func TestAnInlineToolThatHoldsTheLoopIsNoted(t *testing.T) {
 	slowNotes := held["slow"]
 	if len(slowNotes) != 1 || slowNotes[0].Duration < engine.HeldLoop || !strings.Contains(slowNotes[0].Reason, "Fanout") || len(held["fanned"]) != 0 {
 		t.Fatalf("held-loop notes %+v, want one naming slow and none naming fanned", held)
+	}
+}
+
+// The files tool results bring are kept within MaxToolFiles, and never
+// under the name of a file the run was given: read_attachment reads the
+// latest of a name, so a server's report.pdf would have stood for the
+// user's.
+func TestToolFilesAreBoundedAndNeverAGivenName(t *testing.T) {
+	tool := engine.Func{S: engine.ToolSpec{Name: "files", Description: "Files.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) {
+			list := []map[string]any{{"name": "report.pdf", "mimeType": "application/pdf", "data": []byte("theirs")}}
+			for i := range engine.MaxToolFiles + 8 {
+				list = append(list, map[string]any{"name": fmt.Sprintf("f%d.bin", i), "mimeType": "application/octet-stream", "data": []byte{1}})
+			}
+			return map[string]any{"_attachments": list}, nil
+		}}
+	h := newHarness(t, 4096, engine.Options{})
+	h.be.Script("files", call("files", `{}`), reportCall("seen"))
+	mine := engine.Attachment{Name: "report.pdf", MIMEType: "application/pdf", Data: []byte("mine")}
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{tool}, Terminal: report, Attachments: []engine.Attachment{mine},
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "files"})})
+	if len(res.Attachments) != 1+engine.MaxToolFiles {
+		t.Fatalf("%d files kept, want the given one and %d", len(res.Attachments), engine.MaxToolFiles)
+	}
+	for _, a := range res.Attachments {
+		if a.Name == "report.pdf" && string(a.Data) != "mine" {
+			t.Fatalf("a tool's %s was kept under the given file's name", a.Name)
+		}
 	}
 }

@@ -67,8 +67,14 @@ type pool struct {
 	kick bool
 	// steps counts the ticks that wrote tokens: the clock a rerun places
 	// the recorded prefills by (replay.go).
-	steps       int
+	steps int
+	// attachments are the files of the run: the first given of them the
+	// pool's spec and its caller's (the user's), then those tool results
+	// brought (results.go keeps them within MaxToolFiles and
+	// MaxToolFileBytes, never under a given one's name).
 	attachments []Attachment
+	given       int
+	toolBytes   int
 	// images are those shown to a model that can see, in the order tool
 	// results brought them (images.go).
 	images []Image
@@ -172,6 +178,7 @@ func (rt *Runtime) open(ctx context.Context, spec PoolSpec, parent *Agent, paren
 	if ci := info(ctx); ci != nil {
 		p.attachments = append(p.attachments, ci.attach...)
 	}
+	p.given = len(p.attachments)
 	if spec.Spine != nil {
 		p.spine = spec.Spine
 	}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lloyal-ai/lloyal/engine/chat"
@@ -62,7 +63,7 @@ func (ds *dispatcher) serialise(a *Agent, v any) (json.RawMessage, error) {
 			for _, l := range list {
 				got = append(got, Attachment{Name: l.Name, MIMEType: l.MIMEType, Data: l.Data})
 			}
-			p.attachments = append(p.attachments, got...)
+			p.keepFiles(got)
 			p.showImages(obj, got)
 		}
 		obj[ContextPercentKey] = mustJSON(p.gauge.pressureOf(a.branch).PercentAvailable)
@@ -125,4 +126,29 @@ func (ad *admission) queueFollowUp(a *Agent, text string) {
 	a.status = event.StatusSettling
 	p.kick = true
 	ad.settle = append(ad.settle, settleItem{agent: a, tokens: toks, text: prompt.String(), role: "followup"})
+}
+
+// Bounds on the files tool results bring that a pool keeps (for
+// read_attachment, nested pools and the result): an MCP server could send
+// 16 MiB on every call for the life of a run.
+const (
+	MaxToolFiles     = 64
+	MaxToolFileBytes = 64 << 20
+)
+
+// keepFiles keeps the files a tool result brought, within MaxToolFiles
+// and MaxToolFileBytes; one named as a file the run was given is not kept
+// under it (read_attachment reads the latest of a name: a server's
+// report.pdf would stand for the user's).
+func (p *pool) keepFiles(got []Attachment) {
+	for _, f := range got {
+		if slices.ContainsFunc(p.attachments[:p.given], func(g Attachment) bool { return g.Name == f.Name }) {
+			continue
+		}
+		if len(p.attachments)-p.given >= MaxToolFiles || p.toolBytes+len(f.Data) > MaxToolFileBytes {
+			continue
+		}
+		p.attachments = append(p.attachments, f)
+		p.toolBytes += len(f.Data)
+	}
 }
