@@ -74,6 +74,11 @@ func (r *embedRanker) Rank(ctx context.Context, query string, docs []string, pro
 	q := got[0]
 	for k, i := range which[1:] {
 		vecs[i] = got[k+1]
+		if len(vecs[i]) != len(q) {
+			// Not cached: a server that once answered vectors of another
+			// width would fail every later ranking from its cache.
+			return nil, fmt.Errorf("embed: a passage's vector has %d dimensions, the query's %d: the embedder answered vectors of two lengths", len(vecs[i]), len(q))
+		}
 		r.store(docs[i], vecs[i])
 	}
 	scores := make([]float64, len(docs))
