@@ -74,12 +74,34 @@ func (r *embedRanker) Rank(ctx context.Context, query string, docs []string, pro
 	q := got[0]
 	for k, i := range which[1:] {
 		vecs[i] = got[k+1]
-		if len(vecs[i]) != len(q) {
-			// Not cached: a server that once answered vectors of another
-			// width would fail every later ranking from its cache.
-			return nil, fmt.Errorf("embed: a passage's vector has %d dimensions, the query's %d: the embedder answered vectors of two lengths", len(vecs[i]), len(q))
-		}
 		r.store(docs[i], vecs[i])
+	}
+	// A cached vector of another length than the query's is stale (the
+	// server's model changed under its name): embedded again and cached
+	// anew, where it failed every later ranking until the cache was
+	// cleared.
+	var stale []int
+	for i, v := range vecs {
+		if len(v) != len(q) {
+			stale = append(stale, i)
+		}
+	}
+	if len(stale) > 0 {
+		texts = texts[:0]
+		for _, i := range stale {
+			texts = append(texts, docs[i])
+		}
+		again, err := r.e.Embed(ctx, texts)
+		if err != nil {
+			return nil, err
+		}
+		if len(again) != len(texts) {
+			return nil, fmt.Errorf("embed: %d vectors for %d texts", len(again), len(texts))
+		}
+		for k, i := range stale {
+			vecs[i] = again[k]
+			r.store(docs[i], vecs[i])
+		}
 	}
 	scores := make([]float64, len(docs))
 	for i, v := range vecs {
