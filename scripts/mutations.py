@@ -96,6 +96,7 @@ rows = [
  ("engine/results.go", "if len(p.attachments)-p.given >= MaxToolFiles ||", "if false ||", "./engine", "TestToolFilesAreBoundedAndNeverAGivenName"),
  ("engine/results.go", "if slices.ContainsFunc(p.attachments[:p.given], func(g Attachment) bool { return g.Name == f.Name }) {", "if false && slices.ContainsFunc(p.attachments, func(Attachment) bool { return true }) {", "./engine", "TestToolFilesAreBoundedAndNeverAGivenName"),
  ("services/embedrank.go", "\t\tif len(v) != len(q) {\n\t\t\tstale = append(stale, i)", "\t\tif len(v) < 0 {\n\t\t\tstale = append(stale, i)", "./services", "TestAStaleCachedVectorIsEmbeddedAgain"),
+ ("internal/runconfig/runconfig.go", "c.Server == a.Server || serverbackend.SameOrigin(c.Server, a.EnvServer) ||", "true ||", "./internal/runconfig", "TestDecideTakesAuthorityOnlyFromTheCommand"),
 ]
 only = set(sys.argv[1:])
 survived = False

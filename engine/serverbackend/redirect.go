@@ -47,6 +47,14 @@ func checkRedirect(base *url.URL, h hints, req *http.Request, via []*http.Reques
 	return nil
 }
 
+// SameOrigin says whether two server URLs share scheme, host and port
+// (false when either does not parse).
+func SameOrigin(a, b string) bool {
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	return errA == nil && errB == nil && ua.Host != "" && origin(ua) == origin(ub)
+}
+
 // origin is a URL's scheme, host and port (the default port written out),
 // in lower case: what must match for credentials to go.
 func origin(u *url.URL) string {

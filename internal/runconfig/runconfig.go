@@ -177,6 +177,7 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 	if c.Server == "" {
 		c.APIKey, c.Headers = "", "" // sent nowhere
 	}
+	keepCredentials(a, &c)
 	return c, file, nil
 }
 
@@ -233,6 +234,18 @@ func chooseStreams(facts trace.RunConfig, f *harness.File, c *session.Config) {
 		ch := llamabackend.ChooseStreams(c.NCtx, max(c.Agents, 1)+2, DefaultContext, f.CallsTools())
 		c.Streams, c.StreamsWhy = ch.Streams, "auto: "+ch.Why
 	}
+}
+
+// keepCredentials sends $LLOYAL_API_KEY and $LLOYAL_HEADERS only to a
+// server the person named (--server, $LLOYAL_SERVER, or one of its
+// origin): a harness file from elsewhere that names its own server gets
+// the run's prompts, never the person's key.
+func keepCredentials(a Authority, c *session.Config) {
+	if c.Server == "" || c.Server == a.Server || serverbackend.SameOrigin(c.Server, a.EnvServer) || c.APIKey == "" && c.Headers == "" {
+		return
+	}
+	fmt.Fprintf(stderr(c), "note: the harness file names the server %s: $LLOYAL_API_KEY and $LLOYAL_HEADERS go only to a server you name, so none is sent (run with --server %s to send them)\n", c.Server, c.Server)
+	c.APIKey, c.Headers = "", ""
 }
 
 // fromFile takes a harness file's model settings where the facts (and

@@ -95,6 +95,32 @@ func TestDecideTakesAuthorityOnlyFromTheCommand(t *testing.T) {
 	if err != nil || cfg.Server != "http://127.0.0.1:9" {
 		t.Fatalf("a run of a harness naming a server: %q %v", cfg.Server, err)
 	}
+	// The person's key and headers go to that server only when the person
+	// named it (or its origin): a harness file from elsewhere chooses
+	// where its prompts go, not where the key goes.
+	for _, c := range []struct {
+		name, server, env string
+		sent              bool
+	}{
+		{"named by the harness alone", "", "http://evil.example", false},
+		{"the origin of $LLOYAL_SERVER", "", "http://127.0.0.1:9/v1", true},
+		{"--server", "http://127.0.0.1:9", "", true},
+	} {
+		var note strings.Builder
+		base := session.Config{}
+		base.App.Stderr = &note
+		a := Authority{Server: c.server, EnvServer: c.env, APIKey: "secret", Headers: "X-Org: mine", API: "auto", MaxInflight: 8, RequestTimeout: time.Minute, TurnTimeout: time.Minute}
+		cfg, _, err := Decide(served, a, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent := cfg.APIKey == "secret" && cfg.Headers == "X-Org: mine"; sent != c.sent {
+			t.Errorf("%s: key %q headers %q, sent %v; want %v", c.name, cfg.APIKey, cfg.Headers, sent, c.sent)
+		}
+		if said := strings.Contains(note.String(), "none is sent"); said == c.sent {
+			t.Errorf("%s: notes %q", c.name, note.String())
+		}
+	}
 	// A service's server is a server too: a rerun sends it nothing.
 	sv := filepath.Join(dir, "sv.yaml")
 	text = "services:\n  ranker: {kind: rerank, model: bge, server: \"http://127.0.0.1:9\"}\nroles:\n  r:\n    system: S.\n    terminal: {builtin: report}\nrun:\n  steps:\n    - {role: r, orchestrate: parallel, task: Hi.}\n"
