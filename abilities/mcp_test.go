@@ -462,8 +462,9 @@ func TestToolListBounded(t *testing.T) {
 }
 
 // A tool whose input schema (which the spine holds word for word) or
-// output schema is over maxToolSchema is left out, said in a warning; the
-// server's other tools are offered.
+// output schema is over maxToolSchema, or nests past jsondepth.MaxSchema
+// (llama.cpp's converter would recurse through it), is left out, said in a
+// warning; the server's other tools are offered.
 func TestToolSchemasBounded(t *testing.T) {
 	ms := mcp.NewServer(&mcp.Implementation{Name: "schemas", Version: "1"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
 	var props []string
@@ -478,6 +479,8 @@ func TestToolSchemasBounded(t *testing.T) {
 	ms.AddTool(&mcp.Tool{Name: "wide_in", InputSchema: huge}, handler)
 	ms.AddTool(&mcp.Tool{Name: "wide_out", InputSchema: small, OutputSchema: huge}, handler)
 	ms.AddTool(&mcp.Tool{Name: "plain", InputSchema: small}, handler)
+	deep := `{"type":"object","properties":{"a":` + strings.Repeat(`{"type":"array","items":`, 70) + `{"type":"string"}` + strings.Repeat("}", 70) + `}}`
+	ms.AddTool(&mcp.Tool{Name: "deep", InputSchema: json.RawMessage(deep)}, handler)
 	list, warnings := toolsOf(t, ms)
 	if len(list) != 1 || !strings.HasSuffix(list[0].Spec().Name, "_plain") {
 		var names []string
@@ -487,7 +490,7 @@ func TestToolSchemasBounded(t *testing.T) {
 		t.Fatalf("tools %v: want plain alone", names)
 	}
 	all := strings.Join(warnings, "\n")
-	for _, want := range []string{"tool wide_in left out: its input schema is not usable", "tool wide_out left out: its output schema is not usable", "over 16 KiB"} {
+	for _, want := range []string{"tool wide_in left out: its input schema is not usable", "tool wide_out left out: its output schema is not usable", "over 16 KiB", "tool deep left out: its input schema is not usable (it nests deeper than 64 levels)"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no warning saying %q in:\n%s", want, all)
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lloyal-ai/lloyal/internal/jsondepth"
 )
 
 // What a server's tool list may put into the prompt: every tool offered is
@@ -56,11 +58,16 @@ func listTools(ctx context.Context, c *conn) (list []*mcp.Tool, left string, err
 	return list, left, nil
 }
 
-// boundedSchema is a tool's schema as JSON, refused over maxToolSchema.
+// boundedSchema is a tool's schema as JSON, refused over maxToolSchema or
+// nested past jsondepth.MaxSchema (which the grammar of its calls could not
+// be made from).
 func boundedSchema(schema any) ([]byte, error) {
 	b, err := json.Marshal(schema)
 	if err == nil && len(b) > maxToolSchema {
 		err = fmt.Errorf("%d bytes, over %d KiB", len(b), maxToolSchema>>10)
+	}
+	if over, _ := jsondepth.Over(b, jsondepth.MaxSchema); err == nil && over {
+		err = fmt.Errorf("it nests deeper than %d levels", jsondepth.MaxSchema)
 	}
 	return b, err
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lloyal-ai/lloyal/internal/jsondepth"
 	"github.com/lloyal-ai/lloyal/internal/testmodel"
 )
 
@@ -127,5 +128,22 @@ func TestRepeatWindowBounded(t *testing.T) {
 	defer m.Close()
 	if _, err := NewSampler(m, SamplerParams{RepeatPenalty: 1.1, RepeatLastN: 2_000_000_000}); err == nil || !strings.Contains(err.Error(), "use 0 to 4096") {
 		t.Fatalf("a window of 2e9: %v", err)
+	}
+}
+
+// A schema nested past jsondepth.MaxSchema is refused before llama.cpp's
+// converter reads it: 40,000 levels overflowed the converter's stack (the
+// process died), and its grammar grows with the square of the depth.
+func TestADeepSchemaIsRefused(t *testing.T) {
+	nest := func(n int) []byte {
+		return []byte(strings.Repeat(`{"type":"array","items":`, n) + `{"type":"string"}` + strings.Repeat("}", n))
+	}
+	if _, err := SchemaToGrammar(nest(jsondepth.MaxSchema - 1)); err != nil {
+		t.Fatalf("%d levels: %v", jsondepth.MaxSchema, err)
+	}
+	for _, n := range []int{jsondepth.MaxSchema, 40000} {
+		if _, err := SchemaToGrammar(nest(n)); err == nil || !strings.Contains(err.Error(), "nests deeper than") {
+			t.Fatalf("%d levels: %v", n+1, err)
+		}
 	}
 }
