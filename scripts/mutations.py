@@ -100,6 +100,7 @@ rows = [
  ("engine/llamacpp/llama/sampler.go", "\t} else if over {\n", "\t} else if false && over {\n", "./engine/llamacpp/llama", "TestADeepSchemaIsRefused"),
  ("abilities/toollist.go", "err == nil && over {", "err == nil && false && over {", "./abilities", "TestToolSchemasBounded"),
  ("engine/schemacheck.go", "if over, _ := jsondepth.Over(schema, jsondepth.MaxSchema); over {", "if over, _ := jsondepth.Over(schema, jsondepth.MaxSchema); false && over {", "./engine", "TestCheckSchema"),
+ ("services/services.go", "\t\t\tspecs[i].Key = keys[name]\n\t\t\tcontinue\n\t\t}\n", "\t\t\tspecs[i].Key = keys[name]\n\t\t\tcontinue\n\t\t}\n\t\tspecs[i].Key = keys[name]\n", "./services", "TestKeysGoOnlyToTheServersThePersonNames"),
 ]
 only = set(sys.argv[1:])
 survived = False

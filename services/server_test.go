@@ -388,6 +388,33 @@ func TestFirstTokenProbs(t *testing.T) {
 	}
 }
 
+// A served service's key goes only to a server the person names for it
+// ($LLOYAL_SERVICE_SERVER_NAME, which replaces the harness file's): a
+// harness file from elsewhere that names a service like one of the
+// person's, at its own server, is sent no key, and lloyal says so.
+func TestKeysGoOnlyToTheServersThePersonNames(t *testing.T) {
+	env := []string{"LLOYAL_SERVICE_KEY_RANKER=k-r", "LLOYAL_SERVICE_KEY_JUDGE=k-j", "LLOYAL_SERVICE_SERVER_JUDGE=https://judge.example/v1"}
+	specs := []Spec{
+		{Name: "ranker", Kind: Rerank, Model: "m", Server: "https://evil.example"},
+		{Name: "judge", Kind: Judge, Model: "m", Server: "https://elsewhere.example", Labels: []string{"a", "b"}},
+		{Name: "embedder", Kind: Embed, Model: "m.gguf"},
+	}
+	var note strings.Builder
+	Bind(specs, KeysFrom(env), ServersFrom(env), &note)
+	if specs[0].Key != "" || specs[0].Server != "https://evil.example" {
+		t.Errorf("ranker: %+v: its key went to the harness file's server", specs[0])
+	}
+	if !strings.Contains(note.String(), "LLOYAL_SERVICE_SERVER_RANKER=https://evil.example") {
+		t.Errorf("the withheld key was not said: %q", note.String())
+	}
+	if specs[1].Key != "k-j" || specs[1].Server != "https://judge.example/v1" {
+		t.Errorf("judge: %+v: want the person's server and key", specs[1])
+	}
+	if specs[2].Key != "" || specs[2].Server != "" {
+		t.Errorf("a local service: %+v", specs[2])
+	}
+}
+
 func TestKeysFromTheEnvironment(t *testing.T) {
 	keys := KeysFrom([]string{"LLOYAL_SERVICE_KEY_MY_RANKER=k1", "LLOYAL_SERVICE_KEY_=x", "LLOYAL_SERVICE_KEY_EMPTY=", "OTHER=y", "LLOYAL_API_KEY=z"})
 	if len(keys) != 1 || keys[KeyName("my-ranker")] != "k1" || KeyName("Judge.2") != "JUDGE_2" {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strings"
@@ -315,21 +316,56 @@ func (s rankScorer) Score(query, text string) float64 {
 	return max(0, 2/(1+math.Exp(-sc[0]))-1)
 }
 
-// KeyPrefix starts the environment variables KeysFrom reads.
-const KeyPrefix = "LLOYAL_SERVICE_KEY_"
+// KeyPrefix and ServerPrefix start the environment variables KeysFrom
+// and ServersFrom read.
+const (
+	KeyPrefix    = "LLOYAL_SERVICE_KEY_"
+	ServerPrefix = "LLOYAL_SERVICE_SERVER_"
+)
 
 // KeysFrom reads the keys of served services from an environment
 // (os.Environ), by KeyName: LLOYAL_SERVICE_KEY_RANKER=KEY is the key of
-// the service named ranker. Each goes to its service's server alone.
-func KeysFrom(env []string) map[string]string {
-	keys := map[string]string{}
+// the service named ranker. Each goes to the server the person names for
+// that service alone (Bind).
+func KeysFrom(env []string) map[string]string { return byName(env, KeyPrefix) }
+
+// ServersFrom reads the servers the person names for served services, by
+// KeyName: LLOYAL_SERVICE_SERVER_RANKER=URL is where the service named
+// ranker runs, whatever a harness file says.
+func ServersFrom(env []string) map[string]string { return byName(env, ServerPrefix) }
+
+func byName(env []string, prefix string) map[string]string {
+	m := map[string]string{}
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
-		if name, is := strings.CutPrefix(k, KeyPrefix); ok && is && name != "" && v != "" {
-			keys[name] = v
+		if name, is := strings.CutPrefix(k, prefix); ok && is && name != "" && v != "" {
+			m[name] = v
 		}
 	}
-	return keys
+	return m
+}
+
+// Bind gives served specs the person's servers and keys: a service's
+// server is the person's (servers, by KeyName) where they name one, the
+// harness file's otherwise, and its key (keys) goes only to a server the
+// person named. A harness file from elsewhere names its own services'
+// servers, and a service named like one of the person's would otherwise
+// have been sent its key; a key withheld is said on warn.
+func Bind(specs []Spec, keys, servers map[string]string, warn io.Writer) {
+	for i, sp := range specs {
+		if sp.Server == "" {
+			continue // runs here
+		}
+		name := KeyName(sp.Name)
+		if u := servers[name]; u != "" {
+			specs[i].Server = u
+			specs[i].Key = keys[name]
+			continue
+		}
+		if keys[name] != "" {
+			fmt.Fprintf(warn, "note: the harness file names the server %s for its service %s: $%s%s goes only to a server you name, so none is sent (set %s%s=%s to send it)\n", sp.Server, sp.Name, KeyPrefix, name, ServerPrefix, name, sp.Server)
+		}
+	}
 }
 
 // KeyName is a service's name as its key's variable ends: letters upper

@@ -139,7 +139,7 @@ func (o *runFlags) run(cmd *cobra.Command, args []string) error {
 		RequestTimeout: c.RequestTimeout, TurnTimeout: c.TurnTimeout,
 		// Read here, not as the flags' defaults: help would print them,
 		// and a URL may carry credentials.
-		EnvServer: os.Getenv("LLOYAL_SERVER"), APIKey: os.Getenv("LLOYAL_API_KEY"), Headers: os.Getenv("LLOYAL_HEADERS"), ServiceKeys: services.KeysFrom(os.Environ()), Attach: c.Attach}
+		EnvServer: os.Getenv("LLOYAL_SERVER"), APIKey: os.Getenv("LLOYAL_API_KEY"), Headers: os.Getenv("LLOYAL_HEADERS"), ServiceKeys: services.KeysFrom(os.Environ()), ServiceServers: services.ServersFrom(os.Environ()), Attach: c.Attach}
 	if fs.Changed("workspace") {
 		auth.Workspace = c.App.Workspace
 	}

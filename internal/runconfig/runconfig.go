@@ -74,8 +74,10 @@ type Authority struct {
 	RequestTimeout, TurnTimeout time.Duration
 	APIKey, Headers             string
 	// ServiceKeys are the keys a harness file's served services are sent,
-	// by services.KeyName ($LLOYAL_SERVICE_KEY_NAME: services.KeysFrom).
-	ServiceKeys map[string]string
+	// and ServiceServers the servers the person names for them, by
+	// services.KeyName ($LLOYAL_SERVICE_KEY_NAME, services.KeysFrom;
+	// $LLOYAL_SERVICE_SERVER_NAME, services.ServersFrom).
+	ServiceKeys, ServiceServers map[string]string
 	// Attach are the files the person gives the run (--attach): a rerun's
 	// come from beside its trace instead (session.Config.Recorded).
 	Attach []string
@@ -125,7 +127,7 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 	// Authority: the person's alone.
 	c.App.Approvals, c.App.MaxInflight = a.Approvals, a.MaxInflight
 	c.API, c.RequestTimeout, c.TurnTimeout, c.APIKey, c.Headers = a.API, a.RequestTimeout, a.TurnTimeout, a.APIKey, a.Headers
-	c.ServiceKeys, c.Attach = a.ServiceKeys, a.Attach
+	c.ServiceKeys, c.ServiceServers, c.Attach = a.ServiceKeys, a.ServiceServers, a.Attach
 	c.Server = a.Server
 	if c.Server == "" && !a.Rerun {
 		c.Server = a.EnvServer

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -51,9 +52,11 @@ type Config struct {
 	// model, title and trace header.
 	App app.Options
 
-	// ServiceKeys are the keys of the harness file's served services, by
-	// services.KeyName: the user's environment's, never the file's.
-	ServiceKeys map[string]string
+	// ServiceKeys are the keys of the harness file's served services, and
+	// ServiceServers the servers the person names for them, by
+	// services.KeyName: the user's environment's, never the file's
+	// (services.Bind).
+	ServiceKeys, ServiceServers map[string]string
 
 	// Attach are the files the person attached (--attach), given to the
 	// run after the harness file's attachments:. A rerun sets Attachments
@@ -111,11 +114,11 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 	// The file's services load first, each in a context of its own: a
 	// model that cannot be opened is refused before the run's loads.
 	specs := f.ServiceSpecs()
-	for i, sp := range specs {
-		if sp.Server != "" {
-			specs[i].Key = cfg.ServiceKeys[services.KeyName(sp.Name)]
-		}
+	warn := cfg.App.Stderr
+	if warn == nil {
+		warn = io.Discard
 	}
+	services.Bind(specs, cfg.ServiceKeys, cfg.ServiceServers, warn)
 	atts, err := cfg.Attachments, error(nil)
 	if !cfg.Recorded {
 		if atts, err = f.Stage(cfg.Attach); err != nil {

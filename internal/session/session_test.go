@@ -518,7 +518,7 @@ run:
       orchestrate: parallel
       task: "{{input}}"
 `)
-			cfg := Config{Config: backends.Config{Model: tiny, NCtx: 4096, Threads: 1}, Walk: true, Task: "What is a harbor?", Version: "test", ServiceKeys: map[string]string{"RANKER": "k-r"},
+			cfg := Config{Config: backends.Config{Model: tiny, NCtx: 4096, Threads: 1}, Walk: true, Task: "What is a harbor?", Version: "test", ServiceKeys: map[string]string{"RANKER": "k-r"}, ServiceServers: map[string]string{"RANKER": srv.URL},
 				App: headless(t, dir)}
 			if err := Run(context.Background(), cfg, f); err != nil {
 				t.Fatal(err)
