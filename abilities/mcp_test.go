@@ -462,7 +462,7 @@ func TestToolListBounded(t *testing.T) {
 }
 
 // A tool whose input schema (which the spine holds word for word) or
-// output schema is over maxToolSchema, or nests past jsondepth.MaxSchema
+// output schema is over maxToolSchema, or nests past jsondepth.Converter.Depth
 // (llama.cpp's converter would recurse through it), is left out, said in a
 // warning; the server's other tools are offered.
 func TestToolSchemasBounded(t *testing.T) {
@@ -490,7 +490,7 @@ func TestToolSchemasBounded(t *testing.T) {
 		t.Fatalf("tools %v: want plain alone", names)
 	}
 	all := strings.Join(warnings, "\n")
-	for _, want := range []string{"tool wide_in left out: its input schema is not usable", "tool wide_out left out: its output schema is not usable", "over 16 KiB", "tool deep left out: its input schema is not usable (it nests deeper than 64 levels)"} {
+	for _, want := range []string{"tool wide_in left out: its input schema is not usable", "tool wide_out left out: its output schema is not usable", "over 16 KiB", "tool deep left out: its input schema is not usable (it nests 73 levels deep, past 56)"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no warning saying %q in:\n%s", want, all)
 		}

@@ -59,15 +59,15 @@ func listTools(ctx context.Context, c *conn) (list []*mcp.Tool, left string, err
 }
 
 // boundedSchema is a tool's schema as JSON, refused over maxToolSchema or
-// nested past jsondepth.MaxSchema (which the grammar of its calls could not
-// be made from).
+// past jsondepth.Tool (levels, references) (the
+// grammar of its calls could not be made from it).
 func boundedSchema(schema any) ([]byte, error) {
 	b, err := json.Marshal(schema)
 	if err == nil && len(b) > maxToolSchema {
 		err = fmt.Errorf("%d bytes, over %d KiB", len(b), maxToolSchema>>10)
 	}
-	if over, _ := jsondepth.Over(b, jsondepth.MaxSchema); err == nil && over {
-		err = fmt.Errorf("it nests deeper than %d levels", jsondepth.MaxSchema)
+	if err == nil {
+		err = jsondepth.Check(b, jsondepth.Tool)
 	}
 	return b, err
 }

@@ -30,7 +30,8 @@ type ForkRequest = ui.ForkRequest
 // Replay plays the trace at path in the app at speed (0: straight to the
 // end), following it as it grows when follow is set, until the person
 // quits, or asks with F for a fork: then it returns the fork to run.
-func Replay(path string, t themes.Theme, speed float64, follow bool) (*ForkRequest, error) {
+// forkRefused, when not "", is why F cannot fork (said when pressed).
+func Replay(path string, t themes.Theme, speed float64, follow bool, forkRefused string) (*ForkRequest, error) {
 	ix, err := trace.BuildIndex(path)
 	if err != nil {
 		return nil, err
@@ -44,7 +45,7 @@ func Replay(path string, t themes.Theme, speed float64, follow bool) (*ForkReque
 	if follow {
 		p.Follow()
 	}
-	o := ui.Options{Theme: t, Title: title, Dev: os.Getenv("LLOYAL_DEV") == "1", Replay: p}
+	o := ui.Options{Theme: t, Title: title, Dev: os.Getenv("LLOYAL_DEV") == "1", Replay: p, ForkRefused: forkRefused}
 	if ix.Header != nil {
 		o.Sources = ix.Header.AbilitySources()
 	}

@@ -26,15 +26,16 @@ var jsonTypes = []string{"string", "number", "integer", "boolean", "array", "obj
 // ("str"), required that is not a list or names no property, an array
 // without items (the model cannot know what to put in it), an empty enum.
 // It walks properties, items, prefixItems, anyOf, oneOf, allOf, not and
-// $defs; each problem's Pointer is inside schema. A schema nested past
-// jsondepth.MaxSchema is one problem, at its root.
+// $defs; each problem's Pointer is inside schema. A schema past
+// jsondepth.Tool (levels, references) is one problem,
+// at its root.
 func CheckSchema(schema []byte) []SchemaProblem {
 	var doc any
 	if err := json.Unmarshal(schema, &doc); err != nil {
 		return []SchemaProblem{{Msg: fmt.Sprintf("not JSON: %v", err)}}
 	}
-	if over, _ := jsondepth.Over(schema, jsondepth.MaxSchema); over {
-		return []SchemaProblem{{Msg: fmt.Sprintf("it nests deeper than %d levels (as JSON): the grammar of its calls could not be made; a tool's arguments need a few", jsondepth.MaxSchema)}}
+	if err := jsondepth.Check(schema, jsondepth.Tool); err != nil {
+		return []SchemaProblem{{Msg: fmt.Sprintf("%v (as JSON): the grammar of its calls could not be made; a tool's arguments need a few levels and references", err)}}
 	}
 	var out []SchemaProblem
 	walkSchema(doc, "", &out)

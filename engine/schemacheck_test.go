@@ -22,7 +22,7 @@ func TestCheckSchema(t *testing.T) {
 		{"a property that is no schema", `{"type":"object","properties":{"m":"string"}}`, []string{"/properties/m: a schema is a mapping"}},
 		{"anyOf", `{"type":"object","properties":{"m":{"anyOf":[{"type":"string"},{"type":"strng"}]}}}`, []string{`/properties/m/anyOf/1/type: "strng"`}},
 		{"not JSON", `{"type":`, []string{": not JSON"}},
-		{"too deep", `{"type":"object","properties":{"a":` + strings.Repeat(`{"type":"array","items":`, 70) + `{"type":"string"}` + strings.Repeat("}", 70) + `}}`, []string{": it nests deeper than 64 levels"}},
+		{"too deep", `{"type":"object","properties":{"a":` + strings.Repeat(`{"type":"array","items":`, 70) + `{"type":"string"}` + strings.Repeat("}", 70) + `}}`, []string{": it nests 73 levels deep, past 56"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := CheckSchema([]byte(c.schema))

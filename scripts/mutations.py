@@ -97,9 +97,9 @@ rows = [
  ("engine/results.go", "if slices.ContainsFunc(p.attachments[:p.given], func(g Attachment) bool { return g.Name == f.Name }) {", "if false && slices.ContainsFunc(p.attachments, func(Attachment) bool { return true }) {", "./engine", "TestToolFilesAreBoundedAndNeverAGivenName"),
  ("services/embedrank.go", "\t\tif len(v) != len(q) {\n\t\t\tstale = append(stale, i)", "\t\tif len(v) < 0 {\n\t\t\tstale = append(stale, i)", "./services", "TestAStaleCachedVectorIsEmbeddedAgain"),
  ("internal/runconfig/runconfig.go", "c.Server == a.Server || serverbackend.SameOrigin(c.Server, a.EnvServer) ||", "true ||", "./internal/runconfig", "TestDecideTakesAuthorityOnlyFromTheCommand"),
- ("engine/llamacpp/llama/sampler.go", "\t} else if over {\n", "\t} else if false && over {\n", "./engine/llamacpp/llama", "TestADeepSchemaIsRefused"),
- ("abilities/toollist.go", "err == nil && over {", "err == nil && false && over {", "./abilities", "TestToolSchemasBounded"),
- ("engine/schemacheck.go", "if over, _ := jsondepth.Over(schema, jsondepth.MaxSchema); over {", "if over, _ := jsondepth.Over(schema, jsondepth.MaxSchema); false && over {", "./engine", "TestCheckSchema"),
+ ("engine/llamacpp/llama/sampler.go", "if err := jsondepth.Check(schemaJSON, jsondepth.Converter); err != nil {", "if err := jsondepth.Check(schemaJSON, jsondepth.Converter); false && err != nil {", "./engine/llamacpp/llama", "TestADeepSchemaIsRefused"),
+ ("abilities/toollist.go", "err = jsondepth.Check(b, jsondepth.Tool)", "_ = jsondepth.Check(b, jsondepth.Tool)", "./abilities", "TestToolSchemasBounded"),
+ ("engine/schemacheck.go", "if err := jsondepth.Check(schema, jsondepth.Tool); err != nil {", "if err := jsondepth.Check(schema, jsondepth.Tool); false && err != nil {", "./engine", "TestCheckSchema"),
  ("services/services.go", "\t\t\tspecs[i].Key = keys[name]\n\t\t\tcontinue\n\t\t}\n", "\t\t\tspecs[i].Key = keys[name]\n\t\t\tcontinue\n\t\t}\n\t\tspecs[i].Key = keys[name]\n", "./services", "TestKeysGoOnlyToTheServersThePersonNames"),
 ]
 only = set(sys.argv[1:])

@@ -98,6 +98,16 @@ func (r *Record) corpus(flag string) (string, error) {
 	return filepath.Abs(flag)
 }
 
+// ForkFlags is why a rerun or fork of r with corpus as --corpus and
+// harness as --harness would be refused for them, or nil.
+func (r *Record) ForkFlags(corpus, harness string) error {
+	if _, err := r.corpus(corpus); err != nil {
+		return err
+	}
+	_, err := r.harness(harness)
+	return err
+}
+
 // harness is the harness file the rerun runs: the command's --harness
 // (flag), absolute. A trace names no file for lloyal to run (it would run
 // that file's commands, with the environment it passes them): a run of a

@@ -45,6 +45,10 @@ type Options struct {
 	// VERSION (signed by KEY)", by tool name): the detail pane shows it with
 	// the tool's calls, the approval prompt with its requests.
 	Sources map[string]string
+	// ForkRefused is why F cannot fork this replay (the command lacks the
+	// flags its run needs: --corpus, --harness), said when F is pressed,
+	// before any edit is written; "" when it can.
+	ForkRefused string
 }
 
 // BatchMsg carries events to the app (the Bridge sends one every ~16 ms).
@@ -129,6 +133,10 @@ func (m *Model) jumpTo(id uint64) tea.Cmd {
 
 // openFork opens the fork editor on what the selected agent reads next.
 func (m *Model) openFork() tea.Cmd {
+	if m.o.ForkRefused != "" {
+		m.s.notice = "cannot fork: " + m.o.ForkRefused
+		return nil
+	}
 	p := m.o.Replay
 	events, err := p.ix.Events(0, p.ix.Len())
 	if err != nil {

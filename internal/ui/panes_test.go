@@ -524,3 +524,17 @@ func TestDevPaneSourcesScrolls(t *testing.T) {
 		t.Fatalf("the window:\n%s", v)
 	}
 }
+
+// F in a replay whose fork the command could not run (its run needs
+// --harness or --corpus) says why at once, before an edit is written, and
+// opens no editor.
+func TestForkRefusedIsSaidBeforeTheEdit(t *testing.T) {
+	ix := fixtureTrace(t, append(fixture(), finish()...))
+	m := New(Options{Theme: themes.Dark(), Title: "replay", Replay: NewPlayer(ix, 0), ForkRefused: "give it as --harness /work/h.yaml"})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	m.Update(m.o.Replay.Start()())
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("F")})
+	if m.fork.at != nil || !strings.Contains(m.s.notice, "cannot fork: give it as --harness /work/h.yaml") {
+		t.Fatalf("editor open %v, notice %q", m.fork.at != nil, m.s.notice)
+	}
+}

@@ -243,12 +243,11 @@ func (s *Sampler) Close() {
 
 // SchemaToGrammar converts a JSON Schema to GBNF with llama.cpp's converter.
 // The grammar's start rule is "root". A schema nested past
-// jsondepth.MaxSchema is refused before the converter reads it.
+// jsondepth.Converter (its levels, references and
+// their copying) is refused before the converter reads it.
 func SchemaToGrammar(schemaJSON []byte) (string, error) {
-	if over, err := jsondepth.Over(schemaJSON, jsondepth.MaxSchema); err != nil {
-		return "", fmt.Errorf("schema to grammar: %w", err)
-	} else if over {
-		return "", fmt.Errorf("schema to grammar: the schema nests deeper than %d levels: a tool's arguments need a few", jsondepth.MaxSchema)
+	if err := jsondepth.Check(schemaJSON, jsondepth.Converter); err != nil {
+		return "", fmt.Errorf("schema to grammar: %w (a tool's arguments need a few levels and references)", err)
 	}
 	cs := C.CString(string(schemaJSON))
 	defer C.free(unsafe.Pointer(cs))

@@ -2,6 +2,7 @@ package llama
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -131,19 +132,29 @@ func TestRepeatWindowBounded(t *testing.T) {
 	}
 }
 
-// A schema nested past jsondepth.MaxSchema is refused before llama.cpp's
-// converter reads it: 40,000 levels overflowed the converter's stack (the
-// process died), and its grammar grows with the square of the depth.
+// A schema past jsondepth.Converter is refused before llama.cpp's converter
+// reads it: 40,000 levels overflowed the converter's stack (the process
+// died), its grammar grows with the square of the depth, and it follows a
+// chain of references by recursing.
 func TestADeepSchemaIsRefused(t *testing.T) {
 	nest := func(n int) []byte {
 		return []byte(strings.Repeat(`{"type":"array","items":`, n) + `{"type":"string"}` + strings.Repeat("}", n))
 	}
-	if _, err := SchemaToGrammar(nest(jsondepth.MaxSchema - 1)); err != nil {
-		t.Fatalf("%d levels: %v", jsondepth.MaxSchema, err)
+	if _, err := SchemaToGrammar(nest(jsondepth.Converter.Depth - 1)); err != nil {
+		t.Fatalf("%d levels: %v", jsondepth.Converter.Depth, err)
 	}
-	for _, n := range []int{jsondepth.MaxSchema, 40000} {
-		if _, err := SchemaToGrammar(nest(n)); err == nil || !strings.Contains(err.Error(), "nests deeper than") {
+	for _, n := range []int{jsondepth.Converter.Depth, 40000} {
+		if _, err := SchemaToGrammar(nest(n)); err == nil || !strings.Contains(err.Error(), "levels deep, past 64") {
 			t.Fatalf("%d levels: %v", n+1, err)
 		}
+	}
+	// A chain of references: the converter follows each by recursing.
+	var defs []string
+	for i := range 2000 {
+		defs = append(defs, fmt.Sprintf(`"d%d":{"$ref":"#/$defs/d%d"}`, i, i+1))
+	}
+	chain := `{"$ref":"#/$defs/d0","$defs":{` + strings.Join(defs, ",") + `,"d2000":{"type":"string"}}}`
+	if _, err := SchemaToGrammar([]byte(chain)); err == nil || !strings.Contains(err.Error(), "$ref references, past 1024") {
+		t.Fatalf("a chain of 2,000 references: %v", err)
 	}
 }
