@@ -89,7 +89,7 @@ func TestAttachedFilesAreRecordedAndRerun(t *testing.T) {
 		t.Fatalf("look showed %q", shown)
 	}
 
-	out, err = lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless", "--trace", again).CombinedOutput()
+	out, err = lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--harness", h, "--headless", "--trace", again).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "token for token") {
 		t.Fatalf("rerun: %v\n%s", err, out)
 	}
@@ -99,7 +99,7 @@ func TestAttachedFilesAreRecordedAndRerun(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, "run.attachments")); err != nil {
 		t.Fatal(err)
 	}
-	out, err = lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless").CombinedOutput()
+	out, err = lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--harness", h, "--headless").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "copy the trace's run.attachments folder with it") {
 		t.Fatalf("a rerun without the attachments: %v\n%s", err, out)
 	}

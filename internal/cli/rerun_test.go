@@ -377,11 +377,20 @@ func TestRerunTakesNoAuthorityFromItsTrace(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "give it as --harness "+writer) {
 		t.Fatalf("a rerun of a harness file's run without --harness: %v\n%s", err, out)
 	}
-	out, err = lloyalCmd(bin, dir, cache, "rerun", hostile, "--harness", writer, "--headless", "--trace", filepath.Join(dir, "refused.jsonl")).CombinedOutput()
+	// The file the command names is the one that runs: the recorded one is
+	// gone, a copy of it elsewhere (the sha256 the trace says) runs.
+	mine := filepath.Join(dir, "mine.yaml")
+	if err := os.WriteFile(mine, []byte(writerHarness), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(writer); err != nil {
+		t.Fatal(err)
+	}
+	out, err = lloyalCmd(bin, dir, cache, "rerun", hostile, "--harness", mine, "--headless", "--trace", filepath.Join(dir, "refused.jsonl")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--grant write_note") || !strings.Contains(string(out), "allowed write_note without asking") {
 		t.Fatalf("a headless rerun of a trace that granted write_note ran without the user saying: %v\n%s", err, out)
 	}
-	out, _ = lloyalCmd(bin, dir, cache, "rerun", hostile, "--harness", writer, "--headless", "--deny-protected", "--workspace", "mine", "--trace", filepath.Join(dir, "again.jsonl")).CombinedOutput()
+	out, _ = lloyalCmd(bin, dir, cache, "rerun", hostile, "--harness", mine, "--headless", "--deny-protected", "--workspace", "mine", "--trace", filepath.Join(dir, "again.jsonl")).CombinedOutput()
 	if _, err := os.Stat(stolen); err == nil {
 		t.Fatalf("the rerun wrote into the trace's folder %s:\n%s", stolen, out)
 	}

@@ -86,7 +86,7 @@ func TestAModelHereSeesAnImage(t *testing.T) {
 		t.Fatalf("the image is not kept beside the trace: %v", err)
 	}
 
-	out, err = lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless", "--trace", filepath.Join(dir, "again.jsonl")).CombinedOutput()
+	out, err = lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--harness", h, "--headless", "--trace", filepath.Join(dir, "again.jsonl")).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "token for token") {
 		t.Fatalf("rerun: %v\n%s", err, out)
 	}
@@ -95,7 +95,7 @@ func TestAModelHereSeesAnImage(t *testing.T) {
 	if err := modelgen.WriteProjectorFile(proj, p); err != nil {
 		t.Fatal(err)
 	}
-	out, err = lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--headless").CombinedOutput()
+	out, err = lloyalCmd(bin, t.TempDir(), cache, "rerun", rec, "--harness", h, "--headless").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "is not the file the recorded run read images with") {
 		t.Fatalf("a rerun with another projector: %v\n%s", err, out)
 	}
