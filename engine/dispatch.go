@@ -144,7 +144,7 @@ func (ds *dispatcher) toolContext(pc *pendingCall, inline bool) context.Context 
 	a := pc.agent
 	pct := p.gauge.pressureOf(a.branch).PercentAvailable
 	ci := &callInfo{agent: a, call: pc.call, dispatchID: d.ID, pressure: pct, explore: p.policy().Explore(a, pct, p.elapsed(a)), scorer: p.spec.Scorer,
-		attach: append([]Attachment(nil), p.attachments...), inline: inline,
+		attach: append([]Attachment(nil), p.attachments...), given: p.given, toolBytes: p.toolBytes, inline: inline,
 		emit: func(e event.Event) { p.rt.em.emit(e) },
 	}
 	ci.progress = func(filled, total int) {

@@ -499,3 +499,44 @@ func TestToolFilesAreBoundedAndNeverAGivenName(t *testing.T) {
 		}
 	}
 }
+
+// A nested pool goes on counting its caller's tool files against
+// MaxToolFiles (each pool a fresh allowance would make the bound one a
+// level), and its caller's given files stay given.
+func TestANestedPoolCountsItsCallersToolFiles(t *testing.T) {
+	files := func(prefix string, n int) engine.Tool {
+		return engine.Func{S: engine.ToolSpec{Name: prefix + "files", Description: "Files.", Parameters: json.RawMessage(`{"type":"object"}`)},
+			Fn: func(ctx context.Context, _ json.RawMessage) (any, error) {
+				var list []map[string]any
+				for i := range n {
+					list = append(list, map[string]any{"name": fmt.Sprintf("%s%d.bin", prefix, i), "mimeType": "application/octet-stream", "data": []byte{1}})
+				}
+				list = append(list, map[string]any{"name": "report.pdf", "mimeType": "application/pdf", "data": []byte("theirs")})
+				return map[string]any{"_attachments": list}, nil
+			}}
+	}
+	var inner []engine.Attachment
+	nest := engine.Typed(engine.ToolSpec{Name: "nest", Description: "Nest.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, _ struct{}) (any, error) {
+			res, err := engine.RunPool(ctx, engine.PoolSpec{Tools: []engine.Tool{files("g", 10)}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "inner"})})
+			if err != nil {
+				return nil, err
+			}
+			inner = res.Attachments
+			return map[string]any{"ok": true}, nil
+		})
+	h := newHarness(t, 8192, engine.Options{})
+	h.be.Script("outer", call("ffiles", `{}`), call("nest", `{}`), reportCall("done"))
+	h.be.Script("inner", call("gfiles", `{}`), reportCall("inner done"))
+	mine := engine.Attachment{Name: "report.pdf", MIMEType: "application/pdf", Data: []byte("mine")}
+	h.run(engine.PoolSpec{Tools: []engine.Tool{files("f", 60), nest}, Terminal: report, Attachments: []engine.Attachment{mine},
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "outer"})})
+	if len(inner) != 1+engine.MaxToolFiles {
+		t.Fatalf("the nested pool holds %d files, want the given one and %d", len(inner), engine.MaxToolFiles)
+	}
+	for _, a := range inner {
+		if a.Name == "report.pdf" && string(a.Data) != "mine" {
+			t.Fatal("in the nested pool a tool's report.pdf stands for the given one")
+		}
+	}
+}

@@ -175,10 +175,15 @@ func (rt *Runtime) open(ctx context.Context, spec PoolSpec, parent *Agent, paren
 		p.turns.loop = &decoder{p: p, be: rt.be}
 	}
 	p.stops = &stops{p: p}
-	if ci := info(ctx); ci != nil {
-		p.attachments = append(p.attachments, ci.attach...)
-	}
 	p.given = len(p.attachments)
+	if ci := info(ctx); ci != nil {
+		// A nested pool's files are its caller's: those the run was given,
+		// then those tools brought, whose bound it goes on counting.
+		p.attachments = append(p.attachments[:p.given:p.given], ci.attach[:ci.given]...)
+		p.given = len(p.attachments)
+		p.attachments = append(p.attachments, ci.attach[ci.given:]...)
+		p.toolBytes = ci.toolBytes
+	}
 	if spec.Spine != nil {
 		p.spine = spec.Spine
 	}

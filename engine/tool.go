@@ -196,7 +196,11 @@ type callInfo struct {
 	progress   func(filled, total int)
 	emit       func(event.Event)
 	attach     []Attachment
-	inline     bool
+	// given of attach are the run's (the rest tools brought, toolBytes
+	// of them): a nested pool goes on counting the tools' against their
+	// bound.
+	given, toolBytes int
+	inline           bool
 	// startedAgents: the call started a pool of its own (RunPool), which
 	// decodes while the call runs.
 	startedAgents bool

@@ -101,6 +101,7 @@ rows = [
  ("abilities/toollist.go", "err = jsondepth.Check(b, jsondepth.Tool)", "_ = jsondepth.Check(b, jsondepth.Tool)", "./abilities", "TestToolSchemasBounded"),
  ("engine/schemacheck.go", "if err := jsondepth.Check(schema, jsondepth.Tool); err != nil {", "if err := jsondepth.Check(schema, jsondepth.Tool); false && err != nil {", "./engine", "TestCheckSchema"),
  ("services/services.go", "\t\t\tspecs[i].Key = keys[name]\n\t\t\tcontinue\n\t\t}\n", "\t\t\tspecs[i].Key = keys[name]\n\t\t\tcontinue\n\t\t}\n\t\tspecs[i].Key = keys[name]\n", "./services", "TestKeysGoOnlyToTheServersThePersonNames"),
+ ("engine/pool.go", "\t\tp.attachments = append(p.attachments[:p.given:p.given], ci.attach[:ci.given]...)\n", "\t\tp.attachments = append(p.attachments[:p.given:p.given], ci.attach...)\n\t\tci.attach = ci.attach[:ci.given]\n", "./engine", "TestANestedPoolCountsItsCallersToolFiles"),
 ]
 only = set(sys.argv[1:])
 survived = False
