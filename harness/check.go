@@ -257,6 +257,13 @@ func (c *checker) command(at string, t Tool) {
 	if t.Parameters != nil {
 		c.schema(at+"/parameters", `a command tool's parameters must be a JSON Schema object ("type": "object") with a property for each argument`, t.Parameters)
 	}
+	// lloyal's own keys go only where the person sends them: a harness
+	// file (perhaps someone else's) cannot hand them to its programs.
+	for i, n := range t.Env {
+		if n == "LLOYAL_API_KEY" || n == "LLOYAL_HEADERS" || strings.HasPrefix(n, services.KeyPrefix) {
+			c.add(fmt.Sprintf("%s/env/%d", at, i), "%s is lloyal's credential, not the tool's: give the program its own variable (export MY_TOOL_KEY=… and list that)", n)
+		}
+	}
 }
 
 // toolKeys are the keys a tool entry takes.
