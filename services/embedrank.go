@@ -73,8 +73,9 @@ func (r *embedRanker) Rank(ctx context.Context, query string, docs []string, pro
 	}
 	q := got[0]
 	for k, i := range which[1:] {
-		vecs[i] = got[k+1]
-		r.store(docs[i], vecs[i])
+		if vecs[i] = got[k+1]; len(vecs[i]) == len(q) {
+			r.store(docs[i], vecs[i])
+		}
 	}
 	// A cached vector of another length than the query's is stale (the
 	// server's model changed under its name): embedded again and cached
@@ -99,14 +100,15 @@ func (r *embedRanker) Rank(ctx context.Context, query string, docs []string, pro
 			return nil, fmt.Errorf("embed: %d vectors for %d texts", len(again), len(texts))
 		}
 		for k, i := range stale {
-			vecs[i] = again[k]
-			r.store(docs[i], vecs[i])
+			if vecs[i] = again[k]; len(vecs[i]) == len(q) {
+				r.store(docs[i], vecs[i])
+			}
 		}
 	}
 	scores := make([]float64, len(docs))
 	for i, v := range vecs {
 		if len(v) != len(q) {
-			return nil, fmt.Errorf("embed: a passage's vector has %d dimensions, the query's %d (a cache from another model? clear %s)", len(v), len(q), r.dir)
+			return nil, fmt.Errorf("embed: the embedder answered a passage's vector of %d dimensions and the query's of %d", len(v), len(q))
 		}
 		scores[i] = cosine(q, v)
 	}

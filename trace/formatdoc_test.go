@@ -123,7 +123,7 @@ var headerDocs = map[string]string{
 	"sampling.grammar.triggerWords":    "words that arm a lazy grammar",
 	"sampling.grammar.triggerPatterns": "regular expressions that arm a lazy grammar",
 	"tools":                            "the tools the model was offered, the terminal tool last",
-	"run":                              "what the command line chose, as facts: lloyal rerun and fork rebuild the run from these, never its authority (absent before format 3): grants, the notes folder, the folder searched and abilities come from the rerunning command and the user's store, the model and projector loaded are the files the header names and whose sha256 is checked. Unset keys took the harness's or lloyal's default. Paths are absolute",
+	"run":                              "what the command line chose, as facts: lloyal rerun and fork rebuild the run from these, never its authority (absent before format 3): grants, the notes folder, the folder searched, the harness file run (its sha256 checked) and abilities come from the rerunning command and the user's store, the model and projector loaded are the files the header names and whose sha256 is checked. Unset keys took the harness's or lloyal's default. Paths are absolute",
 	"run.harness":                      "the harness file (absent: the built-in research harness)",
 	"run.model":                        "--model: a file's path, or a name as given (a rerun loads `model.path`, the file it checks)",
 	"run.mmproj":                       "--mmproj: the vision projector's absolute path",

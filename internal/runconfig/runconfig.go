@@ -135,9 +135,9 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 	c.App.Workspace = cmp.Or(a.Workspace, DefaultWorkspace)
 	c.Workspace = a.Workspace
 	if a.Rerun {
-		// A rerun's harness file is the one its trace names: its notes
-		// folder is the trace's choice, so the person's (or the default)
-		// stands instead.
+		// A rerun's harness file holds what the recorded run ran (its
+		// sha256 checked): its notes folder was that run's choice, so the
+		// person's (or the default) stands instead.
 		c.Workspace = c.App.Workspace
 	}
 
@@ -145,8 +145,9 @@ func Decide(facts trace.RunConfig, a Authority, base session.Config) (session.Co
 		return c, nil, err
 	}
 	if a.Rerun && c.Server != "" {
-		// A rerun's harness is the recorded run's: the trace chose it, and
-		// a trace never chooses where a prompt (or a key) is sent.
+		// A rerun's harness holds the recorded run's (its sha256 checked),
+		// and a recorded run never chooses where a prompt (or a key) is
+		// sent.
 		return c, nil, fmt.Errorf("the harness file %s names the server %s: a rerun runs the recorded model here and sends nothing to a server", file.Path, backends.RedactArgs([]string{c.Server})[0])
 	}
 	if a.Rerun {
@@ -243,10 +244,12 @@ func chooseStreams(facts trace.RunConfig, f *harness.File, c *session.Config) {
 // origin): a harness file from elsewhere that names its own server gets
 // the run's prompts, never the person's key.
 func keepCredentials(a Authority, c *session.Config) {
-	if c.Server == "" || c.Server == a.Server || serverbackend.SameOrigin(c.Server, a.EnvServer) || c.APIKey == "" && c.Headers == "" {
+	named := c.Server == a.Server || c.Server == a.EnvServer || serverbackend.SameOrigin(c.Server, a.EnvServer)
+	if c.Server == "" || named || (c.APIKey == "" && c.Headers == "") {
 		return
 	}
-	fmt.Fprintf(stderr(c), "note: the harness file names the server %s: $LLOYAL_API_KEY and $LLOYAL_HEADERS go only to a server you name, so none is sent (run with --server %s to send them)\n", c.Server, c.Server)
+	u := backends.RedactArgs([]string{c.Server})[0]
+	fmt.Fprintf(stderr(c), "note: the harness file names the server %s: $LLOYAL_API_KEY and $LLOYAL_HEADERS go only to a server you name, so none is sent (run with --server %s to send them)\n", u, u)
 	c.APIKey, c.Headers = "", ""
 }
 
