@@ -540,3 +540,38 @@ func TestANestedPoolCountsItsCallersToolFiles(t *testing.T) {
 		}
 	}
 }
+
+// A typed tool's arguments are matched to its schema's names exactly: a
+// key in other letter case ("LIMIT") that encoding/json would have decoded
+// into the field the schema bounds (limit) is refused, not taken unbounded.
+func TestTypedArgumentsMatchExactly(t *testing.T) {
+	var got []int
+	tool := engine.Typed(engine.ToolSpec{Name: "take", Description: "Take.", Parameters: json.RawMessage(`{"type":"object","properties":{"limit":{"type":"integer","maximum":6}}}`)},
+		func(_ context.Context, a struct {
+			Limit int `json:"limit"`
+		}) (any, error) {
+			got = append(got, a.Limit)
+			return map[string]any{"ok": true}, nil
+		})
+	for _, c := range []struct {
+		args string
+		err  bool
+	}{
+		{`{"limit":5}`, false},
+		{`{"LIMIT":100000000000}`, true},
+		{`{"Limit":7}`, true},
+		{`{"other":1}`, false},
+	} {
+		v, err := tool.Execute(context.Background(), json.RawMessage(c.args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := v.(map[string]any)
+		if _, refused := m["error"]; refused != c.err {
+			t.Errorf("%s: %v, refused %v, want %v", c.args, v, refused, c.err)
+		}
+	}
+	if fmt.Sprint(got) != "[5 0]" {
+		t.Fatalf("the function saw limits %v, want [5 0]", got)
+	}
+}

@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -153,15 +157,59 @@ func (f Func) Spec() ToolSpec { return f.S }
 func (f Func) Execute(ctx context.Context, args json.RawMessage) (any, error) { return f.Fn(ctx, args) }
 
 // Typed makes a tool whose function takes its arguments decoded into A (they
-// have already been validated against spec.Parameters).
+// have already been validated against spec.Parameters). A key the schema
+// does not name that names one of A's fields in other letter case is
+// refused: encoding/json would take "LIMIT" for limit, which the schema,
+// matching names exactly, did not bound.
 func Typed[A any](spec ToolSpec, fn func(ctx context.Context, args A) (any, error)) Tool {
+	fields := fieldNames(reflect.TypeFor[A]())
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(spec.Parameters, &schema)
 	return Func{S: spec, Fn: func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(raw, &keys) == nil {
+			for k := range keys {
+				if _, named := schema.Properties[k]; named {
+					continue
+				}
+				for _, f := range fields {
+					if strings.EqualFold(k, f) {
+						return ErrorResult("argument %q of %s is no parameter of it: names are matched exactly (its parameters: %s)", k, spec.Name, strings.Join(slices.Sorted(maps.Keys(schema.Properties)), ", ")), nil
+					}
+				}
+			}
+		}
 		var a A
 		if err := json.Unmarshal(raw, &a); err != nil {
 			return ErrorResult("arguments for %s do not fit: %v; fix them and call again", spec.Name, err), nil
 		}
 		return fn(ctx, a)
 	}}
+}
+
+// fieldNames are the JSON names of a struct type's fields (nil for
+// another type).
+func fieldNames(t reflect.Type) []string {
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []string
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // Terminal marks the tool that ends an agent: calling it makes its validated

@@ -152,7 +152,7 @@ func (c *Corpus) SearchFocused(ctx context.Context, query string, limit int, pre
 			sort.SliceStable(out, func(i, j int) bool { return out[i].score > out[j].score })
 		}
 	}
-	hits := make([]Hit, 0, limit)
+	hits := make([]Hit, 0, min(limit, len(out)))
 	seen := map[string]int{}
 	for _, s := range out {
 		if len(hits) == limit {
