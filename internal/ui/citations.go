@@ -3,6 +3,7 @@ package ui
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lloyal-ai/lloyal/fold"
@@ -29,11 +30,18 @@ func citedLines(timeline []fold.Item, source string) []string {
 			collectLines(v, path, lines)
 		}
 	}
-	var out []string
-	for n := from; n <= to && n > 0; n++ {
-		if l, ok := lines[n]; ok {
-			out = append(out, fmt.Sprintf("%4d │ %s", n, l))
+	// The lines found, not the range named: a source of lines 1 to 2^63
+	// (a trace or a server can say so) would be counted through for good.
+	var ns []int
+	for n := range lines {
+		if n >= from && n <= to && n > 0 {
+			ns = append(ns, n)
 		}
+	}
+	slices.Sort(ns)
+	var out []string
+	for _, n := range ns {
+		out = append(out, fmt.Sprintf("%4d │ %s", n, lines[n]))
 	}
 	return out
 }

@@ -29,7 +29,9 @@ func strip(t themes.Theme, probs []fold.Sampled, w, pick int, alts bool) []strin
 	var b strings.Builder
 	at := len(shown) - 1 - pick
 	for i, s := range shown {
-		c := string(levels[min(int(surprisal(s)), len(levels)-1)])
+		// Clamped as a float: a trace's log-probability of 2 or -1e19
+		// would index out of the levels (int(1e19) is negative).
+		c := string(levels[int(min(max(surprisal(s), 0), float64(len(levels)-1)))])
 		if i == at {
 			c = t.Accent.Render(c)
 		}

@@ -1,0 +1,32 @@
+package ui
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/fold"
+	"github.com/lloyal-ai/lloyal/themes"
+)
+
+// Numbers a trace or a server chose are not trusted as bounds: a claim
+// citing lines 1 to 2^63 shows the lines found (the range was counted
+// through, freezing the screen), and a log-probability of 2 or -1e19 draws
+// a level (int(1e19) indexed out of them: the replay panicked).
+func TestHostileNumbersAreBounded(t *testing.T) {
+	timeline := []fold.Item{{Kind: fold.ItemResult, Text: `{"path":"a.md","lines":"3-4","text":"three\nfour"}`}}
+	done := make(chan []string, 1)
+	go func() { done <- citedLines(timeline, "a.md:1-9223372036854775807") }()
+	select {
+	case got := <-done:
+		if len(got) != 2 {
+			t.Fatalf("lines %q, want lines 3 and 4", got)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the cited range was counted through")
+	}
+	probs := []fold.Sampled{{Text: "a", TokenProb: event.TokenProb{Logprob: 2}}, {Text: "b", TokenProb: event.TokenProb{Logprob: -1e19}}}
+	if lines := strip(themes.Dark(), append(probs, make([]fold.Sampled, 8)...), 16, -1, false); len(lines) == 0 {
+		t.Fatal("no strip drawn")
+	}
+}
