@@ -48,6 +48,47 @@ func Escape(s string) string {
 	return b.String()
 }
 
+// EscapeKeepingSGR is Escape for text lloyal styled itself after reading
+// it (glamour's rendering of a report): its colour sequences (CSI … m)
+// are kept, every other control escaped. The renderer decodes character
+// references, so "&#27;]52;…" in a model's Markdown reaches its output as
+// a raw ESC whatever was escaped before.
+func EscapeKeepingSGR(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		if n := sgrLen(s); n > 0 {
+			b.WriteString(s[:n])
+			s = s[n:]
+			continue
+		}
+		i := strings.IndexByte(s[1:], 0x1b) + 1
+		if i == 0 {
+			i = len(s)
+		}
+		b.WriteString(Escape(s[:i]))
+		s = s[i:]
+	}
+	return b.String()
+}
+
+// sgrLen is the length of the SGR sequence s starts with (ESC [ digits,
+// ';' or ':' … m), or 0.
+func sgrLen(s string) int {
+	if len(s) < 3 || s[0] != 0x1b || s[1] != '[' {
+		return 0
+	}
+	for i := 2; i < len(s) && i < 64; i++ {
+		switch c := s[i]; {
+		case c == 'm':
+			return i + 1
+		case c >= '0' && c <= '9', c == ';', c == ':':
+		default:
+			return 0
+		}
+	}
+	return 0
+}
+
 // EscapeJSON writes the runes Escape escapes as JSON \uXXXX escapes (a
 // surrogate pair above the BMP), for JSON bound for a terminal: such runes
 // only occur inside JSON strings, where the escape means the same rune, so

@@ -61,3 +61,21 @@ func TestWriterEscapesAStream(t *testing.T) {
 		t.Fatalf("JSON output %q still holds runes a terminal acts on", b.String())
 	}
 }
+
+// EscapeKeepingSGR keeps colour sequences and escapes every other control:
+// an OSC 52 clipboard write, a carriage return, a bidi override, a CSI
+// that moves the cursor.
+func TestEscapeKeepingSGR(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"\x1b[38;5;252mplain\x1b[0m", "\x1b[38;5;252mplain\x1b[0m"},
+		{"\x1b]52;c;QUJD\x07", `\x1b]52;c;QUJD\x07`},
+		{"a\rb", `a\x0db`},
+		{"\u202eevil", `\u{202e}evil`},
+		{"\x1b[2J\x1b[1m", `\x1b[2J` + "\x1b[1m"},
+		{"\x1b[", `\x1b[`},
+	} {
+		if got := EscapeKeepingSGR(c.in); got != c.want {
+			t.Errorf("%q: %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -28,5 +29,21 @@ func TestHostileNumbersAreBounded(t *testing.T) {
 	probs := []fold.Sampled{{Text: "a", TokenProb: event.TokenProb{Logprob: 2}}, {Text: "b", TokenProb: event.TokenProb{Logprob: -1e19}}}
 	if lines := strip(themes.Dark(), append(probs, make([]fold.Sampled, 8)...), 16, -1, false); len(lines) == 0 {
 		t.Fatal("no strip drawn")
+	}
+}
+
+// A report's Markdown cannot reach the terminal as control characters
+// through character references, which glamour decodes after the source
+// was sanitized: an OSC 52 clipboard write, a bell, a carriage return, a
+// bidi override stay visible escapes.
+func TestMarkdownReferencesStayEscaped(t *testing.T) {
+	out := renderMarkdown("answer &#27;]52;c;QUJD&#7; then&#13;over &#x202e;desrever", 80, "dark")
+	for _, raw := range []string{"\x1b]", "\x07", "\r", "\u202e"} {
+		if strings.Contains(out, raw) {
+			t.Fatalf("%q reached the output raw: %q", raw, out)
+		}
+	}
+	if !strings.Contains(out, `\x1b]52;c;QUJD`) {
+		t.Fatalf("the escape is not shown: %q", out)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
+	"github.com/lloyal-ai/lloyal/internal/termtext"
 	"github.com/lloyal-ai/lloyal/themes"
 )
 
@@ -41,5 +42,7 @@ func renderMarkdown(md string, width int, style string) string {
 	if err != nil {
 		return md
 	}
-	return out
+	// glamour decodes character references ("&#27;", "&#x202e;") after
+	// the source was sanitized: its output keeps its own colours alone.
+	return termtext.EscapeKeepingSGR(out)
 }
