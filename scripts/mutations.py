@@ -106,6 +106,7 @@ rows = [
  ("engine/tool.go", "\t\t\t\t\tif strings.EqualFold(k, f) {", "\t\t\t\t\tif false && strings.EqualFold(k, f) {", "./engine", "TestTypedArgumentsMatchExactly"),
  ("internal/ui/surprisal.go", "c := string(levels[int(min(max(surprisal(s), 0), float64(len(levels)-1)))])", "c := string(levels[min(int(surprisal(s)), len(levels)-1)])", "./internal/ui", "TestHostileNumbersAreBounded"),
  ("internal/ui/markdown.go", "\treturn termtext.EscapeKeepingSGR(out)", "\treturn out + termtext.EscapeKeepingSGR(\"\")", "./internal/ui", "TestMarkdownReferencesStayEscaped"),
+ ("internal/ui/render.go", "\treturn strings.Split(ansi.Hardwrap(l, w, true), \"\\n\")", "\tvar out []string\n\tfor ansi.StringWidth(l) > w {\n\t\thead := ansi.Truncate(l, w, \"\")\n\t\tout = append(out, head)\n\t\tl = l[len(head):]\n\t\tif head == \"\" {\n\t\t\tbreak\n\t\t}\n\t}\n\treturn append(out, l)", "./internal/ui", "TestWrapKeepsEveryCharacter"),
 ]
 only = set(sys.argv[1:])
 survived = False

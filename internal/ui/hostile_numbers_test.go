@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/fold"
 	"github.com/lloyal-ai/lloyal/themes"
@@ -45,5 +47,21 @@ func TestMarkdownReferencesStayEscaped(t *testing.T) {
 	}
 	if !strings.Contains(out, `\x1b]52;c;QUJD`) {
 		t.Fatalf("the escape is not shown: %q", out)
+	}
+}
+
+// A styled line broken into rows keeps every character: the approval
+// prompt shows all of a protected call's arguments (cutting with Truncate
+// dropped as many bytes after each cut as escapes followed it).
+func TestWrapKeepsEveryCharacter(t *testing.T) {
+	line := "aaaaXX\x1b[1mbbbb\x1b[0mcc\x1b[2mdddddd\x1b[0m"
+	rows := wrap(line, 4)
+	if got := ansi.Strip(strings.Join(rows, "")); got != "aaaaXXbbbbccdddddd" {
+		t.Fatalf("rows %q hold %q", rows, got)
+	}
+	for _, r := range rows {
+		if ansi.StringWidth(r) > 4 {
+			t.Fatalf("row %q is wider than 4", r)
+		}
 	}
 }

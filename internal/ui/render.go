@@ -179,14 +179,8 @@ func wrap(l string, w int) []string {
 	if w <= 0 {
 		return nil
 	}
-	var out []string
-	for ansi.StringWidth(l) > w {
-		head := ansi.Truncate(l, w, "")
-		out = append(out, head)
-		l = l[len(head):]
-		if head == "" {
-			break
-		}
-	}
-	return append(out, l)
+	// One pass (cutting with Truncate rescanned the rest for each row, and
+	// its head carried the escapes after the cut, so the slice after it
+	// skipped as many bytes of text: an approval could hide arguments).
+	return strings.Split(ansi.Hardwrap(l, w, true), "\n")
 }
