@@ -67,7 +67,10 @@ type ServerSpec struct {
 	URL     string            `json:"url,omitempty"`
 }
 
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+var (
+	nameRE    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	versionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,31}$`)
+)
 
 // Defaults for a manifest that says nothing.
 const (
@@ -92,6 +95,11 @@ func ParseManifest(data []byte, files map[string][]byte) (*Manifest, error) {
 	}
 	if strings.TrimSpace(m.Version) == "" {
 		return bad("no version: give one (e.g. \"1.0.0\")")
+	}
+	if !versionRE.MatchString(m.Version) {
+		// The version is shown beside the signer on every approval: one
+		// with spaces or brackets could read as "(signed by …)".
+		return bad("version %q: use 1 to 32 letters, digits, '.', '+', '_' or '-' (e.g. \"1.0.0\")", m.Version)
 	}
 	if err := checkUseWhen(m.UseWhen); err != nil {
 		return bad("%v", err)

@@ -253,6 +253,8 @@ func TestManifestRefusals(t *testing.T) {
 	for _, c := range []struct{ manifest, want string }{
 		{`{"name":"Bad Name","version":"1","useWhen":"x","server":{"command":"./server"}}`, "name"},
 		{`{"name":"ok","useWhen":"x","server":{"command":"./server"}}`, "no version"},
+		{`{"name":"ok","version":"1.0 (signed by 3f9a)                ","useWhen":"x","server":{"command":"./server"}}`, "version \"1.0 (signed by 3f9a)"},
+		{`{"name":"ok","version":"1\u001b[2J","useWhen":"x","server":{"command":"./server"}}`, "letters, digits"},
 		{`{"name":"ok","version":"1","useWhen":"two\nlines","server":{"command":"./server"}}`, "useWhen"},
 		{`{"name":"ok","version":"1","useWhen":"x","server":{}}`, "neither command nor url"},
 		{`{"name":"ok","version":"1","useWhen":"x","server":{"command":"x","url":"http://h"}}`, "both command and url"},

@@ -107,6 +107,8 @@ rows = [
  ("internal/ui/surprisal.go", "c := string(levels[int(min(max(surprisal(s), 0), float64(len(levels)-1)))])", "c := string(levels[min(int(surprisal(s)), len(levels)-1)])", "./internal/ui", "TestHostileNumbersAreBounded"),
  ("internal/ui/markdown.go", "\treturn termtext.EscapeKeepingSGR(out)", "\treturn out + termtext.EscapeKeepingSGR(\"\")", "./internal/ui", "TestMarkdownReferencesStayEscaped"),
  ("internal/ui/render.go", "\treturn strings.Split(ansi.Hardwrap(l, w, true), \"\\n\")", "\tvar out []string\n\tfor ansi.StringWidth(l) > w {\n\t\thead := ansi.Truncate(l, w, \"\")\n\t\tout = append(out, head)\n\t\tl = l[len(head):]\n\t\tif head == \"\" {\n\t\t\tbreak\n\t\t}\n\t}\n\treturn append(out, l)", "./internal/ui", "TestWrapKeepsEveryCharacter"),
+ ("internal/ui/approval.go", "fit(\"from \"+oneLine(src), w)", "fit(\"from \"+src, w)", "./internal/ui", "TestAToolsSourceIsEscaped"),
+ ("abilities/manifest.go", "\tif !versionRE.MatchString(m.Version) {", "\tif false {", "./abilities", "TestManifestRefusals"),
 ]
 only = set(sys.argv[1:])
 survived = False

@@ -135,7 +135,7 @@ func (p *approvalPane) View(w, h int) string {
 	head := []string{t.Accent.Render(oneLine(r.Tool)) + " — " + oneLine(r.Text), ""}
 	if src, ok := p.sources[r.Tool]; ok {
 		// Whose tool it is matters to the answer: say so before the arguments.
-		head = append(head[:1], t.Dim.Render(fit("from "+src, w)), "")
+		head = append(head[:1], t.Dim.Render(fit("from "+oneLine(src), w)), "")
 	}
 	args := splitArgs(r.Args)
 	if args.json != "" {

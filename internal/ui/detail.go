@@ -193,7 +193,7 @@ func (p *detailPane) View(w, h int) string {
 			out = append(out, strings.Split(strings.TrimRight(rep, "\n"), "\n")...)
 			if claims := claimsOf(a.Result); p.cite > 0 && p.cite <= len(claims) {
 				c := claims[p.cite-1]
-				out = append(out, t.Accent.Render(fmt.Sprintf("── claim %d of %d: %s", p.cite, len(claims), c.Source)))
+				out = append(out, t.Accent.Render(fmt.Sprintf("── claim %d of %d: %s", p.cite, len(claims), oneLine(c.Source))))
 				lines := citedLines(a.Timeline, c.Source)
 				if len(lines) == 0 {
 					lines = []string{"     │ " + c.Quote + " (a helper read it)"}
@@ -221,7 +221,7 @@ func (p *detailPane) View(w, h int) string {
 	for i, it := range a.Timeline {
 		out = append(out, item(t, it, w, a.Done()))
 		if src, ok := p.sources[it.Tool]; ok && (it.Kind == fold.ItemCall || it.Kind == fold.ItemApproval) {
-			out = append(out, t.Dim.Render(fit("  ↳ from "+src, w)))
+			out = append(out, t.Dim.Render(fit("  ↳ from "+oneLine(src), w)))
 		}
 		if i == last && p.json {
 			for _, l := range strings.Split(sanitize(pretty(it.Text)), "\n") {

@@ -65,3 +65,15 @@ func TestWrapKeepsEveryCharacter(t *testing.T) {
 		}
 	}
 }
+
+// Where a tool comes from (an ability's name, version and signer, from a
+// manifest or a replayed trace's header) is drawn escaped on the approval
+// prompt: it cannot clear the screen or add rows.
+func TestAToolsSourceIsEscaped(t *testing.T) {
+	m := paneApp(t, fixture())
+	m.s.sources = map[string]string{m.s.st.Approvals[0].Tool: "ability notes 1\x1b[2J\nfake row (signed by trusted)"}
+	v := m.approval.View(84, 12)
+	if strings.Contains(v, "\x1b[2J") || strings.Contains(v, "\nfake row") {
+		t.Fatalf("the source reached the prompt raw:\n%q", v)
+	}
+}
