@@ -109,6 +109,7 @@ rows = [
  ("internal/ui/render.go", "\treturn strings.Split(ansi.Hardwrap(l, w, true), \"\\n\")", "\tvar out []string\n\tfor ansi.StringWidth(l) > w {\n\t\thead := ansi.Truncate(l, w, \"\")\n\t\tout = append(out, head)\n\t\tl = l[len(head):]\n\t\tif head == \"\" {\n\t\t\tbreak\n\t\t}\n\t}\n\treturn append(out, l)", "./internal/ui", "TestWrapKeepsEveryCharacter"),
  ("internal/ui/approval.go", "fit(\"from \"+oneLine(src), w)", "fit(\"from \"+src, w)", "./internal/ui", "TestAToolsSourceIsEscaped"),
  ("abilities/manifest.go", "\tif !versionRE.MatchString(m.Version) {", "\tif false {", "./abilities", "TestManifestRefusals"),
+ ("tools/files.go", "\t\t\tif err := ctx.Err(); err != nil {\n\t\t\t\treturn nil, err\n\t\t\t}\n\t\t\tfor i, l := range d.Lines {", "\t\t\tfor i, l := range d.Lines {", "./tools", "TestGrep"),
 ]
 only = set(sys.argv[1:])
 survived = False

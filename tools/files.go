@@ -131,6 +131,11 @@ func GrepTool(c *Corpus) engine.Tool {
 		var out []match
 		total := 0
 		for _, d := range c.Docs {
+			// A pattern of thousands of instructions over 64 MiB takes
+			// minutes: a call that is stopped stops here.
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			for i, l := range d.Lines {
 				if re.MatchString(l) {
 					total++

@@ -162,6 +162,12 @@ func TestGrep(t *testing.T) {
 	if r := call(t, g, `{"pattern":"(unclosed"}`); r["error"] == nil {
 		t.Fatalf("bad regexp: %v", r)
 	}
+	// A call that is stopped stops: grep reads its context.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := g.Execute(ctx, json.RawMessage(`{"pattern":"TW"}`)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a stopped grep: %v", err)
+	}
 }
 
 func TestGlossary(t *testing.T) {
