@@ -238,16 +238,32 @@ func (c Command) environ() []string {
 	return env
 }
 
-// readStderr reports progress lines as the call's progress and returns the
-// tail of the rest.
+// progressEvery is the least time between two progress events of one
+// command call: a program may write progress lines as fast as it can, and
+// each would be an event for the trace and the screen.
+const progressEvery = 100 * time.Millisecond
+
+// readStderr reports progress lines as the call's progress (at most one
+// per progressEvery, the newest kept and the last always told) and returns
+// the tail of the rest.
 func (c Command) readStderr(ctx context.Context, r io.Reader) string {
 	var tail []byte
+	var last time.Time
+	var pending []int
+	defer func() {
+		if pending != nil {
+			engine.OnProgress(ctx, pending[0], pending[1])
+		}
+	}()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), 64<<10)
 	for sc.Scan() {
 		var p struct{ Progress []int }
 		if line := sc.Bytes(); json.Unmarshal(line, &p) == nil && len(p.Progress) == 2 && p.Progress[1] > 0 {
-			engine.OnProgress(ctx, p.Progress[0], p.Progress[1])
+			if pending = p.Progress; time.Since(last) >= progressEvery {
+				engine.OnProgress(ctx, pending[0], pending[1])
+				last, pending = time.Now(), nil
+			}
 			continue
 		}
 		tail = append(tail, sc.Bytes()...)

@@ -86,6 +86,19 @@ func TestCommandProgressAndProtection(t *testing.T) {
 	if len(got) != 2 || got[1] != [2]int{2, 2} {
 		t.Fatalf("progress %v", got)
 	}
+	// A program writing progress as fast as it can is told at most every
+	// progressEvery, its last line always.
+	flood := Command{Name: "work", Description: "test", ReadOnly: true, Argv: []string{script(t, `i=0; while [ $i -lt 20000 ]; do i=$((i+1)); echo "{\"progress\": [$i, 20000]}" >&2; done; echo '{}'`)}}
+	rec = &engine.Recorder{}
+	be.Script("flood", enginetest.ToolCall("work", `{}`), enginetest.ToolCall("answer", `{"text":"done"}`))
+	if _, err := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}}).Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{flood.Tool()},
+		Terminal: engine.Terminal("answer", "", json.RawMessage(`{"type":"object"}`)), Orchestrate: engine.Parallel(engine.AgentSpec{Task: "flood"})}); err != nil {
+		t.Fatal(err)
+	}
+	prog := rec.Of(event.ToolProgress)
+	if len(prog) == 0 || len(prog) > 10000 || prog[len(prog)-1].Filled != 20000 {
+		t.Fatalf("%d progress events for 20,000 lines, the last at %d", len(prog), prog[len(prog)-1].Filled)
+	}
 	c.ReadOnly = false
 	if !c.Tool().Spec().Protected {
 		t.Fatal("a command is protected unless read-only")

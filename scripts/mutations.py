@@ -110,6 +110,7 @@ rows = [
  ("internal/ui/approval.go", "fit(\"from \"+oneLine(src), w)", "fit(\"from \"+src, w)", "./internal/ui", "TestAToolsSourceIsEscaped"),
  ("abilities/manifest.go", "\tif !versionRE.MatchString(m.Version) {", "\tif false {", "./abilities", "TestManifestRefusals"),
  ("tools/files.go", "\t\t\tif err := ctx.Err(); err != nil {\n\t\t\t\treturn nil, err\n\t\t\t}\n\t\t\tfor i, l := range d.Lines {", "\t\t\tfor i, l := range d.Lines {", "./tools", "TestGrep"),
+ ("harness/command.go", "if pending = p.Progress; time.Since(last) >= progressEvery {", "if pending = p.Progress; time.Since(last) >= 0 {", "./harness", "TestCommandProgressAndProtection"),
 ]
 only = set(sys.argv[1:])
 survived = False
