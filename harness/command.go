@@ -195,6 +195,15 @@ func (c Command) argv(args json.RawMessage) (argv []string, refused string) {
 			}
 			return s
 		})
+		if bad == "" && !ended && strings.HasPrefix(v, "-") && !strings.HasPrefix(a, "-") {
+			// {{a}}{{b}} with a empty: b's dash leads all the same.
+			for _, m := range placeholder.FindAllStringSubmatch(a, -1) {
+				if argText(vals[m[1]]) != "" {
+					bad = m[1]
+					break
+				}
+			}
+		}
 		if bad != "" {
 			return nil, fmt.Sprintf("%s: the argument %s begins with \"-\", which %s would read as an option; give it without the leading \"-\"", c.Name, bad, filepath.Base(c.Argv[0]))
 		}

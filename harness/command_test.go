@@ -131,6 +131,8 @@ func TestCommandArgv(t *testing.T) {
 	guarded.Argv = []string{"grep", "-n", "--", "{{pattern}}", "{{path}}"}
 	count := Command{Name: "count", Description: "count", Dir: dir, ReadOnly: true,
 		Argv: []string{"sh", "-c", `printf '%s|' "$@"`, "sh", "{{n}}", "--label={{label}}", "{{optional}}"}}
+	joined := grep
+	joined.Argv = []string{"grep", "-n", "{{pre}}{{pattern}}", "todo.txt"}
 	for _, c := range []struct {
 		name string
 		cmd  Command
@@ -143,6 +145,7 @@ func TestCommandArgv(t *testing.T) {
 		{"an option refused", grep, `{"pattern":"-f/etc/passwd","path":"todo.txt"}`, `the argument pattern begins with \"-\", which grep would read as an option`},
 		{"after --, not an option", guarded, `{"pattern":"-rf","path":"todo.txt"}`, `"output":"3:three; rm -rf /"`},
 		{"numbers as JSON, optional left out", count, `{"n":3,"label":"-x"}`, `"output":"3|--label=-x|"`},
+		{"an option after an empty value", joined, `{"pre":"","pattern":"-f/etc/passwd"}`, `the argument pattern begins with \"-\", which grep would read as an option`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res, err := c.cmd.Tool().Execute(context.Background(), json.RawMessage(c.args))
