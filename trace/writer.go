@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
@@ -18,16 +19,20 @@ import (
 // buffered queue; the goroutine writes whole lines and hands them to the OS
 // whenever the queue runs dry (at most every few milliseconds under load).
 type Writer struct {
-	f      *os.File
-	path   string
-	queue  chan event.Event
-	done   chan struct{}
-	mu     sync.Mutex
-	closed bool
-	count  uint64
-	err    error
-	failed chan struct{}    // closed at the first failed write
-	now    func() time.Time // the closing record's clock (fixed by the format document's test)
+	f     *os.File
+	path  string
+	queue chan event.Event
+	done  chan struct{}
+	// sending is held (read) by each Emit while it sends and (write) by
+	// Close while it closes the queue: an Emit that had seen the trace
+	// open could otherwise send on the closed queue (a panic).
+	sending sync.RWMutex
+	closed  bool
+	count   atomic.Uint64
+	mu      sync.Mutex // err
+	err     error
+	failed  chan struct{}    // closed at the first failed write
+	now     func() time.Time // the closing record's clock (fixed by the format document's test)
 }
 
 // QueueSize is how many events may wait for the writer goroutine before
@@ -80,13 +85,12 @@ func (w *Writer) Path() string { return w.path }
 
 // Emit queues an event. After Close it does nothing.
 func (w *Writer) Emit(e event.Event) {
-	w.mu.Lock()
+	w.sending.RLock()
+	defer w.sending.RUnlock()
 	if w.closed {
-		w.mu.Unlock()
 		return
 	}
-	w.count++
-	w.mu.Unlock()
+	w.count.Add(1)
 	w.queue <- e
 }
 
@@ -151,14 +155,14 @@ func (w *Writer) Err() error {
 // Close writes the closing record (reason: completed, interrupted, …),
 // flushes, syncs and closes the file. It is safe to call more than once.
 func (w *Writer) Close(reason string) error {
-	w.mu.Lock()
+	w.sending.Lock()
 	if w.closed {
-		w.mu.Unlock()
+		w.sending.Unlock()
 		return nil
 	}
 	w.closed = true
-	n := w.count
-	w.mu.Unlock()
+	n := w.count.Load()
+	w.sending.Unlock()
 	close(w.queue)
 	<-w.done
 	line, _ := json.Marshal(Closing{Type: event.TraceClose, Reason: reason, Events: n, Wall: w.now()})
