@@ -77,3 +77,13 @@ func TestAToolsSourceIsEscaped(t *testing.T) {
 		t.Fatalf("the source reached the prompt raw:\n%q", v)
 	}
 }
+
+// oneLine reads a text's head, whole characters: a row shows a few hundred
+// cells of it.
+func TestOneLineReadsAHead(t *testing.T) {
+	long := strings.Repeat("é", maxOneLine) // two bytes each
+	got := oneLine(long)
+	if len(got) > maxOneLine || !strings.HasPrefix(long, got) || got == "" {
+		t.Fatalf("oneLine of %d bytes gave %d bytes", len(long), len(got))
+	}
+}

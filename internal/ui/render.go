@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -35,10 +36,22 @@ func escapeNames(e event.Event) event.Event {
 	return e
 }
 
-// oneLine flattens text for a single row.
+// oneLine flattens text for a single row. Only its head is read: a row
+// shows a few hundred cells, and a 1 MiB result flattened whole for each
+// of a timeline's rows, each frame, stalled the screen.
 func oneLine(s string) string {
+	if len(s) > maxOneLine {
+		cut := maxOneLine
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
 	return strings.Join(strings.Fields(sanitize(s)), " ")
 }
+
+// maxOneLine is the most of a text oneLine reads.
+const maxOneLine = 8 << 10
 
 // fit truncates (display width) to w cells.
 func fit(s string, w int) string {
