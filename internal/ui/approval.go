@@ -288,10 +288,21 @@ func (p *approvalPane) render() tea.Cmd {
 	return func() tea.Msg {
 		out := map[string]string{}
 		for _, a := range texts {
+			if !faithfulMarkdown(a.text) {
+				continue // shown escaped, as it is
+			}
 			out[a.name] = renderMarkdown(a.text, w, style)
 		}
 		return argsMsg{key: k, texts: out}
 	}
+}
+
+// faithfulMarkdown says whether glamour shows all of text: it drops HTML
+// (comments, tags) and decodes character references, so an argument
+// holding either could hide part of what the person approves; it is shown
+// escaped, as it is, instead.
+func faithfulMarkdown(text string) bool {
+	return !strings.ContainsAny(text, "<&")
 }
 
 // indent puts prefix before every line of s.
