@@ -482,11 +482,11 @@ func (m *Model) applyStep(st step) tea.Cmd {
 }
 
 // render has glamour render, off the UI goroutine, what is about to be
-// shown and is not yet: the selected agent's report, a waiting request's
-// text arguments. Each pane keeps what it rendered, so this is cheap to
-// call after anything that may change what shows.
+// shown and is not yet: the selected agent's report (a waiting request's
+// arguments are shown as they are). The pane keeps what it rendered, so
+// this is cheap to call after anything that may change what shows.
 func (m *Model) render() tea.Cmd {
-	return tea.Batch(m.detail.render(), m.approval.render())
+	return m.detail.render()
 }
 
 func (m *Model) treeWidth() int {

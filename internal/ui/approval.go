@@ -25,11 +25,6 @@ type approvalPane struct {
 	reason textinput.Model
 	typing bool
 	keys   []answerBinding // approvals.AnswerKeys, as key bindings
-	// The text arguments of the request shown, rendered with glamour off
-	// the UI goroutine (render): textsFor says which request and width
-	// (argsKey), texts is nil while they are rendered.
-	textsFor string
-	texts    map[string]string
 }
 
 // answerBinding is one row of the answer-key table, bound to its key.
@@ -143,21 +138,15 @@ func (p *approvalPane) View(w, h int) string {
 			head = append(head, wrap(l, w)...)
 		}
 	}
-	rendered := p.texts
-	if p.textsFor != argsKey(r.CallID, p.width) {
-		rendered = nil
-	}
 	for _, a := range args.texts {
 		if len(head) > h {
 			break // cut below: laying out more is wasted
 		}
 		head = append(head, t.Dim.Render(fit("── "+oneLine(a.name), w)))
-		text, ok := rendered[a.name] // glamour output of sanitized text
-		if !ok {
-			// Until glamour's rendering arrives: the same text, escaped,
-			// at glamour's margin.
-			text = indent(sanitize(a.text), "  ")
-		}
+		// As it is, escaped: what is approved is the text, not a rendering
+		// of it (Markdown drops HTML comments, link definitions and
+		// escapes, so an argument could hide part of itself).
+		text := indent(sanitize(a.text), "  ")
 		for _, l := range strings.Split(strings.Trim(text, "\n"), "\n") {
 			head = append(head, wrap(l, w)...)
 		}
@@ -248,61 +237,6 @@ func splitArgs(raw []byte) args {
 		out.json = pretty("{" + rest.String() + "}")
 	}
 	return out
-}
-
-// argsKey names a request's rendered text arguments at a width.
-func argsKey(callID string, w int) string { return fmt.Sprintf("%s/%d", callID, w) }
-
-// argsMsg is a request's text arguments rendered off the UI goroutine.
-type argsMsg struct {
-	key   string
-	texts map[string]string
-}
-
-// Receive keeps the rendered text arguments of the request shown.
-func (p *approvalPane) Receive(msg tea.Msg) (bool, tea.Cmd) {
-	r, ok := msg.(argsMsg)
-	if ok && r.key == p.textsFor {
-		p.texts = r.texts
-	}
-	return ok, nil
-}
-
-// render renders the shown request's text arguments with glamour, as the
-// detail pane renders a report: in a Cmd, once per request and width.
-func (p *approvalPane) render() tea.Cmd {
-	if !p.Open() || p.width <= 0 {
-		return nil
-	}
-	r := p.st.Approvals[0]
-	k := argsKey(r.CallID, p.width)
-	if k == p.textsFor {
-		return nil
-	}
-	texts := splitArgs(r.Args).texts
-	p.textsFor, p.texts = k, nil // in flight: the prompt shows them escaped meanwhile
-	if len(texts) == 0 {
-		return nil
-	}
-	w, style := p.width-2, markdownStyle(p.theme)
-	return func() tea.Msg {
-		out := map[string]string{}
-		for _, a := range texts {
-			if !faithfulMarkdown(a.text) {
-				continue // shown escaped, as it is
-			}
-			out[a.name] = renderMarkdown(a.text, w, style)
-		}
-		return argsMsg{key: k, texts: out}
-	}
-}
-
-// faithfulMarkdown says whether glamour shows all of text: it drops HTML
-// (comments, tags) and decodes character references, so an argument
-// holding either could hide part of what the person approves; it is shown
-// escaped, as it is, instead.
-func faithfulMarkdown(text string) bool {
-	return !strings.ContainsAny(text, "<&")
 }
 
 // indent puts prefix before every line of s.

@@ -21,10 +21,9 @@ func markdownStyle(t themes.Theme) string {
 	return "dark"
 }
 
-// renderMarkdown renders Markdown (a report, a note's text on the approval
-// prompt) with glamour. It runs in a Cmd (never on
-// the UI goroutine) with a renderer of its own: renderers are not shared
-// across goroutines.
+// renderMarkdown renders a report's Markdown with glamour. It runs in a
+// Cmd (never on the UI goroutine) with a renderer of its own: renderers are
+// not shared across goroutines.
 func renderMarkdown(md string, width int, style string) string {
 	// The source is sanitized first (escapes made visible); glamour's own
 	// styling escapes are then the only ones in the output. Its colour

@@ -67,11 +67,10 @@ func settle(m *Model, cmd tea.Cmd) {
 	}
 }
 
-// A note's text (a string argument of more than one line) reads on the
-// prompt as glamour renders it, under its name, with no JSON escapes; the
-// other arguments stay indented JSON; a model's escape sequences in it are
-// made visible, before glamour's rendering arrives and after.
-func TestApprovalPaneRendersText(t *testing.T) {
+// A note's text on the prompt is what will be written, as it is: its
+// Markdown source line by line, escaped (a control sequence in it stays
+// visible), under its name; the other arguments as JSON.
+func TestApprovalPaneShowsTextAsItIs(t *testing.T) {
 	m := app(&fakeCtl{}, false)
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
 	note := "# Harbors\n\nA **harbor** is the shared queue; every worker *moors* to it and takes the jobs it holds, one at a time.\n\n" +
@@ -84,30 +83,26 @@ func TestApprovalPaneRendersText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, cmd := m.Update(BatchMsg{Events: []event.Event{
+	m.Update(BatchMsg{Events: []event.Event{
 		{ID: 1, Type: event.AgentSpawn, At: ms, Agent: 1, Branch: 1, Text: "Save the report"},
 		{ID: 2, Type: event.ApprovalRequested, At: 2 * ms, Agent: 1, CallID: "c1", Tool: "write_note", Text: "Save a Markdown note into the workspace.", Args: args},
 	}})
-	view := func() string { return m.approval.View(m.s.width, 30) }
-	escaped := view() // before glamour's rendering arrives
-	settle(m, cmd)
-	v := view()
-	for _, s := range []string{escaped, v} {
-		if loc := rawControl.FindStringIndex(s); loc != nil {
-			t.Fatalf("raw control character on the prompt: %q", s[max(loc[0]-20, 0):])
-		}
-		if strings.Contains(s, `\n`) || strings.Contains(s, `"text"`) || !strings.Contains(s, "── text") || !strings.Contains(s, `"overwrite": false`) {
-			t.Fatalf("the note's text is not shown as text under its name, or the other arguments not as JSON:\n%s", s)
-		}
+	v := m.approval.View(m.s.width, 30)
+	if loc := rawControl.FindStringIndex(v); loc != nil {
+		t.Fatalf("raw control character on the prompt: %q", v[max(loc[0]-20, 0):])
 	}
-	if v == escaped || !strings.Contains(v, "• claimed jobs") {
-		t.Fatalf("the note's Markdown was not rendered:\n%s", v)
+	if strings.Contains(v, `\n`) || strings.Contains(v, `"text"`) || !strings.Contains(v, "── text") || !strings.Contains(v, `"overwrite": false`) {
+		t.Fatalf("the note's text is not shown as text under its name, or the other arguments not as JSON:\n%s", v)
+	}
+	for _, line := range []string{"# Harbors", "A **harbor** is", "- claimed jobs", "```"} {
+		if !strings.Contains(v, line) {
+			t.Fatalf("the note's line %q is not shown as it is:\n%s", line, v)
+		}
 	}
 	golden.RequireEqual(t, []byte(v))
 }
 
-// The prompt as it reads once the note's text is rendered (glamour's
-// output: no colour in tests).
+// The prompt as it reads.
 func TestApprovalPane(t *testing.T) {
 	m := app(&fakeCtl{}, true)
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
