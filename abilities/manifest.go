@@ -69,7 +69,7 @@ type ServerSpec struct {
 
 var (
 	nameRE    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	versionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,31}$`)
+	versionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$`)
 )
 
 // Defaults for a manifest that says nothing.
@@ -99,7 +99,7 @@ func ParseManifest(data []byte, files map[string][]byte) (*Manifest, error) {
 	if !versionRE.MatchString(m.Version) {
 		// The version is shown beside the signer on every approval: one
 		// with spaces or brackets could read as "(signed by …)".
-		return bad("version %q: use 1 to 32 letters, digits, '.', '+', '_' or '-' (e.g. \"1.0.0\")", m.Version)
+		return bad("version %q: use 1 to 64 letters, digits, '.', '+', '_' or '-' (e.g. \"1.0.0\")", m.Version)
 	}
 	if err := checkUseWhen(m.UseWhen); err != nil {
 		return bad("%v", err)

@@ -574,4 +574,14 @@ func TestTypedArgumentsMatchExactly(t *testing.T) {
 	if fmt.Sprint(got) != "[5 0]" {
 		t.Fatalf("the function saw limits %v, want [5 0]", got)
 	}
+	// A schema that names no properties leaves the keys to the decoder.
+	open := engine.Typed(engine.ToolSpec{Name: "open", Description: "Open.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, a struct {
+			Path string `json:"path"`
+		}) (any, error) {
+			return map[string]any{"path": a.Path}, nil
+		})
+	if v, _ := open.Execute(context.Background(), json.RawMessage(`{"path":"a.md"}`)); v.(map[string]any)["path"] != "a.md" {
+		t.Fatalf("a schema without properties: %v", v)
+	}
 }

@@ -169,7 +169,9 @@ func Typed[A any](spec ToolSpec, fn func(ctx context.Context, args A) (any, erro
 	_ = json.Unmarshal(spec.Parameters, &schema)
 	return Func{S: spec, Fn: func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var keys map[string]json.RawMessage
-		if json.Unmarshal(raw, &keys) == nil {
+		// A schema that names its keys elsewhere (anyOf, none at all) is
+		// not second-guessed here.
+		if len(schema.Properties) > 0 && json.Unmarshal(raw, &keys) == nil {
 			for k := range keys {
 				if _, named := schema.Properties[k]; named {
 					continue

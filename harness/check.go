@@ -260,7 +260,7 @@ func (c *checker) command(at string, t Tool) {
 	// lloyal's own keys go only where the person sends them: a harness
 	// file (perhaps someone else's) cannot hand them to its programs.
 	for i, n := range t.Env {
-		if n == "LLOYAL_API_KEY" || n == "LLOYAL_HEADERS" || strings.HasPrefix(n, services.KeyPrefix) {
+		if n == "LLOYAL_API_KEY" || n == "LLOYAL_HEADERS" || n == "LLOYAL_SERVER" || strings.HasPrefix(n, services.KeyPrefix) || strings.HasPrefix(n, services.ServerPrefix) {
 			c.add(fmt.Sprintf("%s/env/%d", at, i), "%s is lloyal's credential, not the tool's: give the program its own variable (export MY_TOOL_KEY=… and list that)", n)
 		}
 	}

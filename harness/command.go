@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -252,27 +253,60 @@ func (c Command) environ() []string {
 // each would be an event for the trace and the screen.
 const progressEvery = 100 * time.Millisecond
 
+// progress tells a call's progress at most once per progressEvery: a
+// value that comes sooner is held, and told when the interval is up (or
+// when the call ends), the newest kept.
+type progress struct {
+	ctx     context.Context
+	mu      sync.Mutex
+	last    time.Time
+	pending []int
+	timer   *time.Timer
+}
+
+func (p *progress) tell(v []int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = v
+	if wait := progressEvery - time.Since(p.last); wait > 0 {
+		if p.timer == nil {
+			p.timer = time.AfterFunc(wait, p.flush)
+		}
+		return
+	}
+	p.sendLocked()
+}
+
+func (p *progress) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sendLocked()
+}
+
+func (p *progress) sendLocked() {
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	if p.pending != nil {
+		engine.OnProgress(p.ctx, p.pending[0], p.pending[1])
+		p.last, p.pending = time.Now(), nil
+	}
+}
+
 // readStderr reports progress lines as the call's progress (at most one
 // per progressEvery, the newest kept and the last always told) and returns
 // the tail of the rest.
 func (c Command) readStderr(ctx context.Context, r io.Reader) string {
 	var tail []byte
-	var last time.Time
-	var pending []int
-	defer func() {
-		if pending != nil {
-			engine.OnProgress(ctx, pending[0], pending[1])
-		}
-	}()
+	prog := &progress{ctx: ctx}
+	defer prog.flush()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), 64<<10)
 	for sc.Scan() {
 		var p struct{ Progress []int }
 		if line := sc.Bytes(); json.Unmarshal(line, &p) == nil && len(p.Progress) == 2 && p.Progress[1] > 0 {
-			if pending = p.Progress; time.Since(last) >= progressEvery {
-				engine.OnProgress(ctx, pending[0], pending[1])
-				last, pending = time.Now(), nil
-			}
+			prog.tell(p.Progress)
 			continue
 		}
 		tail = append(tail, sc.Bytes()...)

@@ -137,6 +137,9 @@ func GrepTool(c *Corpus) engine.Tool {
 				return nil, err
 			}
 			for i, l := range d.Lines {
+				if i%1024 == 1023 && ctx.Err() != nil {
+					return nil, ctx.Err() // one document can be 16 MiB
+				}
 				if re.MatchString(l) {
 					total++
 					if len(out) < a.Max {

@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
@@ -119,11 +121,26 @@ func (h *Header) AbilitySources() map[string]string {
 	out := map[string]string{}
 	for _, a := range h.Abilities {
 		for _, t := range a.Tools {
-			out[t] = fmt.Sprintf("ability %s %s (%s)", a.Name, a.Version, SignedBy(a.Key))
+			out[t] = fmt.Sprintf("ability %s %s (%s)", a.Name, plainVersion(a.Version), SignedBy(a.Key))
 		}
 	}
 	return out
 }
+
+// plainVersion is a version as installs allow it (abilities' manifest
+// rule), else quoted and cut: a trace's "1.0 (signed by …)" followed by
+// spaces would read as a signer, the real one cut off behind it.
+func plainVersion(v string) string {
+	if versionRE.MatchString(v) {
+		return v
+	}
+	if len(v) > 64 {
+		v = v[:64]
+	}
+	return strconv.Quote(v)
+}
+
+var versionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$`)
 
 // ContextInfo is the llama.cpp context a run used.
 type ContextInfo struct {

@@ -40,13 +40,13 @@ func TestHostileNumbersAreBounded(t *testing.T) {
 // was sanitized: an OSC 52 clipboard write, a bell, a carriage return, a
 // bidi override stay visible escapes.
 func TestMarkdownReferencesStayEscaped(t *testing.T) {
-	out := renderMarkdown("answer &#27;]52;c;QUJD&#7; then&#13;over &#x202e;desrever", 80, "dark")
+	out := renderMarkdown("answer &#27;]52;c;QUJD&#7; then&#13;over &#x202e;desrever &#27[2J", 80, "dark")
 	for _, raw := range []string{"\x1b]", "\x07", "\r", "\u202e"} {
 		if strings.Contains(out, raw) {
 			t.Fatalf("%q reached the output raw: %q", raw, out)
 		}
 	}
-	if !strings.Contains(out, `\x1b]52;c;QUJD`) {
+	if !strings.Contains(out, `&#27;]52;c;QUJD`) || !strings.Contains(out, `&#27[2J`) {
 		t.Fatalf("the escape is not shown: %q", out)
 	}
 }
@@ -82,7 +82,7 @@ func TestAToolsSourceIsEscaped(t *testing.T) {
 // oneLine reads a text's head, whole characters: a row shows a few hundred
 // cells of it.
 func TestOneLineReadsAHead(t *testing.T) {
-	long := strings.Repeat("é", maxOneLine) // two bytes each
+	long := "a" + strings.Repeat("é", maxOneLine) // two bytes each: the cut falls inside one
 	got := oneLine(long)
 	if len(got) > maxOneLine || !strings.HasPrefix(long, got) || got == "" {
 		t.Fatalf("oneLine of %d bytes gave %d bytes", len(long), len(got))
@@ -100,5 +100,14 @@ func TestApprovalShowsHTMLArguments(t *testing.T) {
 		if v := m.approval.View(100, 20); !strings.Contains(v, "curl evil.example") {
 			t.Fatalf("the prompt hides part of the argument %q:\n%s", hidden, v)
 		}
+	}
+}
+
+// A colour code written as a character reference renders as the text it
+// is: decoded, it would pass as glamour's own (concealed text).
+func TestMarkdownColourReferencesStayText(t *testing.T) {
+	out := renderMarkdown("the answer &#27;[8mhidden&#x1b;[0m is 42 &#233;", 80, "dark")
+	if strings.Contains(out, "\x1b[8m") || !strings.Contains(out, "&#27;[8mhidden") || !strings.Contains(out, "é") {
+		t.Fatalf("%q", out)
 	}
 }

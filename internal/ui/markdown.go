@@ -4,6 +4,10 @@ import (
 	"github.com/charmbracelet/glamour"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/lloyal-ai/lloyal/internal/termtext"
 	"github.com/lloyal-ai/lloyal/themes"
@@ -28,7 +32,7 @@ func renderMarkdown(md string, width int, style string) string {
 	// The source is sanitized first (escapes made visible); glamour's own
 	// styling escapes are then the only ones in the output. Its colour
 	// profile follows lipgloss's, so NO_COLOR and tests get plain text.
-	md = sanitize(md)
+	md = sanitize(controlRefs.ReplaceAllStringFunc(md, defuseRef))
 	if lipgloss.ColorProfile() == termenv.Ascii {
 		style = "notty"
 	}
@@ -41,7 +45,28 @@ func renderMarkdown(md string, width int, style string) string {
 	if err != nil {
 		return md
 	}
-	// glamour decodes character references ("&#27;", "&#x202e;") after
-	// the source was sanitized: its output keeps its own colours alone.
+	// A second guard: whatever glamour decodes after the source was
+	// sanitized, its output keeps its own colours alone.
 	return termtext.EscapeKeepingSGR(out)
+}
+
+// controlRefs are numeric character references, which glamour decodes.
+// The semicolon is optional: glamour's decoding (html.UnescapeString)
+// takes "&#27" too.
+var controlRefs = regexp.MustCompile(`&#([xX][0-9a-fA-F]{1,8}|[0-9]{1,10});?`)
+
+// defuseRef writes a reference to a control character (&#27;, &#x9b;) so
+// that it renders as the text it is: decoded, its colour codes would pass
+// as glamour's own (concealed text, black on black).
+func defuseRef(ref string) string {
+	num := strings.TrimSuffix(ref[2:], ";")
+	base := 10
+	if num[0] == 'x' || num[0] == 'X' {
+		num, base = num[1:], 16
+	}
+	n, err := strconv.ParseInt(num, base, 32)
+	if err == nil && termtext.Escape(string(rune(n))) == string(rune(n)) && rune(n) != utf8.RuneError {
+		return ref
+	}
+	return "&amp;" + ref[1:]
 }
