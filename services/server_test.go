@@ -277,36 +277,42 @@ func TestScorer(t *testing.T) {
 	}
 }
 
-// TestEmbedServiceRanks: an embed service ranks by cosine with the
-// query's embedding, and a passage is embedded once: the next call finds
-// its vector on disk and sends only the query.
-func TestEmbedServiceRanks(t *testing.T) {
+// fakeEmbedder is the Ranker of an embed service on a fake server that
+// answers each text it is sent with vec(text); sent records each request's
+// texts. The cache is the test's own.
+func fakeEmbedder(t *testing.T, vec func(text string) []float64) (r Ranker, sent *[][]any) {
+	t.Helper()
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	var inputs [][]any
+	sent = &[][]any{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct{ Input []any }
 		json.NewDecoder(r.Body).Decode(&req)
-		inputs = append(inputs, req.Input)
+		*sent = append(*sent, req.Input)
 		var data []map[string]any
 		for i, in := range req.Input {
-			// "q" points along x; a passage leans as far from it as it
-			// is long.
-			n := float64(len(in.(string)))
-			data = append(data, map[string]any{"index": i, "embedding": []float64{1, n - 1}})
+			data = append(data, map[string]any{"index": i, "embedding": vec(in.(string))})
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"data": data})
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	set, err := Open(context.Background(), []Spec{{Name: "e", Kind: Embed, Model: "m", Server: srv.URL}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer set.Close()
-	r, err := set.Ranker("e")
-	if err != nil {
+	t.Cleanup(set.Close)
+	if r, err = set.Ranker("e"); err != nil {
 		t.Fatal(err)
 	}
+	return r, sent
+}
+
+// TestEmbedServiceRanks: an embed service ranks by cosine with the
+// query's embedding, and a passage is embedded once: the next call finds
+// its vector on disk and sends only the query.
+func TestEmbedServiceRanks(t *testing.T) {
+	// "q" points along x; a passage leans as far from it as it is long.
+	r, inputs := fakeEmbedder(t, func(text string) []float64 { return []float64{1, float64(len(text)) - 1} })
 	docs := []string{"aaaa", "b", "cc"}
 	for round := range 2 {
 		scores, err := r.Rank(context.Background(), "q", docs, nil)
@@ -320,8 +326,8 @@ func TestEmbedServiceRanks(t *testing.T) {
 			}
 		}
 	}
-	if len(inputs) != 2 || len(inputs[0]) != 4 || len(inputs[1]) != 1 || inputs[1][0] != "q" {
-		t.Errorf("sent %v: the passages' vectors were not kept", inputs)
+	if len(*inputs) != 2 || len((*inputs)[0]) != 4 || len((*inputs)[1]) != 1 || (*inputs)[1][0] != "q" {
+		t.Errorf("sent %v: the passages' vectors were not kept", *inputs)
 	}
 }
 
@@ -329,27 +335,12 @@ func TestEmbedServiceRanks(t *testing.T) {
 // server's model changed under its name) is embedded again and cached
 // anew: it failed every later ranking until the cache was cleared.
 func TestAStaleCachedVectorIsEmbeddedAgain(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	dims := 3
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct{ Input []any }
-		json.NewDecoder(r.Body).Decode(&req)
-		var data []map[string]any
-		for i := range req.Input {
-			v := make([]float64, dims)
-			v[0] = 1
-			data = append(data, map[string]any{"index": i, "embedding": v})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"data": data})
-	}))
-	defer srv.Close()
-	set, err := Open(context.Background(), []Spec{{Name: "e", Kind: Embed, Model: "m", Server: srv.URL}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
-	r, _ := set.Ranker("e")
+	r, _ := fakeEmbedder(t, func(string) []float64 {
+		v := make([]float64, dims)
+		v[0] = 1
+		return v
+	})
 	for _, d := range []int{3, 2, 2} {
 		dims = d
 		if s, err := r.Rank(context.Background(), "q", []string{"a"}, nil); err != nil || s[0] != 1 {
