@@ -539,7 +539,7 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 	defer stop()
 	go watch(cctx, s.timeout, prog.active, cancel)
 	res, err := c.sess.CallTool(cctx, params)
-	prog.finish() // its last progress before its result
+	prog.Finish() // its last progress before its result
 	var wire *jsonrpc.Error
 	switch {
 	case err == nil:
@@ -570,7 +570,7 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 		switch {
 		case errors.Is(context.Cause(cctx), errOverran):
 			reason = overran(s.maxRun)
-		case prog.reported():
+		case prog.Reported():
 			reason += " of its last progress report"
 		}
 		return t.lost(ctx, c, err, reason), nil

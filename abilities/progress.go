@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lloyal-ai/lloyal/engine"
+	"github.com/lloyal-ai/lloyal/internal/coalesce"
 )
 
 // progressEvery is the least time between two progress events of one call:
@@ -43,21 +43,15 @@ func emitProgress(ctx context.Context, p progress) {
 
 // callProgress is one call's progress: every notification marks the call
 // active; at most one is reported per progressEvery, and the newest one
-// not yet reported is reported when the interval ends or the call does.
+// not yet reported is reported when the interval ends or the call does
+// (coalesce.Latest).
 type callProgress struct {
-	report func(progress)
+	*coalesce.Latest[progress]
 	active chan struct{} // a notification came (the call is not hung)
-
-	mu      sync.Mutex
-	last    time.Time // when one was last reported
-	sent    progress  // what was last reported
-	pending *progress // the newest one not reported yet
-	timer   *time.Timer
-	done    bool
 }
 
 func newCallProgress(report func(progress)) *callProgress {
-	return &callProgress{report: report, active: make(chan struct{}, 1)}
+	return &callProgress{Latest: coalesce.New(progressEvery, report), active: make(chan struct{}, 1)}
 }
 
 // update takes one notification.
@@ -66,71 +60,7 @@ func (c *callProgress) update(p *mcp.ProgressNotificationParams) {
 	case c.active <- struct{}{}:
 	default:
 	}
-	next := progress{Value: p.Progress, Total: p.Total, Message: cut(p.Message, maxMessage)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done {
-		return
-	}
-	if c.pending == nil && next == c.sent && !c.last.IsZero() {
-		return // nothing new to draw
-	}
-	if wait := progressEvery - time.Since(c.last); wait > 0 {
-		c.pending = &next
-		if c.timer == nil {
-			c.timer = time.AfterFunc(wait, c.flush)
-		}
-		return
-	}
-	c.send(next)
-}
-
-// flush reports the pending notification, if any, once the interval has
-// ended: a timer can fire just after a report went out without it, and
-// then waits again.
-func (c *callProgress) flush() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.timer = nil
-	if c.done || c.pending == nil {
-		return
-	}
-	if wait := progressEvery - time.Since(c.last); wait > 0 {
-		c.timer = time.AfterFunc(wait, c.flush)
-		return
-	}
-	if *c.pending != c.sent {
-		c.send(*c.pending)
-	}
-	c.pending = nil
-}
-
-// finish reports the pending notification, if any, and takes no more: the
-// call has ended, and its result is reported next.
-func (c *callProgress) finish() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
-	}
-	if !c.done && c.pending != nil && *c.pending != c.sent {
-		c.send(*c.pending)
-	}
-	c.done = true
-}
-
-// reported says whether a notification came (the server was working).
-func (c *callProgress) reported() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !c.last.IsZero()
-}
-
-// send reports p; c.mu is held, so reports keep their order.
-func (c *callProgress) send(p progress) {
-	c.report(p)
-	c.sent, c.pending, c.last = p, nil, time.Now()
+	c.Update(progress{Value: p.Progress, Total: p.Total, Message: cut(p.Message, maxMessage)})
 }
 
 // Why a call's context ended when the server did not fail it.

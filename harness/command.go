@@ -13,12 +13,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/internal/childproc"
+	"github.com/lloyal-ai/lloyal/internal/coalesce"
 )
 
 // Command is a tool that runs a local program per call.
@@ -253,60 +253,19 @@ func (c Command) environ() []string {
 // each would be an event for the trace and the screen.
 const progressEvery = 100 * time.Millisecond
 
-// progress tells a call's progress at most once per progressEvery: a
-// value that comes sooner is held, and told when the interval is up (or
-// when the call ends), the newest kept.
-type progress struct {
-	ctx     context.Context
-	mu      sync.Mutex
-	last    time.Time
-	pending []int
-	timer   *time.Timer
-}
-
-func (p *progress) tell(v []int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.pending = v
-	if wait := progressEvery - time.Since(p.last); wait > 0 {
-		if p.timer == nil {
-			p.timer = time.AfterFunc(wait, p.flush)
-		}
-		return
-	}
-	p.sendLocked()
-}
-
-func (p *progress) flush() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.sendLocked()
-}
-
-func (p *progress) sendLocked() {
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
-	}
-	if p.pending != nil {
-		engine.OnProgress(p.ctx, p.pending[0], p.pending[1])
-		p.last, p.pending = time.Now(), nil
-	}
-}
-
 // readStderr reports progress lines as the call's progress (at most one
-// per progressEvery, the newest kept and the last always told) and returns
-// the tail of the rest.
+// per progressEvery, the newest kept and the last always told:
+// coalesce.Latest) and returns the tail of the rest.
 func (c Command) readStderr(ctx context.Context, r io.Reader) string {
 	var tail []byte
-	prog := &progress{ctx: ctx}
-	defer prog.flush()
+	prog := coalesce.New(progressEvery, func(p [2]int) { engine.OnProgress(ctx, p[0], p[1]) })
+	defer prog.Finish()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), 64<<10)
 	for sc.Scan() {
 		var p struct{ Progress []int }
 		if line := sc.Bytes(); json.Unmarshal(line, &p) == nil && len(p.Progress) == 2 && p.Progress[1] > 0 {
-			prog.tell(p.Progress)
+			prog.Update([2]int{p.Progress[0], p.Progress[1]})
 			continue
 		}
 		tail = append(tail, sc.Bytes()...)

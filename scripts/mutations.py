@@ -110,9 +110,10 @@ rows = [
  ("internal/ui/approval.go", "fit(\"from \"+oneLine(src), w)", "fit(\"from \"+src, w)", "./internal/ui", "TestAToolsSourceIsEscaped"),
  ("abilities/manifest.go", "\tif !versionRE.MatchString(m.Version) {", "\tif false {", "./abilities", "TestManifestRefusals"),
  ("tools/files.go", "\t\t\tif err := ctx.Err(); err != nil {\n\t\t\t\treturn nil, err\n\t\t\t}\n\t\t\tfor i, l := range d.Lines {", "\t\t\tfor i, l := range d.Lines {", "./tools", "TestGrep"),
- ("harness/command.go", "\tif wait := progressEvery - time.Since(p.last); wait > 0 {", "\tif wait := progressEvery - time.Since(p.last); wait > 0 && false {", "./harness", "TestCommandProgressAndProtection"),
+ ("harness/command.go", "prog := coalesce.New(progressEvery,", "prog := coalesce.New(0,", "./harness", "TestCommandProgressAndProtection"),
  ("harness/command.go", "if bad == \"\" && !ended && strings.HasPrefix(v, \"-\") && !strings.HasPrefix(a, \"-\") {", "if false {", "./harness", "TestCommandArgv"),
  ("internal/ui/approval.go", "\t\ttext := indent(sanitize(a.text), \"  \")", "\t\ttext := renderMarkdown(a.text, w, \"notty\")", "./internal/ui", "TestApprovalShowsHTMLArguments"),
+ ("internal/coalesce/coalesce.go", "\tif wait := l.every - time.Since(l.last); wait > 0 {\n\t\tl.pending = &v", "\tif wait := l.every - time.Since(l.last); wait > 0 && false {\n\t\tl.pending = &v", "./internal/coalesce", "TestLatest"),
 ]
 only = set(sys.argv[1:])
 survived = False
