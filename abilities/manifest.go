@@ -16,6 +16,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/lloyal-ai/lloyal/trace"
 )
 
 // ManifestFile is the manifest's name at the bundle's root.
@@ -67,10 +69,7 @@ type ServerSpec struct {
 	URL     string            `json:"url,omitempty"`
 }
 
-var (
-	nameRE    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	versionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$`)
-)
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
 // Defaults for a manifest that says nothing.
 const (
@@ -96,9 +95,8 @@ func ParseManifest(data []byte, files map[string][]byte) (*Manifest, error) {
 	if strings.TrimSpace(m.Version) == "" {
 		return bad("no version: give one (e.g. \"1.0.0\")")
 	}
-	if !versionRE.MatchString(m.Version) {
-		// The version is shown beside the signer on every approval: one
-		// with spaces or brackets could read as "(signed by …)".
+	if !trace.PlainVersion(m.Version) {
+		// The version is shown beside the signer on every approval.
 		return bad("version %q: use 1 to 64 letters, digits, '.', '+', '_' or '-' (e.g. \"1.0.0\")", m.Version)
 	}
 	if err := checkUseWhen(m.UseWhen); err != nil {

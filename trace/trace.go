@@ -127,11 +127,16 @@ func (h *Header) AbilitySources() map[string]string {
 	return out
 }
 
-// plainVersion is a version as installs allow it (abilities' manifest
-// rule), else quoted and cut: a trace's "1.0 (signed by …)" followed by
-// spaces would read as a signer, the real one cut off behind it.
+// PlainVersion reports whether v is an ability's version as installs take
+// it: 1 to 64 letters, digits, '.', '+', '_' or '-'. One with spaces and
+// brackets would read as "(signed by …)" beside the real signer.
+func PlainVersion(v string) bool { return versionRE.MatchString(v) }
+
+// plainVersion is v when it is PlainVersion, else quoted and cut: a
+// trace's "1.0 (signed by …)" followed by spaces would read as a signer,
+// the real one cut off behind it.
 func plainVersion(v string) string {
-	if versionRE.MatchString(v) {
+	if PlainVersion(v) {
 		return v
 	}
 	if len(v) > 64 {
