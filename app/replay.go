@@ -30,8 +30,9 @@ type ForkRequest = ui.ForkRequest
 // Replay plays the trace at path in the app at speed (0: straight to the
 // end), following it as it grows when follow is set, until the person
 // quits, or asks with F for a fork: then it returns the fork to run.
-// forkRefused, when not "", is why F cannot fork (said when pressed).
-func Replay(path string, t themes.Theme, speed float64, follow bool, forkRefused string) (*ForkRequest, error) {
+// forkRefused, when not nil, says from the trace's header why F cannot
+// fork ("" when it can; said when F is pressed).
+func Replay(path string, t themes.Theme, speed float64, follow bool, forkRefused func(*trace.Header) string) (*ForkRequest, error) {
 	ix, err := trace.BuildIndex(path)
 	if err != nil {
 		return nil, err
@@ -45,7 +46,10 @@ func Replay(path string, t themes.Theme, speed float64, follow bool, forkRefused
 	if follow {
 		p.Follow()
 	}
-	o := ui.Options{Theme: t, Title: title, Dev: os.Getenv("LLOYAL_DEV") == "1", Replay: p, ForkRefused: forkRefused}
+	o := ui.Options{Theme: t, Title: title, Dev: os.Getenv("LLOYAL_DEV") == "1", Replay: p}
+	if forkRefused != nil && ix.Header != nil {
+		o.ForkRefused = forkRefused(ix.Header)
+	}
 	if ix.Header != nil {
 		o.Sources = ix.Header.AbilitySources()
 	}

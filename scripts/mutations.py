@@ -89,7 +89,7 @@ rows = [
  ("harness/aliases.go", "if added += s; added > maxAliasNodes {", "if added += s; false && added > maxAliasNodes {", "./harness", "TestAliasesAreBounded"),
  ("tools/corpus.go", "if entries++; entries > maxCorpusEntries {", "if entries++; false && entries > maxCorpusEntries {", "./tools", "TestCorpusBounded"),
  ("engine/llamacpp/llama/llama.go", "if c.adds && (c.tok < 0 || int(c.tok) >= m.nVocab) {", "if false && c.adds {", "./engine/llamacpp/model", "TestHostileHyperparametersAreRefused/adds_a_SEP_token_it_lacks"),
- ("internal/rerun/reexec.go", "\tcase recorded != \"\" && flag == \"\":\n\t\treturn \"\", fmt.Errorf(\"%s ran the harness file", "\tcase false:\n\t\treturn \"\", fmt.Errorf(\"%s ran the harness file", "./internal/rerun", "TestTheHarnessIsTheCommands"),
+ ("internal/rerun/reexec.go", "\treturn commandPath(run.Harness, flag,", "\treturn commandPath(\"\", flag,", "./internal/rerun", "TestTheHarnessIsTheCommands"),
  ("abilities/tasks.go", "if ct != \"text/event-stream\" || resp.StatusCode/100 != 2 {", "if ct == \"application/json\" {", "./abilities", "TestAnErrorAnswerIsBounded"),
  ("services/server.go", "if t.Logprob <= 0 && !math.IsNaN(t.Logprob) {", "if true {", "./services", "TestJudgesProbabilitiesAreFinite"),
  ("engine/diverge.go", "sc != nil && len(sc) != len(ok) || !finite(sc) {", "sc != nil && len(sc) != len(ok) {", "./engine", "TestBestOfPicker"),

@@ -66,7 +66,13 @@ that is still being written until its run closes it.`,
 				if err != nil {
 					return err
 				}
-				fork, err := app.Replay(args[0], t, speed, follow, forkRefused(args[0], corpus, harnessFile))
+				refused := func(h *trace.Header) string {
+					if err := rerun.ForkFlags(args[0], h, corpus, harnessFile); err != nil {
+						return err.Error()
+					}
+					return ""
+				}
+				fork, err := app.Replay(args[0], t, speed, follow, refused)
 				if err != nil || fork == nil {
 					return err
 				}
@@ -94,19 +100,4 @@ that is still being written until its run closes it.`,
 	cmd.Flags().StringVar(&corpus, "corpus", "", "folder a fork (F) of a run that searched one reads (never taken from the trace)")
 	cmd.Flags().StringVar(&harnessFile, "harness", "", "the harness file a fork (F) of a run of one runs (never taken from the trace; its sha256 is checked)")
 	return cmd
-}
-
-// forkRefused is why F in a replay of path could not fork with the
-// command's --corpus and --harness ("" when it could, or when the trace
-// does not load whole yet: the fork says why then), so that it is said
-// before an edit is written rather than after.
-func forkRefused(path, corpus, harnessFile string) string {
-	rec, err := rerun.Load(path)
-	if err != nil {
-		return ""
-	}
-	if err := rec.ForkFlags(corpus, harnessFile); err != nil {
-		return err.Error()
-	}
-	return ""
 }

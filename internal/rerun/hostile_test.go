@@ -237,6 +237,13 @@ func TestTheHarnessIsTheCommands(t *testing.T) {
 	if notes, _ := r.Differences(Authority{Harness: mine}); !strings.Contains(strings.Join(notes, "\n"), "it runs the harness file "+mine) {
 		t.Errorf("notes %q do not say which file runs", notes)
 	}
+	// What replay's F checks from the header alone, before an edit.
+	if err := ForkFlags(r.Path, &r.Header, "", ""); err == nil || !strings.Contains(err.Error(), "--harness /tmp/planted/h.yaml") {
+		t.Fatalf("a fork's flags without --harness: %v", err)
+	}
+	if err := ForkFlags(r.Path, &trace.Header{}, "", ""); err != nil {
+		t.Fatalf("a header that records no run: %v", err)
+	}
 	r.Header.Run.Harness = ""
 	if _, err := r.harness(mine); err == nil || !strings.Contains(err.Error(), "ran the built-in harness") {
 		t.Fatalf("--harness for a run of the built-in one: %v", err)

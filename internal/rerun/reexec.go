@@ -86,26 +86,7 @@ func (r *Record) Prepare(out, version string, a Authority, warn io.Writer) (Plan
 // searched one needs --corpus, and one that searched none (the built-in
 // handbook) takes none.
 func (r *Record) corpus(flag string) (string, error) {
-	recorded := r.Header.Run.Corpus
-	switch {
-	case recorded != "" && flag == "":
-		return "", fmt.Errorf("%s searched the folder %s: a trace names no folder for lloyal to read, so give it as --corpus %s (or the folder you mean)", r.Path, recorded, recorded)
-	case recorded == "" && flag != "":
-		return "", fmt.Errorf("--corpus %s: %s searched no folder (the built-in handbook, or no search at all), so a rerun takes none", flag, r.Path)
-	case flag == "":
-		return "", nil
-	}
-	return filepath.Abs(flag)
-}
-
-// ForkFlags is why a rerun or fork of r with corpus as --corpus and
-// harness as --harness would be refused for them, or nil.
-func (r *Record) ForkFlags(corpus, harness string) error {
-	if _, err := r.corpus(corpus); err != nil {
-		return err
-	}
-	_, err := r.harness(harness)
-	return err
+	return corpusFlag(r.Path, r.Header.Run, flag)
 }
 
 // harness is the harness file the rerun runs: the command's --harness
@@ -115,16 +96,48 @@ func (r *Record) ForkFlags(corpus, harness string) error {
 // ones (session checks its sha256), and a run of the built-in harness
 // takes none.
 func (r *Record) harness(flag string) (string, error) {
-	recorded := r.Header.Run.Harness
+	return harnessFlag(r.Path, r.Header.Run, flag)
+}
+
+func corpusFlag(path string, run *trace.RunConfig, flag string) (string, error) {
+	return commandPath(run.Corpus, flag,
+		fmt.Errorf("%s searched the folder %s: a trace names no folder for lloyal to read, so give it as --corpus %s (or the folder you mean)", path, run.Corpus, run.Corpus),
+		fmt.Errorf("--corpus %s: %s searched no folder (the built-in handbook, or no search at all), so a rerun takes none", flag, path))
+}
+
+func harnessFlag(path string, run *trace.RunConfig, flag string) (string, error) {
+	return commandPath(run.Harness, flag,
+		fmt.Errorf("%s ran the harness file %s: a trace names no file for lloyal to run, so give it as --harness %s (its sha256 is checked against the trace's)", path, run.Harness, run.Harness),
+		fmt.Errorf("--harness %s: %s ran the built-in harness, so a rerun takes none", flag, path))
+}
+
+// commandPath is the path a rerun takes from its command's flag, absolute,
+// where the recorded run had one: needed when the flag is missing, extra
+// when the recorded run had none.
+func commandPath(recorded, flag string, needed, extra error) (string, error) {
 	switch {
 	case recorded != "" && flag == "":
-		return "", fmt.Errorf("%s ran the harness file %s: a trace names no file for lloyal to run, so give it as --harness %s (its sha256 is checked against the trace's)", r.Path, recorded, recorded)
+		return "", needed
 	case recorded == "" && flag != "":
-		return "", fmt.Errorf("--harness %s: %s ran the built-in harness, so a rerun takes none", flag, r.Path)
+		return "", extra
 	case flag == "":
 		return "", nil
 	}
 	return filepath.Abs(flag)
+}
+
+// ForkFlags is why a rerun or fork of the trace at path, whose header is
+// h, would be refused for the command's --corpus and --harness, or nil
+// (nil too for a trace that records no run: the rerun says why then).
+func ForkFlags(path string, h *trace.Header, corpus, harness string) error {
+	if h == nil || h.Run == nil {
+		return nil
+	}
+	if _, err := corpusFlag(path, h.Run, corpus); err != nil {
+		return err
+	}
+	_, err := harnessFlag(path, h.Run, harness)
+	return err
 }
 
 // Verdict says how the run again went, given the run's error: for a fork,
