@@ -95,7 +95,7 @@ rows = [
  ("engine/diverge.go", "sc != nil && len(sc) != len(ok) || !finite(sc) {", "sc != nil && len(sc) != len(ok) {", "./engine", "TestBestOfPicker"),
  ("engine/results.go", "if len(p.attachments)-p.given >= MaxToolFiles ||", "if false ||", "./engine", "TestToolFilesAreBoundedAndNeverAGivenName"),
  ("engine/results.go", "if slices.ContainsFunc(p.attachments[:p.given], func(g Attachment) bool { return g.Name == f.Name }) {", "if false && slices.ContainsFunc(p.attachments, func(Attachment) bool { return true }) {", "./engine", "TestToolFilesAreBoundedAndNeverAGivenName"),
- ("services/embedrank.go", "\t\tif len(v) != len(q) {\n\t\t\tstale = append(stale, i)", "\t\tif len(v) < 0 {\n\t\t\tstale = append(stale, i)", "./services", "TestAStaleCachedVectorIsEmbeddedAgain"),
+ ("services/embedrank.go", "\t\tif len(v) != len(q) {\n\t\t\tstale, texts = append(stale, i)", "\t\tif len(v) < 0 {\n\t\t\tstale, texts = append(stale, i)", "./services", "TestAStaleCachedVectorIsEmbeddedAgain"),
  ("internal/runconfig/runconfig.go", "named := c.Server == a.Server || c.Server == a.EnvServer || serverbackend.SameOrigin(c.Server, a.EnvServer)", "named := true", "./internal/runconfig", "TestDecideTakesAuthorityOnlyFromTheCommand"),
  ("engine/llamacpp/llama/sampler.go", "if err := jsondepth.Check(schemaJSON, jsondepth.Converter); err != nil {", "if err := jsondepth.Check(schemaJSON, jsondepth.Converter); false && err != nil {", "./engine/llamacpp/llama", "TestADeepSchemaIsRefused"),
  ("abilities/toollist.go", "err = jsondepth.Check(b, jsondepth.Tool)", "_ = jsondepth.Check(b, jsondepth.Tool)", "./abilities", "TestToolSchemasBounded"),

@@ -56,54 +56,46 @@ func rankerOf(v Service) Ranker {
 // the documents the cache does not hold.
 func (r *embedRanker) Rank(ctx context.Context, query string, docs []string, progress func(done, total int)) ([]float64, error) {
 	vecs := make([][]float32, len(docs))
-	texts, which := []string{query}, []int{-1}
+	texts, fresh := []string{query}, []int{}
 	for i, d := range docs {
 		if v := r.load(d); v != nil {
 			vecs[i] = v
 			continue
 		}
-		texts, which = append(texts, d), append(which, i)
+		texts, fresh = append(texts, d), append(fresh, i)
 	}
-	got, err := r.e.Embed(ctx, texts)
+	got, err := r.embed(ctx, texts)
 	if err != nil {
 		return nil, err
 	}
-	if len(got) != len(texts) {
-		return nil, fmt.Errorf("embed: %d vectors for %d texts", len(got), len(texts))
-	}
 	q := got[0]
-	for k, i := range which[1:] {
-		if vecs[i] = got[k+1]; len(vecs[i]) == len(q) {
-			r.store(docs[i], vecs[i])
+	// keep takes the vectors of docs[idx] and caches those of the query's
+	// length.
+	keep := func(idx []int, vs [][]float32) {
+		for k, i := range idx {
+			if vecs[i] = vs[k]; len(vecs[i]) == len(q) {
+				r.store(docs[i], vecs[i])
+			}
 		}
 	}
+	keep(fresh, got[1:])
 	// A cached vector of another length than the query's is stale (the
 	// server's model changed under its name): embedded again and cached
 	// anew, where it failed every later ranking until the cache was
 	// cleared.
 	var stale []int
+	texts = texts[:0]
 	for i, v := range vecs {
 		if len(v) != len(q) {
-			stale = append(stale, i)
+			stale, texts = append(stale, i), append(texts, docs[i])
 		}
 	}
 	if len(stale) > 0 {
-		texts = texts[:0]
-		for _, i := range stale {
-			texts = append(texts, docs[i])
-		}
-		again, err := r.e.Embed(ctx, texts)
+		again, err := r.embed(ctx, texts)
 		if err != nil {
 			return nil, err
 		}
-		if len(again) != len(texts) {
-			return nil, fmt.Errorf("embed: %d vectors for %d texts", len(again), len(texts))
-		}
-		for k, i := range stale {
-			if vecs[i] = again[k]; len(vecs[i]) == len(q) {
-				r.store(docs[i], vecs[i])
-			}
-		}
+		keep(stale, again)
 	}
 	scores := make([]float64, len(docs))
 	for i, v := range vecs {
@@ -116,6 +108,15 @@ func (r *embedRanker) Rank(ctx context.Context, query string, docs []string, pro
 		progress(len(docs), len(docs))
 	}
 	return scores, nil
+}
+
+// embed is the embedder's vectors of texts, one each.
+func (r *embedRanker) embed(ctx context.Context, texts []string) ([][]float32, error) {
+	got, err := r.e.Embed(ctx, texts)
+	if err == nil && len(got) != len(texts) {
+		err = fmt.Errorf("embed: %d vectors for %d texts", len(got), len(texts))
+	}
+	return got, err
 }
 
 // cosine is the cosine of a and b (0 when either is all zeros).
