@@ -413,6 +413,27 @@ func TestKeysFromTheEnvironment(t *testing.T) {
 	}
 }
 
+// judgeVerdict is a judge service's verdict on a fake server that answers
+// "relevant" with the log-probabilities of tokens (JSON objects, joined).
+func judgeVerdict(t *testing.T, tokens ...string) (Verdict, error) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"message":{"content":"{\"label\":\"relevant\"}"},"logprobs":{"content":[`+strings.Join(tokens, ",")+`]}}]}`)
+	}))
+	defer srv.Close()
+	set, err := Open(context.Background(), []Spec{{Name: "j", Kind: Judge, Model: "m", Server: srv.URL, Labels: []string{"relevant", "irrelevant"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	j, _ := set.Judge("j")
+	return j.Judge(context.Background(), "text")
+}
+
+// labelOpens are the tokens of {"label":" before the label's.
+var labelOpens = []string{`{"token":"{\"","top_logprobs":[]}`, `{"token":"label","top_logprobs":[]}`, `{"token":"\":\"","top_logprobs":[]}`}
+
 // A judge's answer is read for its turn's judgeTokens alone: a server
 // that sends more (here the label's alternatives only after 70 filler
 // tokens) gives a verdict without probabilities, not a scan of all it
@@ -422,20 +443,8 @@ func TestJudgeReadsItsTurnsTokensOnly(t *testing.T) {
 	for range 70 {
 		toks = append(toks, `{"token":" ","top_logprobs":[]}`)
 	}
-	toks = append(toks, `{"token":"{\"","top_logprobs":[]}`, `{"token":"label","top_logprobs":[]}`, `{"token":"\":\"","top_logprobs":[]}`,
-		`{"token":"rel","top_logprobs":[{"token":"rel","logprob":-0.2},{"token":"ir","logprob":-1.9}]}`)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"choices":[{"message":{"content":"{\"label\":\"relevant\"}"},"logprobs":{"content":[`+strings.Join(toks, ",")+`]}}]}`)
-	}))
-	defer srv.Close()
-	set, err := Open(context.Background(), []Spec{{Name: "j", Kind: Judge, Model: "m", Server: srv.URL, Labels: []string{"relevant", "irrelevant"}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
-	j, _ := set.Judge("j")
-	v, err := j.Judge(context.Background(), "text")
+	toks = append(append(toks, labelOpens...), `{"token":"rel","top_logprobs":[{"token":"rel","logprob":-0.2},{"token":"ir","logprob":-1.9}]}`)
+	v, err := judgeVerdict(t, toks...)
 	if err != nil || v.Label != "relevant" || v.Probs != nil {
 		t.Fatalf("verdict %+v, %v: want the label, without probabilities", v, err)
 	}
@@ -445,20 +454,7 @@ func TestJudgeReadsItsTurnsTokensOnly(t *testing.T) {
 // +Inf) are not probabilities: left out, the verdict's are finite, where
 // they were NaN and failed the best-of step that recorded them.
 func TestJudgesProbabilitiesAreFinite(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"choices":[{"message":{"content":"{\"label\":\"relevant\"}"},"logprobs":{"content":[
-			{"token":"{\"","top_logprobs":[]},{"token":"label","top_logprobs":[]},{"token":"\":\"","top_logprobs":[]},
-			{"token":"rel","top_logprobs":[{"token":"rel","logprob":-0.2},{"token":"ir","logprob":1000},{"token":"relev","logprob":1000}]}]}}]}`)
-	}))
-	defer srv.Close()
-	set, err := Open(context.Background(), []Spec{{Name: "j", Kind: Judge, Model: "m", Server: srv.URL, Labels: []string{"relevant", "irrelevant"}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
-	j, _ := set.Judge("j")
-	v, err := j.Judge(context.Background(), "text")
+	v, err := judgeVerdict(t, append(labelOpens[:3:3], `{"token":"rel","top_logprobs":[{"token":"rel","logprob":-0.2},{"token":"ir","logprob":1000},{"token":"relev","logprob":1000}]}`)...)
 	if err != nil || v.Label != "relevant" {
 		t.Fatalf("verdict %+v, %v", v, err)
 	}
