@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,10 @@ type Hit struct {
 	// full is the passage's whole text, for a reranker to read.
 	full string
 }
+
+// Passage is the hit's whole passage, where Text is its preview: what a
+// reranked search's reranker reads, and what read_file shows of its lines.
+func (h Hit) Passage() string { return cmp.Or(h.full, h.Text) }
 
 // Ranking weights. BM25 over the stems of a chunk's words is the base;
 // the rest are bonuses on top of it, each below the question's own words.
@@ -485,7 +490,7 @@ func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, li
 	}
 	texts := make([]string, len(cands))
 	for i, h := range cands {
-		texts[i] = h.full
+		texts[i] = h.Passage()
 	}
 	// Exploiting, a passage must bear on the agent's own question as well
 	// as on the query: its score is the lower of the two.

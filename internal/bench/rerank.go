@@ -43,10 +43,6 @@ func Rerank(ctx context.Context, w io.Writer, o RerankOptions) error {
 	if err != nil {
 		return err
 	}
-	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
-	if err != nil {
-		return err
-	}
 	var ranker services.Ranker
 	if o.Model != "" {
 		set, err := services.Open(ctx, []services.Spec{{Name: "reranker", Kind: services.Rerank, Model: o.Model, Server: o.Server, Key: o.APIKey, Threads: o.Threads}}, llamaservice.Open)
@@ -58,8 +54,18 @@ func Rerank(ctx context.Context, w io.Writer, o RerankOptions) error {
 			return err
 		}
 	}
+	return rankTuning(ctx, w, qs, o.Model, ranker)
+}
+
+// rankTuning is Rerank once its reranker is open (nil: BM25 alone), named
+// model in the table's heading.
+func rankTuning(ctx context.Context, w io.Writer, qs []Question, model string, ranker services.Ranker) error {
+	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "bench rerank ranks the tuning questions' search candidates alone: no agent reads, quotes or reports (lloyal bench demo runs them all)\n")
-	fmt.Fprintf(w, "reranker: %s; %d tuning questions, the first %d candidates of each\n", cmp.Or(o.Model, "none (BM25's order only)"), len(qs), tools.FirstStageK)
+	fmt.Fprintf(w, "reranker: %s; %d tuning questions, the first %d candidates of each\n", cmp.Or(model, "none (BM25's order only)"), len(qs), tools.FirstStageK)
 	type tally struct {
 		n, among, first, top5, rFirst, rTop5 int
 		took                                 time.Duration
@@ -82,7 +88,7 @@ func Rerank(ctx context.Context, w io.Writer, o RerankOptions) error {
 		}
 		docs := make([]string, len(hits))
 		for i, h := range hits {
-			docs[i] = h.Text
+			docs[i] = h.Passage() // as the search tool's funnel gives them
 		}
 		start := time.Now()
 		scores, err := ranker.Rank(ctx, q.Text, docs, nil)
@@ -117,10 +123,12 @@ func Rerank(ctx context.Context, w io.Writer, o RerankOptions) error {
 }
 
 // answeringRank is the place (from 1) of the first hit from a file that
-// answers q and holding one of its answer phrases, 0 when none does.
+// answers q whose passage holds one of its answer phrases, 0 when none
+// does. The whole passage, not its preview: the reranker reads it whole,
+// and an agent that reads the hit is shown its lines.
 func answeringRank(q Question, hits []tools.Hit) int {
 	for i, h := range hits {
-		if slices.Contains(q.Files, h.Path) && holdsAny(h.Text, q.Answers) {
+		if slices.Contains(q.Files, h.Path) && holdsAny(h.Passage(), q.Answers) {
 			return i + 1
 		}
 	}

@@ -3,10 +3,13 @@ package bench
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/internal/testmodel"
+	"github.com/lloyal-ai/lloyal/tools"
 )
 
 // bench rerank says first what it leaves out, then a row per form of the
@@ -41,5 +44,56 @@ func TestBenchRerank(t *testing.T) {
 				t.Errorf("%s row %q", form, row)
 			}
 		}
+	}
+}
+
+// wholeReader ranks passages by how long they are, and notes whether it
+// was given one that holds phrase.
+type wholeReader struct {
+	phrase string
+	read   bool
+}
+
+func (r *wholeReader) Rank(_ context.Context, _ string, docs []string, _ func(done, total int)) ([]float64, error) {
+	s := make([]float64, len(docs))
+	for i, d := range docs {
+		s[i] = float64(len(d))
+		r.read = r.read || strings.Contains(d, r.phrase)
+	}
+	return s, nil
+}
+
+// The reranker reads each candidate whole, as the search tool's funnel
+// gives it, and an answer counts where the passage holds it, past its
+// preview too: "Do I need to run replay after upgrading a node?" is
+// answered by the first hit's fourth line, which its 320-byte preview
+// cuts off.
+func TestBenchRerankReadsWholePassages(t *testing.T) {
+	qs, err := ParseQuestions(tuningQuestions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(qs, func(q Question) bool { return q.Text == "Do I need to run replay after upgrading a node?" })
+	if i < 0 {
+		t.Fatal("the tuning question is gone")
+	}
+	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := corpus.Search(context.Background(), qs[i].Text, tools.FirstStageK, nil)
+	if holdsAny(hits[0].Text, qs[i].Answers) {
+		t.Fatalf("the first hit's preview holds the answer: pick a question whose answer it cuts off")
+	}
+	if r := answeringRank(qs[i], hits); r != 1 {
+		t.Errorf("answering rank %d, want 1 (the first hit's passage holds the answer)", r)
+	}
+	r := wholeReader{phrase: "Not after a clean drain"}
+	var out bytes.Buffer
+	if err := rankTuning(context.Background(), &out, qs[i:i+1], "whole", &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.read {
+		t.Errorf("the reranker never read %q: it was given previews, not passages", r.phrase)
 	}
 }
