@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/coalesce"
 )
 
 type pendingCall struct {
@@ -147,9 +148,13 @@ func (ds *dispatcher) toolContext(pc *pendingCall, inline bool) context.Context 
 		attach: append([]Attachment(nil), p.attachments...), given: p.given, toolBytes: p.toolBytes, inline: inline,
 		emit: func(e event.Event) { p.rt.em.emit(e) },
 	}
-	ci.progress = func(filled, total int) {
-		p.rt.em.emit(event.Event{Type: event.ToolProgress, Parent: d.ID, Pool: p.scope, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Filled: filled, Total: total})
-	}
+	ci.progress = coalesce.New(progressEvery, func(r progressReport) {
+		e := event.Event{Type: event.ToolProgress, Parent: d.ID, Pool: p.scope, Agent: a.ID, CallID: pc.call.ID, Tool: pc.call.Tool, Filled: r.filled, Total: r.total, Text: r.message}
+		if r.total == 0 {
+			e.Data, _ = json.Marshal(event.ProgressData{Value: r.value})
+		}
+		p.rt.em.emit(e)
+	})
 	ctx, cancel := context.WithCancel(context.WithValue(p.ctx, keyCall, ci))
 	pc.cancel, pc.info = cancel, ci
 	return ctx
@@ -176,8 +181,10 @@ func (ds *dispatcher) hookContext(pc *pendingCall) context.Context {
 	return context.WithValue(ds.p.ctx, keyCall, &callInfo{agent: pc.agent, call: pc.call, dispatchID: pc.dispatchID})
 }
 
-// runTool runs Execute, turning a panic into an error.
+// runTool runs Execute, turning a panic into an error; the call's last
+// progress report is told before it returns (the result comes after it).
 func runTool(ctx context.Context, pc *pendingCall) (v any, err error) {
+	defer pc.info.progress.Finish()
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s panicked: %v", pc.call.Tool, r)

@@ -95,10 +95,13 @@ func TestToolContext(t *testing.T) {
 	tool := engine.Func{S: engine.ToolSpec{Name: "probe", Description: "Probe.", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`)},
 		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) {
 			a := engine.CallingAgent(ctx)
-			for i := 1; i <= 4; i++ {
-				engine.OnProgress(ctx, i, 4)
+			for i := 1; i <= 100000; i++ { // as fast as it loops: coalesced
+				engine.OnProgress(ctx, i, 100000)
 			}
 			engine.TraceEvent(ctx, "probe:note", map[string]string{"hello": "trace"})
+			for range 2000 { // past the bound: one note says the rest are left out
+				engine.TraceEvent(ctx, "probe:loop", nil)
+			}
 			got = append(got, seen{a.ID, engine.PressurePercentAvailable(ctx), engine.Explore(ctx), engine.ScorerFrom(ctx), len(a.AttendedResults("probe"))})
 			return map[string]string{"ok": "yes"}, nil
 		}}
@@ -113,14 +116,32 @@ func TestToolContext(t *testing.T) {
 	if got[0].pressure <= 0 || got[0].pressure > 100 || !got[0].explore || got[0].scorer != namedScorer("my-scorer") || got[0].agent == 0 {
 		t.Fatalf("context: %+v", got[0])
 	}
-	prog := h.rec.Of(event.ToolProgress)
-	if len(prog) != 8 || prog[3].Filled != 4 || prog[3].Total != 4 || prog[0].CallID == "" {
-		t.Fatalf("progress %+v", prog)
+	// Progress is coalesced per call: the first report and the last reach
+	// the trace, the last before the call's result, and not every one.
+	results := map[string]uint64{}
+	for _, e := range h.rec.Of(event.ToolResult) {
+		results[e.CallID] = e.ID
+	}
+	byCall := map[string][]event.Event{}
+	for _, e := range h.rec.Of(event.ToolProgress) {
+		byCall[e.CallID] = append(byCall[e.CallID], e)
+	}
+	if len(byCall) != 2 {
+		t.Fatalf("progress of %d calls, want 2: %v", len(byCall), byCall)
+	}
+	for id, prog := range byCall {
+		last := prog[len(prog)-1]
+		if prog[0].Filled != 1 || last.Filled != 100000 || last.Total != 100000 || len(prog) > 1000 || last.ID > results[id] || id == "" {
+			t.Fatalf("call %s: %d progress events, first %+v, last %+v, its result %d", id, len(prog), prog[0], last, results[id])
+		}
 	}
 	notes := h.rec.Of(event.ToolNote)
 	dispatch := h.rec.Of(event.ToolDispatch)[0]
-	if len(notes) != 2 || notes[0].Role != "probe:note" || notes[0].Agent != got[0].agent || notes[0].CallID != dispatch.CallID || notes[0].Parent != dispatch.ID {
-		t.Fatalf("tool trace writes are not stamped: %+v (dispatch %+v)", notes, dispatch)
+	if len(notes) != 2*1025 || notes[0].Role != "probe:note" || notes[0].Agent != got[0].agent || notes[0].CallID != dispatch.CallID || notes[0].Parent != dispatch.ID {
+		t.Fatalf("tool trace writes are not stamped: %d notes, the first %+v (dispatch %+v)", len(notes), notes[0], dispatch)
+	}
+	if left := notes[1024]; left.Role != "notes_left_out" || left.CallID != dispatch.CallID || notes[1023].Role != "probe:loop" {
+		t.Fatalf("the note past the bound: %+v", left)
 	}
 }
 

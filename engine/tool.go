@@ -9,9 +9,11 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/coalesce"
 )
 
 // Tool is something an agent can call. Its name, description and parameters
@@ -243,9 +245,13 @@ type callInfo struct {
 	pressure   int
 	explore    bool
 	scorer     Scorer
-	progress   func(filled, total int)
-	emit       func(event.Event)
-	attach     []Attachment
+	// progress coalesces the call's progress reports (nil where the
+	// context is a hook's); Finish runs when the call returns.
+	progress *coalesce.Latest[progressReport]
+	emit     func(event.Event)
+	// notes counts the notes and funnels the call wrote (maxCallNotes).
+	notes  atomic.Int64
+	attach []Attachment
 	// given of attach are the run's (the rest tools brought, toolBytes
 	// of them): a nested pool goes on counting the tools' against their
 	// bound.
@@ -261,12 +267,24 @@ func info(ctx context.Context) *callInfo {
 	return ci
 }
 
-// OnProgress reports a running tool's progress (drawn as a progress bar).
+// progressEvery is the least time between two progress events of one
+// call: a tool may report progress as fast as it loops, and each report
+// would be an event for the trace and the screen. The newest report is
+// kept, and the last one made always reaches them before the call's result.
+const progressEvery = 100 * time.Millisecond
+
+// progressReport is one progress report of a call (OnProgressSaying).
+type progressReport struct {
+	filled, total int
+	value         float64
+	message       string
+}
+
+// OnProgress reports a running tool's progress (drawn as a progress bar):
+// at most one report per progressEvery becomes an event, the newest kept.
 // Outside a tool call it does nothing.
 func OnProgress(ctx context.Context, filled, total int) {
-	if ci := info(ctx); ci != nil && ci.progress != nil {
-		ci.progress(filled, total)
-	}
+	OnProgressSaying(ctx, filled, total, float64(filled), "")
 }
 
 // OnProgressSaying reports progress as OnProgress does, with what the tool
@@ -276,15 +294,9 @@ func OnProgress(ctx context.Context, filled, total int) {
 // progress a protocol gives (an MCP server's notifications/progress).
 // Outside a tool call it does nothing.
 func OnProgressSaying(ctx context.Context, filled, total int, value float64, message string) {
-	ci := info(ctx)
-	if ci == nil || ci.emit == nil {
-		return
+	if ci := info(ctx); ci != nil && ci.progress != nil {
+		ci.progress.Update(progressReport{filled: filled, total: total, value: value, message: message})
 	}
-	e := event.Event{Type: event.ToolProgress, Parent: ci.dispatchID, Agent: ci.agent.ID, CallID: ci.call.ID, Tool: ci.call.Tool, Filled: filled, Total: total, Text: message}
-	if total == 0 {
-		e.Data, _ = json.Marshal(event.ProgressData{Value: value})
-	}
-	ci.emit(e)
 }
 
 // Explore reports whether the calling agent should explore (broaden) rather
@@ -353,11 +365,32 @@ func CurrentCall(ctx context.Context) (Call, bool) {
 	return Call{}, false
 }
 
+// maxCallNotes is how many notes and funnels one call may write
+// (TraceEvent, TraceFunnel): a tool writing one in a loop would otherwise
+// fill the trace, and the events wait in memory while a sink is slow.
+const maxCallNotes = 1024
+
+// mayNote says whether the call may write one more note. The note past
+// the bound is one saying the rest are left out.
+func (ci *callInfo) mayNote() bool {
+	if ci == nil || ci.emit == nil {
+		return false
+	}
+	switch n := ci.notes.Add(1); {
+	case n <= maxCallNotes:
+		return true
+	case n == maxCallNotes+1:
+		raw, _ := json.Marshal(map[string]int{"written": maxCallNotes})
+		ci.emit(event.Event{Type: event.ToolNote, Role: "notes_left_out", Agent: ci.agent.ID, CallID: ci.call.ID, Tool: ci.call.Tool, Parent: ci.dispatchID, Data: raw})
+	}
+	return false
+}
+
 // TraceFunnel records a retrieval's funnel from inside a tool (an
 // event.ToolFunnel), stamped as TraceEvent's notes are.
 func TraceFunnel(ctx context.Context, f event.Funnel) {
 	ci := info(ctx)
-	if ci == nil || ci.emit == nil {
+	if !ci.mayNote() {
 		return
 	}
 	raw, err := json.Marshal(f)
@@ -370,10 +403,11 @@ func TraceFunnel(ctx context.Context, f event.Funnel) {
 // TraceEvent writes a note from inside a tool (an event.ToolNote named
 // name, holding data). It is stamped with the calling agent, the call id and
 // the dispatch it belongs to, and reaches the trace file and the UI like
-// every runtime event.
+// every runtime event. A call writes at most maxCallNotes notes and funnels;
+// past them one note, notes_left_out, says so.
 func TraceEvent(ctx context.Context, name string, data any) {
 	ci := info(ctx)
-	if ci == nil || ci.emit == nil {
+	if !ci.mayNote() {
 		return
 	}
 	raw, err := json.Marshal(data)

@@ -18,7 +18,6 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
 	"github.com/lloyal-ai/lloyal/internal/childproc"
-	"github.com/lloyal-ai/lloyal/internal/coalesce"
 )
 
 // Command is a tool that runs a local program per call.
@@ -248,24 +247,17 @@ func (c Command) environ() []string {
 	return env
 }
 
-// progressEvery is the least time between two progress events of one
-// command call: a program may write progress lines as fast as it can, and
-// each would be an event for the trace and the screen.
-const progressEvery = 100 * time.Millisecond
-
-// readStderr reports progress lines as the call's progress (at most one
-// per progressEvery, the newest kept and the last always told:
-// coalesce.Latest) and returns the tail of the rest.
+// readStderr reports progress lines as the call's progress (the engine
+// coalesces them: a program may write them as fast as it can) and returns
+// the tail of the rest.
 func (c Command) readStderr(ctx context.Context, r io.Reader) string {
 	var tail []byte
-	prog := coalesce.New(progressEvery, func(p [2]int) { engine.OnProgress(ctx, p[0], p[1]) })
-	defer prog.Finish()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), 64<<10)
 	for sc.Scan() {
 		var p struct{ Progress []int }
 		if line := sc.Bytes(); json.Unmarshal(line, &p) == nil && len(p.Progress) == 2 && p.Progress[1] > 0 {
-			prog.Update([2]int{p.Progress[0], p.Progress[1]})
+			engine.OnProgress(ctx, p.Progress[0], p.Progress[1])
 			continue
 		}
 		tail = append(tail, sc.Bytes()...)

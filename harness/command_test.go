@@ -87,7 +87,7 @@ func TestCommandProgressAndProtection(t *testing.T) {
 		t.Fatalf("progress %v", got)
 	}
 	// A program writing progress as fast as it can is told at most every
-	// progressEvery, its last line always.
+	// 100 ms (the engine coalesces a call's progress), its last line always.
 	flood := Command{Name: "work", Description: "test", ReadOnly: true, Argv: []string{script(t, `i=0; while [ $i -lt 20000 ]; do i=$((i+1)); echo "{\"progress\": [$i, 20000]}" >&2; done; echo '{}'`)}}
 	rec = &engine.Recorder{}
 	be.Script("flood", enginetest.ToolCall("work", `{}`), enginetest.ToolCall("answer", `{"text":"done"}`))

@@ -110,10 +110,15 @@ rows = [
  ("internal/ui/approval.go", "fit(\"from \"+oneLine(src), w)", "fit(\"from \"+src, w)", "./internal/ui", "TestAToolsSourceIsEscaped"),
  ("abilities/manifest.go", "\tif !trace.PlainVersion(m.Version) {", "\tif false && !trace.PlainVersion(m.Version) {", "./abilities", "TestManifestRefusals"),
  ("tools/files.go", "\t\t\tif err := ctx.Err(); err != nil {\n\t\t\t\treturn nil, err\n\t\t\t}\n\t\t\tfor i, l := range d.Lines {", "\t\t\tfor i, l := range d.Lines {", "./tools", "TestGrep"),
- ("harness/command.go", "prog := coalesce.New(progressEvery,", "prog := coalesce.New(0,", "./harness", "TestCommandProgressAndProtection"),
+ ("engine/dispatch.go", "ci.progress = coalesce.New(progressEvery,", "ci.progress = coalesce.New(0,", "./harness", "TestCommandProgressAndProtection"),
  ("harness/command.go", "if bad == \"\" && !ended && strings.HasPrefix(v, \"-\") && !strings.HasPrefix(a, \"-\") {", "if false {", "./harness", "TestCommandArgv"),
  ("internal/ui/approval.go", "\t\ttext := indent(sanitize(a.text), \"  \")", "\t\ttext := renderMarkdown(a.text, w, \"notty\")", "./internal/ui", "TestApprovalShowsHTMLArguments"),
  ("internal/coalesce/coalesce.go", "\tif wait := l.every - time.Since(l.last); wait > 0 {\n\t\tl.pending = &v", "\tif wait := l.every - time.Since(l.last); wait > 0 && false {\n\t\tl.pending = &v", "./internal/coalesce", "TestLatest"),
+ ("internal/bench/rerank.go", "holdsAny(h.Passage(), q.Answers)", "holdsAny(h.Text, q.Answers)", "./internal/bench", "TestBenchRerankReadsWholePassages"),
+ ("internal/bench/rerank.go", "docs[i] = h.Passage()", "docs[i] = h.Text", "./internal/bench", "TestBenchRerankReadsWholePassages"),
+ ("engine/dispatch.go", "ci.progress = coalesce.New(progressEvery,", "ci.progress = coalesce.New(0,", "./engine", "TestToolContext"),
+ ("engine/dispatch.go", "\tdefer pc.info.progress.Finish()\n", "", "./engine", "TestToolContext"),
+ ("engine/tool.go", "\tcase n <= maxCallNotes:\n\t\treturn true", "\tcase n > 0:\n\t\treturn true", "./engine", "TestToolContext"),
 ]
 only = set(sys.argv[1:])
 survived = False

@@ -276,7 +276,7 @@ var entries = []entry{
 		example: Event{Parent: 1, Pool: 1, Agent: 1, CallID: "call_1_1", Tool: "search", Args: raw(`{"query":"bridge opening year"}`), Attempt: 1},
 	}},
 	{ToolProgress, info{quiet: true,
-		doc: "A running tool said how far it is. A tool may say it often: an ability's progress is recorded at most ten times a second per call, its last report always, before the call's result.",
+		doc: "A running tool said how far it is. A tool may say it often: a call's progress is recorded at most ten times a second, its last report always, before the call's result.",
 		fields: map[string]string{
 			"parent": "the id of the call's tool:dispatch",
 			"filled": "whole steps done of total (without a total: the whole part of data's value)",
@@ -317,10 +317,10 @@ var entries = []entry{
 		example: Event{Parent: 31, Pool: 1, Agent: 1, CallID: "call_1_1", Tool: "fetch_page", Reason: "fetch: connection refused", Duration: 20000000},
 	}},
 	{ToolNote, info{
-		doc: "A remark of a tool about its work, recorded from inside the call (engine.TraceEvent). A note named failed says the call failed though its agent reads the failure as the call's result and goes on (an ability whose server crashed, hung or answered an error): readers count it as the call's error, as a tool:error.",
+		doc: "A remark of a tool about its work, recorded from inside the call (engine.TraceEvent). A call records at most 1,024 notes and funnels; past them one note named notes_left_out says so (data: written, the number recorded). A note named failed says the call failed though its agent reads the failure as the call's result and goes on (an ability whose server crashed, hung or answered an error): readers count it as the call's error, as a tool:error.",
 		fields: map[string]string{
 			"parent": "the id of the call's tool:dispatch",
-			"role":   "the note's name, chosen by the tool (failed: the call failed; ability: an ability's server wrote a line on stdout that is not JSON-RPC)",
+			"role":   "the note's name, chosen by the tool (failed: the call failed; ability: an ability's server wrote a line on stdout that is not JSON-RPC; notes_left_out: the call wrote more notes than are recorded)",
 			"data":   "the note, as the tool wrote it (the tool's own keys; an ability's: ability, event, reason, and line or restartsLeft)",
 		},
 		example: Event{Parent: 31, Agent: 1, CallID: "call_1_1", Tool: "search", Role: "cache", Data: raw(`{"hit":true}`)},
