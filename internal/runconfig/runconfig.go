@@ -249,7 +249,11 @@ func keepCredentials(a Authority, c *session.Config) {
 		return
 	}
 	u := backends.RedactArgs([]string{c.Server})[0]
-	fmt.Fprintf(stderr(c), "note: the harness file names the server %s: $LLOYAL_API_KEY and $LLOYAL_HEADERS go only to a server you name, so none is sent (run with --server %s to send them)\n", u, u)
+	hint := "--server " + u
+	if u != c.Server { // the note hides the URL's password: copying it would drop it
+		hint = "--server set to the harness file's model.server, its password included,"
+	}
+	fmt.Fprintf(stderr(c), "note: the harness file names the server %s: $LLOYAL_API_KEY and $LLOYAL_HEADERS go only to a server you name, so none is sent (run with %s to send them)\n", u, hint)
 	c.APIKey, c.Headers = "", ""
 }
 

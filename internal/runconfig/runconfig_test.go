@@ -252,3 +252,21 @@ func TestTheTemplateReadIsTheTemplateChecked(t *testing.T) {
 		t.Fatalf("a template over the bound: %v", err)
 	}
 }
+
+// The note on a withheld key shows a harness's server without its
+// password, and so does not offer that URL to copy: --server with it would
+// drop the password.
+func TestWithheldKeyNoteKeepsPasswordsOut(t *testing.T) {
+	for _, c := range []struct{ server, hint string }{
+		{"http://127.0.0.1:9", "run with --server http://127.0.0.1:9 to send them"},
+		{"http://user:pw@127.0.0.1:9", "its password included"},
+	} {
+		var note strings.Builder
+		var cfg session.Config
+		cfg.Server, cfg.APIKey, cfg.App.Stderr = c.server, "secret", &note
+		keepCredentials(Authority{}, &cfg)
+		if !strings.Contains(note.String(), c.hint) || strings.Contains(note.String(), "pw") || cfg.APIKey != "" {
+			t.Errorf("%s: key %q, note %q", c.server, cfg.APIKey, note.String())
+		}
+	}
+}
