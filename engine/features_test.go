@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -518,6 +519,31 @@ func TestToolFilesAreBoundedAndNeverAGivenName(t *testing.T) {
 		if a.Name == "report.pdf" && string(a.Data) != "mine" {
 			t.Fatalf("a tool's %s was kept under the given file's name", a.Name)
 		}
+	}
+}
+
+// The files tool results bring hold MaxToolFileBytes at most: one past
+// it is left out, a smaller one after it still kept.
+func TestToolFilesAreBoundedInBytes(t *testing.T) {
+	half := engine.MaxToolFileBytes/2 + 1 // two of them pass the bound
+	tool := engine.Func{S: engine.ToolSpec{Name: "files", Description: "Files.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) {
+			list := []map[string]any{
+				{"name": "big0.bin", "mimeType": "application/octet-stream", "data": make([]byte, half)},
+				{"name": "big1.bin", "mimeType": "application/octet-stream", "data": make([]byte, half)},
+				{"name": "small.bin", "mimeType": "application/octet-stream", "data": []byte{1}},
+			}
+			return map[string]any{"_attachments": list}, nil
+		}}
+	h := newHarness(t, 4096, engine.Options{})
+	h.be.Script("files", call("files", `{}`), reportCall("seen"))
+	res := h.run(engine.PoolSpec{Tools: []engine.Tool{tool}, Terminal: report, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "files"})})
+	var kept []string
+	for _, a := range res.Attachments {
+		kept = append(kept, a.Name)
+	}
+	if !slices.Equal(kept, []string{"big0.bin", "small.bin"}) {
+		t.Fatalf("kept %v, want big0.bin and small.bin (big1.bin passes %d bytes)", kept, engine.MaxToolFileBytes)
 	}
 }
 

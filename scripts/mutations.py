@@ -120,6 +120,7 @@ rows = [
  ("engine/dispatch.go", "\tdefer pc.info.progress.Finish()\n", "", "./engine", "TestToolContext"),
  ("engine/tool.go", "\tcase n <= maxCallNotes:\n\t\treturn true", "\tcase n > 0:\n\t\treturn true", "./engine", "TestToolContext"),
  ("internal/runconfig/runconfig.go", "\tif u != c.Server { // the note hides", "\tif false { // the note hides", "./internal/runconfig", "TestWithheldKeyNoteKeepsPasswordsOut"),
+ ("engine/results.go", "|| p.toolBytes+len(f.Data) > MaxToolFileBytes {", "{", "./engine", "TestToolFilesAreBoundedInBytes"),
 ]
 only = set(sys.argv[1:])
 survived = False
