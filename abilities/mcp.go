@@ -320,6 +320,30 @@ func (s *Server) fail(c *conn, reason string) {
 	c.stop()
 }
 
+// deafGrace is how long a call may go on after its context ended (its
+// timeout, the run stopping) before its server is stopped.
+const deafGrace = 2 * time.Second
+
+// stopDeaf stops c's server when a call's context has ended and the call
+// has not returned (returned not closed) deafGrace later: the SDK writes a
+// request to the server's stdin without watching the context, so a server
+// that stopped reading, once the pipe is full, would hold the call, and
+// the run's end, for ever. Stopped, its stdin fails the write.
+func (s *Server) stopDeaf(ctx context.Context, returned <-chan struct{}, c *conn) {
+	select {
+	case <-returned:
+		return
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(deafGrace)
+	defer t.Stop()
+	select {
+	case <-returned:
+	case <-t.C:
+		s.fail(c, "it stopped reading its input (the call could not be sent or cancelled)")
+	}
+}
+
 // progressed hands a progress notification to the call it is for (none,
 // once the call has ended).
 func (s *Server) progressed(p *mcp.ProgressNotificationParams) {
@@ -538,7 +562,10 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (any, error) {
 	cctx, stop := context.WithTimeoutCause(cctx, s.maxRun, errOverran)
 	defer stop()
 	go watch(cctx, s.timeout, prog.active, cancel)
+	returned := make(chan struct{})
+	go s.stopDeaf(cctx, returned, c)
 	res, err := c.sess.CallTool(cctx, params)
+	close(returned)
 	prog.Finish() // its last progress before its result
 	var wire *jsonrpc.Error
 	switch {

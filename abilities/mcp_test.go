@@ -248,6 +248,29 @@ func TestServerFailuresEndOnlyTheCall(t *testing.T) {
 	}
 }
 
+// A server that stopped reading its stdin cannot hold a call, or the run,
+// for ever: the SDK's write of a request larger than the pipe holds does
+// not watch the call's context, so past its timeout the server is
+// stopped, which fails the write.
+func TestADeafServerEndsOnlyTheCall(t *testing.T) {
+	ab, _ := testAbilityArgs(t, `,"timeout":"2s"`, []string{"--tools", "count", "--deaf"})
+	_, tools, w := startServer(t, ab)
+	args, _ := json.Marshal(map[string]any{"n": 1, "note": strings.Repeat("x", 200<<10)})
+	done := make(chan map[string]any, 1)
+	go func() { done <- call(t, tools["test_count"], string(args)) }()
+	select {
+	case r := <-done:
+		if !strings.Contains(fmt.Sprint(r["error"]), "failed") {
+			t.Fatalf("a deaf server's call: %v", r)
+		}
+	case <-time.After(time.Minute): // the timeout is 2 s: a minute is a hang
+		t.Fatal("a call to a server that stopped reading its stdin did not end")
+	}
+	if notes := w.noted(); !strings.Contains(notes, event.FailedNote) {
+		t.Fatalf("the failure was not traced: %s", notes)
+	}
+}
+
 func TestResultShapes(t *testing.T) {
 	for _, c := range []struct {
 		name string

@@ -121,6 +121,7 @@ rows = [
  ("engine/tool.go", "\tcase n <= maxCallNotes:\n\t\treturn true", "\tcase n > 0:\n\t\treturn true", "./engine", "TestToolContext"),
  ("internal/runconfig/runconfig.go", "\tif u != c.Server { // the note hides", "\tif false { // the note hides", "./internal/runconfig", "TestWithheldKeyNoteKeepsPasswordsOut"),
  ("engine/results.go", "|| p.toolBytes+len(f.Data) > MaxToolFileBytes {", "{", "./engine", "TestToolFilesAreBoundedInBytes"),
+ ("abilities/mcp.go", "\tgo s.stopDeaf(cctx, returned, c)", "", "./abilities", "TestADeafServerEndsOnlyTheCall"),
 ]
 only = set(sys.argv[1:])
 survived = False

@@ -24,7 +24,9 @@
 //   - read_resource: a tool named as lloyal's resource reader is
 //
 // --tools a,b limits the tools it lists (all by default); --banner writes
-// a line that is not JSON-RPC on stdout before serving; --linger keeps the
+// a line that is not JSON-RPC on stdout before serving; --deaf stops
+// reading stdin once it has been asked for its tools (a server stuck in a
+// loop: what is written to it fills the pipe); --linger keeps the
 // process running, a timer ticking, after its stdin closed (as a node
 // server with a timer does). --resources n lists n resources, 25 a page:
 // test://notes/readme (text), test://data/blob.bin (a blob),
@@ -41,6 +43,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"strings"
@@ -55,6 +58,7 @@ func main() {
 	linger := flag.Bool("linger", false, "keep running after stdin closed")
 	resources := flag.Int("resources", 0, "how many resources to list")
 	prompts := flag.Bool("prompts", false, "offer prompts")
+	deaf := flag.Bool("deaf", false, "stop reading stdin once asked for the tools")
 	flag.Parse()
 	if *banner {
 		fmt.Println("mcpserver 0.1.0 starting: listening on stdio")
@@ -252,7 +256,11 @@ func main() {
 	if *prompts {
 		addPrompts(s)
 	}
-	if err := s.Run(context.Background(), &mcp.IOTransport{Reader: os.Stdin, Writer: taskOnly{os.Stdout}}); err != nil && !*linger {
+	var in io.ReadCloser = os.Stdin
+	if *deaf {
+		in = io.NopCloser(&deafReader{r: os.Stdin})
+	}
+	if err := s.Run(context.Background(), &mcp.IOTransport{Reader: in, Writer: taskOnly{os.Stdout}}); err != nil && !*linger {
 		log.Fatal(err)
 	}
 	for *linger {
@@ -356,4 +364,20 @@ func record(tool string, args any) {
 	defer f.Close()
 	b, _ := json.Marshal(args)
 	fmt.Fprintf(f, "%s %s\n", tool, b)
+}
+
+// deafReader reads until it has read a tools/list request, and then never
+// returns again.
+type deafReader struct {
+	r    io.Reader
+	deaf bool
+}
+
+func (d *deafReader) Read(p []byte) (int, error) {
+	if d.deaf {
+		select {}
+	}
+	n, err := d.r.Read(p)
+	d.deaf = bytes.Contains(p[:n], []byte(`"tools/list"`))
+	return n, err
 }
