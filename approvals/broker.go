@@ -47,6 +47,9 @@ type Broker struct {
 	pending  map[string]*Pending
 	order    []string
 	answered map[string]event.Decision
+	// closed says why nobody is left to answer (Close): every request
+	// since is denied with it at once.
+	closed string
 }
 
 // NewBroker makes a broker over a grant store.
@@ -90,6 +93,13 @@ func (b *Broker) Request(req event.ApprovalRequest) <-chan event.Decision {
 	}
 	p := &Pending{ApprovalRequest: req, ch: ch}
 	b.mu.Lock()
+	if b.closed != "" {
+		d := event.Decision{Answer: event.Deny, Reason: b.closed, By: "cancel"}
+		b.answered[req.CallID] = d
+		b.mu.Unlock()
+		ch <- d
+		return ch
+	}
 	b.pending[req.CallID] = p
 	b.order = append(b.order, req.CallID)
 	if b.Timeout > 0 {
@@ -162,6 +172,15 @@ func (b *Broker) Withdraw(agent int, reason string) {
 			_ = b.Answer(p.CallID, event.Decision{Answer: event.Deny, Reason: reason, By: "cancel"})
 		}
 	}
+}
+
+// Close denies every request that waits, and every later one, with
+// reason: nobody is left to answer them (a prompter's input closed).
+func (b *Broker) Close(reason string) {
+	b.mu.Lock()
+	b.closed = reason
+	b.mu.Unlock()
+	b.Withdraw(0, reason)
 }
 
 // Pending lists waiting requests, oldest first.

@@ -383,6 +383,48 @@ func TestLinePrompter(t *testing.T) {
 	}
 }
 
+// Once the prompter's input has closed (Ctrl-D at a prompt) nobody is
+// left to answer: the request asked is denied, and so is every later one,
+// at once, where it waited for ever (no --approval-timeout).
+func TestLinePrompterInputClosedDeniesLaterRequests(t *testing.T) {
+	b := NewBroker(Open(""))
+	var out strings.Builder
+	lp := NewLinePrompter(b, strings.NewReader(""), &out)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go lp.Run(ctx)
+	for _, id := range []string{"c1", "c2", "c3"} {
+		select {
+		case d := <-b.Request(event.ApprovalRequest{CallID: id, Agent: 1, Tool: "write_note"}):
+			if d.Answer != event.Deny || !strings.Contains(d.Reason, "input closed") {
+				t.Fatalf("%s: %+v", id, d)
+			}
+		case <-time.After(time.Minute): // no timeout is set: a minute is for ever
+			t.Fatalf("%s: no decision after the input closed (pending: %d)", id, len(b.Pending()))
+		}
+	}
+}
+
+// A prompter whose queue is full denies a further request at once rather
+// than blocking the runtime that asks (OnRequest must not block).
+func TestLinePrompterQueueFullDenies(t *testing.T) {
+	b := NewBroker(Open(""))
+	NewLinePrompter(b, strings.NewReader(""), io.Discard) // never run: nobody takes requests
+	for i := range 256 {
+		b.Request(event.ApprovalRequest{CallID: fmt.Sprint("c", i), Agent: 1, Tool: "write_note"})
+	}
+	done := make(chan event.Decision, 1)
+	go func() { done <- <-b.Request(event.ApprovalRequest{CallID: "one-more", Agent: 1, Tool: "write_note"}) }()
+	select {
+	case d := <-done:
+		if d.Answer != event.Deny || !strings.Contains(d.Reason, "256 calls already wait") {
+			t.Fatalf("one more: %+v", d)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a request past the prompter's queue blocked")
+	}
+}
+
 func TestWindDownResolvesPendingRequests(t *testing.T) {
 	b := NewBroker(Open(""))
 	r := newRig(t, b)

@@ -26,12 +26,21 @@ type LinePrompter struct {
 // NewLinePrompter attaches a prompter to b. Call Run to start asking.
 func NewLinePrompter(b *Broker, in io.Reader, out io.Writer) *LinePrompter {
 	lp := &LinePrompter{b: b, in: bufio.NewReader(in), out: out, queue: make(chan event.ApprovalRequest, 256)}
-	b.OnRequest = func(r event.ApprovalRequest) { lp.queue <- r }
+	// OnRequest must not block: past the queue's room a call is denied,
+	// not parked where nobody will ask about it.
+	b.OnRequest = func(r event.ApprovalRequest) {
+		select {
+		case lp.queue <- r:
+		default:
+			_ = b.Answer(r.CallID, event.Decision{Answer: event.Deny, Reason: fmt.Sprintf("%d calls already wait for an answer", cap(lp.queue)), By: "cancel"})
+		}
+	}
 	return lp
 }
 
 // Run answers requests until ctx ends or input closes (then every request
-// still pending is denied: nobody is left to answer).
+// still pending, and every later one, is denied: nobody is left to
+// answer).
 func (lp *LinePrompter) Run(ctx context.Context) {
 	lines := make(chan string)
 	go func() {
@@ -68,7 +77,8 @@ func (lp *LinePrompter) Run(ctx context.Context) {
 				return "", false
 			case line, ok := <-lines:
 				if !ok {
-					lp.b.Withdraw(0, "input closed before anyone answered")
+					// Nobody is left to answer this request or any later one.
+					lp.b.Close("input closed before anyone answered")
 				}
 				return line, ok
 			}
