@@ -122,6 +122,10 @@ rows = [
  ("internal/runconfig/runconfig.go", "\tif u != c.Server { // the note hides", "\tif false { // the note hides", "./internal/runconfig", "TestWithheldKeyNoteKeepsPasswordsOut"),
  ("engine/results.go", "|| p.toolBytes+len(f.Data) > MaxToolFileBytes {", "{", "./engine", "TestToolFilesAreBoundedInBytes"),
  ("abilities/mcp.go", "\tgo s.stopDeaf(cctx, returned, c)", "", "./abilities", "TestADeafServerEndsOnlyTheCall"),
+ ("approvals/prompt.go", "lp.b.Close(\"input closed before anyone answered\")", "lp.b.Withdraw(0, \"input closed before anyone answered\")", "./approvals", "TestLinePrompterInputClosedDeniesLaterRequests"),
+ ("approvals/prompt.go", "\t\tselect {\n\t\tcase lp.queue <- r:\n\t\tdefault:", "\t\tselect {\n\t\tcase lp.queue <- r:\n\t\t}\n\t\tif false {", "./approvals", "TestLinePrompterQueueFullDenies"),
+ ("internal/gguf/read.go", "\tif nKV > maxKV {", "\tif false {", "./internal/gguf", "TestReadBoundsAHugeFilesHeader"),
+ ("internal/gguf/read.go", "\tif nTensors > maxTensors {", "\tif false {", "./internal/gguf", "TestReadBoundsAHugeFilesHeader"),
 ]
 only = set(sys.argv[1:])
 survived = False

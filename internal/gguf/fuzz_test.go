@@ -3,6 +3,7 @@ package gguf
 import (
 	"bytes"
 	"errors"
+	"io"
 	"testing"
 )
 
@@ -29,6 +30,15 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("not a gguf file at all"))
 	f.Add(start(3, 0, 1).str("k").u32(uint32(TypeArray)).u32(uint32(TypeArray)).u64(1).u32(uint32(TypeUint8)).u64(2).pad(2).Bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The same header at the start of a 1 TiB file (zeros after it):
+		// its counts may claim that much, and must be refused, not
+		// allocated or read.
+		if _, err := Read(io.MultiReader(bytes.NewReader(data), zeros{}), 1<<40); err != nil {
+			var fe *FormatError
+			if !errors.As(err, &fe) {
+				t.Fatalf("in a 1 TiB file: error %v (%T) is not a *FormatError", err, err)
+			}
+		}
 		file, err := Read(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			if file != nil {

@@ -574,3 +574,34 @@ func TestRepeatedKeyIsRefused(t *testing.T) {
 		t.Fatalf("a repeated key: err = %v", err)
 	}
 }
+
+// zeros reads as endless zero bytes: the rest of a file too large to hold.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// A header's counts are bound by fixed limits, not only by the file's
+// size: a 1 TiB file whose header claims as many metadata entries, tensors
+// or array elements as its size allows is refused before anything is
+// allocated for them (it ran the reader out of memory, a fatal error).
+func TestReadBoundsAHugeFilesHeader(t *testing.T) {
+	const size = 1 << 40
+	for _, c := range []struct {
+		name string
+		head []byte
+		want string
+	}{
+		{"metadata entries", start(3, 0, maxKV+1).Bytes(), "lloyal reads at most"},
+		{"tensors", start(3, maxTensors+1, 0).Bytes(), "lloyal reads at most"},
+		{"a byte array", start(3, 0, 1).str("k").u32(uint32(TypeArray)).u32(uint32(TypeUint8)).u64(size / 2).Bytes(), "256 MiB a header may take"},
+		{"a string array", start(3, 0, 1).str("k").u32(uint32(TypeArray)).u32(uint32(TypeString)).u64(size / 16).Bytes(), "256 MiB a header may take"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Read(io.MultiReader(bytes.NewReader(c.head), zeros{}), size)
+			var fe *FormatError
+			if !errors.As(err, &fe) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want a FormatError saying %q", err, c.want)
+			}
+		})
+	}
+}

@@ -42,10 +42,23 @@ func (e *FormatError) Error() string {
 }
 
 // Limits keep a hostile header from making the reader allocate without bound.
+// A count checked only against the file's size is not bound enough: a 20
+// GB model whose header claims an array as long as its weights would be
+// read whole, and each metadata entry costs more in memory than its 12
+// bytes on disk.
 const (
 	maxStringLen  = 1 << 24 // 16 MiB: chat templates and merges are far smaller
 	maxDims       = 8
 	maxArrayDepth = 4
+	// maxHeaderBytes bounds the metadata and tensor table read: the
+	// largest real ones (a 262,144-token vocabulary with its merges) are
+	// tens of MiB.
+	maxHeaderBytes = 256 << 20
+	maxKV          = 1 << 16
+	maxTensors     = 1 << 20
+	// preallocate bounds the room made for a counted list before its
+	// entries are read: it grows with what is really there.
+	preallocate = 1 << 16
 )
 
 // Open reads and checks the header of a GGUF file on disk.
@@ -146,12 +159,15 @@ func (p *parser) u64() (uint64, error) {
 	return binary.LittleEndian.Uint64(b), nil
 }
 
-// remaining is how many bytes are left, for sizing checks before allocating.
+// remaining is how many bytes are left to the header, for sizing checks
+// before allocating: the rest of the file, up to maxHeaderBytes from its
+// start.
 func (p *parser) remaining() uint64 {
-	if p.r.limit <= p.r.n {
+	limit := min(p.r.limit, maxHeaderBytes)
+	if limit <= p.r.n {
 		return 0
 	}
-	return uint64(p.r.limit - p.r.n)
+	return uint64(limit - p.r.n)
 }
 
 func (p *parser) str() (string, error) {
@@ -184,6 +200,9 @@ func (p *parser) file(size int64) (*File, error) {
 	}
 	// Each KV takes at least 12 bytes and each tensor info at least 24, so
 	// counts larger than the file can hold are lies; reject before allocating.
+	if nKV > maxKV {
+		return nil, p.fail("its header claims %d metadata entries: a model has a few dozen, and lloyal reads at most %d", nKV, maxKV)
+	}
 	if nKV > p.remaining()/12 {
 		return nil, p.fail("the file is truncated or corrupt: its header claims %d metadata entries but only %d bytes follow", nKV, p.remaining())
 	}
@@ -204,10 +223,13 @@ func (p *parser) file(size int64) (*File, error) {
 		}
 		f.Alignment = a
 	}
+	if nTensors > maxTensors {
+		return nil, p.fail("its header claims %d tensors: lloyal reads at most %d", nTensors, maxTensors)
+	}
 	if nTensors > p.remaining()/24 {
 		return nil, p.fail("the file is truncated or corrupt: its header claims %d tensors but only %d bytes follow", nTensors, p.remaining())
 	}
-	f.Tensors = make([]TensorInfo, 0, nTensors)
+	f.Tensors = make([]TensorInfo, 0, min(nTensors, preallocate))
 	for i := uint64(0); i < nTensors; i++ {
 		ti, err := p.tensorInfo()
 		if err != nil {
@@ -419,7 +441,7 @@ func (p *parser) value(t ValueType, depth int) (any, error) {
 		}
 		// Every element takes at least one byte (array() checks each type's size).
 		if n > p.remaining() {
-			return nil, p.fail("the file is truncated or corrupt: an array of %d elements is longer than the rest of the file", n)
+			return nil, p.fail("the file is truncated or corrupt: an array of %d elements is longer than the rest of the file or the 256 MiB a header may take", n)
 		}
 		return p.array(ValueType(et), n, depth)
 	default:
@@ -449,7 +471,7 @@ func elemSize(t ValueType) uint64 {
 func (p *parser) array(et ValueType, n uint64, depth int) (any, error) {
 	if sz := elemSize(et); sz > 0 {
 		if n > p.remaining()/sz {
-			return nil, p.fail("the file is truncated or corrupt: an array of %d %s elements is longer than the rest of the file", n, et)
+			return nil, p.fail("the file is truncated or corrupt: an array of %d %s elements is longer than the rest of the file or the 256 MiB a header may take", n, et)
 		}
 		b := make([]byte, n*sz)
 		if _, err := io.ReadFull(p.r, b); err != nil {
@@ -463,23 +485,23 @@ func (p *parser) array(et ValueType, n uint64, depth int) (any, error) {
 	switch et {
 	case TypeString:
 		if n > p.remaining()/8 {
-			return nil, p.fail("the file is truncated or corrupt: an array of %d strings is longer than the rest of the file", n)
+			return nil, p.fail("the file is truncated or corrupt: an array of %d strings is longer than the rest of the file or the 256 MiB a header may take", n)
 		}
-		out := make([]string, n)
-		for i := range out {
+		out := make([]string, 0, min(n, preallocate))
+		for range n {
 			s, err := p.str()
 			if err != nil {
 				return nil, err
 			}
-			out[i] = s
+			out = append(out, s)
 		}
 		return out, nil
 	case TypeArray:
 		// An array header takes at least 12 bytes.
 		if n > p.remaining()/12 {
-			return nil, p.fail("the file is truncated or corrupt: an array of %d arrays is longer than the rest of the file", n)
+			return nil, p.fail("the file is truncated or corrupt: an array of %d arrays is longer than the rest of the file or the 256 MiB a header may take", n)
 		}
-		out := make([]any, 0, n)
+		out := make([]any, 0, min(n, preallocate))
 		for i := uint64(0); i < n; i++ {
 			v, err := p.value(et, depth+1)
 			if err != nil {
