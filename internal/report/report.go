@@ -6,7 +6,6 @@ package report
 
 import (
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -76,17 +75,26 @@ func ErrorText(raw json.RawMessage) string {
 // claimed reads a grounded report: its answer is the model's own, or its
 // quotes with their citations; its sources are those it named and its
 // claims' files.
+// A trace's result may hold any number of claims (a replay reads what a
+// file says): sets, not scans of what is kept, make reading one linear.
 func claimed(answer *string, sources []string, claims []Claim) Report {
 	r := Report{Sources: sources}
+	seen := make(map[Claim]bool, len(claims))
+	files := make(map[string]bool, len(sources))
+	for _, f := range sources {
+		files[f] = true
+	}
 	var cited []string
 	for _, c := range claims {
-		if slices.Contains(r.Claims, c) {
+		if seen[c] {
 			continue // a claim twice says nothing more
 		}
+		seen[c] = true
 		r.Claims = append(r.Claims, c)
 		cited = append(cited, c.Cited())
 		file, _, _ := SplitSource(c.Source)
-		if !slices.Contains(r.Sources, file) {
+		if !files[file] {
+			files[file] = true
 			r.Sources = append(r.Sources, file)
 		}
 	}
