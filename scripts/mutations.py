@@ -126,6 +126,7 @@ rows = [
  ("approvals/prompt.go", "\t\tselect {\n\t\tcase lp.queue <- r:\n\t\tdefault:", "\t\tselect {\n\t\tcase lp.queue <- r:\n\t\t}\n\t\tif false {", "./approvals", "TestLinePrompterQueueFullDenies"),
  ("internal/gguf/read.go", "\tif nKV > maxKV {", "\tif false {", "./internal/gguf", "TestReadBoundsAHugeFilesHeader"),
  ("internal/gguf/read.go", "\tif nTensors > maxTensors {", "\tif false {", "./internal/gguf", "TestReadBoundsAHugeFilesHeader"),
+ ("trace/play.go", "min(float64(e.At-last)/speed, float64(maxPause))", "float64(e.At-last)/speed", "./trace", "TestPlayCutsLongPauses"),
 ]
 only = set(sys.argv[1:])
 survived = False

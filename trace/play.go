@@ -66,13 +66,23 @@ func Follow(ctx context.Context, path string, follow bool, fn func(event.Event) 
 }
 
 // Play prints a trace as text at speed (1 = as it happened, 0 = at once),
-// following a live file when follow is set.
+// following a live file when follow is set. A pause between two events
+// plays for a minute at most.
 func Play(ctx context.Context, path string, speed float64, follow bool, out io.Writer) (*Closing, []Problem, error) {
-	start := time.Now()
+	return play(ctx, path, speed, follow, out, time.Minute)
+}
+
+// play is Play with pauses cut to maxPause: a trace's event times are
+// whatever its file says, and one at 285 years would hold the playback
+// (a wait with no bound).
+func play(ctx context.Context, path string, speed float64, follow bool, out io.Writer, maxPause time.Duration) (*Closing, []Problem, error) {
+	due := time.Now()
+	var last time.Duration // the event time played up to
 	log := NewLog()
 	return Follow(ctx, path, follow, func(e event.Event) error {
-		if speed > 0 {
-			due := start.Add(time.Duration(float64(e.At) / speed))
+		if speed > 0 && e.At > last {
+			due = due.Add(time.Duration(min(float64(e.At-last)/speed, float64(maxPause))))
+			last = e.At
 			if d := time.Until(due); d > 0 {
 				select {
 				case <-time.After(d):

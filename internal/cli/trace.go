@@ -51,8 +51,9 @@ func newReplayCmd() *cobra.Command {
 transport bar: space play/pause, . step an event, , step a tick, n/a/e jump
 to the next tool call / approval / failure, [ ] seek ±10 s, + - speed
 (×0.25…×64). --speed sets the starting speed (1 = real time, 0 = at once);
---headless prints the run as text instead; --follow keeps reading a trace
-that is still being written until its run closes it.`,
+--headless prints the run as text instead (a pause plays for a minute at
+most); --follow keeps reading a trace that is still being written until its
+run closes it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if speed < 0 || speed > 64 || (speed > 0 && speed < 0.25) {
