@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/lloyal-ai/lloyal/internal/regular"
 )
 
 // An embed service ranks too: a passage's score is its embedding's cosine
@@ -147,7 +149,9 @@ func (r *embedRanker) load(text string) []float32 {
 	if r.dir == "" {
 		return nil
 	}
-	b, err := os.ReadFile(r.file(text))
+	// The cache folder is the user's, but its files are read only as
+	// regular files of a vector's size: a FIFO there would hang the run.
+	b, err := regular.ReadFile(r.file(text), 4*maxCachedDims)
 	if err != nil || len(b) == 0 || len(b)%4 != 0 || len(b)/4 > maxCachedDims {
 		return nil
 	}

@@ -3,12 +3,16 @@ package services
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // fakeServer answers /v1/rerank, /v1/embeddings and /v1/chat/completions as
@@ -346,6 +350,35 @@ func TestAStaleCachedVectorIsEmbeddedAgain(t *testing.T) {
 		if s, err := r.Rank(context.Background(), "q", []string{"a"}, nil); err != nil || s[0] != 1 {
 			t.Fatalf("%d dimensions: %v, %v", d, s, err)
 		}
+	}
+}
+
+// A FIFO where a passage's cached vector would be is not read (the run
+// hung on it): the passage is embedded as if nothing were cached.
+func TestACachedVectorIsReadOnlyFromARegularFile(t *testing.T) {
+	r, _ := fakeEmbedder(t, func(string) []float64 { return []float64{1, 0} })
+	er := r.(*embedRanker)
+	if err := os.MkdirAll(er.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(er.file("a"), 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		s, err := r.Rank(context.Background(), "q", []string{"a"}, nil)
+		if err == nil && s[0] != 1 {
+			err = fmt.Errorf("scored %v, want 1", s)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("ranking read a FIFO in the embeddings cache and hung")
 	}
 }
 
