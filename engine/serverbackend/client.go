@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -301,7 +302,7 @@ func (c *Client) CanSee() bool { return c.vision }
 // server without it (404, 405) or that refuses raw prompts for this model
 // (a chat model: 400) is spoken to in messages.
 func (c *Client) detectOpenAI(ctx context.Context) Dialect {
-	var out map[string]any
+	var out struct{} // only whether it answers
 	err := c.getJSON(ctx, "/v1/completions", map[string]any{"model": c.o.Model, "prompt": "Hello", "max_tokens": 1}, &out)
 	var se *statusErr
 	if errors.As(err, &se) && (se.code == http.StatusNotFound || se.code == http.StatusMethodNotAllowed || se.code == http.StatusBadRequest) {
@@ -313,23 +314,24 @@ func (c *Client) detectOpenAI(ctx context.Context) Dialect {
 func (c *Client) probeOllama(ctx context.Context) error {
 	var show struct {
 		Template     string         `json:"template"`
-		ModelInfo    map[string]any `json:"model_info"`
-		Capabilities []string       `json:"capabilities"`
+		ModelInfo    map[string]json.RawMessage `json:"model_info"`
+		Capabilities []string                   `json:"capabilities"`
 	}
-	if err := c.getJSON(ctx, "/api/show", map[string]any{"model": c.o.Model, "verbose": true}, &show); err != nil {
+	if err := c.getJSONUpTo(ctx, "/api/show", map[string]any{"model": c.o.Model, "verbose": true}, &show, showBytes); err != nil {
 		return fmt.Errorf("server %s has no model %q (%w); pull or create it there first (ollama pull NAME)", c.Name(), c.o.Model, err)
 	}
 	c.vision = slices.Contains(show.Capabilities, "vision")
 	trained := 0
-	var vocab []any
+	var vocab []string
 	for k, v := range show.ModelInfo {
 		if strings.HasSuffix(k, ".context_length") {
-			if f, ok := v.(float64); ok {
-				trained = int(f)
+			var f float64
+			if json.Unmarshal(v, &f) == nil {
+				trained = int(min(max(f, 0), math.MaxInt32))
 			}
 		}
 		if k == "tokenizer.ggml.tokens" {
-			vocab, _ = v.([]any)
+			_ = json.Unmarshal(v, &vocab)
 		}
 	}
 	c.nctx = c.o.NCtx
@@ -365,7 +367,7 @@ func (c *Client) probeOllama(ctx context.Context) error {
 // its chat endpoint does) and reads the context it was given (/api/ps); 0
 // when the server does not say.
 func (c *Client) ollamaChatContext(ctx context.Context) int {
-	var loaded map[string]any
+	var loaded struct{} // only that it loaded
 	if err := c.getJSON(ctx, "/api/generate", map[string]any{"model": c.o.Model, "stream": false}, &loaded); err != nil {
 		return 0
 	}
@@ -388,29 +390,26 @@ func (c *Client) ollamaChatContext(ctx context.Context) int {
 }
 
 func (c *Client) probeOpenAI(ctx context.Context) error {
+	// The list is read one model at a time: a hosted server lists
+	// hundreds, and a hostile one millions of empty objects.
 	var models struct {
-		Data []struct {
-			ID          string `json:"id"`
-			MaxModelLen int    `json:"max_model_len"` // vLLM
-			Meta        struct {
-				NCtxTrain int `json:"n_ctx_train"`
-			} `json:"meta"` // llama-server
-			ContextLength int `json:"context_length"`
-		} `json:"data"`
+		Data json.RawMessage `json:"data"`
 	}
-	if err := c.getJSON(ctx, "/v1/models", nil, &models); err != nil {
+	if err := c.getJSONUpTo(ctx, "/v1/models", nil, &models, modelsBytes); err != nil {
 		var he *htmlError
 		if errors.As(err, &he) {
 			return fmt.Errorf("server %s: /v1/models: %w", c.Name(), err)
 		}
 		return fmt.Errorf("server %s: /v1/models: %w; is it an OpenAI-compatible server?", c.Name(), err)
 	}
-	found := false
+	found, listed := false, 0
 	var names []string
-	for _, m := range models.Data {
-		names = append(names, m.ID)
+	err := eachModel(models.Data, func(m servedModel) {
+		if listed++; listed <= maxNamesSaid {
+			names = append(names, m.ID)
+		}
 		if m.ID != c.o.Model {
-			continue
+			return
 		}
 		found = true
 		for _, n := range []int{m.MaxModelLen, m.ContextLength, m.Meta.NCtxTrain} {
@@ -418,8 +417,14 @@ func (c *Client) probeOpenAI(ctx context.Context) error {
 				c.nctx = n
 			}
 		}
+	})
+	if err != nil {
+		return fmt.Errorf("server %s: /v1/models: %w; is it an OpenAI-compatible server?", c.Name(), err)
 	}
 	if !found {
+		if listed > len(names) {
+			names = append(names, fmt.Sprintf("and %d more", listed-len(names)))
+		}
 		return fmt.Errorf("server %s has no model %q; it has: %s", c.Name(), c.o.Model, strings.Join(names, ", "))
 	}
 	// llama-server says its real context (n_ctx, per slot) and template.
@@ -448,7 +453,7 @@ func (c *Client) probeOpenAI(ctx context.Context) error {
 
 // pickFormat: the override, else the template's family, else the family
 // whose markers the vocabulary holds, else the generic labels.
-func (c *Client) pickFormat(template string, vocab []any) chat.Format {
+func (c *Client) pickFormat(template string, vocab []string) chat.Format {
 	if c.o.Format != "" {
 		return chat.FormatOf(c.o.Format)
 	}
@@ -457,8 +462,8 @@ func (c *Client) pickFormat(template string, vocab []any) chat.Format {
 	}
 	has := map[string]bool{}
 	for _, t := range vocab {
-		if s, ok := t.(string); ok && strings.HasPrefix(s, "<|") {
-			has[s] = true
+		if strings.HasPrefix(t, "<|") {
+			has[t] = true
 		}
 	}
 	for _, k := range []chat.Kind{chat.ChatML, chat.Llama3, chat.Phi3} {
@@ -507,8 +512,59 @@ func (c *Client) newRequest(ctx context.Context, path string, body any) (*http.R
 	return req, nil
 }
 
-// getJSON makes a short request (probing) and decodes its answer.
+// Bounds on a probe's answer: JSON decoded into maps and slices costs up
+// to fifty times its bytes, so an answer is read only to what its probe
+// can need. /api/show carries the model's whole vocabulary.
+const (
+	probeBytes = 1 << 20
+	showBytes  = 64 << 20
+)
+
+// modelsBytes bounds /v1/models' answer, read one model at a time;
+// maxNamesSaid bounds the names an error lists.
+const (
+	modelsBytes  = 16 << 20
+	maxNamesSaid = 20
+)
+
+// servedModel is one entry of /v1/models.
+type servedModel struct {
+	ID          string `json:"id"`
+	MaxModelLen int    `json:"max_model_len"` // vLLM
+	Meta        struct {
+		NCtxTrain int `json:"n_ctx_train"`
+	} `json:"meta"` // llama-server
+	ContextLength int `json:"context_length"`
+}
+
+// eachModel calls f with each model of a /v1/models data array, decoded
+// one at a time (none: a missing or null list).
+func eachModel(data json.RawMessage, f func(servedModel)) error {
+	if len(data) == 0 || string(data) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return fmt.Errorf("its data is not a list")
+	}
+	for dec.More() {
+		var m servedModel
+		if err := dec.Decode(&m); err != nil {
+			return fmt.Errorf("a model in its data: %w", err)
+		}
+		f(m)
+	}
+	return nil
+}
+
+// getJSON makes a short request (probing) and decodes its answer, of at
+// most probeBytes.
 func (c *Client) getJSON(ctx context.Context, path string, body, out any) error {
+	return c.getJSONUpTo(ctx, path, body, out, probeBytes)
+}
+
+// getJSONUpTo is getJSON with an answer of at most limit bytes.
+func (c *Client) getJSONUpTo(ctx context.Context, path string, body, out any, limit int64) error {
 	ctx, cancel := context.WithTimeout(ctx, c.o.RequestTimeout)
 	defer cancel()
 	req, err := c.newRequest(ctx, path, body)
@@ -523,7 +579,24 @@ func (c *Client) getJSON(ctx context.Context, path string, body, out any) error 
 	if err := answered(resp, chatHints()); err != nil {
 		return err
 	}
-	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out)
+	return json.NewDecoder(&cappedBody{r: resp.Body, left: limit, path: path}).Decode(out)
+}
+
+// cappedBody reads an answer to its limit and fails past it, naming the
+// request (a cut answer would read as malformed JSON).
+type cappedBody struct {
+	r    io.Reader
+	left int64
+	path string
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("the answer to %s is longer than lloyal reads of it", b.path)
+	}
+	n, err := b.r.Read(p[:min(int64(len(p)), b.left)])
+	b.left -= int64(n)
+	return n, err
 }
 
 // requestFailed says why a request got no answer (unreached).

@@ -746,3 +746,30 @@ func TestLoopOnServerIsCut(t *testing.T) {
 	}
 	checkClosed(t, f, c)
 }
+
+// A server's /v1/models is read one model at a time, to 16 MiB: its
+// models decoded into one slice cost gigabytes for a 64 MiB list of empty
+// objects, and the error named every one of millions.
+func TestDialReadsAHugeModelListOneAtATime(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{4 << 20, fmt.Sprintf("and %d more", 4<<20+1-20)},
+		{6 << 20, "the answer to /v1/models is longer than lloyal reads of it"},
+	} {
+		body := `{"data":[` + strings.Repeat(`{},`, c.n) + `{"id":"last"}]}`
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/models" {
+				fmt.Fprint(w, body)
+				return
+			}
+			http.NotFound(w, r)
+		}))
+		_, err := serverbackend.Dial(t.Context(), serverbackend.Options{URL: srv.URL, Model: "m"})
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 2048 {
+			t.Fatalf("%d models: %.300v (%d bytes)", c.n+1, err, len(fmt.Sprint(err)))
+		}
+	}
+}
