@@ -173,15 +173,19 @@ func Run(ctx context.Context, prog Program, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	// Trace first: everything after this point is recorded.
+	// Signals first, so that one as the trace is created still finds it
+	// closed; then the trace: everything after this point is recorded.
+	sigs := catchSignals()
+	defer signal.Stop(sigs)
 	o.Header.Attachments = trace.Attached(o.Attachments)
 	tw, err := trace.Create(o.TracePath, o.Header)
 	if err != nil {
 		return err
 	}
 	r := &run{o: o, tw: tw}
-	sigs := catchSignals()
-	defer signal.Stop(sigs)
+	// The trace closes first, and then what a headless view still holds
+	// for stdout is written (a reader that stalled holds only that).
+	defer r.flushOut(ctx)
 	defer func() { err = r.closeTrace(err) }()
 	if err := trace.SaveAttachments(o.TracePath, o.Attachments); err != nil {
 		r.end.set(Errored, err)
@@ -214,7 +218,7 @@ func Run(ctx context.Context, prog Program, o Options) (err error) {
 		}
 	}
 	// With JSON lines stdout carries JSON lines only.
-	sum := o.Stdout
+	var sum io.Writer = r.out
 	if o.View == ViewJSONL {
 		sum = o.Stderr
 	}
@@ -231,7 +235,16 @@ type run struct {
 	broker  *approvals.Broker
 	summary *summary
 	bridge  *ui.Bridge // the app's feed (ViewApp)
+	out     *outQueue  // a headless view's stdout (ViewLog, ViewJSONL)
 	rt      *engine.Runtime
+}
+
+// flushOut writes what a headless view still holds for stdout, until ctx
+// (Run's own) ends.
+func (r *run) flushOut(ctx context.Context) {
+	if r.out != nil {
+		r.out.Close(ctx)
+	}
 }
 
 // closeTrace closes the trace with the run's ending and says where it is.

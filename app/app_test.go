@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lloyal-ai/lloyal/approvals"
 	"github.com/lloyal-ai/lloyal/engine"
@@ -179,5 +180,46 @@ func TestExitCode(t *testing.T) {
 		if got := ExitCode(err); got != want {
 			t.Errorf("ExitCode(%v) = %d, want %d", err, got, want)
 		}
+	}
+}
+
+// stuckOut is a stdout nobody reads (a pager that stopped): a write waits
+// until released.
+type stuckOut struct{ release chan struct{} }
+
+func (s stuckOut) Write(p []byte) (int, error) { <-s.release; return len(p), nil }
+
+// A headless run whose stdout nobody reads still runs to its end and
+// closes its trace (the view wrote inside the event emitter, so the first
+// event waited for the reader and the run with it); Run then waits for the
+// reader only until its context ends.
+func TestAStalledStdoutHoldsNeitherTheRunNorItsTrace(t *testing.T) {
+	dir := t.TempDir()
+	var stderr bytes.Buffer
+	o := options(t, dir, nil, &stderr)
+	out := stuckOut{make(chan struct{})}
+	defer close(out.release)
+	o.Stdout = out
+	be, prog := scripted()
+	o.Model = be
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, prog, o) }()
+	deadline := time.Now().Add(time.Minute) // a minute is for ever here
+	for {
+		if ck, err := trace.CheckFile(o.TracePath); err == nil && ck.Close != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the trace did not close while stdout was not read")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return once its context ended")
 	}
 }

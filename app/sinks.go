@@ -51,11 +51,13 @@ func (r *run) start() error {
 // view is the sink that shows the run: the app's bridge, JSON lines or the
 // readable log.
 func (r *run) view() engine.Sink {
-	out := r.o.Stdout
-	switch r.o.View {
-	case ViewApp:
+	if r.o.View == ViewApp {
 		r.bridge = ui.NewBridge()
 		return r.bridge
+	}
+	r.out = newOutQueue(r.o.Stdout)
+	out := r.out
+	switch r.o.View {
 	case ViewJSONL:
 		// JSON-escaped, so the terminal writer around out finds nothing to
 		// change and the lines stay valid JSON.
