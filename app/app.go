@@ -223,6 +223,7 @@ func Run(ctx context.Context, prog Program, o Options) (err error) {
 		sum = o.Stderr
 	}
 	r.summary.print(sum, res)
+	r.out.settle(2 * time.Second)
 	return r.end.result()
 }
 

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // maxQueuedOut bounds what a headless view holds for a stdout nobody is
@@ -27,7 +28,8 @@ type outQueue struct {
 	wake    *sync.Cond
 	chunks  [][]byte
 	bytes   int
-	dropped int // chunks left out since the last written
+	dropped int  // chunks left out since the last written
+	writing bool // the writer holds chunks it has not written yet
 	closed  bool
 	done    chan struct{} // the writer has written everything and returned
 }
@@ -69,7 +71,7 @@ func (q *outQueue) write() {
 			return // closed and written
 		}
 		chunks, dropped := q.chunks, q.dropped
-		q.chunks, q.bytes, q.dropped = nil, 0, 0
+		q.chunks, q.bytes, q.dropped, q.writing = nil, 0, 0, true
 		q.mu.Unlock()
 		for _, c := range chunks {
 			_, _ = q.out.Write(c)
@@ -78,6 +80,21 @@ func (q *outQueue) write() {
 			fmt.Fprintf(q.out, "(%d lines left out here: nothing read this output while %d MiB of it waited)\n", dropped, maxQueuedOut>>20)
 		}
 		q.mu.Lock()
+		q.writing = false
+	}
+}
+
+// settle waits, at most d, until everything queued is written: what the
+// run printed then comes before what it says on stderr after (the trace's
+// path), as when stdout was written at once, unless its reader stalls.
+func (q *outQueue) settle(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		q.mu.Lock()
+		idle := len(q.chunks) == 0 && q.dropped == 0 && !q.writing
+		q.mu.Unlock()
+		if idle {
+			return
+		}
 	}
 }
 
