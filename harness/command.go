@@ -95,6 +95,10 @@ func (c Command) run(ctx context.Context, args json.RawMessage) (any, error) {
 	cmd.Env = c.environ()
 	cmd.Stdin = bytes.NewReader(args)
 	cmd.WaitDelay = time.Second
+	// What it starts dies with lloyal too (the kernel signals only cmd).
+	if err := childproc.Reap(cmd); err != nil {
+		return engine.ErrorResult("%s could not start: %v", c.Name, err), nil
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

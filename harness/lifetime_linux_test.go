@@ -14,12 +14,14 @@ import (
 )
 
 // parentEnv, set, makes TestCommandDiesWithLloyal the parent: it runs a
-// command tool that writes its pid to the file the variable names and
-// sleeps, until it is killed.
+// command tool that starts a sleep in the background, writes its own pid
+// and the sleep's to the file the variable names and waits, until it is
+// killed.
 const parentEnv = "LLOYAL_TEST_COMMAND_PARENT"
 
 // A command tool dies with lloyal, even when lloyal is killed by kill -9
-// and nothing of it is left to stop the tool.
+// and nothing of it is left to stop the tool; and so does what it started
+// (the kernel signals only the tool itself: a background sleep ran on).
 func TestCommandDiesWithLloyal(t *testing.T) {
 	if pidFile := os.Getenv(parentEnv); pidFile != "" {
 		sleeper := filepath.Join(filepath.Dir(pidFile), "sleeper.sh")
@@ -29,7 +31,7 @@ func TestCommandDiesWithLloyal(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
-	body := "#!/bin/sh\necho $$ > \"$" + parentEnv + ".tmp\" && mv \"$" + parentEnv + ".tmp\" \"$" + parentEnv + "\"\nexec sleep 60\n"
+	body := "#!/bin/sh\nsleep 60 &\necho $$ $! > \"$" + parentEnv + ".tmp\" && mv \"$" + parentEnv + ".tmp\" \"$" + parentEnv + "\"\nwait\n"
 	if err := os.WriteFile(filepath.Join(dir, "sleeper.sh"), []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -42,22 +44,33 @@ func TestCommandDiesWithLloyal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer parent.Process.Kill()
-	pid := 0
-	for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(20 * time.Millisecond) {
+	var pids []int
+	for deadline := time.Now().Add(30 * time.Second); len(pids) < 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the command tool never started:\n%s", out.String())
 		}
 		b, _ := os.ReadFile(pidFile)
-		pid, _ = strconv.Atoi(string(bytes.TrimSpace(b)))
+		pids = pids[:0]
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				pids = append(pids, pid)
+			}
+		}
 	}
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // whatever the verdict
+	t.Cleanup(func() { // whatever the verdict
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = parent.Wait()
-	for deadline := time.Now().Add(10 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the command tool (pid %d) outlived its parent's kill -9", pid)
+	for i, what := range []string{"the command tool", "what the command tool started"} {
+		for deadline := time.Now().Add(10 * time.Second); alive(pids[i]); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s (pid %d) outlived its parent's kill -9", what, pids[i])
+			}
 		}
 	}
 }

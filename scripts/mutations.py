@@ -131,6 +131,7 @@ rows = [
  ("engine/serverbackend/client.go", "\t\tif listed++; listed <= maxNamesSaid {", "\t\tif listed++; true {", "./engine/serverbackend", "TestDialReadsAHugeModelListOneAtATime"),
  ("engine/serverbackend/client.go", "&models, modelsBytes)", "&models, 1<<30)", "./engine/serverbackend", "TestDialReadsAHugeModelListOneAtATime"),
  ("app/sinks.go", "\tout := r.out\n", "\tout := r.o.Stdout\n", "./app", "TestAStalledStdoutHoldsNeitherTheRunNorItsTrace"),
+ ("harness/command.go", "\tif err := childproc.Reap(cmd); err != nil {", "\tif err := error(nil); err != nil {", "./harness", "TestCommandDiesWithLloyal"),
 ]
 only = set(sys.argv[1:])
 survived = False

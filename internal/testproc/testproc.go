@@ -10,7 +10,6 @@ package testproc
 
 import (
 	"os/exec"
-	"syscall"
 
 	"github.com/lloyal-ai/lloyal/internal/childproc"
 )
@@ -38,29 +37,16 @@ func Start(cmd *exec.Cmd) error {
 	return childproc.Start(cmd)
 }
 
-// reaper is the shell Group runs a command under: told of the test
-// binary's death (SIGHUP, the death signal Group sets), it kills its whole
-// process group, the command's children included, then itself. The
-// command keeps the shell's stdin (an asynchronous command's is otherwise
-// /dev/null; dash ignores a plain <&0, so it goes through fd 3) and its
-// exit status is the shell's.
-const reaper = `trap 'kill -KILL 0' HUP; exec 3<&0; "$@" <&3 3<&- & exec 3<&-; wait $!`
-
 // Group sets cmd up so that its children die with the test binary too, not
 // only cmd: ollama starts runners without a death signal of their own, and
-// a process killed by SIGKILL cannot stop its children. cmd runs under a
-// small shell (/bin/sh) that leads its process group and receives SIGHUP
-// when the test binary dies; it then kills the group. cmd.Process is the
+// a process killed by SIGKILL cannot stop its children. cmd runs under the
+// small shell childproc.Reap gives a command tool; cmd.Process is the
 // shell: signal the group (KillGroup, or syscall.Kill(-pid, sig)) to reach
-// the command. Call it before Start.
+// the command. Call it before Start, once cmd.Dir is set; a program that
+// is not an executable file is left for Start to refuse.
 func Group(cmd *exec.Cmd) {
-	cmd.Args = append([]string{"/bin/sh", "-c", reaper, "lloyal-test-reaper", cmd.Path}, cmd.Args[1:]...)
-	cmd.Path = "/bin/sh"
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	setDeathSignal(cmd, syscall.SIGHUP)
 	Tie(cmd)
+	_ = childproc.Reap(cmd)
 }
 
 // KillGroup kills cmd's process group (SIGKILL): cmd and everything it
