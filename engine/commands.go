@@ -113,6 +113,7 @@ func (p *pool) applyCommands() {
 // goroutine; a second call does nothing.
 func (rt *Runtime) WindDown() {
 	if rt.windingDown.CompareAndSwap(false, true) {
+		close(rt.finishing)
 		rt.em.emit(event.Event{Type: event.PoolWindDown, Reason: "finish up"})
 		rt.wake()
 	}
@@ -120,6 +121,10 @@ func (rt *Runtime) WindDown() {
 
 // WindingDown reports whether WindDown was called.
 func (rt *Runtime) WindingDown() bool { return rt.windingDown.Load() }
+
+// Finishing is closed once WindDown is called: what waits for more work
+// (a session's next follow-up) waits on it too.
+func (rt *Runtime) Finishing() <-chan struct{} { return rt.finishing }
 
 // Pause stops every native call until Resume. Tools already running go on;
 // their results settle after Resume. Paused time does not count against

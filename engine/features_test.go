@@ -525,6 +525,9 @@ func TestToolFilesAreBoundedAndNeverAGivenName(t *testing.T) {
 // The files tool results bring hold MaxToolFileBytes at most: one past
 // it is left out, a smaller one after it still kept.
 func TestToolFilesAreBoundedInBytes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 64 MiB of files through a tool's result (slow under -race)")
+	}
 	half := engine.MaxToolFileBytes/2 + 1 // two of them pass the bound
 	tool := engine.Func{S: engine.ToolSpec{Name: "files", Description: "Files.", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(ctx context.Context, _ json.RawMessage) (any, error) {

@@ -69,6 +69,8 @@ type Runtime struct {
 	cmdWake chan struct{}
 
 	windingDown atomic.Bool
+	// finishing is closed by WindDown.
+	finishing chan struct{}
 	paused      atomic.Bool
 	pauseMu     sync.Mutex
 	pausedAt    time.Time
@@ -101,7 +103,7 @@ func newRuntime(o Options) *Runtime {
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = DefaultMaxInflight
 	}
-	return &Runtime{opts: o, em: &emitter{start: time.Now(), sinks: o.Sinks}, cmdWake: make(chan struct{}, 1), turnWake: make(chan struct{}, 1), resumed: make(chan struct{})}
+	return &Runtime{opts: o, em: &emitter{start: time.Now(), sinks: o.Sinks}, cmdWake: make(chan struct{}, 1), turnWake: make(chan struct{}, 1), resumed: make(chan struct{}), finishing: make(chan struct{})}
 }
 
 // Backend is the runtime's cell-level backend, or nil when it runs on a

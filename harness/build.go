@@ -574,8 +574,19 @@ func (p *Program) Run(ctx context.Context, rt *engine.Runtime) ([]engine.AgentRe
 		return all, nil
 	}
 	for n := 1; ; n++ {
-		q, ok := p.FollowUps(ctx)
-		if !ok || ctx.Err() != nil {
+		// Finishing up (Ctrl-C) ends the wait for a follow-up too: the
+		// person at "follow up:" pressed it to stop.
+		ask, stop := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-rt.Finishing():
+				stop()
+			case <-ask.Done():
+			}
+		}()
+		q, ok := p.FollowUps(ask)
+		stop()
+		if !ok || ctx.Err() != nil || rt.WindingDown() {
 			return all, nil
 		}
 		spec, err := p.pool(Step{Role: role, Orchestrate: Parallel, Task: q}, results)

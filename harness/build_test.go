@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,6 +160,45 @@ run:
 	}
 	if notes != 2 {
 		t.Fatalf("%d follow-ups marked in the trace", notes)
+	}
+}
+
+// Finishing up (the first Ctrl-C) while the session waits at "follow up:"
+// ends the session: the prompt waited on for the next line until a second
+// Ctrl-C stopped the run.
+func TestFinishingUpEndsTheWaitForAFollowUp(t *testing.T) {
+	p := program(t, `
+roles:
+  answerer:
+    system: You answer.`+answerRole+`
+run:
+  steps:
+    - role: answerer
+      orchestrate: parallel
+      task: "What is a harbor?"
+`, "")
+	in, never := io.Pipe() // a terminal nobody types on
+	defer never.Close()
+	asking := make(chan struct{})
+	lines := Lines(in, io.Discard)
+	p.FollowUps = func(ctx context.Context) (string, bool) {
+		close(asking)
+		return lines(ctx)
+	}
+	be := enginetest.New(1 << 16)
+	be.Script("What is a harbor?", enginetest.ToolCall("answer", `{"text":"a queue"}`))
+	rt := engine.New(be, engine.Options{})
+	done := make(chan error, 1)
+	go func() { _, err := p.Run(context.Background(), rt); done <- err }()
+	<-asking
+	rt.WindDown()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the session still waits for a follow-up after finishing up")
 	}
 }
 

@@ -132,6 +132,7 @@ rows = [
  ("engine/serverbackend/client.go", "&models, modelsBytes)", "&models, 1<<30)", "./engine/serverbackend", "TestDialReadsAHugeModelListOneAtATime"),
  ("app/sinks.go", "\tout := r.out\n", "\tout := r.o.Stdout\n", "./app", "TestAStalledStdoutHoldsNeitherTheRunNorItsTrace"),
  ("harness/command.go", "\tif err := childproc.Reap(cmd); err != nil {", "\tif err := error(nil); err != nil {", "./harness", "TestCommandDiesWithLloyal"),
+ ("harness/build.go", "\t\t\tcase <-rt.Finishing():\n", "\t\t\tcase <-make(chan struct{}):\n", "./harness", "TestFinishingUpEndsTheWaitForAFollowUp"),
 ]
 only = set(sys.argv[1:])
 survived = False
