@@ -57,7 +57,7 @@ func Binary(t testing.TB) string {
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
-	src := filepath.Join(dir, "engine", "serverbackend", "ollamatest", "testdata")
+	src := filepath.Join(ownDir(t), "testdata")
 	mod, err := os.ReadFile(filepath.Join(src, "ollama.mod"))
 	if err != nil {
 		t.Fatal(err)
@@ -95,12 +95,17 @@ func Binary(t testing.TB) string {
 }
 
 // moduleDir is lloyal's module root (the folder holding go.mod).
-func moduleDir(t testing.TB) string {
+func moduleDir(t testing.TB) string { return filepath.Join(ownDir(t), "..", "..") }
+
+// ownDir is this package's folder: its testdata is found from its own
+// source, wherever the package moves (a path from the module root went
+// stale when it moved under internal/).
+func ownDir(t testing.TB) string {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		t.Fatal("ollamatest: cannot find its own source")
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Dir(file)
 }
 
 func requiredVersion(t testing.TB, dir string) string {
@@ -130,7 +135,11 @@ func tail(b []byte, n int) []byte {
 
 // plain is the helper's own client: no connection outlives a request, so a
 // test's leak check sees only the connections of the code under test.
-var plain = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+// A request ends within plainTimeout (loading a model included): a server
+// that takes the connection and never answers fails the test.
+var plain = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: plainTimeout}
+
+const plainTimeout = 5 * time.Minute
 
 // Server is a running ollama server.
 type Server struct {
