@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -103,6 +104,9 @@ func inTmux(ctx context.Context, self string, args []string) (time.Duration, err
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return 0, ctx.Err() // stopped (Ctrl-C): no screen to explain
+			}
 			return 0, fmt.Errorf("the run in the app never said it finished (%w); last screen:\n%s", ctx.Err(), scr)
 		case <-time.After(50 * time.Millisecond):
 		}

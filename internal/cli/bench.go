@@ -2,8 +2,11 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,11 +24,19 @@ func newBenchCmd() *cobra.Command {
 	// A figure means little without the machine's load: every bench says
 	// it at the start and the end.
 	var load bench.LoadMeter
+	stop := func() {}
 	cmd := &cobra.Command{Use: "bench", Short: "Measure lloyal's speed and memory",
 		// The start line waits for the bench's first output, so a bench
-		// that refuses its flags prints only the refusal.
-		PersistentPreRun:  func(cmd *cobra.Command, _ []string) { cmd.SetOut(load.Begin(cmd.OutOrStdout())) },
-		PersistentPostRun: func(cmd *cobra.Command, _ []string) { load.End(cmd.OutOrStdout()) },
+		// that refuses its flags prints only the refusal. Ctrl-C ends a
+		// bench through its context, so what it started is cleaned up
+		// (its runs, a tmux session, temporary folders).
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			var ctx context.Context
+			ctx, stop = signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			cmd.SetContext(ctx)
+			cmd.SetOut(load.Begin(cmd.OutOrStdout()))
+		},
+		PersistentPostRun: func(cmd *cobra.Command, _ []string) { load.End(cmd.OutOrStdout()); stop() },
 	}
 	cmd.AddCommand(newBenchEngineCmd(), newBenchRuntimeCmd(), newBenchPressureCmd(), newBenchUICmd(), newBenchThreadsCmd(), newBenchKVCmd(), newBenchServerCmd(), newBenchAgentsCmd(), newBenchAppCmd(), newBenchDemoCmd(), newBenchResearchersCmd(), newBenchRerankCmd())
 	return cmd
