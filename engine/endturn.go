@@ -179,7 +179,7 @@ func (t *turns) takeCall(a *Agent, call Call) {
 			t.nudged = true
 			a.forceTerminal = true
 			a.overNudges++
-			p.admit.refuse(a, call, over, fmt.Sprintf("%s Call %s now with what you have found, within %d words.", why, p.tools.terminal, wordsFor(pr.Remaining-pr.HardLimit)))
+			p.admit.refuse(a, call, over, fmt.Sprintf("%s Call %s now with what you have found, within %d words.", why, p.tools.terminal, p.reportWords(pr.Remaining-pr.HardLimit)))
 			return
 		}
 	}

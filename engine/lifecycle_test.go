@@ -218,6 +218,21 @@ func TestBudgetNudgesOnePerTick(t *testing.T) {
 	if w, _ := strconv.Atoi(m[1]); w <= 0 || w%10 != 0 {
 		t.Fatalf("word budget %d", w)
 	}
+	// The words asked for fit one turn, not only the context: a report
+	// written to the context's thousands of words would be cut at the
+	// turn's end.
+	h = newHarness(t, 1<<16, engine.Options{})
+	h.be.Script("p", call("lookup", `{"term":"spine"}`), call("lookup", `{"term":"tick"}`), reportCall("p done"))
+	h.run(engine.PoolSpec{Tools: []engine.Tool{lookup(&n)}, Terminal: report, MaxTurns: 2, MaxTurnTokens: 96,
+		Orchestrate: engine.Parallel(engine.AgentSpec{Task: "p"})})
+	nudges = h.rec.Of(event.AgentNudge)
+	if len(nudges) != 1 {
+		t.Fatalf("nudges %+v", nudges)
+	}
+	m = regexp.MustCompile(`within (\d+) words`).FindStringSubmatch(string(nudges[0].Result))
+	if w, _ := strconv.Atoi(m[1]); w > 96*7/10 {
+		t.Fatalf("a 96-token turn is asked for %d words", w)
+	}
 	for _, a := range res.Agents {
 		if a.Outcome != event.Returned {
 			t.Fatalf("%+v", a)

@@ -140,3 +140,14 @@ func (t *tally) of(b BranchID) int {
 // wordsFor turns a token budget into the word count a nudge asks for: a
 // positive multiple of ten.
 func wordsFor(tokens int) int { return max(10, tokens*7/10/10*10) }
+
+// callWrapper is about what a terminal call takes beside its text (the
+// call's markers, its name, the JSON around the answer), in tokens.
+const callWrapper = 32
+
+// reportWords is how many words a report asked for now may take: what is
+// left of room (tokens), and no more than one turn holds (MaxTurnTokens),
+// where a longer report would be cut.
+func (p *pool) reportWords(room int) int {
+	return wordsFor(min(room, p.spec.MaxTurnTokens-callWrapper))
+}

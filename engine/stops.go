@@ -106,7 +106,7 @@ func (st *stops) stallBreak() {
 		case p.tools.terminal != "" && !a.stallNudged && p.policy().OnStall(a) == StallNudge:
 			a.stallNudged = true
 			msg := fmt.Sprintf("That result is too large for the room left in the shared context (%d cells). Do not call more tools: call %s now with what you have, within %d words.",
-				pr.Remaining, p.tools.terminal, wordsFor(max(pr.Remaining-pr.HardLimit, 0)))
+				pr.Remaining, p.tools.terminal, p.reportWords(max(pr.Remaining-pr.HardLimit, 0)))
 			body := mustJSON(map[string]string{"error": msg})
 			prompt := p.fmt.Turn(chat.Message{Role: chat.Tool, Content: string(body)}, true)
 			toks, err := p.store.Tokenize(prompt)

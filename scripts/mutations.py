@@ -133,6 +133,7 @@ rows = [
  ("app/sinks.go", "\tout := r.out\n", "\tout := r.o.Stdout\n", "./app", "TestAStalledStdoutHoldsNeitherTheRunNorItsTrace"),
  ("harness/command.go", "\tif err := childproc.Reap(cmd); err != nil {", "\tif err := error(nil); err != nil {", "./harness", "TestCommandDiesWithLloyal"),
  ("harness/build.go", "\t\t\tcase <-rt.Finishing():\n", "\t\t\tcase <-make(chan struct{}):\n", "./harness", "TestFinishingUpEndsTheWaitForAFollowUp"),
+ ("engine/pressure.go", "return wordsFor(min(room, p.spec.MaxTurnTokens-callWrapper))", "return wordsFor(room)", "./engine", "TestBudgetNudgesOnePerTick"),
 ]
 only = set(sys.argv[1:])
 survived = False
