@@ -66,6 +66,7 @@ func TestStageAttachments(t *testing.T) {
 		t.Fatalf("staged %+v", atts)
 	}
 	offered := func(o Options) bool {
+		o.Input = "What is in the chart?"
 		p, err := f.Build(o)
 		if err != nil {
 			t.Fatal(err)
@@ -84,7 +85,7 @@ func TestStageAttachments(t *testing.T) {
 	if !offered(Options{Attachments: atts}) || offered(Options{}) {
 		t.Fatalf("look offered with attachments: %v, without: %v", offered(Options{Attachments: atts}), offered(Options{}))
 	}
-	if p, err := f.Build(Options{}); err != nil || !p.ShowsAttachments() {
+	if p, err := f.Build(Options{Input: "What is in the chart?"}); err != nil || !p.ShowsAttachments() {
 		t.Fatalf("ShowsAttachments false (%v)", err)
 	}
 

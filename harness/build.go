@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -132,11 +133,24 @@ const maxFileText = 8 << 10
 // maxSystemFile bounds a role's system_file (a prompt, not a book).
 const maxSystemFile = 256 << 10
 
+// inputPlaceholder is {{input}} as a step may write it.
+var inputPlaceholder = regexp.MustCompile(`\{\{\s*input\s*\}\}`)
+
+// asksForInput says whether a step's text holds {{input}}.
+func (f *File) asksForInput() bool {
+	b, err := json.Marshal(f.Run.Steps)
+	return err == nil && inputPlaceholder.Match(b)
+}
+
 // Build makes f's program as o says. Close it when done.
 func (f *File) Build(o Options) (*Program, error) {
 	p := &Program{f: f, o: o, tools: map[string]engine.Tool{}, corpora: map[string]*corpus{}, findingChars: research.FindingChars, Sampling: f.Sampling.Over(DefaultSampling), helpers: &helperResults{}}
 	if p.o.Input == "" {
 		p.o.Input = f.Run.Input
+	}
+	if p.o.Input == "" && f.asksForInput() {
+		// An empty {{input}} makes agents of empty tasks, which run.
+		return nil, fmt.Errorf("%s: its steps ask for {{input}} and none was given: pass it (lloyal run %s --task \"…\"), or set run.input in the file", f.Path, f.Path)
 	}
 	// Prompt files are read once, here: a role's pool opens for each step,
 	// follow-up and delegate call.

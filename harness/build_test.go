@@ -163,6 +163,24 @@ run:
 	}
 }
 
+// A file whose steps ask for {{input}}, run without one, is refused
+// saying how to give it: its agents ran with empty tasks.
+func TestAMissingInputIsRefused(t *testing.T) {
+	f, err := Load(filepath.Join("testdata", "ok.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Build(Options{}); err == nil || !strings.Contains(err.Error(), "ask for {{input}} and none was given") || !strings.Contains(err.Error(), "--task") {
+		t.Fatalf("built without its input: %v", err)
+	}
+	f.Run.Input = "harbors" // or the file's own
+	p, err := f.Build(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+}
+
 // Finishing up (the first Ctrl-C) while the session waits at "follow up:"
 // ends the session: the prompt waited on for the next line until a second
 // Ctrl-C stopped the run.

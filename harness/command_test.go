@@ -108,7 +108,7 @@ func TestCommandProgressAndProtection(t *testing.T) {
 // A harness loaded by a relative path runs its command tools from the
 // harness's folder, wherever lloyal was started.
 func TestACommandOfARelativeHarness(t *testing.T) {
-	p := built(t, filepath.Join("testdata", "ok.yaml"), "")
+	p := built(t, filepath.Join("testdata", "ok.yaml"), "harbors")
 	res, err := p.tools["lines"].Execute(context.Background(), json.RawMessage(`{"text":"a"}`))
 	if b, _ := json.Marshal(res); err != nil || !strings.Contains(string(b), `"lines"`) || strings.Contains(string(b), "error") {
 		t.Fatalf("%s %v", b, err)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"io"
 	"io/fs"
 	"os"
@@ -159,10 +160,23 @@ func syntaxProblem(err error) Problem {
 				line, _, _ := strings.Cut(strings.TrimPrefix(first, "["), ":")
 				return Problem{Line: tk.Position.Line, Msg: fmt.Sprintf("%s is defined twice (first on line %s): rename or remove one", key, line)}
 			}
-			return Problem{Line: tk.Position.Line, Msg: "not valid YAML: " + msg}
+			return Problem{Line: tk.Position.Line, Msg: "not valid YAML: " + msg + yamlHint(msg)}
 		}
 	}
-	return Problem{Msg: "not valid YAML: " + err.Error()}
+	return Problem{Msg: "not valid YAML: " + err.Error() + yamlHint(err.Error())}
+}
+
+// yamlHint says what to do about the YAML mistakes a harness file's
+// writer makes most: an unquoted {{placeholder}} (YAML reads "{" as a
+// map), a tab in the indentation.
+func yamlHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "flow map"):
+		return ` (a {{placeholder}} must be quoted: task: "{{input}}")`
+	case strings.Contains(msg, "found character '\t'"):
+		return " (indent with spaces: YAML does not take tabs)"
+	}
+	return ""
 }
 
 // compiled is the schema, compiled once per process on first use.
@@ -316,6 +330,21 @@ func explain(kw, msg string) string {
 	case "pattern":
 		if strings.Contains(msg, "(ms|s|m|h)") {
 			return "not a duration: write 30s, 2m or 1m30s"
+		}
+	case "type":
+		// "Value is integer but should be string": a number or a list
+		// where text is asked is mostly a value to quote.
+		if strings.HasSuffix(msg, "should be string") {
+			return msg + `: quote it ("42"); a time is written 30s or 2m`
+		}
+		if strings.HasSuffix(msg, "should be integer") {
+			return msg + ": write a whole number (e.g. 4)"
+		}
+	case "multipleOf":
+		// "1000 should be a multiple of 256"
+		var v, step float64
+		if _, err := fmt.Sscanf(msg, "%g should be a multiple of %g", &v, &step); err == nil && step > 0 {
+			return fmt.Sprintf("%s: use %g", msg, max(step, math.Round(v/step)*step))
 		}
 	}
 	return msg

@@ -134,6 +134,9 @@ rows = [
  ("harness/command.go", "\tif err := childproc.Reap(cmd); err != nil {", "\tif err := error(nil); err != nil {", "./harness", "TestCommandDiesWithLloyal"),
  ("harness/build.go", "\t\t\tcase <-rt.Finishing():\n", "\t\t\tcase <-make(chan struct{}):\n", "./harness", "TestFinishingUpEndsTheWaitForAFollowUp"),
  ("engine/pressure.go", "return wordsFor(min(room, p.spec.MaxTurnTokens-callWrapper))", "return wordsFor(room)", "./engine", "TestBudgetNudgesOnePerTick"),
+ ("harness/build.go", "\tif p.o.Input == \"\" && f.asksForInput() {", "\tif false {", "./harness", "TestAMissingInputIsRefused"),
+ ("harness/load.go", "\tcase \"multipleOf\":", "\tcase \"multipleOf-\":", "./harness", "TestBadHarnessFiles"),
+ ("harness/load.go", "\t\treturn ` (a {{placeholder}} must be quoted: task: \"{{input}}\")`", "\t\treturn \"\"", "./harness", "TestBadHarnessFiles"),
 ]
 only = set(sys.argv[1:])
 survived = False
