@@ -1,6 +1,11 @@
 package approvals
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/lloyal-ai/lloyal/engine/event"
+)
 
 // Config is how a run answers protected calls (the command line's --grant,
 // --deny-protected, --approval-timeout and --grants-file).
@@ -42,7 +47,11 @@ func (f *Config) Broker(mode Mode) (*Broker, error) {
 		b.Store.IgnoreSaved()
 		b.Policy = DenyAll("Protected tools are refused in this run (--deny-protected)")
 	case mode == ModeNobody:
-		b.Policy = DenyAll("Nobody is here to approve it (input is not a terminal); the user can rerun with --grant TOOL")
+		// The tool named, so the person reading the log can copy it.
+		b.Policy = func(r event.ApprovalRequest) (event.Decision, bool) {
+			return event.Decision{Answer: event.Deny, By: "policy",
+				Reason: fmt.Sprintf("Nobody is here to approve it (input is not a terminal); the user can rerun with --grant %s", r.Tool)}, true
+		}
 	}
 	return b, nil
 }
