@@ -246,8 +246,32 @@ func validate(doc any, tree *ast.File) []Problem {
 			kept = append(kept, p)
 		}
 	}
-	out = kept
+	out = dedentedRoleKeys(doc, tree, kept)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Line < out[j].Line })
+	return out
+}
+
+// dedentedRoleKeys reads a role named like a role's key (terminal,
+// tools, max_turns…) that is no role as that key indented too little, out
+// of the role above it: one problem saying so, in place of the schema's
+// about what such a "role" lacks, which advised nesting it deeper still.
+func dedentedRoleKeys(doc any, tree *ast.File, problems []Problem) []Problem {
+	top, _ := doc.(map[string]any)
+	roles, _ := top["roles"].(map[string]any)
+	var s map[string]any
+	_ = json.Unmarshal(schemaJSON(), &s)
+	keys := propsAt(s, []string{"roles", "_"})
+	out := problems
+	for name := range roles {
+		field := "roles." + name
+		broken := slices.ContainsFunc(out, func(p Problem) bool { return p.Field == field || strings.HasPrefix(p.Field, field+".") })
+		if !slices.Contains(keys, name) || !broken {
+			continue // a role may be called judge: one that is a role is one
+		}
+		out = slices.DeleteFunc(out, func(p Problem) bool { return p.Field == field || strings.HasPrefix(p.Field, field+".") })
+		out = append(out, Problem{Line: lineOf(tree, "/roles/"+escape(name)), Field: field,
+			Msg: fmt.Sprintf("%s is a role's key, not a role: indent it under the role it belongs to, as that role's system is", name)})
+	}
 	return out
 }
 

@@ -44,6 +44,7 @@ func TestBadHarnessFiles(t *testing.T) {
 		{"a number where text is asked", "    system: You read and answer.\n", "    system: 42\n", "testdata/bad.yaml:20: roles.reader.system: Value is integer but should be string: quote it (\"42\"); a time is written 30s or 2m"},
 		{"a context llama.cpp would round", "  context: 4096\n", "  context: 1000\n", "testdata/bad.yaml:3: model.context: 1000 should be a multiple of 256: use 1024"},
 		{"an unquoted placeholder", "      task: \"Join: {{results.read}}\"\n", "      task: {{input}}\n", "testdata/bad.yaml:38: not valid YAML: could not find flow map content (a {{placeholder}} must be quoted: task: \"{{input}}\")"},
+		{"a role's key indented as a role", "    max_turns: 4\n", "    max_turns: 4\n  tools: [search]\n", "testdata/bad.yaml:30: roles.tools: tools is a role's key, not a role: indent it under the role it belongs to, as that role's system is"},
 		{"a tab", "    max_turns: 4\n", "\tmax_turns: 4\n", "testdata/bad.yaml:29: not valid YAML: found character '\t' that cannot start any token (indent with spaces: YAML does not take tabs)"},
 		{"missing terminal schema", "      name: answer\n      schema:\n        type: object\n        properties:\n          text: {type: string}\n        required: [text]\n", "      name: answer\n", "testdata/bad.yaml:22: roles.reader.terminal: missing key schema: add it"},
 		{"terminal schema not an object", "      schema:\n        type: object\n", "      schema:\n        type: string\n", "testdata/bad.yaml:24: roles.reader.terminal.schema: the terminal tool's schema must be a JSON Schema object (\"type\": \"object\") with the result's fields"},
@@ -157,5 +158,14 @@ func TestAHarnessFileIsARegularFileOfBoundedSize(t *testing.T) {
 		if _, err := Load(c.path); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.path, err, c.want)
 		}
+	}
+}
+
+// A role may be called as a role's key is (a judge): only one that is no
+// role reads as a key indented too little.
+func TestARoleNamedLikeARolesKey(t *testing.T) {
+	text := "roles:\n  judge:\n    system: You judge.\n    terminal: {builtin: report}\nrun:\n  input: hi\n  steps:\n    - {role: judge, orchestrate: parallel, task: \"{{input}}\"}\n"
+	if _, err := Parse(filepath.Join(t.TempDir(), "h.yaml"), []byte(text)); err != nil {
+		t.Fatal(err)
 	}
 }
