@@ -162,10 +162,15 @@ func TestAHarnessFileIsARegularFileOfBoundedSize(t *testing.T) {
 }
 
 // A role may be called as a role's key is (a judge): only one that is no
-// role reads as a key indented too little.
+// role reads as a key indented too little, in a file whose other problems
+// too.
 func TestARoleNamedLikeARolesKey(t *testing.T) {
 	text := "roles:\n  judge:\n    system: You judge.\n    terminal: {builtin: report}\nrun:\n  input: hi\n  steps:\n    - {role: judge, orchestrate: parallel, task: \"{{input}}\"}\n"
 	if _, err := Parse(filepath.Join(t.TempDir(), "h.yaml"), []byte(text)); err != nil {
 		t.Fatal(err)
+	}
+	_, err := Parse(filepath.Join(t.TempDir(), "h.yaml"), []byte("modle: {}\n"+text))
+	if err == nil || strings.Contains(err.Error(), "roles.judge") || !strings.Contains(err.Error(), "modle") {
+		t.Fatalf("a file with a real role called judge and another problem: %v", err)
 	}
 }
