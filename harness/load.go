@@ -135,12 +135,31 @@ func Parse(path string, data []byte) (*File, error) {
 		}
 		var pe *Error
 		if errors.As(err, &pe) {
+			added := map[string]bool{}
 			for _, p := range pe.Problems {
 				msg := p.Msg
 				if p.Field != "" {
 					msg = p.Field + ": " + msg
 				}
-				e.Problems = append(e.Problems, Problem{Line: lineOf(tree, "/profiles/"+escape(name)), Field: "profiles." + name, Msg: "put over the file: " + msg})
+				// At the profile's own key where it has one.
+				ptr := "/profiles/" + escape(name)
+				for _, seg := range strings.Split(p.Field, ".") {
+					if seg != "" {
+						ptr += "/" + escape(seg)
+					}
+				}
+				if role, ok := strings.CutPrefix(p.Field, "roles."); ok {
+					role, _, _ = strings.Cut(role, ".")
+					if _, there := f.Roles[role]; !there {
+						// A role the file lacks (a typo of one): the profile made it.
+						if added[role] {
+							continue
+						}
+						added[role] = true
+						msg = fmt.Sprintf("roles.%s: the file has no role %q: a profile changes the file's roles and adds none (defined: %s)", role, role, list(sortedKeys(f.Roles)))
+					}
+				}
+				e.Problems = append(e.Problems, Problem{Line: lineOf(tree, ptr), Field: "profiles." + name, Msg: "put over the file: " + msg})
 			}
 		}
 	}

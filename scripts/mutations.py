@@ -139,6 +139,7 @@ rows = [
  ("harness/load.go", "\t\treturn ` (a {{placeholder}} must be quoted: task: \"{{input}}\")`", "\t\treturn \"\"", "./harness", "TestBadHarnessFiles"),
  ("harness/load.go", "\tout = dedentedRoleKeys(doc, tree, kept)", "\tout = kept", "./harness", "TestBadHarnessFiles"),
  ("harness/load.go", "\t\tif !slices.Contains(keys, name) || !broken {", "\t\tif !slices.Contains(keys, name) || !broken && false {", "./harness", "TestARoleNamedLikeARolesKey"),
+ ("harness/load.go", "\t\t\t\t\tif _, there := f.Roles[role]; !there {", "\t\t\t\t\tif _, there := f.Roles[role]; false && !there {", "./harness", "TestBadHarnessFiles"),
 ]
 only = set(sys.argv[1:])
 survived = False
