@@ -140,6 +140,7 @@ rows = [
  ("harness/load.go", "\tout = dedentedRoleKeys(doc, tree, kept)", "\tout = kept", "./harness", "TestBadHarnessFiles"),
  ("harness/load.go", "\t\tif !slices.Contains(keys, name) || !broken {", "\t\tif !slices.Contains(keys, name) || !broken && false {", "./harness", "TestARoleNamedLikeARolesKey"),
  ("harness/load.go", "\t\t\t\t\tif _, there := f.Roles[role]; !there {", "\t\t\t\t\tif _, there := f.Roles[role]; false && !there {", "./harness", "TestBadHarnessFiles"),
+ ("tools/search.go", "scored += fmt.Sprintf(\", the best %d reranked\", reranked)", "scored += fmt.Sprintf(\", the best %d reranked\", min(FirstStageK, len(c.Chunks))+0*reranked)", "./tools", "TestSearchFunnel"),
 ]
 only = set(sys.argv[1:])
 survived = False

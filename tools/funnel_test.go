@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"strings"
 	"testing"
@@ -51,6 +52,7 @@ func funnelRunWith(t *testing.T, r Reranker, args string, policy engine.Policy) 
 		files[name+".md"] = "# Page " + name + "\n\nReplay after a crash " + strings.Repeat("keeps the log whole and ", 1+(i*5)%7) + "replay again.\n"
 	}
 	files["long.md"] = "# Long\n\nReplay crash " + strings.Repeat("word ", 900) + "\n"
+	files["other.md"] = "# Other\n\nNothing of the kind here.\n" // no candidate
 	c := corpusOf(t, files)
 	be := enginetest.New(1 << 16)
 	be.Script("Why is replay safe?", enginetest.ToolCall("search", args), enginetest.ToolCall("report", `{"result":"done"}`))
@@ -159,9 +161,16 @@ func TestSearchFunnel(t *testing.T) {
 	// The agent read the admitted passages, best first, with the
 	// reranker's scores.
 	res := rec.Of(event.ToolResult)
-	var got struct{ Hits []Hit }
+	var got struct {
+		Hits   []Hit
+		Scored string
+	}
 	if len(res) != 1 || json.Unmarshal(res[0].Result, &got) != nil || len(got.Hits) != 2 {
 		t.Fatalf("results %v", res)
+	}
+	// It says how many were reranked: the candidates, not the corpus.
+	if want := fmt.Sprintf(", the best %d reranked", len(f.Candidates)); !strings.HasSuffix(got.Scored, want) {
+		t.Errorf("scored %q, want it to end %q", got.Scored, want)
 	}
 	for i, h := range got.Hits {
 		want := admitted[0]

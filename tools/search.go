@@ -452,11 +452,12 @@ func RankedSearchTool(c *Corpus, r Reranker, scorer string) engine.Tool {
 			}
 		}
 		var hits []Hit
+		reranked := 0
 		if r == nil {
 			hits = c.SearchFocused(ctx, a.Query, a.Limit, prefer, focus(ctx))
 		} else {
 			var err error
-			if hits, err = funnel(ctx, c, r, scorer, a.Query, a.Limit, prefer); err != nil {
+			if hits, reranked, err = funnel(ctx, c, r, scorer, a.Query, a.Limit, prefer); err != nil {
 				return nil, err
 			}
 		}
@@ -470,7 +471,7 @@ func RankedSearchTool(c *Corpus, r Reranker, scorer string) engine.Tool {
 		// two runs of the same agent differ with the machine's load.
 		scored := fmt.Sprintf("%d passages", len(c.Chunks))
 		if r != nil {
-			scored += fmt.Sprintf(", the best %d reranked", min(FirstStageK, len(c.Chunks)))
+			scored += fmt.Sprintf(", the best %d reranked", reranked)
 		}
 		return map[string]any{"query": a.Query, "hits": hits, "scored": scored}, nil
 	})
@@ -481,12 +482,12 @@ func RankedSearchTool(c *Corpus, r Reranker, scorer string) engine.Tool {
 // agent's question), admitted (admit) within limit and a budget that is
 // AdmitBytes times the share of the agent's context still free, and
 // traced.
-func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, limit int, prefer map[string]bool) ([]Hit, error) {
+func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, limit int, prefer map[string]bool) (hits []Hit, reranked int, err error) {
 	// The first stage is BM25 alone: the reranker reads every candidate
 	// whole, where a Focus would score them again one at a time.
 	cands := c.SearchFocused(ctx, query, FirstStageK, prefer, Focus{})
 	if len(cands) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	texts := make([]string, len(cands))
 	for i, h := range cands {
@@ -510,14 +511,14 @@ func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, li
 			engine.OnProgress(ctx, i*total+done, len(queries)*total)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("rerank: %w", err)
+			return nil, 0, fmt.Errorf("rerank: %w", err)
 		}
 		if len(sc) != len(cands) {
-			return nil, fmt.Errorf("rerank: %d scores for %d passages", len(sc), len(cands))
+			return nil, 0, fmt.Errorf("rerank: %d scores for %d passages", len(sc), len(cands))
 		}
 		for j, x := range sc {
 			if math.IsNaN(x) || math.IsInf(x, 0) {
-				return nil, fmt.Errorf("rerank: passage %d scored %v, not a number", j, x)
+				return nil, 0, fmt.Errorf("rerank: passage %d scored %v, not a number", j, x)
 			}
 		}
 		if scores == nil {
@@ -531,7 +532,7 @@ func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, li
 	hits, f := admit(cands, scores, limit, AdmitBytes*engine.PressurePercentAvailable(ctx)/100)
 	f.Query, f.Scorer, f.Question = query, scorer, question
 	engine.TraceFunnel(ctx, f)
-	return hits, nil
+	return hits, len(cands), nil
 }
 
 // admit takes candidates best score first (ties in the first stage's
