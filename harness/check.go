@@ -552,6 +552,15 @@ func (c *checker) step(i int, s Step, earlier map[string]bool) {
 	}
 }
 
+// filledBy says which steps fill a placeholder that only some do.
+var filledBy = map[string]string{
+	"item":     " ({{item}} is filled by a step with each_item)",
+	"file":     " ({{file}} is filled by a step with each_file)",
+	"text":     " ({{text}} is filled by a step with each_file)",
+	"previous": " ({{previous}} is filled in a chain: orchestrate: chain)",
+	"deps":     " ({{deps}} is filled in a dag's agents: orchestrate: dag)",
+}
+
 // placeholders checks that every {{name}} in a step's tasks is one the
 // step fills: {{input}}, {{results.ID}} and {{findings.ID}} anywhere,
 // {{item}} with each_item, {{file}} and {{text}} with each_file,
@@ -577,7 +586,7 @@ func (c *checker) placeholders(at string, s Step) {
 			if slices.Contains(fills, name) || resultRef.MatchString(m[0]) {
 				continue
 			}
-			c.add(at, "{{%s}} is not a placeholder this step fills: use %s%s", name, placeholderList(fills), nearest(name, fills))
+			c.add(at, "{{%s}} is not a placeholder this step fills: use %s%s%s", name, placeholderList(fills), nearest(name, fills), filledBy[name])
 		}
 	}
 }
