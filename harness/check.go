@@ -512,7 +512,7 @@ func (c *checker) step(i int, s Step, earlier map[string]bool) {
 	case s.Orchestrate != DAG && len(s.Agents) > 0:
 		c.add(at+"/agents", "agents (with deps) are for orchestrate: dag; use tasks for %s", s.Orchestrate)
 	case s.Orchestrate != DAG && given != 1:
-		c.add(at, "give exactly one of task (with each_file: one agent per file), prompt (an ability's MCP prompt) or tasks")
+		c.add(at, "give exactly one of task (with each_file: one agent per file; with each_item: one per item), prompt (an ability's MCP prompt) or tasks")
 	case s.EachFile != "" && s.Task == "":
 		c.add(at+"/each_file", "each_file needs task: the task for each file, with {{file}} and {{text}}")
 	case s.EachItem != "" && (s.Task == "" || s.EachFile != ""):
