@@ -276,7 +276,7 @@ func (s *State) foldApproval(e event.Event, who string) (string, bool) {
 		a := s.agent(e.Agent)
 		a.Status, a.Tool = event.StatusApproval, e.Tool
 		a.add(Item{Kind: ItemApproval, Tool: e.Tool, CallID: e.CallID, Text: string(e.Args), At: e.At})
-		s.Approvals = append(s.Approvals, e)
+		s.addApproval(e)
 		s.ApprovalsAsked++
 		return fmt.Sprintf("%sasks to run protected %s %s", who, e.Tool, termtext.Clean(string(e.Args))), true
 	case event.ApprovalAnswered:

@@ -14,6 +14,13 @@ const (
 	MaxRecent   = 4000     // recent events kept (the dev pane's list)
 	MaxHistory  = 120      // context-fill samples kept (the sparkline)
 	MaxFunnels  = 100      // retrieval funnels kept (the dev pane's Sources)
+	// MaxAgents bounds the agents a State keeps: a run starts at most a
+	// few hundred, and a trace's events may name any number (each a
+	// kilobyte here, and a row the tree draws).
+	MaxAgents = 4096
+	// MaxApprovals bounds the requests kept waiting: a run has at most one
+	// an agent, and a trace may hold any number never answered.
+	MaxApprovals = 1024
 )
 
 // Phase is where a run is.
@@ -58,6 +65,9 @@ type State struct {
 	// Funnels are the newest retrievals' funnels (tool:funnel), oldest
 	// first (at most MaxFunnels).
 	Funnels []Funnel
+	// AgentsLeftOut counts the agents past MaxAgents, whose events are
+	// not folded.
+	AgentsLeftOut int
 
 	order int
 }
@@ -109,10 +119,15 @@ func (s *State) Apply(e event.Event) Change {
 }
 
 // agent is the agent with this id, made (pending, next in spawn order) the
-// first time an event names it.
+// first time an event names it. Past MaxAgents a new one is not kept: what
+// events say of it goes to an agent nobody holds.
 func (s *State) agent(id int) *Agent {
 	a, ok := s.Agents[id]
 	if !ok {
+		if len(s.Agents) >= MaxAgents {
+			s.AgentsLeftOut++
+			return &Agent{ID: id, Status: event.StatusPending}
+		}
 		s.order++
 		a = &Agent{ID: id, Status: event.StatusPending, Order: s.order}
 		s.Agents[id] = a
@@ -120,10 +135,19 @@ func (s *State) agent(id int) *Agent {
 	return a
 }
 
+// addApproval keeps a request waiting for its answer; past MaxApprovals
+// the oldest is forgotten.
+func (s *State) addApproval(e event.Event) {
+	s.Approvals = append(s.Approvals, e)
+	if n := len(s.Approvals); n > MaxApprovals {
+		s.Approvals = append(s.Approvals[:0:0], s.Approvals[n-MaxApprovals:]...)
+	}
+}
+
 // DropApproval forgets a pending request (it was answered).
 func (s *State) DropApproval(callID string) {
-	for i, r := range s.Approvals {
-		if r.CallID == callID {
+	for i := range s.Approvals {
+		if s.Approvals[i].CallID == callID {
 			s.Approvals = append(s.Approvals[:i], s.Approvals[i+1:]...)
 			return
 		}
@@ -132,9 +156,9 @@ func (s *State) DropApproval(callID string) {
 
 func (s *State) dropApprovalsOf(agent int) {
 	out := s.Approvals[:0]
-	for _, r := range s.Approvals {
-		if r.Agent != agent {
-			out = append(out, r)
+	for i := range s.Approvals {
+		if s.Approvals[i].Agent != agent {
+			out = append(out, s.Approvals[i])
 		}
 	}
 	s.Approvals = out
@@ -154,18 +178,42 @@ func (s *State) Roster() []*Agent {
 	}
 	by := func(l []*Agent) { sort.Slice(l, func(i, j int) bool { return l[i].Order < l[j].Order }) }
 	by(roots)
-	var out []*Agent
-	var walk func(a *Agent)
-	walk = func(a *Agent) {
-		out = append(out, a)
-		k := children[a.ID]
-		by(k)
-		for _, c := range k {
-			walk(c)
+	// Depth first without recursion (a trace may chain any number), each
+	// agent once; agents in a cycle of parents, which no root reaches,
+	// are walked from the first of them.
+	out := make([]*Agent, 0, len(s.Agents))
+	seen := make(map[int]bool, len(s.Agents))
+	walk := func(root *Agent) {
+		stack := []*Agent{root}
+		for len(stack) > 0 {
+			a := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[a.ID] {
+				continue
+			}
+			seen[a.ID] = true
+			out = append(out, a)
+			k := children[a.ID]
+			by(k)
+			for i := len(k) - 1; i >= 0; i-- {
+				stack = append(stack, k[i])
+			}
 		}
 	}
 	for _, r := range roots {
 		walk(r)
+	}
+	if len(out) < len(s.Agents) {
+		rest := make([]*Agent, 0, len(s.Agents)-len(out))
+		for _, a := range s.Agents {
+			if !seen[a.ID] {
+				rest = append(rest, a)
+			}
+		}
+		by(rest)
+		for _, a := range rest {
+			walk(a)
+		}
 	}
 	return out
 }

@@ -141,6 +141,9 @@ rows = [
  ("harness/load.go", "\t\tif !slices.Contains(keys, name) || !broken {", "\t\tif !slices.Contains(keys, name) || !broken && false {", "./harness", "TestARoleNamedLikeARolesKey"),
  ("harness/load.go", "\t\t\t\t\tif _, there := f.Roles[role]; !there {", "\t\t\t\t\tif _, there := f.Roles[role]; false && !there {", "./harness", "TestBadHarnessFiles"),
  ("tools/search.go", "scored += fmt.Sprintf(\", the best %d reranked\", reranked)", "scored += fmt.Sprintf(\", the best %d reranked\", min(FirstStageK, len(c.Chunks))+0*reranked)", "./tools", "TestSearchFunnel"),
+ ("fold/state.go", "\t\tif len(s.Agents) >= MaxAgents {", "\t\tif false {", "./fold", "TestStateBoundsWhatATraceNames"),
+ ("fold/state.go", "\tif n := len(s.Approvals); n > MaxApprovals {", "\tif n := len(s.Approvals); false && n > MaxApprovals {", "./fold", "TestStateBoundsWhatATraceNames"),
+ ("fold/state.go", "\tif len(out) < len(s.Agents) {", "\tif false {", "./fold", "TestRosterHoldsEveryAgentOnce"),
 ]
 only = set(sys.argv[1:])
 survived = False
