@@ -362,14 +362,20 @@ func TestParseAnswer(t *testing.T) {
 	}
 }
 
-func TestLinePrompter(t *testing.T) {
-	b := NewBroker(Open(""))
-	in := strings.NewReader("\nnot that file\n")
+// prompting runs a line prompter over b reading in, for the test's life;
+// what it wrote is in the builder.
+func prompting(t *testing.T, b *Broker, in io.Reader) *strings.Builder {
 	var out strings.Builder
 	lp := NewLinePrompter(b, in, &out)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	go lp.Run(ctx)
+	return &out
+}
+
+func TestLinePrompter(t *testing.T) {
+	b := NewBroker(Open(""))
+	out := prompting(t, b, strings.NewReader("\nnot that file\n"))
 	ch := b.Request(event.ApprovalRequest{CallID: "c1", Agent: 3, Tool: "write_note", Why: "Writes a note.", Args: json.RawMessage(`{"path":"a.md","text":"x"}`)})
 	select {
 	case d := <-ch:
@@ -389,11 +395,7 @@ func TestLinePrompter(t *testing.T) {
 // at once, where it waited for ever (no --approval-timeout).
 func TestLinePrompterInputClosedDeniesLaterRequests(t *testing.T) {
 	b := NewBroker(Open(""))
-	var out strings.Builder
-	lp := NewLinePrompter(b, strings.NewReader(""), &out)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go lp.Run(ctx)
+	prompting(t, b, strings.NewReader(""))
 	for _, id := range []string{"c1", "c2", "c3"} {
 		select {
 		case d := <-b.Request(event.ApprovalRequest{CallID: id, Agent: 1, Tool: "write_note"}):
@@ -443,11 +445,7 @@ func TestWindDownResolvesPendingRequests(t *testing.T) {
 
 func TestLinePrompterDenyWithAReasonKey(t *testing.T) {
 	b := NewBroker(Open(""))
-	var out strings.Builder
-	lp := NewLinePrompter(b, strings.NewReader("r\nuse notes/\n"), &out)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go lp.Run(ctx)
+	out := prompting(t, b, strings.NewReader("r\nuse notes/\n"))
 	select {
 	case d := <-b.Request(event.ApprovalRequest{CallID: "c1", Agent: 1, Tool: "write_note", Args: json.RawMessage(`{}`)}):
 		if d.Answer != event.Deny || d.Reason != "use notes/" {

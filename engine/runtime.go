@@ -70,7 +70,7 @@ type Runtime struct {
 
 	windingDown atomic.Bool
 	// finishing is closed by WindDown.
-	finishing chan struct{}
+	finishing   chan struct{}
 	paused      atomic.Bool
 	pauseMu     sync.Mutex
 	pausedAt    time.Time

@@ -313,7 +313,7 @@ func (c *Client) detectOpenAI(ctx context.Context) Dialect {
 
 func (c *Client) probeOllama(ctx context.Context) error {
 	var show struct {
-		Template     string         `json:"template"`
+		Template     string                     `json:"template"`
 		ModelInfo    map[string]json.RawMessage `json:"model_info"`
 		Capabilities []string                   `json:"capabilities"`
 	}
