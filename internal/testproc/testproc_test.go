@@ -41,7 +41,9 @@ func helper(h string) {
 		os.Exit(2)
 	}
 	if how == "start" {
-		_ = os.WriteFile(pids, []byte(strconv.Itoa(cmd.Process.Pid)), 0o600)
+		// Whole or not at all: the test may read the file as it is written.
+		_ = os.WriteFile(pids+".tmp", []byte(strconv.Itoa(cmd.Process.Pid)), 0o600)
+		_ = os.Rename(pids+".tmp", pids)
 	}
 	time.Sleep(time.Minute)
 	os.Exit(0)
