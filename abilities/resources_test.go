@@ -401,17 +401,3 @@ func TestResourceURIsChecked(t *testing.T) {
 		t.Errorf("the URI left out: %v", r)
 	}
 }
-
-// A JSON answer over the bound fails its read; one within it is whole.
-func TestBoundedBody(t *testing.T) {
-	for _, tc := range []struct {
-		n  int
-		ok bool
-	}{{10, true}, {11, false}} {
-		b := &bounded{ReadCloser: io.NopCloser(strings.NewReader(strings.Repeat("x", tc.n))), limit: 10, left: 11}
-		got, err := io.ReadAll(b)
-		if (err == nil) != tc.ok || tc.ok && len(got) != tc.n {
-			t.Errorf("%d bytes: read %d, err %v", tc.n, len(got), err)
-		}
-	}
-}

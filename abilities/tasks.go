@@ -8,6 +8,8 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+
+	"github.com/lloyal-ai/lloyal/internal/capped"
 )
 
 // taskTools keeps the tools a server listed as running only as tasks:
@@ -91,32 +93,17 @@ func (p peekTools) RoundTrip(req *http.Request) (*http.Response, error) {
 		// whatever its type (an endless one ran lloyal out of memory):
 		// bounded here, as a stdio server's lines are. An event stream's
 		// events are bounded by the client.
-		resp.Body = &bounded{ReadCloser: resp.Body, limit: int64(p.max), left: int64(p.max) + 1}
+		over := fmt.Errorf("the server's answer is over the %d bytes lloyal reads of one", p.max)
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{capped.Reader(resp.Body, int64(p.max), over), resp.Body}
 	}
 	if req.Method != http.MethodPost || !listsTools(req) {
 		return resp, nil
 	}
 	resp.Body = &lineTee{ReadCloser: resp.Body, see: p.see, max: p.max, whole: ct == "application/json"}
 	return resp, nil
-}
-
-// bounded is a body that fails once it has given left bytes: an answer
-// longer than lloyal reads.
-type bounded struct {
-	io.ReadCloser
-	limit, left int64
-}
-
-func (b *bounded) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, fmt.Errorf("the server's answer is over the %d bytes lloyal reads of one", b.limit)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
 }
 
 // listsTools: the request's body (a JSON-RPC message the client wrote, whose

@@ -144,6 +144,7 @@ rows = [
  ("fold/state.go", "\t\tif len(s.Agents) >= MaxAgents {", "\t\tif false {", "./fold", "TestStateBoundsWhatATraceNames"),
  ("fold/state.go", "\tif n := len(s.Approvals); n > MaxApprovals {", "\tif n := len(s.Approvals); false && n > MaxApprovals {", "./fold", "TestStateBoundsWhatATraceNames"),
  ("fold/state.go", "\tif len(out) < len(s.Agents) {", "\tif false {", "./fold", "TestRosterHoldsEveryAgentOnce"),
+ ("internal/capped/capped.go", "\tif c.left <= 0 {\n\t\treturn 0, c.over", "\tif c.left < 0 {\n\t\treturn 0, c.over", "./internal/capped", "TestReader"),
 ]
 only = set(sys.argv[1:])
 survived = False

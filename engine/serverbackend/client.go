@@ -46,6 +46,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/chat"
+	"github.com/lloyal-ai/lloyal/internal/capped"
 )
 
 // Dialect is the wire protocol a server speaks.
@@ -579,24 +580,8 @@ func (c *Client) getJSONUpTo(ctx context.Context, path string, body, out any, li
 	if err := answered(resp, chatHints()); err != nil {
 		return err
 	}
-	return json.NewDecoder(&cappedBody{r: resp.Body, left: limit, path: path}).Decode(out)
-}
-
-// cappedBody reads an answer to its limit and fails past it, naming the
-// request (a cut answer would read as malformed JSON).
-type cappedBody struct {
-	r    io.Reader
-	left int64
-	path string
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, fmt.Errorf("the answer to %s is longer than lloyal reads of it", b.path)
-	}
-	n, err := b.r.Read(p[:min(int64(len(p)), b.left)])
-	b.left -= int64(n)
-	return n, err
+	over := fmt.Errorf("the answer to %s is longer than lloyal reads of it", path)
+	return json.NewDecoder(capped.Reader(resp.Body, limit, over)).Decode(out)
 }
 
 // requestFailed says why a request got no answer (unreached).
