@@ -283,11 +283,11 @@ func dedentedRoleKeys(doc any, tree *ast.File, problems []Problem) []Problem {
 	out := problems
 	for name := range roles {
 		field := "roles." + name
-		broken := slices.ContainsFunc(out, func(p Problem) bool { return p.Field == field || strings.HasPrefix(p.Field, field+".") })
-		if !slices.Contains(keys, name) || !broken {
+		about := func(p Problem) bool { return p.Field == field || strings.HasPrefix(p.Field, field+".") }
+		if !slices.Contains(keys, name) || !slices.ContainsFunc(out, about) {
 			continue // a role may be called judge: one that is a role is one
 		}
-		out = slices.DeleteFunc(out, func(p Problem) bool { return p.Field == field || strings.HasPrefix(p.Field, field+".") })
+		out = slices.DeleteFunc(out, about)
 		out = append(out, Problem{Line: lineOf(tree, "/roles/"+escape(name)), Field: field,
 			Msg: fmt.Sprintf("%s is a role's key, not a role: indent it under the role it belongs to, as that role's system is", name)})
 	}

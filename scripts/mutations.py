@@ -138,7 +138,7 @@ rows = [
  ("harness/load.go", "\tcase \"multipleOf\":", "\tcase \"multipleOf-\":", "./harness", "TestBadHarnessFiles"),
  ("harness/load.go", "\t\treturn ` (a {{placeholder}} must be quoted: task: \"{{input}}\")`", "\t\treturn \"\"", "./harness", "TestBadHarnessFiles"),
  ("harness/load.go", "\tout = dedentedRoleKeys(doc, tree, kept)", "\tout = kept", "./harness", "TestBadHarnessFiles"),
- ("harness/load.go", "\t\tif !slices.Contains(keys, name) || !broken {", "\t\tif !slices.Contains(keys, name) || !broken && false {", "./harness", "TestARoleNamedLikeARolesKey"),
+ ("harness/load.go", "\t\tif !slices.Contains(keys, name) || !slices.ContainsFunc(out, about) {", "\t\tif !slices.Contains(keys, name) {", "./harness", "TestARoleNamedLikeARolesKey"),
  ("harness/load.go", "\t\t\t\t\tif _, there := f.Roles[role]; !there {", "\t\t\t\t\tif _, there := f.Roles[role]; false && !there {", "./harness", "TestBadHarnessFiles"),
  ("tools/search.go", "scored += fmt.Sprintf(\", the best %d reranked\", reranked)", "scored += fmt.Sprintf(\", the best %d reranked\", min(FirstStageK, len(c.Chunks))+0*reranked)", "./tools", "TestSearchFunnel"),
  ("fold/state.go", "\t\tif len(s.Agents) >= MaxAgents {", "\t\tif false {", "./fold", "TestStateBoundsWhatATraceNames"),
