@@ -26,7 +26,18 @@ type serverCells struct {
 	sampling map[BranchID]Sampling
 	bytes    int // prompt bytes the server counted
 	tokens   int // … and the tokens it counted them as
+	// growth is what a branch's prompts grew by from one request to its
+	// next, in bytes and in the server's tokens (grownBytes, grownTokens),
+	// and last each branch's latest request: a server counts in every
+	// prompt text lloyal never sent it (the tool definitions it renders,
+	// its template's own preamble), the same for one agent's every turn,
+	// so what a prompt grew by is text alone.
+	grownBytes, grownTokens int
+	last                    map[BranchID]usage
 }
+
+// usage is one request's prompt: its bytes and the server's tokens.
+type usage struct{ bytes, tokens int }
 
 type textBranch struct {
 	segs   chat.Prompt
@@ -49,7 +60,7 @@ var (
 )
 
 func newServerCells(tb TurnBackend) *serverCells {
-	return &serverCells{tb: tb, branches: map[BranchID]*textBranch{}, pending: map[Token]chat.Prompt{}, sampling: map[BranchID]Sampling{}}
+	return &serverCells{tb: tb, branches: map[BranchID]*textBranch{}, pending: map[Token]chat.Prompt{}, sampling: map[BranchID]Sampling{}, last: map[BranchID]usage{}}
 }
 
 // defaultBytesPerToken is the estimate before the server has counted a
@@ -57,21 +68,42 @@ func newServerCells(tb TurnBackend) *serverCells {
 // small vocabularies at fewer; three errs towards seeing pressure early.
 const defaultBytesPerToken = 3.0
 
-// bytesPer is the current estimate of bytes per token.
+// minGrowth is how many bytes branches' prompts must have grown by, in
+// all, before their growth sets the estimate: a few hundred bytes of
+// tokens is a rate rounded too coarsely.
+const minGrowth = 1024
+
+// bytesPer is the current estimate of bytes per token: from what prompts
+// grew by once they have grown enough, until then from whole prompts.
+// Whole prompts hold what the server adds to each (ollama's tool
+// definitions can be half of a short prompt's tokens), so their rate
+// counts text as more tokens than it is; it errs toward seeing pressure
+// early, until the growth says how text counts.
 func (c *serverCells) bytesPer() float64 {
-	if c.tokens == 0 || c.bytes == 0 {
+	switch {
+	case c.grownBytes >= minGrowth && c.grownTokens > 0:
+		return float64(c.grownBytes) / float64(c.grownTokens)
+	case c.tokens == 0 || c.bytes == 0:
 		return defaultBytesPerToken
 	}
 	return float64(c.bytes) / float64(c.tokens)
 }
 
-// noteUsage records a prompt of n bytes the server counted as tokens tokens.
-func (c *serverCells) noteUsage(n, tokens int) {
+// noteUsage records branch id's prompt of n bytes that the server counted
+// as tokens tokens.
+func (c *serverCells) noteUsage(id BranchID, n, tokens int) {
 	if n <= 0 || tokens <= 0 {
 		return
 	}
 	c.bytes += n
 	c.tokens += tokens
+	// A prompt that did not grow (a turn retried, a conversation cut by
+	// recovery) says nothing of how text counts.
+	if prev, ok := c.last[id]; ok && n > prev.bytes && tokens > prev.tokens {
+		c.grownBytes += n - prev.bytes
+		c.grownTokens += tokens - prev.tokens
+	}
+	c.last[id] = usage{n, tokens}
 }
 
 func (c *serverCells) count(nbytes int) int {
@@ -177,6 +209,7 @@ func (c *serverCells) Prune(id BranchID) error {
 	}
 	delete(c.branches, id)
 	delete(c.sampling, id)
+	delete(c.last, id)
 	return nil
 }
 

@@ -55,7 +55,7 @@ func TestServerCellsKeepBranchesAsText(t *testing.T) {
 	if n, used := c.BranchCells(a); n != 100 || used != 29 {
 		t.Fatalf("branch a holds %d of %d: want 29 of 100", used, n)
 	}
-	c.noteUsage(85, 17) // the server counted 5 bytes a token
+	c.noteUsage(a, 85, 17) // the server counted 5 bytes a token
 	if c.CellsUsed() != 17 {
 		t.Fatalf("used %d after the server's count: want 85 bytes at 5 bytes a token = 17", c.CellsUsed())
 	}
@@ -73,5 +73,37 @@ func TestServerCellsKeepBranchesAsText(t *testing.T) {
 	// decoding): the server turn loop sends whole turns.
 	if _, ok := any(c).(Backend); ok {
 		t.Fatal("the server's branches as text pretend to be a cell-level Backend")
+	}
+}
+
+// A server counts in every prompt what it adds itself (ollama renders the
+// tool definitions into it): text not yet sent is estimated from what one
+// branch's prompts grew by between its requests, where that overhead
+// cancels, not from whole prompts, which would count it as text and see a
+// publisher's findings as three times their tokens.
+func TestServerCellsRateLeavesOutWhatTheServerAdds(t *testing.T) {
+	const overhead, bytesPerToken = 1000, 4 // tokens the server adds; its text's rate
+	served := func(n int) int { return overhead + n/bytesPerToken }
+	c := newServerCells(nullTurns{n: 8192})
+	x, _ := c.Create()
+	y, _ := c.Create()
+	c.noteUsage(x, 2000, served(2000))
+	c.noteUsage(y, 800, served(800))
+	if got := c.count(4000); got <= 4000/bytesPerToken {
+		t.Fatalf("4000 bytes estimated as %d tokens from whole prompts alone: want more than the text's %d (whole prompts hold the overhead)", got, 4000/bytesPerToken)
+	}
+	c.noteUsage(x, 1500, served(1500)) // cut by recovery: no growth
+	c.noteUsage(x, 2400, served(2400))
+	if got := c.count(4000); got == 4000/bytesPerToken {
+		t.Fatalf("the rate came from %d bytes of growth: want whole prompts' until %d", 900, minGrowth)
+	}
+	c.noteUsage(y, 1600, served(1600))
+	if got := c.count(4000); got != 4000/bytesPerToken {
+		t.Fatalf("4000 bytes estimated as %d tokens after 1,700 bytes of growth: want %d, the text's rate without the server's %d", got, 4000/bytesPerToken, overhead)
+	}
+	// A pruned branch's last request is forgotten: a new branch's first
+	// request is no growth of it.
+	if err := c.Prune(y); err != nil || len(c.last) != 1 {
+		t.Fatalf("prune: %v; %d branches' requests remembered, want 1", err, len(c.last))
 	}
 }

@@ -355,7 +355,7 @@ func (sv *serverLoop) endTurn(ev turnEvent) {
 		a.turnTokens = res.Tokens
 	}
 	cells := sv.cells
-	cells.noteUsage(g.promptLen, res.PromptTokens)
+	cells.noteUsage(a.branch, g.promptLen, res.PromptTokens)
 	raw := sv.forcedCall(a)
 	cells.appendPrompt(a.branch, chat.Prompt{{Text: raw}})
 	if res.PromptTokens > 0 && res.Tokens > 0 {

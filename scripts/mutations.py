@@ -145,6 +145,7 @@ rows = [
  ("fold/state.go", "\tif n := len(s.Approvals); n > MaxApprovals {", "\tif n := len(s.Approvals); false && n > MaxApprovals {", "./fold", "TestStateBoundsWhatATraceNames"),
  ("fold/state.go", "\tif len(out) < len(s.Agents) {", "\tif false {", "./fold", "TestRosterHoldsEveryAgentOnce"),
  ("internal/capped/capped.go", "\tif c.left <= 0 {\n\t\treturn 0, c.over", "\tif c.left < 0 {\n\t\treturn 0, c.over", "./internal/capped", "TestReader"),
+ ("engine/servercells.go", "\tcase c.grownBytes >= minGrowth && c.grownTokens > 0:", "\tcase false:", "./engine", "TestServerCellsRateLeavesOutWhatTheServerAdds"),
 ]
 only = set(sys.argv[1:])
 survived = False

@@ -115,12 +115,12 @@ func TestRunOnOllamaChat(t *testing.T) {
 	if err := modelgen.WriteFile(gguf, o); err != nil {
 		t.Fatal(err)
 	}
-	// The chat endpoint's context is the model's num_ctx: 8,192, room for
-	// what a random model writes. At the server's default 4,096 whether
-	// the publisher's task fit was the trajectory's chance: lloyal counts a
-	// server's tokens from its usage, and with the tools the server adds to
-	// each prompt a random model's garbage counted 2.5 tokens a byte.
-	srv.CreateWith(t, "lloyal-tiny-chat", gguf, ollamatest.ChatMLTools+"PARAMETER num_ctx 8192\n")
+	// The chat endpoint's context is the server's default, 4,096 cells.
+	// The publisher's task fits it only where lloyal estimates text not
+	// yet sent from what prompts grew by: the server adds its tool
+	// definitions to every prompt, and counted from whole prompts a random
+	// model's text was 2.5 tokens a byte (the task refused: pressure_init).
+	srv.CreateWith(t, "lloyal-tiny-chat", gguf, ollamatest.ChatMLTools)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
 	t.Setenv("LLOYAL_HEADERS", "X-Never-Traced: sk-header")
