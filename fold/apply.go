@@ -184,12 +184,27 @@ func (s *State) foldAgent(e event.Event, who string) (string, bool) {
 	return "", false
 }
 
+// salvagedFrom says how a turn ended whose report was salvaged, by the
+// return's source (engine/endturn.go), or "" for a report written whole.
+func salvagedFrom(source string) string {
+	switch source {
+	case "turn_cut_salvaged":
+		return "cut at its token limit"
+	case "loop_salvaged":
+		return "stopped in a loop"
+	}
+	return ""
+}
+
 // end folds an agent's outcome event.
 func (s *State) end(e event.Event, who string) string {
 	a := s.agent(e.Agent)
 	a.Outcome, a.Status = e.Type.Outcome(), event.StatusFinished
 	a.Result, a.Reason, a.Tool = e.Result, e.Reason, ""
-	var d struct{ Ppl, SamplingPpl float64 }
+	var d struct {
+		Ppl, SamplingPpl float64
+		Source           string
+	}
 	if json.Unmarshal(e.Data, &d) == nil {
 		a.Ppl, a.SamplingPpl = d.Ppl, d.SamplingPpl
 	}
@@ -197,6 +212,11 @@ func (s *State) end(e event.Event, who string) string {
 	s.dropApprovalsOf(e.Agent)
 	switch e.Type {
 	case event.AgentReturn:
+		if how := salvagedFrom(d.Source); how != "" {
+			// What the turn wrote before it stopped: the report may be
+			// cut short, and the log says so.
+			return fmt.Sprintf("%sreturned a report salvaged from a turn %s: %s", who, how, termtext.Clean(report.Read(e.Result).Answer))
+		}
 		return fmt.Sprintf("%sreturned: %s", who, termtext.Clean(report.Read(e.Result).Answer))
 	case event.AgentRecovered:
 		return fmt.Sprintf("%srecovered (%s): %s", who, e.Reason, termtext.Clean(report.Read(e.Result).Answer))

@@ -162,3 +162,20 @@ func TestRefusedCallsAreNotCounted(t *testing.T) {
 		t.Errorf("the refused call: %+v", it)
 	}
 }
+
+// A report salvaged from a turn that stopped inside its call may be cut
+// short: its line says so, and how the turn ended; one written whole
+// says "returned" alone.
+func TestSalvagedReportLine(t *testing.T) {
+	for _, c := range []struct{ source, want string }{
+		{"turn_cut_salvaged", "agent 3 returned a report salvaged from a turn cut at its token limit: half a"},
+		{"loop_salvaged", "agent 3 returned a report salvaged from a turn stopped in a loop: half a"},
+		{"voluntary_return", "agent 3 returned: half a"},
+	} {
+		s := NewState()
+		got := s.Apply(event.Event{Type: event.AgentReturn, Agent: 3, Result: json.RawMessage(`{"result":"half a"}`), Data: json.RawMessage(`{"ppl":1.2,"source":"` + c.source + `"}`)}).Line
+		if got != c.want {
+			t.Errorf("%s: line %q, want %q", c.source, got, c.want)
+		}
+	}
+}

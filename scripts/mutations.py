@@ -146,6 +146,7 @@ rows = [
  ("fold/state.go", "\tif len(out) < len(s.Agents) {", "\tif false {", "./fold", "TestRosterHoldsEveryAgentOnce"),
  ("internal/capped/capped.go", "\tif c.left <= 0 {\n\t\treturn 0, c.over", "\tif c.left < 0 {\n\t\treturn 0, c.over", "./internal/capped", "TestReader"),
  ("engine/servercells.go", "\tcase c.grownBytes >= minGrowth && c.grownTokens > 0:", "\tcase false:", "./engine", "TestServerCellsRateLeavesOutWhatTheServerAdds"),
+ ("fold/apply.go", "\t\tif how := salvagedFrom(d.Source); how != \"\" {", "\t\tif how := salvagedFrom(d.Source); false && how != \"\" {", "./fold", "TestSalvagedReportLine"),
 ]
 only = set(sys.argv[1:])
 survived = False
