@@ -21,6 +21,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/harness"
+	"github.com/lloyal-ai/lloyal/internal/questions"
 	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/internal/repetition"
 	"github.com/lloyal-ai/lloyal/internal/report"
@@ -60,49 +61,6 @@ type DemoOptions struct {
 	NoJumpForward bool
 }
 
-// Question is one held-out question: its form, the files that answer it,
-// and the phrases of which the final note must hold one.
-type Question struct {
-	Form, Text string
-	Files      []string
-	Answers    []string
-}
-
-// ParseQuestions reads questions in demo-questions.tsv's columns: form,
-// question, files (comma-separated), answers (" | "-separated); lines
-// starting with # are comments.
-func ParseQuestions(text string) ([]Question, error) {
-	var out []Question
-	for i, line := range strings.Split(text, "\n") {
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Split(line, "\t")
-		if len(f) != 4 || f[0] == "" || f[1] == "" || f[2] == "" || f[3] == "" {
-			return nil, fmt.Errorf("line %d: want 4 tab-separated columns (form, question, files, answers), got %d: %q", i+1, len(f), line)
-		}
-		q := Question{Form: f[0], Text: f[1]}
-		for _, file := range strings.Split(f[2], ",") {
-			if file = strings.TrimSpace(file); file != "" {
-				q.Files = append(q.Files, file)
-			}
-		}
-		for _, a := range strings.Split(f[3], "|") {
-			if a = strings.TrimSpace(a); a != "" {
-				q.Answers = append(q.Answers, a)
-			}
-		}
-		if len(q.Files) == 0 || len(q.Answers) == 0 {
-			return nil, fmt.Errorf("line %d: the files and answers columns each need at least one (files split by \",\", answers by \"|\"), got %q", i+1, line)
-		}
-		out = append(out, q)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no questions")
-	}
-	return out, nil
-}
-
 // demoRun is what one question's run came to.
 type demoRun struct {
 	answered, cited, looped bool
@@ -132,7 +90,7 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) error {
 		}
 		text = string(b)
 	}
-	qs, err := ParseQuestions(text)
+	qs, err := questions.Parse(text)
 	if err != nil {
 		return fmt.Errorf("questions: %w", err)
 	}
@@ -172,8 +130,8 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) error {
 }
 
 // perForm keeps the first n questions of each form.
-func perForm(qs []Question, n int) []Question {
-	var out []Question
+func perForm(qs []questions.Question, n int) []questions.Question {
+	var out []questions.Question
 	count := map[string]int{}
 	for _, q := range qs {
 		if count[q.Form] < n {
@@ -186,7 +144,7 @@ func perForm(qs []Question, n int) []Question {
 
 // demoQuestion runs the harness on one question in a context of its own and
 // scores what it left: the saved note, the final report, every report.
-func demoQuestion(ctx context.Context, m *model.Model, corpus *tools.Corpus, o DemoOptions, q Question, i int) (r demoRun, err error) {
+func demoQuestion(ctx context.Context, m *model.Model, corpus *tools.Corpus, o DemoOptions, q questions.Question, i int) (r demoRun, err error) {
 	nBatch := 512
 	be, err := llamabackend.New(m, llamabackend.ContextOptions{NCtx: o.Ctx, NBatch: nBatch, NSeqMax: 64})
 	if err != nil {

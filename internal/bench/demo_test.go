@@ -11,46 +11,6 @@ import (
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
-func TestParseQuestions(t *testing.T) {
-	qs, err := ParseQuestions(demoQuestions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forms := map[string]int{}
-	for _, q := range qs {
-		forms[q.Form]++
-		if len(q.Files) == 0 || len(q.Answers) == 0 {
-			t.Fatalf("%+v", q)
-		}
-	}
-	if len(qs) != 90 || forms["what-is"] != 30 || forms["handbook-says"] != 30 || forms["natural"] != 30 {
-		t.Fatalf("the held-out set: %d questions, by form %v", len(qs), forms)
-	}
-	for _, bad := range []string{"", "# only a comment\n", "what-is\tWhat is X?\tglossary.md\n", "what-is\t\tglossary.md\tx\n"} {
-		if _, err := ParseQuestions(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
-func FuzzParseQuestions(f *testing.F) {
-	f.Add(demoQuestions)
-	f.Add("natural\tHow?\ta.md,b.md\tx | y\n")
-	f.Add("0\t0\t0\t ")    // blank answers
-	f.Add("0\t0\t ,\tx\n") // blank files
-	f.Fuzz(func(t *testing.T, text string) {
-		qs, err := ParseQuestions(text)
-		if err != nil {
-			return
-		}
-		for _, q := range qs {
-			if q.Form == "" || q.Text == "" || len(q.Files) == 0 || len(q.Answers) == 0 {
-				t.Fatalf("an accepted question lacks a part: %+v", q)
-			}
-		}
-	})
-}
-
 func TestHoldsAnyAndCitedFiles(t *testing.T) {
 	note := "# Q\n\n- mooring: a node in a Tidewater  cluster. [glossary.md:46-46]\n- x [operations/cluster-operations.md:12]"
 	if !holdsAny(note, []string{"A node in a Tidewater cluster"}) || holdsAny(note, []string{"unmoor"}) {

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lloyal-ai/lloyal/internal/questions"
 	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/services"
 	"github.com/lloyal-ai/lloyal/services/llamaservice"
@@ -39,7 +40,7 @@ report (lloyal bench demo runs them all).`
 
 // Rerank measures a reranker on the tuning questions (RerankHelp).
 func Rerank(ctx context.Context, w io.Writer, o RerankOptions) error {
-	qs, err := ParseQuestions(tuningQuestions)
+	qs, err := questions.Parse(tuningQuestions)
 	if err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func Rerank(ctx context.Context, w io.Writer, o RerankOptions) error {
 
 // rankTuning is Rerank once its reranker is open (nil: BM25 alone), named
 // model in the table's heading.
-func rankTuning(ctx context.Context, w io.Writer, qs []Question, model string, ranker services.Ranker) error {
+func rankTuning(ctx context.Context, w io.Writer, qs []questions.Question, model string, ranker services.Ranker) error {
 	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
 	if err != nil {
 		return err
@@ -126,7 +127,7 @@ func rankTuning(ctx context.Context, w io.Writer, qs []Question, model string, r
 // answers q whose passage holds one of its answer phrases, 0 when none
 // does. The whole passage, not its preview: the reranker reads it whole,
 // and an agent that reads the hit is shown its lines.
-func answeringRank(q Question, hits []tools.Hit) int {
+func answeringRank(q questions.Question, hits []tools.Hit) int {
 	for i, h := range hits {
 		if slices.Contains(q.Files, h.Path) && holdsAny(h.Passage(), q.Answers) {
 			return i + 1

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lloyal-ai/lloyal/internal/questions"
 	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/internal/testmodel"
 	"github.com/lloyal-ai/lloyal/tools"
@@ -69,11 +70,11 @@ func (r *wholeReader) Rank(_ context.Context, _ string, docs []string, _ func(do
 // answered by the first hit's fourth line, which its 320-byte preview
 // cuts off.
 func TestBenchRerankReadsWholePassages(t *testing.T) {
-	qs, err := ParseQuestions(tuningQuestions)
+	qs, err := questions.Parse(tuningQuestions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(qs, func(q Question) bool { return q.Text == "Do I need to run replay after upgrading a node?" })
+	i := slices.IndexFunc(qs, func(q questions.Question) bool { return q.Text == "Do I need to run replay after upgrading a node?" })
 	if i < 0 {
 		t.Fatal("the tuning question is gone")
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lloyal-ai/lloyal/internal/questions"
 	"github.com/lloyal-ai/lloyal/internal/research"
 )
 
@@ -14,11 +15,11 @@ import (
 // of them; and no question equals or contains a held-out question, or is
 // contained in one.
 func TestTuningQuestions(t *testing.T) {
-	tuning, err := ParseQuestions(tuningQuestions)
+	tuning, err := questions.Parse(tuningQuestions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	heldOut, err := ParseQuestions(demoQuestions)
+	heldOut, err := questions.Parse(demoQuestions)
 	if err != nil {
 		t.Fatal(err)
 	}

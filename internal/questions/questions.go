@@ -1,0 +1,53 @@
+// Package questions reads the handbook question files lloyal measures and
+// trains on: the held-out set (bench/demo-questions.tsv), the tuning set
+// and the demo reranker's training questions, one question a line in the
+// same four tab-separated columns.
+package questions
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Question is one question: its form, the files that answer it, and the
+// phrases of which an answer must hold one.
+type Question struct {
+	Form, Text string
+	Files      []string
+	Answers    []string
+}
+
+// Parse reads questions in demo-questions.tsv's columns: form,
+// question, files (comma-separated), answers (" | "-separated); lines
+// starting with # are comments.
+func Parse(text string) ([]Question, error) {
+	var out []Question
+	for i, line := range strings.Split(text, "\n") {
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 4 || f[0] == "" || f[1] == "" || f[2] == "" || f[3] == "" {
+			return nil, fmt.Errorf("line %d: want 4 tab-separated columns (form, question, files, answers), got %d: %q", i+1, len(f), line)
+		}
+		q := Question{Form: f[0], Text: f[1]}
+		for _, file := range strings.Split(f[2], ",") {
+			if file = strings.TrimSpace(file); file != "" {
+				q.Files = append(q.Files, file)
+			}
+		}
+		for _, a := range strings.Split(f[3], "|") {
+			if a = strings.TrimSpace(a); a != "" {
+				q.Answers = append(q.Answers, a)
+			}
+		}
+		if len(q.Files) == 0 || len(q.Answers) == 0 {
+			return nil, fmt.Errorf("line %d: the files and answers columns each need at least one (files split by \",\", answers by \"|\"), got %q", i+1, line)
+		}
+		out = append(out, q)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no questions")
+	}
+	return out, nil
+}
