@@ -116,6 +116,10 @@ type Options struct {
 	// Services are the run's opened services (the file's, services.Open):
 	// a tool's rerank names one.
 	Services *services.Set
+	// Unranked searches by the first stage alone, whatever rerank a tool
+	// names: the demo model's training transcripts were written so, and
+	// are written so again.
+	Unranked bool
 	// Attachments are the files the run was given (Stage): every pool's
 	// (engine.Attachments), shown by a read_attachment tool, which a role
 	// is offered only when there are some.
@@ -343,7 +347,7 @@ func (p *Program) tool(name string, t Tool) (engine.Tool, error) {
 	if t.Rerank != "" && k.ranked == nil {
 		return nil, fmt.Errorf("tool %s: rerank: a %s tool takes no reranker (a search does)", name, k.name)
 	}
-	if t.Rerank != "" {
+	if t.Rerank != "" && !p.o.Unranked {
 		r, err := p.o.Services.Ranker(t.Rerank)
 		if err != nil {
 			return nil, fmt.Errorf("tool %s: rerank: %w", name, err)
@@ -691,15 +695,19 @@ func (p *Program) pool(s Step, results map[string][]engine.AgentResult) (engine.
 	}
 	// A role whose search is reranked by a local rerank service (its
 	// scores logits of relevance, 0 at even odds) judges relevance by it,
-	// not by shared words, which stay its fallback.
+	// not by shared words, which stay its fallback. A reranker that
+	// refines the first stage scores a passage only beside others: it
+	// has no zero to judge one by.
 	for _, name := range r.Tools {
 		t := p.f.Tools[name]
-		if t.Rerank == "" {
+		if t.Rerank == "" || p.o.Unranked {
 			continue
 		}
 		if v, ok := p.o.Services.Get(t.Rerank); ok && v.Spec().Kind == services.Rerank && v.Spec().Server == "" {
 			if rk, err := p.o.Services.Ranker(t.Rerank); err == nil {
-				spec.Scorer = services.Scorer(rk, spec.Scorer)
+				if _, blends := rk.(tools.FirstStageReranker); !blends {
+					spec.Scorer = services.Scorer(rk, spec.Scorer)
+				}
 			}
 		}
 	}

@@ -26,7 +26,7 @@ func TestFitSaysWhatItCut(t *testing.T) {
 		{research, []string{"pressure limits", "findings cut to 256 characters each", "a grounded note's claims to 512 characters"}, nil},
 		{plain, []string{"pressure limits"}, []string{"findings", "note"}},
 	} {
-		p, err := c.f.Build(Options{Input: "What is a harbor?"})
+		p, err := c.f.Build(Options{Input: "What is a harbor?", Services: builtinServices(t, c.f)})
 		if err != nil {
 			t.Fatal(err)
 		}

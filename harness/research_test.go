@@ -10,9 +10,11 @@ import (
 
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/demoranker"
 	"github.com/lloyal-ai/lloyal/internal/enginetest"
 	"github.com/lloyal-ai/lloyal/internal/report"
 	"github.com/lloyal-ai/lloyal/internal/research"
+	"github.com/lloyal-ai/lloyal/services"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -29,12 +31,24 @@ func researchProgram(t *testing.T, task string, profiles ...string) *Program {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := f.Build(Options{Input: task, Workspace: t.TempDir()})
+	p, err := f.Build(Options{Input: task, Workspace: t.TempDir(), Services: builtinServices(t, f)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// builtinServices are f's services opened as a run opens them (the
+// research harness's is the demo reranker, which needs no llama.cpp).
+func builtinServices(t *testing.T, f *File) *services.Set {
+	t.Helper()
+	set, err := services.Open(context.Background(), f.ServiceSpecs(), demoranker.Opener(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	return set
 }
 
 // demoTask is the research harness's default task (its run.input).

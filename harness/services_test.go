@@ -193,3 +193,70 @@ run:
 		t.Errorf("the agent's task %q", last)
 	}
 }
+
+// blendingRanker refines the first stage (tools.FirstStageReranker): its
+// scores compare within a call only.
+type blendingRanker struct{ fakeRanker }
+
+func (r *blendingRanker) RankAfter(ctx context.Context, q string, docs []string, _ []float64, p func(int, int)) ([]float64, error) {
+	return r.Rank(ctx, q, docs, p)
+}
+
+// A reranker that refines the first stage reranks the search but is no
+// judge of one passage alone: the delegate's drift check keeps shared
+// words. Unranked, the same file builds without its services and
+// searches by the first stage alone (no funnel).
+func TestABlendingRankerAndUnranked(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "docs"), 0o755)
+	os.WriteFile(filepath.Join(dir, "docs", "tides.md"), []byte("# Tides\n\nTide tables list high and low water for the harbor.\n"), 0o644)
+	path := filepath.Join(dir, "agents.yaml")
+	os.WriteFile(path, []byte(`
+services:
+  ranker: {kind: rerank, model: lloyal-demo-reranker}
+tools:
+  search: {builtin: search, corpus: docs, rerank: ranker}
+  ask: {delegate: helper, description: Ask helpers.}
+roles:
+  reader:
+    system: You read.
+    tools: [search, ask]`+answerRole+`
+  helper:
+    system: You help.`+answerRole+`
+run:
+  steps:
+    - role: reader
+      orchestrate: parallel
+      task: "{{input}}"
+`), 0o644)
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, unranked := range []bool{false, true} {
+		r := &blendingRanker{}
+		o := Options{Input: "tide tables", Unranked: unranked}
+		if !unranked {
+			o.Services = services.NewSet(r)
+		}
+		p, err := f.Build(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be := enginetest.New(1 << 16)
+		be.Script("tide tables", enginetest.ToolCall("search", `{"query":"tide tables"}`), enginetest.ToolCall("ask", `{"tasks":["Who keeps the tables?"]}`), enginetest.ToolCall("answer", `{"text":"read"}`))
+		be.Script("Who keeps the tables?", enginetest.ToolCall("answer", `{"text":"the master"}`))
+		rec := &engine.Recorder{}
+		if _, err := p.Run(context.Background(), engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})); err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+		want := 1 // the search alone
+		if unranked {
+			want = 0
+		}
+		if r.asked != want || len(rec.Of(event.ToolFunnel)) != want {
+			t.Errorf("unranked %v: the ranker was asked %q, %d funnels traced: want %d of each", unranked, r.queries, len(rec.Of(event.ToolFunnel)), want)
+		}
+	}
+}

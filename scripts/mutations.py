@@ -147,6 +147,12 @@ rows = [
  ("internal/capped/capped.go", "\tif c.left <= 0 {\n\t\treturn 0, c.over", "\tif c.left < 0 {\n\t\treturn 0, c.over", "./internal/capped", "TestReader"),
  ("engine/servercells.go", "\tcase c.grownBytes >= minGrowth && c.grownTokens > 0:", "\tcase false:", "./engine", "TestServerCellsRateLeavesOutWhatTheServerAdds"),
  ("fold/apply.go", "\t\tif how := salvagedFrom(d.Source); how != \"\" {", "\t\tif how := salvagedFrom(d.Source); false && how != \"\" {", "./fold", "TestSalvagedReportLine"),
+ ("tools/search.go", "\tif fr, ok := r.(FirstStageReranker); ok {", "\tif fr, ok := r.(FirstStageReranker); false && ok {", "./tools", "TestSearchFunnelGivesTheFirstStage"),
+ ("harness/build.go", "\t\t\t\tif _, blends := rk.(tools.FirstStageReranker); !blends {", "\t\t\t\tif _, blends := rk.(tools.FirstStageReranker); true || !blends {", "./harness", "TestABlendingRankerAndUnranked"),
+ ("harness/build.go", "\tif t.Rerank != \"\" && !p.o.Unranked {", "\tif t.Rerank != \"\" {", "./harness", "TestABlendingRankerAndUnranked"),
+ ("internal/demoranker/model.go", "\t\t\tt := (1 - m.Params.Self) * m.trans[v][w]", "\t\t\tt := 0.0", "./internal/demoranker", "TestATranslationRanksAParaphrase"),
+ ("internal/demoranker/model.go", "\tif 2*known < len(docs) {", "\tif false {", "./internal/demoranker", "TestRankAfterBlendsWithTheFirstStage"),
+ ("internal/demoranker/model.go", "\t\tif !m.asked[w] {", "\t\tif true {", "./internal/demoranker", "TestTheProductsNameScoresNothing"),
 ]
 only = set(sys.argv[1:])
 survived = False

@@ -237,3 +237,42 @@ func TestSearchFunnelFails(t *testing.T) {
 		t.Errorf("errors %v", errs)
 	}
 }
+
+// firstStage refines the first stage: it records the first-stage scores
+// it is given and reverses their order.
+type firstStage struct {
+	lengthRanker
+	first []float64
+}
+
+func (r *firstStage) RankAfter(_ context.Context, query string, docs []string, first []float64, progress func(done, total int)) ([]float64, error) {
+	r.queries, r.first = append(r.queries, query), first
+	s := make([]float64, len(first))
+	for i, x := range first {
+		s[i] = -x
+	}
+	return s, nil
+}
+
+// A reranker that refines the first stage (FirstStageReranker) is given
+// each candidate's first-stage score, in the candidates' order, and its
+// scores order the hits; its plain Rank is not called.
+func TestSearchFunnelGivesTheFirstStage(t *testing.T) {
+	r := &firstStage{}
+	_, rec := funnelRun(t, r, `{"query":"replay crash","limit":2}`)
+	var f event.Funnel
+	if fs := rec.Of(event.ToolFunnel); len(fs) != 1 || json.Unmarshal(fs[0].Data, &f) != nil {
+		t.Fatalf("funnels %v", fs)
+	}
+	if len(r.queries) != 1 || len(r.first) != len(f.Candidates) {
+		t.Fatalf("asked %q with %d first-stage scores for %d candidates", r.queries, len(r.first), len(f.Candidates))
+	}
+	for i, c := range f.Candidates {
+		if r.first[i] != c.First || c.Score != -c.First {
+			t.Errorf("candidate %d: given first-stage score %v, traced %v, scored %v", i, r.first[i], c.First, c.Score)
+		}
+	}
+	if f.Candidates[0].Admitted || !f.Candidates[len(f.Candidates)-1].Admitted {
+		t.Errorf("the first stage's first was admitted, or its last (the reranker's first) was not: %+v", f.Candidates)
+	}
+}

@@ -381,6 +381,19 @@ var stopWords = func() map[string]bool {
 	return m
 }()
 
+// Words are the stems of text's words less stop words, in order: what
+// search matches a query and a passage by, for a reranker that reads
+// them as search does.
+func Words(text string) []string {
+	var out []string
+	for _, w := range terms(text) {
+		if !stopWords[w] {
+			out = append(out, stem(w))
+		}
+	}
+	return out
+}
+
 // queryTerms are a query's terms less its stop words; a query of stop
 // words only keeps them all.
 func queryTerms(query string) []string {
@@ -404,6 +417,15 @@ func SearchTool(c *Corpus) engine.Tool { return RankedSearchTool(c, nil, "") }
 // (services.Ranker): a second model, not the agents'.
 type Reranker interface {
 	Rank(ctx context.Context, query string, docs []string, progress func(done, total int)) ([]float64, error)
+}
+
+// A FirstStageReranker refines the first stage's order rather than
+// replacing it: it is given each candidate's first-stage score beside its
+// text, and its scores compare within one call only (the demo reranker
+// blends its own with them). A funnel gives it the scores.
+type FirstStageReranker interface {
+	Reranker
+	RankAfter(ctx context.Context, query string, docs []string, first []float64, progress func(done, total int)) ([]float64, error)
 }
 
 // Funnel sizes: the first stage's candidates, and the bytes of passage
@@ -507,7 +529,7 @@ func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, li
 	}
 	var scores []float64
 	for i, q := range queries {
-		sc, err := r.Rank(ctx, q, texts, func(done, total int) {
+		sc, err := rerank(ctx, r, q, cands, texts, func(done, total int) {
 			engine.OnProgress(ctx, i*total+done, len(queries)*total)
 		})
 		if err != nil {
@@ -533,6 +555,30 @@ func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, li
 	f.Query, f.Scorer, f.Question = query, scorer, question
 	engine.TraceFunnel(ctx, f)
 	return hits, len(cands), nil
+}
+
+// Rerank scores the first stage's candidates (hits, as Search gives them)
+// against query as a reranked search does: by r, given each hit's whole
+// passage and, where r refines the first stage (FirstStageReranker), its
+// first-stage score.
+func Rerank(ctx context.Context, r Reranker, query string, hits []Hit, progress func(done, total int)) ([]float64, error) {
+	texts := make([]string, len(hits))
+	for i, h := range hits {
+		texts[i] = h.Passage()
+	}
+	return rerank(ctx, r, query, hits, texts, progress)
+}
+
+// rerank is Rerank with the hits' passages read already.
+func rerank(ctx context.Context, r Reranker, query string, hits []Hit, texts []string, progress func(done, total int)) ([]float64, error) {
+	if fr, ok := r.(FirstStageReranker); ok {
+		first := make([]float64, len(hits))
+		for i, h := range hits {
+			first[i] = h.Score
+		}
+		return fr.RankAfter(ctx, query, texts, first, progress)
+	}
+	return r.Rank(ctx, query, texts, progress)
 }
 
 // admit takes candidates best score first (ties in the first stage's

@@ -21,11 +21,14 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/kv"
 	"github.com/lloyal-ai/lloyal/engine/llamacpp/model"
 	"github.com/lloyal-ai/lloyal/harness"
+	"github.com/lloyal-ai/lloyal/internal/demoranker"
 	"github.com/lloyal-ai/lloyal/internal/questions"
 	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/internal/repetition"
 	"github.com/lloyal-ai/lloyal/internal/report"
 	"github.com/lloyal-ai/lloyal/internal/research"
+	"github.com/lloyal-ai/lloyal/services"
+	"github.com/lloyal-ai/lloyal/services/llamaservice"
 	"github.com/lloyal-ai/lloyal/tools"
 	"github.com/lloyal-ai/lloyal/trace"
 )
@@ -166,7 +169,13 @@ func demoQuestion(ctx context.Context, m *model.Model, corpus *tools.Corpus, o D
 	if err != nil {
 		return r, err
 	}
-	p, err := f.Build(harness.Options{Input: q.Text, Workspace: notes})
+	// The file's services (the demo reranker) open as a run opens them.
+	svcs, err := services.Open(ctx, f.ServiceSpecs(), demoranker.Opener(llamaservice.Open))
+	if err != nil {
+		return r, err
+	}
+	defer svcs.Close()
+	p, err := f.Build(harness.Options{Input: q.Text, Workspace: notes, Services: svcs})
 	if err != nil {
 		return r, err
 	}
@@ -224,7 +233,7 @@ func demoQuestion(ctx context.Context, m *model.Model, corpus *tools.Corpus, o D
 	if text == "" {
 		text = final.Answer // no note saved: the final report is what the user has
 	}
-	r.answered = holdsAny(text, q.Answers)
+	r.answered = questions.HoldsAny(text, q.Answers)
 	noted := citedFiles(text)
 	r.cited = slices.ContainsFunc(slices.Concat(noted, final.Sources), func(f string) bool { return slices.Contains(q.Files, f) })
 	// Every file any report or the note cites must be the corpus's.
@@ -261,19 +270,6 @@ func citedFiles(text string) []string {
 		out = append(out, m[1])
 	}
 	return out
-}
-
-// holdsAny reports whether text holds one of the phrases, case and spacing
-// aside.
-func holdsAny(text string, phrases []string) bool {
-	norm := func(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
-	t := norm(text)
-	for _, p := range phrases {
-		if strings.Contains(t, norm(p)) {
-			return true
-		}
-	}
-	return false
 }
 
 // printDemo prints the table: one row per form, then all questions.

@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/lloyal-ai/lloyal/engine/event"
+	"github.com/lloyal-ai/lloyal/internal/questions"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
 func TestHoldsAnyAndCitedFiles(t *testing.T) {
 	note := "# Q\n\n- mooring: a node in a Tidewater  cluster. [glossary.md:46-46]\n- x [operations/cluster-operations.md:12]"
-	if !holdsAny(note, []string{"A node in a Tidewater cluster"}) || holdsAny(note, []string{"unmoor"}) {
+	if !questions.HoldsAny(note, []string{"A node in a Tidewater cluster"}) || questions.HoldsAny(note, []string{"unmoor"}) {
 		t.Fatal("holdsAny")
 	}
 	if got := citedFiles(note); len(got) != 2 || got[0] != "glossary.md" || got[1] != "operations/cluster-operations.md" {

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lloyal-ai/lloyal/internal/demoranker"
 	"github.com/lloyal-ai/lloyal/internal/questions"
 	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/services"
@@ -46,7 +47,7 @@ func Rerank(ctx context.Context, w io.Writer, o RerankOptions) error {
 	}
 	var ranker services.Ranker
 	if o.Model != "" {
-		set, err := services.Open(ctx, []services.Spec{{Name: "reranker", Kind: services.Rerank, Model: o.Model, Server: o.Server, Key: o.APIKey, Threads: o.Threads}}, llamaservice.Open)
+		set, err := services.Open(ctx, []services.Spec{{Name: "reranker", Kind: services.Rerank, Model: o.Model, Server: o.Server, Key: o.APIKey, Threads: o.Threads}}, demoranker.Opener(llamaservice.Open))
 		if err != nil {
 			return err
 		}
@@ -87,12 +88,8 @@ func rankTuning(ctx context.Context, w io.Writer, qs []questions.Question, model
 		if ranker == nil || len(hits) == 0 {
 			continue
 		}
-		docs := make([]string, len(hits))
-		for i, h := range hits {
-			docs[i] = h.Passage() // as the search tool's funnel gives them
-		}
 		start := time.Now()
-		scores, err := ranker.Rank(ctx, q.Text, docs, nil)
+		scores, err := tools.Rerank(ctx, ranker, q.Text, hits, nil) // as the search tool's funnel does
 		t.took += time.Since(start)
 		if err != nil {
 			return fmt.Errorf("rerank %q: %w", q.Text, err)
@@ -129,7 +126,7 @@ func rankTuning(ctx context.Context, w io.Writer, qs []questions.Question, model
 // and an agent that reads the hit is shown its lines.
 func answeringRank(q questions.Question, hits []tools.Hit) int {
 	for i, h := range hits {
-		if slices.Contains(q.Files, h.Path) && holdsAny(h.Passage(), q.Answers) {
+		if slices.Contains(q.Files, h.Path) && questions.HoldsAny(h.Passage(), q.Answers) {
 			return i + 1
 		}
 	}

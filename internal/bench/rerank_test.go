@@ -83,7 +83,7 @@ func TestBenchRerankReadsWholePassages(t *testing.T) {
 		t.Fatal(err)
 	}
 	hits := corpus.Search(context.Background(), qs[i].Text, tools.FirstStageK, nil)
-	if holdsAny(hits[0].Text, qs[i].Answers) {
+	if questions.HoldsAny(hits[0].Text, qs[i].Answers) {
 		t.Fatalf("the first hit's preview holds the answer: pick a question whose answer it cuts off")
 	}
 	if r := answeringRank(qs[i], hits); r != 1 {

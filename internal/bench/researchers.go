@@ -138,7 +138,7 @@ func Researchers(ctx context.Context, w io.Writer, o ResearchersOptions) (err er
 			sc.reachable++
 		}
 	}
-	fmt.Fprintln(w, "bench researchers runs the researchers alone: a real run's planner, walks, helpers and publisher are left out (lloyal bench demo runs them all)")
+	fmt.Fprintln(w, "bench researchers runs the researchers alone: a real run's planner, walks, helpers, publisher and search reranker are left out (lloyal bench demo runs them all)")
 	fmt.Fprintf(w, "researchers: %s, %d held-out facts asked (of %d), context %d\n", m.Info.Name, len(asked), held, o.Ctx)
 	start := time.Now()
 	// The researchers' pool as the program runs it, all of them in it as

@@ -69,12 +69,12 @@ func TestTuningQuestions(t *testing.T) {
 				pages[f] = text
 			}
 			texts = append(texts, text)
-			if !holdsAny(text, q.Answers) {
+			if !questions.HoldsAny(text, q.Answers) {
 				t.Errorf("%q: %s holds none of the answers %q", q.Text, f, q.Answers)
 			}
 		}
 		for _, a := range q.Answers {
-			if !holdsAny(strings.Join(texts, "\n\n"), []string{a}) {
+			if !questions.HoldsAny(strings.Join(texts, "\n\n"), []string{a}) {
 				t.Errorf("%q: the answer %q is in none of its files %q", q.Text, a, q.Files)
 			}
 		}

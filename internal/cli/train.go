@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lloyal-ai/lloyal/internal/demomodel/training"
+	"github.com/lloyal-ai/lloyal/internal/demoranker"
 )
 
 func newModelTrainCmd() *cobra.Command {
@@ -28,7 +29,10 @@ and a report citing it, each tool executed for real against the built-in
 handbook and its result inserted as the runtime inserts it. Only the model's
 own turns are learned. A fifth of the handbook's facts (chosen by --seed) are
 held out and never trained on; their IDs are saved in the model's header
-(lloyal.train.held_out). --data text trains on the handbook as plain text.
+(lloyal.train.held_out). --data text trains on the handbook as plain text;
+--data reranker trains the demo reranker instead (internal/demoranker: a
+translation model from its training questions, in a second; no other flag
+applies).
 Sequences are drawn by --seed, so the same flags write the same file.
 
 Each step prints its loss (mean cross-entropy per token, in nats), accuracy
@@ -38,6 +42,9 @@ at -o (checkpoints are written to a temporary file and renamed).`,
   lloyal model train -o demo.gguf --preset small --steps 2000 --every 100`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Data == "reranker" {
+				return demoranker.WriteTrained(cmd.OutOrStdout(), o.Out)
+			}
 			job, err := training.Prepare(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -52,7 +59,7 @@ at -o (checkpoints are written to a temporary file and renamed).`,
 	f := cmd.Flags()
 	f.StringVarP(&o.Out, "output", "o", "", "file to write (checkpoints replace it atomically)")
 	f.StringVar(&o.Preset, "preset", "tiny", "model shape: tiny (~0.3M parameters) or small (~4M)")
-	f.StringVar(&o.Data, "data", "transcripts", "training data: transcripts (researcher runs over the handbook, only the model's turns learned) or text (the handbook as plain text)")
+	f.StringVar(&o.Data, "data", "transcripts", "training data: transcripts (researcher runs over the handbook, only the model's turns learned), text (the handbook as plain text) or reranker (the demo reranker, from its questions)")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for the weights and the order of the data")
 	f.IntVar(&o.Steps, "steps", 200, "optimizer steps")
 	f.IntVar(&o.Ctx, "ctx", 128, "tokens per training sequence")

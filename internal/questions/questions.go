@@ -51,3 +51,17 @@ func Parse(text string) ([]Question, error) {
 	}
 	return out, nil
 }
+
+// HoldsAny reports whether text holds one of the phrases, case and spacing
+// aside: an answer holds a question's answer phrase wherever its lines
+// break.
+func HoldsAny(text string, phrases []string) bool {
+	norm := func(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
+	t := norm(text)
+	for _, p := range phrases {
+		if strings.Contains(t, norm(p)) {
+			return true
+		}
+	}
+	return false
+}

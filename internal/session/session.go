@@ -17,6 +17,7 @@ import (
 	"github.com/lloyal-ai/lloyal/engine"
 	"github.com/lloyal-ai/lloyal/harness"
 	"github.com/lloyal-ai/lloyal/internal/backends"
+	"github.com/lloyal-ai/lloyal/internal/demoranker"
 	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/services"
 	"github.com/lloyal-ai/lloyal/services/llamaservice"
@@ -125,7 +126,7 @@ func Run(ctx context.Context, cfg Config, f *harness.File) error {
 			return err
 		}
 	}
-	svcs, err := services.Open(ctx, specs, llamaservice.Open)
+	svcs, err := services.Open(ctx, specs, demoranker.Opener(llamaservice.Open))
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,8 @@ import (
 // over handbook (nil: the built-in one), as a run of nCtx cells decoded
 // nBatch tokens at a time builds it — the profiles a run of that context
 // applies, not the demo model's, and fitted to it — with notes going to a
-// temporary folder that done removes. The demo model's training
+// temporary folder that done removes, its searches unranked (BM25's
+// order, as when the demo model trained). The demo model's training
 // transcripts are written from it, and lloyal bench researchers runs its
 // researchers.
 func ResearchProgram(handbook fs.FS, nCtx, nBatch int) (p *harness.Program, done func(), err error) {
@@ -26,7 +27,7 @@ func ResearchProgram(handbook fs.FS, nCtx, nBatch int) (p *harness.Program, done
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err = f.Build(harness.Options{Workspace: ws, Handbook: handbook})
+	p, err = f.Build(harness.Options{Workspace: ws, Handbook: handbook, Unranked: true})
 	if err != nil {
 		os.RemoveAll(ws)
 		return nil, nil, err
