@@ -70,6 +70,7 @@ fuzz:
 	@$(CGO); go test ./internal/runconfig -run '^$$' -fuzz '^FuzzCheckRun$$' -fuzztime $(FUZZTIME)
 	go test ./internal/questions -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	go test ./internal/jsondepth -run '^$$' -fuzz '^FuzzMeasure$$' -fuzztime $(FUZZTIME)
+	go test ./internal/demoranker -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	go test ./harness -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	go test ./tools -run '^$$' -fuzz '^FuzzStem$$' -fuzztime $(FUZZTIME)
 	go test ./internal/research -run '^$$' -fuzz '^FuzzClauses$$' -fuzztime $(FUZZTIME)
