@@ -44,30 +44,9 @@ func TestASearchRerankedByAService(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "docs", "harbor.md"), []byte("# Harbor\n\nThe harbor master keeps the tide tables.\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "docs", "tides.md"), []byte("# Tides\n\nTide tables list high and low water for the harbor, each day of the year, at every berth.\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "r.gguf"), nil, 0o644)
-	path := filepath.Join(dir, "agents.yaml")
-	os.WriteFile(path, []byte(`
-services:
+	f := readerFile(t, dir, `
   ranker: {kind: rerank, model: r.gguf}
-  judge: {kind: judge, model: qwen, server: "http://127.0.0.1:9", labels: [yes, no]}
-tools:
-  search: {builtin: search, corpus: docs, rerank: ranker}
-  ask: {delegate: helper, description: Ask helpers.}
-roles:
-  reader:
-    system: You read.
-    tools: [search, ask]`+answerRole+`
-  helper:
-    system: You help.`+answerRole+`
-run:
-  steps:
-    - role: reader
-      orchestrate: parallel
-      task: "{{input}}"
-`), 0o644)
-	f, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+  judge: {kind: judge, model: qwen, server: "http://127.0.0.1:9", labels: [yes, no]}`)
 	specs := f.ServiceSpecs()
 	if len(specs) != 2 || specs[1].Name != "ranker" || specs[1].Model != filepath.Join(dir, "r.gguf") || specs[0].Model != "qwen" || specs[0].Server == "" || len(specs[0].Labels) != 2 {
 		t.Fatalf("specs %+v", specs)
@@ -81,13 +60,7 @@ run:
 		t.Fatal(err)
 	}
 	defer p.Close()
-	be := enginetest.New(1 << 16)
-	be.Script("tide tables", enginetest.ToolCall("search", `{"query":"tide tables harbor"}`), enginetest.ToolCall("ask", `{"tasks":["Who keeps the tables?"]}`), enginetest.ToolCall("answer", `{"text":"read"}`))
-	be.Script("Who keeps the tables?", enginetest.ToolCall("answer", `{"text":"the master"}`))
-	rec := &engine.Recorder{}
-	if _, err := p.Run(context.Background(), engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})); err != nil {
-		t.Fatal(err)
-	}
+	rec := runReader(t, p, "tide tables harbor")
 	fs := rec.Of(event.ToolFunnel)
 	// The search's funnel, then the delegate's drift check: the role's
 	// relevance is the service's.
@@ -210,10 +183,38 @@ func TestABlendingRankerAndUnranked(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "docs"), 0o755)
 	os.WriteFile(filepath.Join(dir, "docs", "tides.md"), []byte("# Tides\n\nTide tables list high and low water for the harbor.\n"), 0o644)
+	f := readerFile(t, dir, `
+  ranker: {kind: rerank, model: lloyal-demo-reranker}`)
+	for _, unranked := range []bool{false, true} {
+		r := &blendingRanker{}
+		o := Options{Input: "tide tables", Unranked: unranked}
+		if !unranked {
+			o.Services = services.NewSet(r)
+		}
+		p, err := f.Build(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := runReader(t, p, "tide tables")
+		p.Close()
+		want := 1 // the search alone
+		if unranked {
+			want = 0
+		}
+		if r.asked != want || len(rec.Of(event.ToolFunnel)) != want {
+			t.Errorf("unranked %v: the ranker was asked %q, %d funnels traced: want %d of each", unranked, r.queries, len(rec.Of(event.ToolFunnel)), want)
+		}
+	}
+}
+
+// readerFile writes and loads a harness whose reader searches dir/docs
+// (reranked by the service "ranker", which services defines, a YAML
+// mapping's entries) and asks a helper.
+func readerFile(t *testing.T, dir, services string) *File {
+	t.Helper()
 	path := filepath.Join(dir, "agents.yaml")
 	os.WriteFile(path, []byte(`
-services:
-  ranker: {kind: rerank, model: lloyal-demo-reranker}
+services:`+services+`
 tools:
   search: {builtin: search, corpus: docs, rerank: ranker}
   ask: {delegate: helper, description: Ask helpers.}
@@ -233,30 +234,19 @@ run:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, unranked := range []bool{false, true} {
-		r := &blendingRanker{}
-		o := Options{Input: "tide tables", Unranked: unranked}
-		if !unranked {
-			o.Services = services.NewSet(r)
-		}
-		p, err := f.Build(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		be := enginetest.New(1 << 16)
-		be.Script("tide tables", enginetest.ToolCall("search", `{"query":"tide tables"}`), enginetest.ToolCall("ask", `{"tasks":["Who keeps the tables?"]}`), enginetest.ToolCall("answer", `{"text":"read"}`))
-		be.Script("Who keeps the tables?", enginetest.ToolCall("answer", `{"text":"the master"}`))
-		rec := &engine.Recorder{}
-		if _, err := p.Run(context.Background(), engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})); err != nil {
-			t.Fatal(err)
-		}
-		p.Close()
-		want := 1 // the search alone
-		if unranked {
-			want = 0
-		}
-		if r.asked != want || len(rec.Of(event.ToolFunnel)) != want {
-			t.Errorf("unranked %v: the ranker was asked %q, %d funnels traced: want %d of each", unranked, r.queries, len(rec.Of(event.ToolFunnel)), want)
-		}
+	return f
+}
+
+// runReader runs p with a scripted model: the reader searches query, asks
+// its helper one question and answers; the helper answers.
+func runReader(t *testing.T, p *Program, query string) *engine.Recorder {
+	t.Helper()
+	be := enginetest.New(1 << 16)
+	be.Script("tide tables", enginetest.ToolCall("search", `{"query":"`+query+`"}`), enginetest.ToolCall("ask", `{"tasks":["Who keeps the tables?"]}`), enginetest.ToolCall("answer", `{"text":"read"}`))
+	be.Script("Who keeps the tables?", enginetest.ToolCall("answer", `{"text":"the master"}`))
+	rec := &engine.Recorder{}
+	if _, err := p.Run(context.Background(), engine.New(be, engine.Options{Sinks: []engine.Sink{rec}})); err != nil {
+		t.Fatal(err)
 	}
+	return rec
 }
