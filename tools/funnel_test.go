@@ -276,3 +276,29 @@ func TestSearchFunnelGivesTheFirstStage(t *testing.T) {
 		t.Errorf("the first stage's first was admitted, or its last (the reranker's first) was not: %+v", f.Candidates)
 	}
 }
+
+// decliner leaves every search to the first stage.
+type decliner struct{ lengthRanker }
+
+func (r *decliner) RankAfter(context.Context, string, []string, []float64, func(int, int)) ([]float64, error) {
+	return nil, ErrDeclined
+}
+
+// A reranker that declines the passages (ErrDeclined: another corpus than
+// its own) leaves the search as it is without one: the same hits, no
+// funnel traced, nothing said of reranking.
+func TestSearchFunnelDeclined(t *testing.T) {
+	res := func(r Reranker) (string, int) {
+		_, rec := funnelRun(t, r, `{"query":"replay crash","limit":2}`)
+		out := rec.Of(event.ToolResult)
+		if len(out) != 1 {
+			t.Fatalf("results %v", out)
+		}
+		return string(out[0].Result), len(rec.Of(event.ToolFunnel))
+	}
+	plain, _ := res(nil)
+	declined, funnels := res(&decliner{})
+	if declined != plain || funnels != 0 {
+		t.Errorf("declined: %s (%d funnels), want the unranked search's %s", declined, funnels, plain)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -419,6 +420,11 @@ type Reranker interface {
 	Rank(ctx context.Context, query string, docs []string, progress func(done, total int)) ([]float64, error)
 }
 
+// ErrDeclined is a reranker's answer for passages it was not made for (the
+// demo reranker's, of another corpus than the one it trained on): the
+// search goes on as a search without a reranker, and no funnel is traced.
+var ErrDeclined = errors.New("the reranker leaves these passages to the search")
+
 // A FirstStageReranker refines the first stage's order rather than
 // replacing it: it is given each candidate's first-stage score beside its
 // text, and its scores compare within one call only (the demo reranker
@@ -475,13 +481,18 @@ func RankedSearchTool(c *Corpus, r Reranker, scorer string) engine.Tool {
 		}
 		var hits []Hit
 		reranked := 0
-		if r == nil {
-			hits = c.SearchFocused(ctx, a.Query, a.Limit, prefer, focus(ctx))
-		} else {
+		if r != nil {
 			var err error
-			if hits, reranked, err = funnel(ctx, c, r, scorer, a.Query, a.Limit, prefer); err != nil {
+			hits, reranked, err = funnel(ctx, c, r, scorer, a.Query, a.Limit, prefer)
+			switch {
+			case errors.Is(err, ErrDeclined):
+				r = nil // searched as without a reranker, below
+			case err != nil:
 				return nil, err
 			}
+		}
+		if r == nil {
+			hits = c.SearchFocused(ctx, a.Query, a.Limit, prefer, focus(ctx))
 		}
 		if len(hits) == 0 {
 			return engine.ErrorResult("nothing in the corpus matches %q: try other words, or grep for an exact phrase", a.Query), nil
@@ -532,6 +543,9 @@ func funnel(ctx context.Context, c *Corpus, r Reranker, scorer, query string, li
 		sc, err := rerank(ctx, r, q, cands, texts, func(done, total int) {
 			engine.OnProgress(ctx, i*total+done, len(queries)*total)
 		})
+		if errors.Is(err, ErrDeclined) {
+			return nil, 0, err
+		}
 		if err != nil {
 			return nil, 0, fmt.Errorf("rerank: %w", err)
 		}

@@ -93,7 +93,8 @@ func (m *Model) Rank(ctx context.Context, query string, docs []string, progress 
 // RankAfter is Rank blended with first, the first stage's scores of the
 // same docs: each is made standard over this call's docs, and the model's
 // weighs Params.Blend times the first stage's. Passages most of which are
-// not the trained corpus's keep the first stage's order (its scores).
+// not the trained corpus's it declines (tools.ErrDeclined): the search
+// goes on as one without a reranker.
 func (m *Model) RankAfter(ctx context.Context, query string, docs []string, first []float64, progress func(done, total int)) ([]float64, error) {
 	if len(first) != len(docs) {
 		return nil, fmt.Errorf("%d first-stage scores for %d passages", len(first), len(docs))
@@ -105,10 +106,7 @@ func (m *Model) RankAfter(ctx context.Context, query string, docs []string, firs
 		}
 	}
 	if 2*known < len(docs) {
-		if progress != nil {
-			progress(len(docs), len(docs))
-		}
-		return slices.Clone(first), nil
+		return nil, tools.ErrDeclined
 	}
 	own, err := m.Rank(ctx, query, docs, progress)
 	if err != nil {
