@@ -21,8 +21,10 @@ import (
 	"github.com/lloyal-ai/lloyal/engine/event"
 	"github.com/lloyal-ai/lloyal/engine/serverbackend"
 	"github.com/lloyal-ai/lloyal/harness"
+	"github.com/lloyal-ai/lloyal/internal/demoranker"
 	"github.com/lloyal-ai/lloyal/internal/modelgen"
 	"github.com/lloyal-ai/lloyal/internal/ollamatest"
+	"github.com/lloyal-ai/lloyal/services"
 	"github.com/lloyal-ai/lloyal/trace"
 )
 
@@ -120,7 +122,13 @@ func TestResearchHarnessOnOllama(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := f.Build(harness.Options{Workspace: filepath.Join(dir, "notes")})
+	// Its services as a run opens them (the demo reranker: no llama.cpp).
+	svcs, err := services.Open(t.Context(), f.ServiceSpecs(), demoranker.Opener(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svcs.Close()
+	h, err := f.Build(harness.Options{Workspace: filepath.Join(dir, "notes"), Services: svcs})
 	if err != nil {
 		t.Fatal(err)
 	}
