@@ -353,6 +353,11 @@ func (p *Program) tool(name string, t Tool) (engine.Tool, error) {
 			return nil, fmt.Errorf("tool %s: rerank: %w", name, err)
 		}
 		read = k.ranked(c, r, p.o.Services.Describe(t.Rerank))
+		// The demo reranker also ranks what a report may quote of the
+		// corpus it reranks.
+		if fr, ok := r.(tools.FirstStageReranker); ok {
+			c.g.RankClaimsBy(fr)
+		}
 	}
 	// What a corpus tool shows an agent is what its report may cite.
 	tl := c.g.Watch(read)

@@ -154,6 +154,8 @@ rows = [
  ("internal/demoranker/model.go", "\tif 2*known < len(docs) {", "\tif false {", "./internal/demoranker", "TestRankAfterBlendsWithTheFirstStage"),
  ("internal/demoranker/model.go", "\t\tif !m.asked[w] {", "\t\tif true {", "./internal/demoranker", "TestTheProductsNameScoresNothing"),
  ("tools/search.go", "\t\t\t\tr = nil // searched as without a reranker, below", "\t\t\t\treturn nil, err", "./tools", "TestSearchFunnelDeclined"),
+ ("tools/grounding.go", "\tg.rankClaims(question, all, score)\n", "", "./tools", "TestClaimsRankedByTheDemoReranker"),
+ ("tools/grounding.go", "\t\tscore[i] *= 1 + claimBoost*max(x, 0)/best", "\t\tscore[i] += claimBoost * max(x, 0) / best", "./tools", "TestClaimsRankedByTheDemoReranker"),
 ]
 only = set(sys.argv[1:])
 survived = False

@@ -36,6 +36,10 @@ type Grounding struct {
 	// output, not sentences to quote as an answer.
 	code map[string][]bool
 
+	// claimRanker, when set, ranks the claims a report may quote beside
+	// shared words (RankClaimsBy).
+	claimRanker FirstStageReranker
+
 	mu     sync.Mutex
 	seen   map[int]*shown        // by agent id
 	agents map[int]*engine.Agent // every agent met, for its callers
@@ -343,7 +347,45 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		return ok && g.corpus.fields[strings.ToLower(strings.TrimSpace(label))]
 	})
 	score := g.scoreClaims(all, q, asksAmount(question), read, first)
+	g.rankClaims(question, all, score)
 	return closestClaims(all, score, n)
+}
+
+// claimBoost is how much a claim's score is raised at most by the claim
+// ranker: the sentence it finds likeliest to answer counts twice.
+const claimBoost = 1.0
+
+// RankClaimsBy has the claims a grounded report may offer ranked by r as
+// well as by shared words: a claim's score is raised by up to claimBoost
+// times its share of the best score r gives any of them. r is a reranker
+// that runs in this process (the demo reranker), whose plain Rank is a
+// log-likelihood ratio with 0 at "no likelier than the corpus": a claim
+// it scores 0 or below keeps its score. Call it before the run.
+func (g *Grounding) RankClaimsBy(r FirstStageReranker) { g.claimRanker = r }
+
+// rankClaims raises score (of all, for question) by the claim ranker's.
+func (g *Grounding) rankClaims(question string, all []Claim, score []float64) {
+	if g.claimRanker == nil || len(all) == 0 {
+		return
+	}
+	texts := make([]string, len(all))
+	for i, c := range all {
+		texts[i] = c.Quote
+		if lead := g.leadIn(c.Source); lead != "" {
+			texts[i] = lead + " " + c.Quote
+		}
+	}
+	llr, err := g.claimRanker.Rank(context.Background(), question, texts, nil)
+	if err != nil || len(llr) != len(all) {
+		return // shared words alone, as without one
+	}
+	best := slices.Max(llr)
+	if best <= 0 {
+		return
+	}
+	for i, x := range llr {
+		score[i] *= 1 + claimBoost*max(x, 0)/best
+	}
 }
 
 // shownClaims are the claims of the lines the agent was shown (code blocks

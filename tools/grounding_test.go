@@ -489,3 +489,44 @@ func TestClaimsRankPointersAndTitlesLow(t *testing.T) {
 		t.Fatalf("offered %q: want the sentence that says what happens first", got)
 	}
 }
+
+// likes is a claim ranker that finds the sentences holding word likely
+// (a log-likelihood ratio of 2) and the rest no likelier than the corpus.
+type likes struct {
+	decliner
+	word string
+}
+
+func (r *likes) Rank(_ context.Context, _ string, docs []string, _ func(int, int)) ([]float64, error) {
+	s := make([]float64, len(docs))
+	for i, d := range docs {
+		if strings.Contains(d, r.word) {
+			s[i] = 2
+		}
+	}
+	return s, nil
+}
+
+// With a claim ranker (the demo reranker) a sentence sharing as many of
+// the question's words as another, but that the ranker finds likelier to
+// answer, is offered first; one sharing none of them is still never
+// offered; without one, the order is shared words' (the one read first).
+func TestClaimsRankedByTheDemoReranker(t *testing.T) {
+	text := "# Stranded jobs\n\nA stranded job is an interrupted job that cannot be retried.\n\nJobs that list a stranded job in `depends_on` stay in `waiting-deps`.\n\nClosed runs are kept for a year.\n"
+	q := "What happens to jobs that depend on a job that got stranded?"
+	got, g, a := offered(t, text, q)
+	if len(got) < 2 || !strings.HasPrefix(got[0].Quote, "A stranded job") {
+		t.Fatalf("without a ranker offered %q: want the first sentence first (shared words tie)", got)
+	}
+	g.RankClaimsBy(&likes{word: "waiting-deps"})
+	got = g.Claims(a, q, maxOffered)
+	if len(got) < 2 || !strings.HasPrefix(got[0].Quote, "Jobs that list") {
+		t.Fatalf("with a ranker offered %q: want the sentence it finds likelier first", got)
+	}
+	g.RankClaimsBy(&likes{word: "kept for a year"})
+	for _, c := range g.Claims(a, q, maxOffered) {
+		if strings.HasPrefix(c.Quote, "Closed runs") {
+			t.Errorf("a sentence sharing none of the question's words was offered: %q", c.Quote)
+		}
+	}
+}
