@@ -17,7 +17,11 @@ import (
 // and a file of that name from before the run is not this run's.
 func TestSavedNotesAreTheFilesThisRunWrote(t *testing.T) {
 	dir := t.TempDir()
-	since := time.Now().Truncate(time.Second)
+	// The run started a little before: a file's time comes from the
+	// kernel's coarse clock, which can read a few milliseconds behind
+	// time.Now, so a run that started this very second could see a note
+	// written in it as older (a flake).
+	since := time.Now().Add(-2 * time.Second).Truncate(time.Second)
 	f := &summary{st: fold.NewState(), workspace: dir, since: since}
 	f.Emit(event.Event{ID: 1, Type: event.AgentSpawn, Agent: 1, Text: "write"})
 	for i, name := range []string{"written.md", "served.md", "old.md"} {
