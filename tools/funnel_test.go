@@ -302,3 +302,40 @@ func TestSearchFunnelDeclined(t *testing.T) {
 		t.Errorf("declined: %s (%d funnels), want the unranked search's %s", declined, funnels, plain)
 	}
 }
+
+// onceDecliner declines its first search and reranks the rest.
+type onceDecliner struct {
+	lengthRanker
+	calls int
+}
+
+func (r *onceDecliner) RankAfter(ctx context.Context, q string, docs []string, _ []float64, p func(int, int)) ([]float64, error) {
+	r.calls++
+	if r.calls == 1 {
+		return nil, ErrDeclined
+	}
+	return r.Rank(ctx, q, docs, p)
+}
+
+// A declined search leaves the tool's reranker to its next call: what one
+// call declines, the next (another agent's, at once) may rerank.
+func TestADeclinedSearchKeepsItsReranker(t *testing.T) {
+	c := corpusOf(t, map[string]string{"a.md": "# A\n\nReplay after a crash keeps the log.\n", "b.md": "# B\n\nReplay crash notes.\n"})
+	r := &onceDecliner{}
+	search := RankedSearchTool(c, r, "ranker (test)")
+	funnels := 0
+	for range 2 {
+		be := enginetest.New(1 << 16)
+		be.Script("Why is replay safe?", enginetest.ToolCall("search", `{"query":"replay crash"}`), enginetest.ToolCall("report", `{"result":"done"}`))
+		rec := &engine.Recorder{}
+		if _, err := engine.New(be, engine.Options{Sinks: []engine.Sink{rec}}).Run(context.Background(), engine.PoolSpec{Tools: []engine.Tool{search},
+			Terminal: engine.Terminal("report", "Report.", json.RawMessage(`{"type":"object","properties":{"result":{"type":"string"}},"required":["result"]}`)),
+			MaxTurns: 4, Orchestrate: engine.Parallel(engine.AgentSpec{Task: "Why is replay safe?"})}); err != nil {
+			t.Fatal(err)
+		}
+		funnels += len(rec.Of(event.ToolFunnel))
+	}
+	if r.calls != 2 || funnels != 1 {
+		t.Fatalf("the reranker was asked %d times, %d funnels traced: want 2 and 1 (the second search reranked)", r.calls, funnels)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -360,8 +361,19 @@ const claimBoost = 1.0
 // times its share of the best score r gives any of them. r is a reranker
 // that runs in this process (the demo reranker), whose plain Rank is a
 // log-likelihood ratio with 0 at "no likelier than the corpus": a claim
-// it scores 0 or below keeps its score. Call it before the run.
-func (g *Grounding) RankClaimsBy(r FirstStageReranker) { g.claimRanker = r }
+// it scores 0 or below keeps its score. A reranker that declines this
+// corpus's passages (ErrDeclined: it was trained on another) ranks none
+// of its claims. Call it before the run.
+func (g *Grounding) RankClaimsBy(r FirstStageReranker) {
+	var texts []string
+	for _, ch := range g.corpus.Chunks[:min(len(g.corpus.Chunks), FirstStageK)] {
+		texts = append(texts, ch.Text)
+	}
+	if _, err := r.RankAfter(context.Background(), "", texts, make([]float64, len(texts)), nil); errors.Is(err, ErrDeclined) {
+		return
+	}
+	g.claimRanker = r
+}
 
 // rankClaims raises score (of all, for question) by the claim ranker's.
 func (g *Grounding) rankClaims(question string, all []Claim, score []float64) {

@@ -491,10 +491,19 @@ func TestClaimsRankPointersAndTitlesLow(t *testing.T) {
 }
 
 // likes is a claim ranker that finds the sentences holding word likely
-// (a log-likelihood ratio of 2) and the rest no likelier than the corpus.
+// (a log-likelihood ratio of 2) and the rest no likelier than the corpus;
+// it declines the corpus's passages where declines is set.
 type likes struct {
-	decliner
-	word string
+	lengthRanker
+	word     string
+	declines bool
+}
+
+func (r *likes) RankAfter(ctx context.Context, q string, docs []string, _ []float64, p func(int, int)) ([]float64, error) {
+	if r.declines {
+		return nil, ErrDeclined
+	}
+	return r.Rank(ctx, q, docs, p)
 }
 
 func (r *likes) Rank(_ context.Context, _ string, docs []string, _ func(int, int)) ([]float64, error) {
@@ -510,7 +519,8 @@ func (r *likes) Rank(_ context.Context, _ string, docs []string, _ func(int, int
 // With a claim ranker (the demo reranker) a sentence sharing as many of
 // the question's words as another, but that the ranker finds likelier to
 // answer, is offered first; one sharing none of them is still never
-// offered; without one, the order is shared words' (the one read first).
+// offered; without one, or with one that declines the corpus (trained on
+// another), the order is shared words' (the one read first).
 func TestClaimsRankedByTheDemoReranker(t *testing.T) {
 	text := "# Stranded jobs\n\nA stranded job is an interrupted job that cannot be retried.\n\nJobs that list a stranded job in `depends_on` stay in `waiting-deps`.\n\nClosed runs are kept for a year.\n"
 	q := "What happens to jobs that depend on a job that got stranded?"
@@ -522,6 +532,11 @@ func TestClaimsRankedByTheDemoReranker(t *testing.T) {
 	got = g.Claims(a, q, maxOffered)
 	if len(got) < 2 || !strings.HasPrefix(got[0].Quote, "Jobs that list") {
 		t.Fatalf("with a ranker offered %q: want the sentence it finds likelier first", got)
+	}
+	declined, g2, a2 := offered(t, text, q)
+	g2.RankClaimsBy(&likes{word: "waiting-deps", declines: true})
+	if declined = g2.Claims(a2, q, maxOffered); len(declined) < 2 || !strings.HasPrefix(declined[0].Quote, "A stranded job") {
+		t.Fatalf("with a ranker that declines the corpus offered %q: want shared words' order", declined)
 	}
 	g.RankClaimsBy(&likes{word: "kept for a year"})
 	for _, c := range g.Claims(a, q, maxOffered) {

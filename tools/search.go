@@ -480,18 +480,18 @@ func RankedSearchTool(c *Corpus, r Reranker, scorer string) engine.Tool {
 			}
 		}
 		var hits []Hit
-		reranked := 0
-		if r != nil {
+		reranked, ranker := 0, r // this call's: calls run at once
+		if ranker != nil {
 			var err error
-			hits, reranked, err = funnel(ctx, c, r, scorer, a.Query, a.Limit, prefer)
+			hits, reranked, err = funnel(ctx, c, ranker, scorer, a.Query, a.Limit, prefer)
 			switch {
 			case errors.Is(err, ErrDeclined):
-				r = nil // searched as without a reranker, below
+				ranker = nil // searched as without a reranker, below
 			case err != nil:
 				return nil, err
 			}
 		}
-		if r == nil {
+		if ranker == nil {
 			hits = c.SearchFocused(ctx, a.Query, a.Limit, prefer, focus(ctx))
 		}
 		if len(hits) == 0 {
@@ -503,7 +503,7 @@ func RankedSearchTool(c *Corpus, r Reranker, scorer string) engine.Tool {
 		// gives no time: the model reads the result, and a time would make
 		// two runs of the same agent differ with the machine's load.
 		scored := fmt.Sprintf("%d passages", len(c.Chunks))
-		if r != nil {
+		if ranker != nil {
 			scored += fmt.Sprintf(", the best %d reranked", reranked)
 		}
 		return map[string]any{"query": a.Query, "hits": hits, "scored": scored}, nil
