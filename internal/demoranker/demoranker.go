@@ -75,11 +75,13 @@ func Opener(next services.Opener) services.Opener {
 	}
 }
 
+// Spec is the spec it was opened as.
 func (s *Service) Spec() services.Spec { return s.spec }
 
 // Where names the model and its file's hash.
 func (s *Service) Where() string { return fmt.Sprintf("%s (built in, sha256 %.12s)", Name, s.sum) }
 
+// Close does nothing: the model is memory the service holds.
 func (s *Service) Close() {}
 
 // Rank scores each passage by how much likelier it makes the query than
