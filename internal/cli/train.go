@@ -29,11 +29,9 @@ and a report citing it, each tool executed for real against the built-in
 handbook and its result inserted as the runtime inserts it. Only the model's
 own turns are learned. A fifth of the handbook's facts (chosen by --seed) are
 held out and never trained on; their IDs are saved in the model's header
-(lloyal.train.held_out). --data text trains on the handbook as plain text;
---data reranker trains the demo reranker instead (internal/demoranker: a
-translation model from its training questions, in a second; no other flag
-applies).
+(lloyal.train.held_out). --data text trains on the handbook as plain text.
 Sequences are drawn by --seed, so the same flags write the same file.
+--data reranker trains the demo reranker instead (no other flag applies).
 
 Each step prints its loss (mean cross-entropy per token, in nats), accuracy
 and tokens/s. Ctrl-C stops after the step in flight and leaves a whole model
