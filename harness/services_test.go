@@ -176,10 +176,11 @@ func (r *blendingRanker) RankAfter(ctx context.Context, q string, docs []string,
 	return r.Rank(ctx, q, docs, p)
 }
 
-// A reranker that refines the first stage reranks the search but is no
-// judge of one passage alone: the delegate's drift check keeps shared
-// words. Unranked, the same file builds without its services and
-// searches by the first stage alone (no funnel).
+// A reranker that refines the first stage reranks the search, and the
+// claims a report may quote of its corpus, but is no judge of one passage
+// alone: the delegate's drift check keeps shared words. Unranked, the
+// same file builds without its services and searches by the first stage
+// alone (no funnel).
 func TestABlendingRankerAndUnranked(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "docs"), 0o755)
@@ -209,6 +210,11 @@ func TestABlendingRankerAndUnranked(t *testing.T) {
 		}
 		if unranked && r.asked != 0 {
 			t.Errorf("unranked: the ranker was asked %q", r.queries)
+		}
+		// Reranked, the corpus's grounding asked it whether it takes the
+		// corpus's passages (with no query), to rank their claims too.
+		if !unranked && !slices.Contains(r.queries, "") {
+			t.Errorf("the corpus's claims were not offered to the ranker: asked %q", r.queries)
 		}
 	}
 }

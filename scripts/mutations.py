@@ -158,6 +158,7 @@ rows = [
  ("tools/grounding.go", "\t\tscore[i] *= 1 + claimBoost*max(x, 0)/best", "\t\tscore[i] += claimBoost * max(x, 0) / best", "./tools", "TestClaimsRankedByTheDemoReranker"),
  ("tools/search.go", "\t\t\t\tranker = nil // searched as without a reranker, below", "\t\t\t\tranker, r = nil, nil", "./tools", "TestADeclinedSearchKeepsItsReranker"),
  ("tools/grounding.go", "errors.Is(err, ErrDeclined) {\n\t\treturn\n\t}\n\tg.claimRanker = r", "errors.Is(err, ErrDeclined) \u0026\u0026 false {\n\t\treturn\n\t}\n\tg.claimRanker = r", "./tools", "TestClaimsRankedByTheDemoReranker"),
+ ("harness/build.go", "\t\t\tc.g.RankClaimsBy(fr)\n", "\t\t\t_ = fr\n", "./harness", "TestABlendingRankerAndUnranked"),
 ]
 only = set(sys.argv[1:])
 survived = False
