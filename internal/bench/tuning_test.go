@@ -45,13 +45,12 @@ func TestTuningQuestions(t *testing.T) {
 
 	handbook := research.Handbook()
 	pages := map[string]string{}
-	norm := func(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
 	seen := map[string]bool{}
 	for _, q := range tuning {
-		if seen[norm(q.Text)] {
+		if seen[questions.Normal(q.Text)] {
 			t.Errorf("%q: asked twice", q.Text)
 		}
-		seen[norm(q.Text)] = true
+		seen[questions.Normal(q.Text)] = true
 		var texts []string
 		for _, f := range q.Files {
 			if strings.HasPrefix(f, "restricted/") {
@@ -79,8 +78,7 @@ func TestTuningQuestions(t *testing.T) {
 			}
 		}
 		for _, h := range heldOut {
-			tq, hq := norm(q.Text), norm(h.Text)
-			if strings.Contains(hq, tq) || strings.Contains(tq, hq) {
+			if questions.Repeats(q.Text, h.Text) {
 				t.Errorf("tuning question %q repeats held-out question %q", q.Text, h.Text)
 			}
 		}

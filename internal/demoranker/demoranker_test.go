@@ -55,7 +55,6 @@ func TestTrainingQuestions(t *testing.T) {
 	if len(qs) < 700 || forms["natural"] < len(qs)/2 || forms["handbook-says"] == 0 || forms["what-is"] == 0 {
 		t.Errorf("%d training questions, by form %v: want at least 700, half of them natural", len(qs), forms)
 	}
-	norm := func(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
 	for _, other := range []string{"../bench/tuning-questions.tsv", "../bench/demo-questions.tsv"} {
 		b, err := os.ReadFile(other)
 		if err != nil {
@@ -67,7 +66,7 @@ func TestTrainingQuestions(t *testing.T) {
 		}
 		for _, q := range qs {
 			for _, o := range set {
-				if a, b := norm(q.Text), norm(o.Text); strings.Contains(a, b) || strings.Contains(b, a) {
+				if questions.Repeats(q.Text, o.Text) {
 					t.Errorf("training question %q repeats %s's %q", q.Text, filepath.Base(other), o.Text)
 				}
 			}

@@ -52,16 +52,27 @@ func Parse(text string) ([]Question, error) {
 	return out, nil
 }
 
+// Normal is text lowercased with its spacing made single spaces: how
+// questions and answers compare, wherever their lines break.
+func Normal(text string) string { return strings.Join(strings.Fields(strings.ToLower(text)), " ") }
+
 // HoldsAny reports whether text holds one of the phrases, case and spacing
 // aside: an answer holds a question's answer phrase wherever its lines
 // break.
 func HoldsAny(text string, phrases []string) bool {
-	norm := func(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
-	t := norm(text)
+	t := Normal(text)
 	for _, p := range phrases {
-		if strings.Contains(t, norm(p)) {
+		if strings.Contains(t, Normal(p)) {
 			return true
 		}
 	}
 	return false
+}
+
+// Repeats reports whether one question's text holds the other's, case and
+// spacing aside: a set tuned or trained on must not repeat a set measured
+// on.
+func Repeats(a, b string) bool {
+	a, b = Normal(a), Normal(b)
+	return strings.Contains(a, b) || strings.Contains(b, a)
 }

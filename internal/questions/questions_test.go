@@ -50,3 +50,19 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestRepeats(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"What is a skiff in Tidewater?", "what is a  skiff in\nTidewater?", true},
+		{"skiff in Tidewater", "What is a skiff in Tidewater?", true},
+		{"What is a skiff in Tidewater?", "What is a SKIFF", true},
+		{"What is a skiff?", "What is a harbor?", false},
+	} {
+		if got := Repeats(c.a, c.b); got != c.want {
+			t.Errorf("Repeats(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
