@@ -150,6 +150,10 @@ type Set struct {
 	byName map[string]Service
 }
 
+// ErrNoLlama refuses a service whose model runs here where no Opener for
+// one was given.
+var ErrNoLlama = errors.New("a service whose model runs here needs llama.cpp (llamaservice.Open); give it a server")
+
 // Opener opens a service whose model runs here (llamaservice.Open): a
 // parameter, so that this package, and what reads a Set, need no cgo.
 type Opener func(Spec) (Service, error)
@@ -175,7 +179,7 @@ func Open(ctx context.Context, specs []Spec, local Opener) (*Set, error) {
 		case sp.Server != "":
 			svc, err = Dial(ctx, sp)
 		case local == nil:
-			err = fmt.Errorf("a service whose model runs here needs llama.cpp (llamaservice.Open); give it a server")
+			err = ErrNoLlama
 		default:
 			svc, err = local(sp)
 		}

@@ -11,7 +11,6 @@
 package demoranker
 
 import (
-	"context"
 	"crypto/sha256"
 	_ "embed" // the trained model and its training questions
 	"encoding/hex"
@@ -36,11 +35,12 @@ var TrainingQuestions string
 // Shipped is the trained model lloyal ships, read from its file.
 func Shipped() (*Model, error) { return Decode(shipped) }
 
-// Service is the demo reranker as a service: services.Ranker, and a
-// tools.FirstStageReranker a search funnel gives the first stage's scores.
+// Service is the demo reranker as a service: its Model is a
+// services.Ranker, and a tools.FirstStageReranker a search funnel gives
+// the first stage's scores.
 type Service struct {
+	*Model
 	spec services.Spec
-	m    *Model
 	sum  string
 }
 
@@ -57,7 +57,7 @@ func Open(sp services.Spec) (*Service, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(shipped)
-	return &Service{spec: sp, m: m, sum: hex.EncodeToString(sum[:])}, nil
+	return &Service{Model: m, spec: sp, sum: hex.EncodeToString(sum[:])}, nil
 }
 
 // Opener opens a spec whose model is Name itself and hands any other to
@@ -69,7 +69,7 @@ func Opener(next services.Opener) services.Opener {
 			return Open(sp)
 		}
 		if next == nil {
-			return nil, fmt.Errorf("a service whose model runs here needs llama.cpp (llamaservice.Open); give it a server")
+			return nil, services.ErrNoLlama
 		}
 		return next(sp)
 	}
@@ -83,15 +83,3 @@ func (s *Service) Where() string { return fmt.Sprintf("%s (built in, sha256 %.12
 
 // Close does nothing: the model is memory the service holds.
 func (s *Service) Close() {}
-
-// Rank scores each passage by how much likelier it makes the query than
-// the handbook as a whole does (a log-likelihood ratio: 0 is no likelier).
-func (s *Service) Rank(ctx context.Context, query string, docs []string, progress func(done, total int)) ([]float64, error) {
-	return s.m.Rank(ctx, query, docs, progress)
-}
-
-// RankAfter blends Rank's scores with the first stage's (first), within
-// this call's passages.
-func (s *Service) RankAfter(ctx context.Context, query string, docs []string, first []float64, progress func(done, total int)) ([]float64, error) {
-	return s.m.RankAfter(ctx, query, docs, first, progress)
-}

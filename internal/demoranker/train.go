@@ -30,8 +30,7 @@ const askedShare, askedLeast = 3, 10
 // maximisation (IBM Model 1, with an empty word that explains what no
 // passage word does). The same questions and corpus train the same model.
 func Train(corpus *tools.Corpus, qs []questions.Question, p Params) (*Model, error) {
-	m := &Model{Params: p, counts: map[string]float64{}, trans: map[string]map[string]float64{}, expand: map[string]map[string]float64{}}
-	m.known = map[string]bool{}
+	m := &Model{Params: p, counts: map[string]float64{}, trans: map[string]map[string]float64{}, expand: map[string]map[string]float64{}, known: map[string]bool{}}
 	for _, ch := range corpus.Chunks {
 		m.known[passageKey(ch.Text)] = true
 		for _, w := range tools.Words(ch.Text) {
