@@ -154,7 +154,7 @@ rows = [
  ("internal/demoranker/model.go", "\tif 2*known < len(docs) {", "\tif false {", "./internal/demoranker", "TestRankAfterBlendsWithTheFirstStage"),
  ("internal/demoranker/model.go", "\t\tif !m.asked[w] {", "\t\tif true {", "./internal/demoranker", "TestTheProductsNameScoresNothing"),
  ("tools/search.go", "\t\t\t\tranker = nil // searched as without a reranker, below", "\t\t\t\treturn nil, err", "./tools", "TestSearchFunnelDeclined"),
- ("tools/grounding.go", "\tg.rankClaims(question, all, score)\n", "", "./tools", "TestClaimsRankedByTheDemoReranker"),
+ ("tools/grounding.go", "\tg.rankClaims(question, says, score)\n", "", "./tools", "TestClaimsRankedByTheDemoReranker"),
  ("tools/grounding.go", "\t\tscore[i] *= 1 + claimBoost*max(x, 0)/best", "\t\tscore[i] += claimBoost * max(x, 0) / best", "./tools", "TestClaimsRankedByTheDemoReranker"),
  ("tools/search.go", "\t\t\t\tranker = nil // searched as without a reranker, below", "\t\t\t\tranker, r = nil, nil", "./tools", "TestADeclinedSearchKeepsItsReranker"),
  ("tools/grounding.go", "errors.Is(err, ErrDeclined) {\n\t\treturn\n\t}\n\tg.claimRanker = r", "errors.Is(err, ErrDeclined) \u0026\u0026 false {\n\t\treturn\n\t}\n\tg.claimRanker = r", "./tools", "TestClaimsRankedByTheDemoReranker"),

@@ -347,8 +347,12 @@ func (g *Grounding) Claims(a *engine.Agent, question string, n int) []Claim {
 		label, _, ok := strings.Cut(c.Quote, ":")
 		return ok && g.corpus.fields[strings.ToLower(strings.TrimSpace(label))]
 	})
-	score := g.scoreClaims(all, q, asksAmount(question), read, first)
-	g.rankClaims(question, all, score)
+	says := make([]string, len(all)) // each claim's statement, read once
+	for i, c := range all {
+		says[i] = g.statement(c)
+	}
+	score := g.scoreClaims(all, says, q, asksAmount(question), read, first)
+	g.rankClaims(question, says, score)
 	return closestClaims(all, score, n)
 }
 
@@ -375,20 +379,14 @@ func (g *Grounding) RankClaimsBy(r FirstStageReranker) {
 	g.claimRanker = r
 }
 
-// rankClaims raises score (of all, for question) by the claim ranker's.
-func (g *Grounding) rankClaims(question string, all []Claim, score []float64) {
-	if g.claimRanker == nil || len(all) == 0 {
+// rankClaims raises score (of the claims whose statements are says, for
+// question) by the claim ranker's.
+func (g *Grounding) rankClaims(question string, says []string, score []float64) {
+	if g.claimRanker == nil || len(says) == 0 {
 		return
 	}
-	texts := make([]string, len(all))
-	for i, c := range all {
-		texts[i] = c.Quote
-		if lead := g.leadIn(c.Source); lead != "" {
-			texts[i] = lead + " " + c.Quote
-		}
-	}
-	llr, err := g.claimRanker.Rank(context.Background(), question, texts, nil)
-	if err != nil || len(llr) != len(all) {
+	llr, err := g.claimRanker.Rank(context.Background(), question, says, nil)
+	if err != nil || len(llr) != len(says) {
 		return // shared words alone, as without one
 	}
 	best := slices.Max(llr)
@@ -461,21 +459,25 @@ func (g *Grounding) overlap(text string, q map[string]bool) float64 {
 	return s
 }
 
-// scoreClaims is how well each claim answers the question whose stems are
-// q (quantity: it asks after an amount), given the files the agent read
-// and the first it was shown.
-func (g *Grounding) scoreClaims(all []Claim, q map[string]bool, quantity bool, read map[string]bool, first string) []float64 {
+// statement is what a claim says: a list item says what its lead-in ("A
+// skiff stops claiming when:") introduces, and answers what the lead-in
+// does, read as one statement with it.
+func (g *Grounding) statement(c Claim) string {
+	if lead := g.leadIn(c.Source); lead != "" {
+		return lead + " " + c.Quote
+	}
+	return c.Quote
+}
+
+// scoreClaims is how well each claim (of all, whose statements are says)
+// answers the question whose stems are q (quantity: it asks after an
+// amount), given the files the agent read and the first it was shown.
+func (g *Grounding) scoreClaims(all []Claim, says []string, q map[string]bool, quantity bool, read map[string]bool, first string) []float64 {
 	score := make([]float64, len(all))
 	for i, c := range all {
-		// A list item says what its lead-in ("A skiff stops claiming
-		// when:") introduces: it answers what the lead-in does, read as
-		// one statement with it (a word both say counts once, so an item
-		// that repeats its heading's words is no better an answer).
-		text := c.Quote
-		if lead := g.leadIn(c.Source); lead != "" {
-			text = lead + " " + text
-		}
-		score[i] = g.overlap(text, q)
+		// A word a list item and its lead-in both say counts once, so an
+		// item that repeats its heading's words is no better an answer.
+		score[i] = g.overlap(says[i], q)
 		// A sentence defining the question's words ("skiff: a worker
 		// process …") answers "What is a skiff?" better than one that
 		// mentions a skiff; and a file the agent chose to read, better than
