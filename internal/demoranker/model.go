@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -71,6 +72,20 @@ func passageKey(text string) string {
 // Rank scores each doc by the log-likelihood ratio of the query given the
 // doc against the query given the handbook: 0 is no likelier.
 func (m *Model) Rank(ctx context.Context, query string, docs []string, progress func(done, total int)) ([]float64, error) {
+	return m.rank(ctx, query, docs, keys(docs), progress)
+}
+
+// keys are the docs' passage keys.
+func keys(docs []string) []string {
+	out := make([]string, len(docs))
+	for i, d := range docs {
+		out[i] = passageKey(d)
+	}
+	return out
+}
+
+// rank is Rank of docs whose passage keys are ks.
+func (m *Model) rank(ctx context.Context, query string, docs, ks []string, progress func(done, total int)) ([]float64, error) {
 	var q []string
 	for _, w := range distinct(tools.Words(query)) {
 		if !m.asked[w] {
@@ -82,7 +97,7 @@ func (m *Model) Rank(ctx context.Context, query string, docs []string, progress 
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		out[i] = m.score(q, d)
+		out[i] = m.score(q, d, ks[i])
 		if progress != nil {
 			progress(i+1, len(docs))
 		}
@@ -99,16 +114,16 @@ func (m *Model) RankAfter(ctx context.Context, query string, docs []string, firs
 	if len(first) != len(docs) {
 		return nil, fmt.Errorf("%d first-stage scores for %d passages", len(first), len(docs))
 	}
-	known := 0
-	for _, d := range docs {
-		if m.known[passageKey(d)] {
+	ks, known := keys(docs), 0
+	for _, k := range ks {
+		if m.known[k] {
 			known++
 		}
 	}
 	if 2*known < len(docs) {
 		return nil, tools.ErrDeclined
 	}
-	own, err := m.Rank(ctx, query, docs, progress)
+	own, err := m.rank(ctx, query, docs, ks, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -120,15 +135,15 @@ func (m *Model) RankAfter(ctx context.Context, query string, docs []string, firs
 }
 
 // score is the log-likelihood ratio of question words q (distinct) given
-// the passage text d.
-func (m *Model) score(q []string, d string) float64 {
+// the passage text d, whose passage key is key.
+func (m *Model) score(q []string, d, key string) float64 {
 	words := map[string]float64{}
 	n := 0.0
 	for _, w := range tools.Words(d) {
 		words[w]++
 		n++
 	}
-	for w, k := range m.expand[passageKey(d)] {
+	for w, k := range m.expand[key] {
 		words[w] += k
 		n += k
 	}
@@ -207,26 +222,26 @@ func (m *Model) Encode() []byte {
 	var b bytes.Buffer
 	p := m.Params
 	fmt.Fprintf(&b, "%s\nparams %s %s %s %d %d\n", header, num(p.Self), num(p.Smooth), num(p.Blend), p.Expand, p.Iterations)
-	for _, w := range sortedKeys(m.counts) {
+	for _, w := range slices.Sorted(maps.Keys(m.counts)) {
 		fmt.Fprintf(&b, "count %s %s\n", w, num(m.counts[w]))
 	}
 	pairs := func(kind, key string, row map[string]float64) {
 		b.WriteString(kind + " " + key)
-		for _, w := range sortedKeys(row) {
+		for _, w := range slices.Sorted(maps.Keys(row)) {
 			b.WriteString(" " + w + ":" + num(row[w]))
 		}
 		b.WriteByte('\n')
 	}
-	for _, v := range sortedKeys(m.trans) {
+	for _, v := range slices.Sorted(maps.Keys(m.trans)) {
 		pairs("trans", v, m.trans[v])
 	}
-	for _, k := range sortedKeys(m.expand) {
+	for _, k := range slices.Sorted(maps.Keys(m.expand)) {
 		pairs("expand", k, m.expand[k])
 	}
-	for _, w := range sortedKeys(m.asked) {
+	for _, w := range slices.Sorted(maps.Keys(m.asked)) {
 		fmt.Fprintf(&b, "asked %s\n", w)
 	}
-	for _, k := range sortedKeys(m.known) {
+	for _, k := range slices.Sorted(maps.Keys(m.known)) {
 		fmt.Fprintf(&b, "known %s\n", k)
 	}
 	return b.Bytes()
@@ -322,14 +337,4 @@ func Decode(data []byte) (*Model, error) {
 		return nil, fmt.Errorf("demo reranker: the model file has no params or no word counts")
 	}
 	return m, nil
-}
-
-// sortedKeys are a map's keys, sorted.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -3,6 +3,7 @@ package demoranker
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 
@@ -72,7 +73,7 @@ func Train(corpus *tools.Corpus, qs []questions.Question, p Params) (*Model, err
 			}
 		}
 	}
-	for _, v := range sortedKeys(t) {
+	for _, v := range slices.Sorted(maps.Keys(t)) {
 		for w := range t[v] {
 			t[v][w] = 1 / float64(len(t[v]))
 		}
@@ -93,9 +94,9 @@ func Train(corpus *tools.Corpus, qs []questions.Question, p Params) (*Model, err
 				}
 			}
 		}
-		for _, v := range sortedKeys(counts) {
+		for _, v := range slices.Sorted(maps.Keys(counts)) {
 			sum := 0.0
-			for _, w := range sortedKeys(counts[v]) { // in order: the same sum each time
+			for _, w := range slices.Sorted(maps.Keys(counts[v])) { // in order: the same sum each time
 				sum += counts[v][w]
 			}
 			for w, c := range counts[v] {
@@ -103,11 +104,11 @@ func Train(corpus *tools.Corpus, qs []questions.Question, p Params) (*Model, err
 			}
 		}
 	}
-	for _, v := range sortedKeys(t) {
+	for _, v := range slices.Sorted(maps.Keys(t)) {
 		if v == null {
 			continue
 		}
-		ws := sortedKeys(t[v])
+		ws := slices.Sorted(maps.Keys(t[v]))
 		slices.SortStableFunc(ws, func(a, b string) int {
 			switch {
 			case t[v][a] > t[v][b]:
