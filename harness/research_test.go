@@ -147,7 +147,7 @@ func TestResearchFileOnTheDemoModel(t *testing.T) {
 	}
 	researcher := p.f.Roles["researcher"]
 	first, rest := p.walks(researcher, nil)
-	want := []engine.ToolChoice{"search", "read_file", "read_file", "read_file", "read_file", "read_file", "delegate", "fetch_page", "fetch_page", "report"}
+	want := []engine.ToolChoice{"search", "read_file", "read_file", "read_file", "delegate", "fetch_page", "fetch_page", "report"}
 	if !slices.Equal(first, want) || rest != nil || res.MaxTurns != len(want)+1 {
 		t.Errorf("walks %v / %v, %d turns: want the first walked through %v", first, rest, res.MaxTurns, want)
 	}
