@@ -11,6 +11,7 @@ import (
 
 	"github.com/lloyal-ai/lloyal/internal/demoranker"
 	"github.com/lloyal-ai/lloyal/internal/questions"
+	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/services"
 	"github.com/lloyal-ai/lloyal/services/llamaservice"
@@ -26,12 +27,17 @@ type RerankOptions struct {
 	Server  string
 	APIKey  string
 	Threads int
+	// Questions is a file of questions in demo-questions.tsv's columns
+	// to rank instead of the tuning questions (unseen-questions.tsv:
+	// passages the demo reranker never trained on).
+	Questions string
 }
 
 // RerankHelp is lloyal bench rerank's long help.
 const RerankHelp = `Ranks the search candidates of the tuning questions
-(internal/bench/tuning-questions.tsv, never the held-out ones) as a reranked
-search does: the first tools.FirstStageK passages BM25 finds for the
+(internal/bench/tuning-questions.tsv, never the held-out ones), or of
+--questions FILE (internal/bench/unseen-questions.tsv asks about passages
+the demo reranker never trained on), as a reranked search does: the first tools.FirstStageK passages BM25 finds for the
 question asked as written, then in the reranker's order. Per form it prints
 how often a passage that answers (from a file that answers, holding an answer
 phrase) is among the candidates at all (what any reranker can reach), first
@@ -39,11 +45,20 @@ and in the first five by BM25 and by the reranker, and the reranker's
 seconds per question. It measures retrieval alone: no agents read, quote or
 report (lloyal bench demo runs them all).`
 
-// Rerank measures a reranker on the tuning questions (RerankHelp).
+// Rerank measures a reranker on the tuning questions or o.Questions
+// (RerankHelp), a regular file of at most maxQuestionsFile bytes.
 func Rerank(ctx context.Context, w io.Writer, o RerankOptions) error {
-	qs, err := questions.Parse(tuningQuestions)
+	text, source := tuningQuestions, "tuning questions"
+	if o.Questions != "" {
+		b, err := regular.ReadFile(o.Questions, maxQuestionsFile)
+		if err != nil {
+			return fmt.Errorf("--questions: %w", err)
+		}
+		text, source = string(b), "questions from "+o.Questions
+	}
+	qs, err := questions.Parse(text)
 	if err != nil {
-		return err
+		return fmt.Errorf("questions: %w", err)
 	}
 	var ranker services.Ranker
 	if o.Model != "" {
@@ -56,18 +71,19 @@ func Rerank(ctx context.Context, w io.Writer, o RerankOptions) error {
 			return err
 		}
 	}
-	return rankTuning(ctx, w, qs, o.Model, ranker)
+	return rankQuestions(ctx, w, qs, source, o.Model, ranker)
 }
 
-// rankTuning is Rerank once its reranker is open (nil: BM25 alone), named
-// model in the table's heading.
-func rankTuning(ctx context.Context, w io.Writer, qs []questions.Question, model string, ranker services.Ranker) error {
+// rankQuestions is Rerank once its reranker is open (nil: BM25 alone), its
+// questions qs (from source) and the reranker named model in the table's
+// heading.
+func rankQuestions(ctx context.Context, w io.Writer, qs []questions.Question, source, model string, ranker services.Ranker) error {
 	corpus, err := tools.LoadCorpusFS(research.Handbook(), research.HandbookName)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "bench rerank ranks the tuning questions' search candidates alone: no agent reads, quotes or reports (lloyal bench demo runs them all)\n")
-	fmt.Fprintf(w, "reranker: %s; %d tuning questions, the first %d candidates of each\n", cmp.Or(model, "none (BM25's order only)"), len(qs), tools.FirstStageK)
+	fmt.Fprintf(w, "bench rerank ranks the questions' search candidates alone: no agent reads, quotes or reports (lloyal bench demo runs them all)\n")
+	fmt.Fprintf(w, "reranker: %s; %d %s, the first %d candidates of each\n", cmp.Or(model, "none (BM25's order only)"), len(qs), source, tools.FirstStageK)
 	type tally struct {
 		n, among, first, top5, rFirst, rTop5 int
 		took                                 time.Duration

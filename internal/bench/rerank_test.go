@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,7 +29,7 @@ func TestBenchRerank(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-		if !strings.HasPrefix(lines[0], "bench rerank ranks the tuning questions' search candidates alone") || len(lines) != 6 {
+		if !strings.HasPrefix(lines[0], "bench rerank ranks the questions' search candidates alone") || len(lines) != 6 {
 			t.Fatalf("%s", out.String())
 		}
 		for _, form := range []string{"what-is", "handbook-says", "natural"} {
@@ -91,10 +93,33 @@ func TestBenchRerankReadsWholePassages(t *testing.T) {
 	}
 	r := wholeReader{phrase: "Not after a clean drain"}
 	var out bytes.Buffer
-	if err := rankTuning(context.Background(), &out, qs[i:i+1], "whole", &r); err != nil {
+	if err := rankQuestions(context.Background(), &out, qs[i:i+1], "tuning questions", "whole", &r); err != nil {
 		t.Fatal(err)
 	}
 	if !r.read {
 		t.Errorf("the reranker never read %q: it was given previews, not passages", r.phrase)
+	}
+}
+
+// --questions ranks a file's questions in place of the tuning set, and
+// names it; a file that is not there is refused by its flag's name.
+func TestBenchRerankQuestionsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.tsv")
+	text := "# two questions\nnatural\tHow often does the dashboard update itself?\tarchitecture/lighthouse.md\t5 seconds\n" +
+		"natural\tCan I start Tidewater as root?\toperations/operating-guide.md\t3.2 and later refuse to\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Rerank(context.Background(), &out, RerankOptions{Questions: path}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[1], "2 questions from "+path) || !strings.HasPrefix(strings.TrimSpace(lines[3]), "natural  ") || strings.Fields(lines[3])[1] != "2" {
+		t.Fatalf("%s", out.String())
+	}
+	err := Rerank(context.Background(), &out, RerankOptions{Questions: filepath.Join(t.TempDir(), "none.tsv")})
+	if err == nil || !strings.Contains(err.Error(), "--questions") {
+		t.Errorf("a missing file: %v", err)
 	}
 }

@@ -318,8 +318,7 @@ for comparing a newly trained model with the committed one.`,
 func newBenchRerankCmd() *cobra.Command {
 	var o bench.RerankOptions
 	cmd := &cobra.Command{
-		Use: "rerank [--model RERANKER]", Short: "A reranker's order of the tuning questions' search candidates, against BM25's",
-		Long: bench.RerankHelp, Args: cobra.NoArgs,
+		Use: "rerank [--model RERANKER] [--questions FILE]", Short: "A reranker's order of the tuning questions' search candidates, against BM25's", Long: bench.RerankHelp, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.APIKey = os.Getenv("LLOYAL_API_KEY")
 			return bench.Rerank(cmd.Context(), cmd.OutOrStdout(), o)
@@ -329,5 +328,6 @@ func newBenchRerankCmd() *cobra.Command {
 	f.StringVar(&o.Model, "model", "", "the reranker: a GGUF file or ollama name run here, or with --server its name there (default: BM25's order only)")
 	f.StringVar(&o.Server, "server", "", "a server whose /v1/rerank ranks (key from $LLOYAL_API_KEY)")
 	f.IntVar(&o.Threads, "threads", 0, "fix the reranker's CPU threads")
+	f.StringVar(&o.Questions, "questions", "", "a file of questions in bench/demo-questions.tsv's columns (default: the tuning set)")
 	return cmd
 }

@@ -28,8 +28,8 @@ func handbook(t *testing.T) *tools.Corpus {
 // The training questions name handbook pages outside external/ and
 // restricted/, each answer phrase is copied from a passage of the first
 // page named (the one trained on), and none equals, holds or is held in a
-// tuning or held-out question: the reranker is tuned on the one set and
-// measured on the other, never trained on either.
+// tuning, held-out or unseen question: the reranker is tuned on the one
+// set and measured on the others, never trained on them.
 func TestTrainingQuestions(t *testing.T) {
 	qs, err := questions.Parse(TrainingQuestions)
 	if err != nil {
@@ -55,7 +55,7 @@ func TestTrainingQuestions(t *testing.T) {
 	if len(qs) < 700 || forms["natural"] < len(qs)/2 || forms["handbook-says"] == 0 || forms["what-is"] == 0 {
 		t.Errorf("%d training questions, by form %v: want at least 700, half of them natural", len(qs), forms)
 	}
-	for _, other := range []string{"../bench/tuning-questions.tsv", "../bench/demo-questions.tsv"} {
+	for _, other := range []string{"../bench/tuning-questions.tsv", "../bench/demo-questions.tsv", "../bench/unseen-questions.tsv"} {
 		b, err := os.ReadFile(other)
 		if err != nil {
 			t.Fatal(err)
@@ -267,5 +267,51 @@ func TestTheProductsNameScoresNothing(t *testing.T) {
 	}
 	if with[0] <= with[1] {
 		t.Errorf("the lighthouse's passage scored %v, the one that names the product thrice %v", with[0], with[1])
+	}
+}
+
+// The unseen questions (bench's unseen-questions.tsv) ask about passages
+// no training question answers, each phrase from its own passage, and
+// repeat no tuning or held-out question: they measure the reranker where
+// training never looked.
+func TestUnseenQuestions(t *testing.T) {
+	read := func(path string) []questions.Question {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs, err := questions.Parse(string(b))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return qs
+	}
+	c := handbook(t)
+	trained := map[string]bool{}
+	training, err := questions.Parse(TrainingQuestions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range training {
+		trained[passageKey(answering(c, q).Text)] = true
+	}
+	unseen := read("../bench/unseen-questions.tsv")
+	if len(unseen) < 400 {
+		t.Errorf("%d unseen questions, want the 474 written", len(unseen))
+	}
+	others := append(read("../bench/tuning-questions.tsv"), read("../bench/demo-questions.tsv")...)
+	for _, q := range unseen {
+		ch := answering(c, q)
+		switch {
+		case ch == nil:
+			t.Errorf("%q: no passage of %s holds one of %q", q.Text, q.Files[0], q.Answers)
+		case trained[passageKey(ch.Text)]:
+			t.Errorf("%q: a training question answers its passage (%s:%d-%d)", q.Text, ch.Doc.Path, ch.Start, ch.End)
+		}
+		for _, o := range others {
+			if questions.Repeats(q.Text, o.Text) {
+				t.Errorf("unseen question %q repeats %q", q.Text, o.Text)
+			}
+		}
 	}
 }
