@@ -159,6 +159,8 @@ rows = [
  ("tools/search.go", "\t\t\t\tranker = nil // searched as without a reranker, below", "\t\t\t\tranker, r = nil, nil", "./tools", "TestADeclinedSearchKeepsItsReranker"),
  ("tools/grounding.go", "errors.Is(err, ErrDeclined) {\n\t\treturn\n\t}\n\tg.claimRanker = r", "errors.Is(err, ErrDeclined) \u0026\u0026 false {\n\t\treturn\n\t}\n\tg.claimRanker = r", "./tools", "TestClaimsRankedByTheDemoReranker"),
  ("harness/build.go", "\t\t\tc.g.RankClaimsBy(fr)\n", "\t\t\t_ = fr\n", "./harness", "TestABlendingRankerAndUnranked"),
+ ("internal/research/narrow.go", "best, worth := -1, math.Inf(-1)", "best, worth := -1, -1.0", "./internal/research", "TestNextRead"),
+ ("internal/research/narrow.go", "w -= (1 - openedWeight) * math.Abs(w)", "w *= openedWeight", "./internal/research", "TestNextRead"),
 ]
 only = set(sys.argv[1:])
 survived = False

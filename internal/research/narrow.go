@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -156,14 +157,16 @@ func nextRead(passages []tools.Passage) (tools.Passage, bool) {
 			return p.Read && p.Path == q.Path && p.From <= q.From && q.To <= p.To
 		})
 	}
-	best, worth := -1, -1.0
+	best, worth := -1, math.Inf(-1)
 	for i, p := range passages {
 		if p.Read || covered(p) {
 			continue
 		}
 		w := p.Score
 		if opened[p.Path] {
-			w *= openedWeight
+			// Less by its share either side of zero: a reranker's scores
+			// (logits, standard scores) can all be negative.
+			w -= (1 - openedWeight) * math.Abs(w)
 		}
 		if w > worth {
 			best, worth = i, w

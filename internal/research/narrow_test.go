@@ -93,6 +93,8 @@ func TestNextRead(t *testing.T) {
 		{"a hit inside a read passage is read", []tools.Passage{read("a.md", 1, 20), hit("a.md", 12, 14, 40), hit("b.md", 1, 3, 10)}, "b.md:1"},
 		{"results without scores: the newest first", []tools.Passage{hit("c.md", 1, 2, 0), hit("d.md", 1, 2, 0)}, "c.md:1"},
 		{"all read", []tools.Passage{read("a.md", 1, 20), hit("a.md", 1, 4, 9)}, ""},
+		{"scores all below -1 (a reranker's logits) are still read", []tools.Passage{hit("a.md", 1, 3, -2), hit("b.md", 1, 3, -3)}, "a.md:1"},
+		{"scores below zero: an opened file's still counts less", []tools.Passage{read("a.md", 1, 10), hit("a.md", 12, 14, -1), hit("b.md", 1, 3, -1.1)}, "b.md:1"},
 	} {
 		got, ok := nextRead(tc.passages)
 		if s := fmt.Sprintf("%s:%d", got.Path, got.From); ok != (tc.want != "") || ok && s != tc.want {
