@@ -22,6 +22,7 @@ import (
 // must exist, a graph that must not loop.
 func check(f *File, tree *ast.File) []Problem {
 	c := &checker{f: f, tree: tree}
+	c.model()
 	for _, name := range sortedKeys(f.Tools) {
 		c.tool(name, f.Tools[name])
 	}
@@ -111,6 +112,25 @@ func (c *checker) tool(name string, t Tool) {
 	if t.Timeout != "" {
 		if _, err := time.ParseDuration(t.Timeout); err != nil {
 			c.add(at+"/timeout", "%q is not a duration: write 30s, 2m or 1m30s", t.Timeout)
+		}
+	}
+}
+
+// model checks that the files the model section names are there (a run
+// refuses them only once it opens the model; check should say first).
+func (c *checker) model() {
+	m := c.f.Model
+	if m.Server != "" {
+		return // a name on the server, which sees with its own projector
+	}
+	if strings.HasSuffix(m.Path, ".gguf") {
+		if _, err := os.Stat(c.f.Rel(m.Path)); err != nil {
+			c.add("/model/path", "%s: no such file (a GGUF file relative to the harness file, or an ollama model name such as qwen3:0.6b)", m.Path)
+		}
+	}
+	if m.MMProj != "" {
+		if _, err := os.Stat(c.f.Rel(m.MMProj)); err != nil {
+			c.add("/model/mmproj", "%s: no such file (the model's vision projector, an mmproj GGUF file relative to the harness file)", m.MMProj)
 		}
 	}
 }

@@ -161,6 +161,7 @@ rows = [
  ("harness/build.go", "\t\t\tc.g.RankClaimsBy(fr)\n", "\t\t\t_ = fr\n", "./harness", "TestABlendingRankerAndUnranked"),
  ("internal/research/narrow.go", "best, worth := -1, math.Inf(-1)", "best, worth := -1, -1.0", "./internal/research", "TestNextRead"),
  ("internal/research/narrow.go", "w -= (1 - openedWeight) * math.Abs(w)", "w *= openedWeight", "./internal/research", "TestNextRead"),
+ ("harness/check.go", "\tc.model()\n", "", "./harness", "TestBadHarnessFiles"),
 ]
 only = set(sys.argv[1:])
 survived = False
