@@ -34,6 +34,12 @@ type serverCells struct {
 	// so what a prompt grew by is text alone.
 	grownBytes, grownTokens int
 	last                    map[BranchID]usage
+	// added is what the server adds to a prompt, in tokens: the least of
+	// the live branches' latest requests' tokens beyond their text at the
+	// growth's rate (0 until growth sets the rate: whole prompts' rate
+	// counts it in). A branch the server never counted is its text and
+	// this: its first request carries the same definitions.
+	added int
 }
 
 // usage is one request's prompt: its bytes and the server's tokens.
@@ -51,7 +57,11 @@ type textBranch struct {
 // length is the branch's length in tokens: the server's count of what it
 // counted, and an estimate of the rest.
 func (c *serverCells) length(b *textBranch) int {
-	return b.tokens + c.count(b.nbytes-b.counted)
+	n := b.tokens + c.count(b.nbytes-b.counted)
+	if b.counted == 0 && b.nbytes > 0 {
+		n += c.added
+	}
+	return n
 }
 
 var (
@@ -104,6 +114,22 @@ func (c *serverCells) noteUsage(id BranchID, n, tokens int) {
 		c.grownTokens += tokens - prev.tokens
 	}
 	c.last[id] = usage{n, tokens}
+	c.noteAdded()
+}
+
+// noteAdded sets added from the live branches' latest requests.
+func (c *serverCells) noteAdded() {
+	c.added = 0
+	if c.grownBytes < minGrowth || c.grownTokens <= 0 {
+		return
+	}
+	rate, least := c.bytesPer(), -1
+	for _, u := range c.last {
+		if a := max(0, u.tokens-int(math.Ceil(float64(u.bytes)/rate))); least < 0 || a < least {
+			least = a
+		}
+	}
+	c.added = max(least, 0)
 }
 
 func (c *serverCells) count(nbytes int) int {
@@ -210,6 +236,7 @@ func (c *serverCells) Prune(id BranchID) error {
 	delete(c.branches, id)
 	delete(c.sampling, id)
 	delete(c.last, id)
+	c.noteAdded()
 	return nil
 }
 

@@ -101,6 +101,22 @@ func TestServerCellsRateLeavesOutWhatTheServerAdds(t *testing.T) {
 	if got := c.count(4000); got != 4000/bytesPerToken {
 		t.Fatalf("4000 bytes estimated as %d tokens after 1,700 bytes of growth: want %d, the text's rate without the server's %d", got, 4000/bytesPerToken, overhead)
 	}
+	// A branch the server never counted sends the same definitions with
+	// its first request: its text and the overhead. One forked from a
+	// counted branch holds them in its count already.
+	z, _ := c.Create()
+	text, _ := c.Tokenize(chat.Prompt{{Text: strings.Repeat("w", 4000)}})
+	if err := c.Prefill([]Span{{Branch: z, Tokens: text}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, used := c.BranchCells(z); used != overhead+4000/bytesPerToken {
+		t.Fatalf("a branch never sent: %d tokens, want its text's %d and the server's %d", used, 4000/bytesPerToken, overhead)
+	}
+	c.counted(z, 4000, served(4000))
+	f, _ := c.Fork(z)
+	if _, used := c.BranchCells(f); used != served(4000) {
+		t.Fatalf("a fork of a counted branch: %d tokens, want the server's count %d and no more", used, served(4000))
+	}
 	// A pruned branch's last request is forgotten: a new branch's first
 	// request is no growth of it.
 	if err := c.Prune(y); err != nil || len(c.last) != 1 {

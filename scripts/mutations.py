@@ -162,6 +162,7 @@ rows = [
  ("internal/research/narrow.go", "best, worth := -1, math.Inf(-1)", "best, worth := -1, -1.0", "./internal/research", "TestNextRead"),
  ("internal/research/narrow.go", "w -= (1 - openedWeight) * math.Abs(w)", "w *= openedWeight", "./internal/research", "TestNextRead"),
  ("harness/check.go", "\tc.model()\n", "", "./harness", "TestBadHarnessFiles"),
+ ("engine/servercells.go", "\t\tn += c.added\n", "", "./engine", "TestServerCellsRateLeavesOutWhatTheServerAdds"),
 ]
 only = set(sys.argv[1:])
 survived = False
