@@ -124,14 +124,18 @@ func (c *checker) model() {
 		return // a name on the server, which sees with its own projector
 	}
 	if strings.HasSuffix(m.Path, ".gguf") {
-		if _, err := os.Stat(c.f.Rel(m.Path)); err != nil {
-			c.add("/model/path", "%s: no such file (a GGUF file relative to the harness file, or an ollama model name such as qwen3:0.6b)", m.Path)
-		}
+		c.file("/model/path", m.Path, "a GGUF file relative to the harness file, or an ollama model name such as qwen3:0.6b")
 	}
 	if m.MMProj != "" {
-		if _, err := os.Stat(c.f.Rel(m.MMProj)); err != nil {
-			c.add("/model/mmproj", "%s: no such file (the model's vision projector, an mmproj GGUF file relative to the harness file)", m.MMProj)
-		}
+		c.file("/model/mmproj", m.MMProj, "the model's vision projector, an mmproj GGUF file relative to the harness file")
+	}
+}
+
+// file is a problem at ptr where path (relative to the harness file) is
+// not there, saying what it should be.
+func (c *checker) file(ptr, path, what string) {
+	if _, err := os.Stat(c.f.Rel(path)); err != nil {
+		c.add(ptr, "%s: no such file (%s)", path, what)
 	}
 }
 
@@ -145,9 +149,7 @@ func (c *checker) service(name string, s Service) {
 		c.add(at+"/labels", "labels are a judge's answers; a %s service has none: remove them", s.Kind)
 	}
 	if s.Server == "" && strings.HasSuffix(s.Model, ".gguf") {
-		if _, err := os.Stat(c.f.Rel(s.Model)); err != nil {
-			c.add(at+"/model", "%s: no such file (a GGUF file relative to the harness file, an ollama model name, or with server: the model's name there)", s.Model)
-		}
+		c.file(at+"/model", s.Model, "a GGUF file relative to the harness file, an ollama model name, or with server: the model's name there")
 	}
 	if s.Server != "" && (s.Context > 0 || s.Threads > 0 || s.GPULayers != nil) {
 		c.add(at+"/server", "context, threads and gpu_layers size a model run here; a server sizes its own: remove them or the server")

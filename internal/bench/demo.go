@@ -43,6 +43,24 @@ var demoQuestions string
 // are 18 KiB.
 const maxQuestionsFile = 4 << 20
 
+// questionsFrom parses the questions of a --questions file (a regular
+// file of at most maxQuestionsFile bytes), or builtin where path is "".
+func questionsFrom(path, builtin string) ([]questions.Question, error) {
+	text := builtin
+	if path != "" {
+		b, err := regular.ReadFile(path, maxQuestionsFile)
+		if err != nil {
+			return nil, fmt.Errorf("--questions: %w", err)
+		}
+		text = string(b)
+	}
+	qs, err := questions.Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("questions: %w", err)
+	}
+	return qs, nil
+}
+
 // DemoOptions are `lloyal bench demo`'s flags.
 type DemoOptions struct {
 	Model string // GGUF file
@@ -85,17 +103,9 @@ type demoRun struct {
 //
 // A --questions file is a regular file of at most maxQuestionsFile bytes.
 func Demo(ctx context.Context, w io.Writer, o DemoOptions) error {
-	text := demoQuestions
-	if o.Questions != "" {
-		b, err := regular.ReadFile(o.Questions, maxQuestionsFile)
-		if err != nil {
-			return fmt.Errorf("--questions: %w", err)
-		}
-		text = string(b)
-	}
-	qs, err := questions.Parse(text)
+	qs, err := questionsFrom(o.Questions, demoQuestions)
 	if err != nil {
-		return fmt.Errorf("questions: %w", err)
+		return err
 	}
 	if o.PerForm > 0 {
 		qs = perForm(qs, o.PerForm)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/lloyal-ai/lloyal/internal/demoranker"
 	"github.com/lloyal-ai/lloyal/internal/questions"
-	"github.com/lloyal-ai/lloyal/internal/regular"
 	"github.com/lloyal-ai/lloyal/internal/research"
 	"github.com/lloyal-ai/lloyal/services"
 	"github.com/lloyal-ai/lloyal/services/llamaservice"
@@ -48,17 +47,13 @@ report (lloyal bench demo runs them all).`
 // Rerank measures a reranker on the tuning questions or o.Questions
 // (RerankHelp), a regular file of at most maxQuestionsFile bytes.
 func Rerank(ctx context.Context, w io.Writer, o RerankOptions) error {
-	text, source := tuningQuestions, "tuning questions"
-	if o.Questions != "" {
-		b, err := regular.ReadFile(o.Questions, maxQuestionsFile)
-		if err != nil {
-			return fmt.Errorf("--questions: %w", err)
-		}
-		text, source = string(b), "questions from "+o.Questions
-	}
-	qs, err := questions.Parse(text)
+	qs, err := questionsFrom(o.Questions, tuningQuestions)
 	if err != nil {
-		return fmt.Errorf("questions: %w", err)
+		return err
+	}
+	source := "tuning questions"
+	if o.Questions != "" {
+		source = "questions from " + o.Questions
 	}
 	var ranker services.Ranker
 	if o.Model != "" {
